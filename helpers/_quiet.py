@@ -1,0 +1,45 @@
+"""Silence the known, harmless chatter of transformers and torch so executed notebooks have no stray stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_KNOWN_WARNINGS = (
+    r".*`torch_dtype` is deprecated.*",
+    r".*attention mask.*",
+    r".*legacy.*behaviour.*",
+    r".*generation flags are not valid.*",
+    r".*TypedStorage is deprecated.*",
+)
+
+
+def silence_known_warnings() -> None:
+    """Filter warnings we know to be harmless; called once at import of `helpers`."""
+    for pattern in _KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    for name in ("transformers", "transformers.modeling_utils", "accelerate", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Within the block: transformers logs only errors and shows no progress bars."""
+    from transformers.utils import logging as hf_logging
+
+    previous = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            silence_known_warnings()
+            yield
+    finally:
+        hf_logging.set_verbosity(previous)
+        if bars:
+            hf_logging.enable_progress_bar()

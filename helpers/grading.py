@@ -1,0 +1,82 @@
+"""Answer extraction and equivalence: the last \\boxed{...}, else the last number; math-verify decides.
+
+Nothing here raises on malformed model output: an answer that cannot be read is simply wrong.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BOX_OPENERS = ("\\boxed", "\\fbox")
+_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?")
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} (or \\fbox{...}) with balanced braces, or None."""
+    if not isinstance(text, str):
+        return None
+    best = None
+    for opener in _BOX_OPENERS:
+        start = text.rfind(opener + "{")
+        if start > (best[0] if best else -1):
+            best = (start, opener)
+    if best is None:
+        return None
+    i = best[0] + len(best[1]) + 1
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j].strip()
+    return None  # unbalanced: the box never closed
+
+
+def last_number(text: str) -> str | None:
+    """The last number in the text (thousands separators removed), or None."""
+    if not isinstance(text, str):
+        return None
+    found = _NUMBER.findall(text)
+    return found[-1].replace(",", "") if found else None
+
+
+def extract_answer(text: str) -> str | None:
+    """The answer a completion gives: its last \\boxed{} content, else its last number."""
+    boxed = last_boxed(text)
+    return boxed if boxed else last_number(text)
+
+
+def _plain_int(answer: str) -> int | None:
+    """Read '1,234', '$42$', ' -7 ', '\\text{42}' as integers; None for anything else."""
+    s = answer.strip().strip("$").strip()
+    s = re.sub(r"^\\text\{(.*)\}$", r"\1", s).strip()
+    s = s.replace(",", "").replace("\\!", "").replace("{}", "")
+    return int(s) if _INT.match(s) else None
+
+
+def is_equivalent(predicted: str | None, gold: str) -> bool:
+    """True if `predicted` means the same as `gold`: integers compared exactly, the rest by math-verify."""
+    if predicted is None or not str(predicted).strip():
+        return False
+    predicted, gold = str(predicted), str(gold)
+    a, b = _plain_int(predicted), _plain_int(gold)
+    if a is not None and b is not None:
+        return a == b
+    try:
+        from math_verify import parse, verify
+
+        gold_parsed = parse("$" + gold + "$", parsing_timeout=None)
+        pred_parsed = parse("$" + predicted + "$", parsing_timeout=None)
+        if not gold_parsed or not pred_parsed:
+            return predicted.strip() == gold.strip()
+        return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+    except Exception:  # math-verify can fail on odd LaTeX; an unreadable answer counts as wrong
+        return predicted.strip() == gold.strip()
+
+
+def grade(completion: str, gold: str) -> bool:
+    """Is the answer extracted from `completion` equivalent to `gold`?"""
+    return is_equivalent(extract_answer(completion), gold)

