@@ -2,4 +2,45 @@
 
 from __future__ import annotations
 
-REGISTRY: list = []
+import argparse
+
+
+def _truncate(args: argparse.Namespace) -> int:
+    from helpers.data import DataError
+    from helpers.decoding import decode
+    from helpers.models import load_model, stop_token_ids
+    from helpers.truncation import truncate
+
+    if not args.prompt or not args.prompt.strip():
+        raise DataError("--prompt must not be empty")
+    model, tokenizer, info = load_model(args.model)
+    shallow = truncate(model, args.depth, args.method)
+    if info.chat and not args.raw:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    else:
+        ids = tokenizer(args.prompt)["input_ids"]
+    (completion,), stats = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer),
+                                  tokenizer.pad_token_id)
+    kept = shallow.config.truncation["kept_blocks"]
+    print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
+          f"(blocks {kept[0]}..{kept[-2] if len(kept) > 1 else kept[0]}"
+          f"{', ' + str(kept[-1]) if args.method == 'stitch' else ''}); {stats.decoded_tokens} tokens in "
+          f"{stats.seconds:.1f} s")
+    print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
+    return 0
+
+
+def register_truncate(sub) -> None:
+    p = sub.add_parser("truncate", help="greedy continuation of a truncated model")
+    p.add_argument("--model", default="smollm2-135m", help="known name, hub id or local directory")
+    p.add_argument("--depth", type=int, required=True, help="number of blocks the model runs")
+    p.add_argument("--method", choices=("stitch", "naive"), default="stitch")
+    p.add_argument("--prompt", required=True, help="the user message (chat models) or raw text")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.set_defaults(func=_truncate)
+
+
+REGISTRY: list = [register_truncate]

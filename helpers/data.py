@@ -257,7 +257,10 @@ def build_prompt(tokenizer, question: str, chat: bool | None = None, shots: int 
     if shots < 0:
         raise DataError(f"shots must be 0 or more, got {shots}.")
     examples = worked_examples(shots)
-    chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    chat = has_template if chat is None else chat
+    if chat and not has_template:
+        raise DataError("This tokenizer has no chat template; build the prompt as raw text (chat=False).")
     if chat:
         messages = []
         for ex in examples:

@@ -69,6 +69,7 @@ class Run:
     def _load(self) -> None:
         if not self.path.is_file():
             return
+        self._end_partial_line()
         with self.path.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
@@ -77,6 +78,18 @@ class Run:
                     continue  # a line cut short by an interruption: that unit is simply redone
                 if record.get("config_hash") == self.hash and "key" in record:
                     self._records[record["key"]] = record
+
+    def _end_partial_line(self) -> None:
+        """A write cut short leaves a line without its newline; end it so the next record starts cleanly."""
+        with self.path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            last = fh.read(1)
+        if last != b"\n":
+            with self.path.open("ab") as out:
+                out.write(b"\n")
 
     def __contains__(self, key: str) -> bool:
         return key in self._records

@@ -1,0 +1,77 @@
+"""Shared fixtures: tiny random Llama and Qwen2 models saved to disk, and the embedded model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CORPUS = [
+    "Ada has 3 apples . Then Ada receives 4 more apples . How many apples does Ada have now ?",
+    "Can you solve the following math problem ? Please reason step by step , and put your final answer "
+    "within \\boxed{} .",
+    "Adding 4 : 3 + 4 = 7 . The final answer is \\boxed{7} .",
+    "0 1 2 3 4 5 6 7 8 9 10 11 12 + - * / = the a of to and in is",
+    "Can you solve the following math problem? Please reason step by step, and put your final answer within "
+    "\\boxed{}. user assistant system",
+]
+
+
+def _tokenizer(chat: bool):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>",
+                                   bos_token="<bos>")
+    if chat:
+        fast.chat_template = ("{% for m in messages %}<bos> {{ m['role'] }} {{ m['content'] }} <eos> {% endfor %}"
+                              "{% if add_generation_prompt %}<bos> assistant {% endif %}")
+    return fast
+
+
+def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0) -> Path:
+    """Save a randomly initialised tiny `llama` or `qwen2` model with a word-level tokenizer to `path`."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    tokenizer = _tokenizer(chat=kind == "qwen2")
+    common = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=n_layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                  bos_token_id=tokenizer.bos_token_id)
+    config = LlamaConfig(**common, tie_word_embeddings=False) if kind == "llama" else Qwen2Config(
+        **common, tie_word_embeddings=True)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():  # larger random weights give peaked, varied distributions (more telling tests)
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2"])
+def tiny_dir(request, tmp_path_factory) -> Path:
+    return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_dir):
+    from helpers.models import load_model
+
+    return load_model(str(tiny_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smol():
+    from helpers.models import load_model
+
+    return load_model("smollm2-135m", device="cpu")

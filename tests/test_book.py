@@ -1,0 +1,55 @@
+"""The whole book in the smoke profile: every chapter executes cleanly and the strict build passes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from helpers.run import CHAPTERS, run, stderr_cells, toc_chapters
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory, monkeypatch_module):
+    out = tmp_path_factory.mktemp("book")
+    monkeypatch_module.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
+    index = run("smoke", out_root=out, strict=True)
+    return out, index
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.mark.book
+def test_book_builds_with_every_chapter(built_book):
+    out, index = built_book
+    assert index.is_file()
+    for stem in toc_chapters():
+        page = out / "_build" / "html" / CHAPTERS / f"{stem}.html"
+        assert page.is_file(), f"{stem} was not rendered"
+        nb = json.loads((out / CHAPTERS / f"{stem}.ipynb").read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors and not stderr_cells(out / CHAPTERS / f"{stem}.ipynb")
+        assert nb["metadata"]["papermill"]["parameters"]["profile"] == "smoke"
+
+
+@pytest.mark.book
+def test_logit_lens_chapter_has_its_figure_and_numbers(built_book):
+    out, _ = built_book
+    html = (out / "_build" / "html" / CHAPTERS / "02_logit_lens.html").read_text()
+    assert html.count("<img") >= 3  # the lens figure, the gold comparison and the token grid
+    text = re.sub(r"<[^>]+>", "", html)
+    assert re.search(r"the effective depth is layer\s+-?\d+", text)
+    assert re.search(r"candidate cut points, counted as blocks kept, are therefore\s+\S+", text)
+    assert "IntSliderModel" in html  # the explorer's widget state is embedded
+
+
+@pytest.mark.book
+def test_run_configuration_page_lists_the_profile(built_book):
+    out, _ = built_book
+    page = (out / "_build" / "html" / "book" / "reproducibility.html").read_text()
+    assert "smoke" in page and "02_logit_lens" in page

@@ -1,0 +1,116 @@
+"""Problem sets and prompts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from helpers.data import (LEVELS, PROMPT_PREFIX, DataError, arithmetic_problem, arithmetic_problems, build_prompt,
+                          load_hub, load_local, load_problems, prompt_text, worked_examples)
+
+
+def test_deterministic_and_independent_of_count():
+    a = arithmetic_problems(3, seed=7)
+    assert a == arithmetic_problems(3, seed=7)
+    assert a != arithmetic_problems(3, seed=8)
+    assert arithmetic_problems(5, levels=[2], seed=7)[:3] == [p for p in a if p.level == 2]
+
+
+def test_at_least_five_levels_with_growing_steps():
+    assert len(LEVELS) >= 5
+    steps = [LEVELS[level].n_ops for level in sorted(LEVELS)]
+    assert steps == sorted(steps) and steps[-1] > steps[0]
+
+
+@pytest.mark.parametrize("level", sorted(LEVELS))
+def test_worked_solution_is_correct_arithmetic(level):
+    for i in range(30):
+        p = arithmetic_problem(level, i)
+        lines = p.solution.splitlines()
+        value = int(re.search(r"starts with (\d+)", lines[0]).group(1))
+        for line in lines[1:-1]:
+            a, op, b, c = re.search(r"(\d+) ([-+*/]) (\d+) = (\d+)", line).groups()
+            assert int(a) == value
+            value = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b), "/": int(a) // int(b)}[op]
+            assert op != "/" or int(a) % int(b) == 0
+            assert value == int(c) and value >= 0
+        assert lines[-1] == f"The final answer is \\boxed{{{value}}}." and p.answer == str(value)
+        assert len(lines) - 2 == LEVELS[level].n_ops
+
+
+def test_bad_arguments():
+    with pytest.raises(DataError, match="levels"):
+        arithmetic_problem(99, 0)
+    with pytest.raises(DataError):
+        arithmetic_problems(0)
+    with pytest.raises(DataError, match="Unknown problem set"):
+        load_problems("nonsense")
+
+
+def test_worked_examples_are_not_benchmark_problems():
+    questions = {p.question for p in arithmetic_problems(50)}
+    assert all(ex.question not in questions for ex in worked_examples(4))
+
+
+def test_local_jsonl_and_json_with_field_mapping(tmp_path):
+    rows = [{"problem": "What is 2+2?", "solution_value": "4", "level": 1},
+            {"problem": "What is 3*3?", "solution_value": "9", "level": 2}]
+    jsonl = tmp_path / "set.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in rows))
+    js = tmp_path / "set.json"
+    js.write_text(json.dumps(rows))
+    for path in (jsonl, js):
+        problems = load_local(path, fields={"question": "problem", "answer": "solution_value"})
+        assert [p.answer for p in problems] == ["4", "9"] and problems[1].level == 2
+    assert len(load_problems(str(jsonl), n=1, fields={"question": "problem", "answer": "solution_value"})) == 1
+    with pytest.raises(DataError, match="no field 'question'"):
+        load_local(jsonl)
+
+
+def test_gsm8k_style_answers_are_split(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "q", "answer": "3 + 4 = 7\n#### 1,007"}))
+    (p,) = load_local(path, source="gsm8k")
+    assert p.answer == "1007" and p.solution == "3 + 4 = 7"
+
+
+def test_malformed_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("{not json")
+    with pytest.raises(DataError, match="JSON"):
+        load_local(path)
+    with pytest.raises(DataError, match="No such"):
+        load_local(tmp_path / "missing.jsonl")
+
+
+def test_hub_sets_offline_give_a_clear_error():
+    with pytest.raises(DataError) as err:
+        load_hub("math500")
+    assert "local JSON/JSONL" in str(err.value)
+
+
+def test_prompt_through_chat_template_and_raw(tiny):
+    model, tokenizer, info = tiny
+    question = "Ada has 3 apples ."
+    if tokenizer.chat_template:
+        text = tokenizer.decode(build_prompt(tokenizer, question))
+        assert "user" in text.split() and text.rstrip().endswith("assistant")
+        assert tokenizer.decode(build_prompt(tokenizer, question, shots=2)).split().count("assistant") == 3
+    else:
+        with pytest.raises(DataError, match="no chat template"):
+            build_prompt(tokenizer, question, chat=True)
+    raw = tokenizer.decode(build_prompt(tokenizer, question, chat=False))
+    assert "Can you solve the following math problem" in raw and "assistant" not in raw.split()
+    with_shots = tokenizer.decode(build_prompt(tokenizer, question, chat=False, shots=2))
+    assert with_shots.count("Can you solve") == 3
+    with pytest.raises(DataError):
+        build_prompt(tokenizer, "   ")
+    with pytest.raises(DataError):
+        build_prompt(tokenizer, question, shots=-1)
+
+
+def test_reference_prompt_text():
+    text = prompt_text("What is 1+1?")
+    assert text.startswith(PROMPT_PREFIX) and text.endswith("put your final answer within \\boxed{}.")

@@ -1,0 +1,82 @@
+"""The runner: profiles and -p keys are checked against the notebooks' parameters cells."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helpers.run import NOTEBOOKS, REPO, RunError, load_profile, parse_overrides, plan, toc_chapters
+
+
+def _parameters_cell(stem: str) -> dict:
+    nb = json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text())
+    (cell,) = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    values = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def test_every_toc_chapter_has_a_source_notebook_without_outputs():
+    stems = toc_chapters()
+    assert stems
+    for stem in stems:
+        nb = json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text())
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+        assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), f"{stem} has outputs"
+
+
+@pytest.mark.parametrize("stem", toc_chapters())
+def test_parameter_cell_defaults_equal_the_smoke_profile(stem):
+    defaults = _parameters_cell(stem)
+    (job,) = plan("smoke", only=stem)
+    for key, value in job.parameters.items():
+        assert defaults[key] == value, f"{stem}: {key} defaults to {defaults[key]!r}, smoke sets {value!r}"
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_profiles_only_use_known_keys(profile):
+    jobs = plan(profile)
+    assert [j.stem for j in jobs] == toc_chapters()
+    assert all(j.parameters.get("profile") == profile for j in jobs)
+
+
+def test_unknown_override_is_rejected_with_its_name():
+    with pytest.raises(RunError, match="no_such_key"):
+        plan("smoke", {"no_such_key": 1})
+
+
+def test_unknown_profile_section_key_is_rejected(tmp_path, monkeypatch):
+    import helpers.run as run
+
+    stem = toc_chapters()[0]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"notebooks": {stem: {"not_a_parameter": 3}}}))
+    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    with pytest.raises(RunError, match="not_a_parameter"):
+        plan("bad")
+    with pytest.raises(RunError, match="Unknown profile"):
+        load_profile("missing")
+
+
+def test_only_must_name_one_chapter():
+    with pytest.raises(RunError, match="matches"):
+        plan("smoke", only="99_nothing")
+
+
+def test_parse_overrides_reads_yaml_values():
+    assert parse_overrides(["n=3", "levels=[1, 2]", "name=abc", "flag=true"]) == {
+        "n": 3, "levels": [1, 2], "name": "abc", "flag": True}
+    with pytest.raises(RunError):
+        parse_overrides(["novalue"])
+
+
+def test_cli_names_the_unknown_key():
+    proc = subprocess.run([sys.executable, "-m", "helpers", "run", "--profile", "smoke", "-p", "no_such_key=1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "no_such_key" in proc.stderr and "Traceback" not in proc.stderr

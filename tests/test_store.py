@@ -1,0 +1,64 @@
+"""The results store: reuse, resume, recompute on a new configuration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.store import Run, config_hash
+
+
+def test_hash_ignores_key_order_and_sees_values():
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
+    assert config_hash({"a": (1, 2)}) == config_hash({"a": [1, 2]})
+
+
+def test_records_are_reused_and_carry_provenance(tmp_path):
+    run = Run("exp", {"model": "m", "seed": 3, "n": 2}, root=tmp_path)
+    calls = []
+    assert run.compute("p1", lambda: calls.append(1) or {"x": 1}) == {"x": 1}
+    again = Run("exp", {"seed": 3, "n": 2, "model": "m"}, root=tmp_path)
+    assert again.compute("p1", lambda: calls.append(2) or {"x": 2}) == {"x": 1}
+    assert calls == [1]
+    record = json.loads(run.path.read_text().splitlines()[0])
+    assert record["model"] == "m" and record["seed"] == 3 and record["config"]["n"] == 2
+    assert {"torch", "transformers", "python"} <= set(record["versions"]) and record["seconds"] >= 0
+
+
+def test_interrupted_run_resumes(tmp_path):
+    run = Run("exp", {"k": 1}, root=tmp_path)
+    run.add("a", 1, 0.1)
+    run.add("b", 2, 0.1)
+    with run.path.open("a") as fh:  # a write cut short by an interruption
+        fh.write('{"key": "c", "config_hash": "')
+    resumed = Run("exp", {"k": 1}, root=tmp_path)
+    assert resumed.results() == {"a": 1, "b": 2}
+    assert resumed.missing(["a", "b", "c"]) == ["c"]
+    resumed.add("c", 3, 0.1)
+    assert Run("exp", {"k": 1}, root=tmp_path).results() == {"a": 1, "b": 2, "c": 3}
+    size = resumed.path.stat().st_size
+    Run("exp", {"k": 1}, root=tmp_path)  # loading a clean file leaves it alone
+    assert resumed.path.stat().st_size == size
+
+
+def test_changed_configuration_recomputes(tmp_path):
+    Run("exp", {"k": 1}, root=tmp_path).add("a", 1, 0.1)
+    other = Run("exp", {"k": 2}, root=tmp_path)
+    assert "a" not in other and len(other) == 0
+
+
+def test_timed_context_stores_only_finished_units(tmp_path):
+    run = Run("exp", {"k": 1}, root=tmp_path)
+    with pytest.raises(RuntimeError), run.timed("x") as out:
+        raise RuntimeError("interrupted")
+    assert "x" not in run
+    with run.timed("y") as out:
+        out["result"] = [1, 2]
+    assert run.get("y") == [1, 2]
+
+
+def test_bad_experiment_name(tmp_path):
+    with pytest.raises(ValueError):
+        Run("a/b", {}, root=tmp_path)

@@ -1,0 +1,121 @@
+"""Truncated models share weights, keep the KV cache consistent and leave the original untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.decoding import decode
+from helpers.lens import logit_lens
+from helpers.residual import capture
+from helpers.truncation import (agreement, critical_depth, kept_blocks, naive_truncate, stitch_and_preserve, truncate,
+                                truncation_of)
+
+
+def _ids(tokenizer):
+    return tokenizer("Ada has 3 apples . Then Ada receives 4 more apples . How many apples")["input_ids"]
+
+
+@pytest.mark.parametrize("method", ["stitch", "naive"])
+def test_full_depth_gives_identical_logits(tiny, method):
+    model, tokenizer, info = tiny
+    x = torch.tensor([_ids(tokenizer)])
+    with torch.inference_mode():
+        assert torch.equal(truncate(model, info.n_layers, method)(x).logits, model(x).logits)
+
+
+def test_kept_blocks_and_invalid_depths():
+    assert kept_blocks(6, 3, "naive") == [0, 1, 2]
+    assert kept_blocks(6, 3, "stitch") == [0, 1, 5]
+    assert kept_blocks(6, 6, "stitch") == list(range(6))
+    for depth, method in [(0, "naive"), (7, "naive"), (1, "stitch"), (7, "stitch"), (2.5, "naive"), (True, "naive")]:
+        with pytest.raises(ValueError, match="integer in"):
+            kept_blocks(6, depth, method)
+    with pytest.raises(ValueError, match="method"):
+        kept_blocks(6, 3, "random")
+
+
+def test_error_names_the_valid_range(tiny):
+    model, _, info = tiny
+    with pytest.raises(ValueError, match=rf"2\.\.{info.n_layers}"):
+        stitch_and_preserve(model, 1)
+    with pytest.raises(ValueError, match=rf"1\.\.{info.n_layers}"):
+        naive_truncate(model, info.n_layers + 1)
+
+
+@pytest.mark.parametrize("method", ["stitch", "naive"])
+def test_kv_cache_generation_equals_no_cache(tiny, method):
+    model, tokenizer, _ = tiny
+    shallow = truncate(model, 2, method)
+    x = torch.tensor([_ids(tokenizer)])
+    kwargs = dict(max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+    with_cache = shallow.generate(x, use_cache=True, **kwargs)
+    without = shallow.generate(x, use_cache=False, **kwargs)
+    assert torch.equal(with_cache, without)
+    (ours,), _ = decode(shallow, [x[0].tolist()], 10, [], tokenizer.pad_token_id)  # the book's own decode loop
+    assert ours.tokens == with_cache[0, x.shape[1]:].tolist()
+
+
+def test_original_is_unchanged_and_weights_are_shared(tiny):
+    model, tokenizer, info = tiny
+    x = torch.tensor([_ids(tokenizer)])
+    with torch.inference_mode():
+        before = model(x).logits.clone()
+    layer_ids = [b.self_attn.layer_idx for b in model.model.layers]
+    shallow = stitch_and_preserve(model, 2)
+    with torch.inference_mode():
+        shallow(x)
+        assert torch.equal(model(x).logits, before)
+    assert [b.self_attn.layer_idx for b in model.model.layers] == layer_ids
+    assert model.config.num_hidden_layers == info.n_layers and len(model.model.layers) == info.n_layers
+    assert [b.self_attn.layer_idx for b in shallow.model.layers] == [0, 1]
+    assert shallow.config.num_hidden_layers == 2
+    assert truncation_of(shallow)["kept_blocks"] == [0, info.n_layers - 1] and truncation_of(model) is None
+    originals = {p.data_ptr() for p in model.parameters()}
+    assert all(p.data_ptr() in originals for p in shallow.parameters())
+    assert shallow.model.layers[1].mlp.down_proj.weight is model.model.layers[-1].mlp.down_proj.weight
+    assert shallow.lm_head.weight is model.lm_head.weight
+
+
+def test_hooks_on_a_truncated_model_do_not_touch_the_original(tiny):
+    model, tokenizer, _ = tiny
+    shallow = naive_truncate(model, 2)
+    cap = capture(shallow, _ids(tokenizer))  # helpers.residual hooks on the shared blocks
+    assert cap.n_layers == 2 and cap.residual_error() < 1e-5
+    assert all(not b._forward_hooks and not b._forward_pre_hooks for b in model.model.layers)
+
+
+def test_naive_truncation_is_the_logit_lens_at_that_tap(tiny):
+    model, tokenizer, info = tiny
+    ids = _ids(tokenizer)
+    lens = logit_lens(model, ids)
+    for depth in range(1, info.n_layers):
+        out = agreement(model, naive_truncate(model, depth), ids, 0)
+        assert out["kl"] == pytest.approx(float(np.mean(lens.kl[depth, :-1])), rel=1e-4, abs=1e-5)
+
+
+def test_agreement_at_full_depth_is_zero(tiny):
+    model, tokenizer, info = tiny
+    out = agreement(model, stitch_and_preserve(model, info.n_layers), _ids(tokenizer), 2)
+    assert out["kl"] == pytest.approx(0, abs=1e-6) and out["nll"] == pytest.approx(out["nll_full"])
+
+
+def test_critical_depth():
+    acc = {20: 0.0, 22: 0.05, 24: 0.3, 26: 0.2, 28: 0.4, 30: 0.4}
+    assert critical_depth(acc, 0.4) == 24
+    assert critical_depth(acc, 0.4, fraction=0.9) == 28
+    assert critical_depth({20: 0.5, 30: 0.4}, 0.4) == 20
+    assert critical_depth(acc, 0.0) is None
+
+
+@pytest.mark.slow
+def test_embedded_model_truncation(smol):
+    model, tokenizer, info = smol
+    ids = tokenizer("Lina has 7 coins. Then Lina receives 5 more coins.")["input_ids"]
+    x = torch.tensor([ids])
+    with torch.inference_mode():
+        assert torch.equal(stitch_and_preserve(model, info.n_layers)(x).logits, model(x).logits)
+    shallow = stitch_and_preserve(model, 26)
+    kwargs = dict(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+    assert torch.equal(shallow.generate(x, use_cache=True, **kwargs), shallow.generate(x, use_cache=False, **kwargs))
