@@ -65,6 +65,11 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     return fig
 
 
+def token_label(token: str, width: int = 7) -> str:
+    """A token made visible: spaces as '·', newlines as '⏎', empty as '∅'."""
+    return (token.replace(" ", "·").replace("\n", "⏎") or "∅")[:width]
+
+
 def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray,
                     layers: Sequence[int], title: str | None = None):
     """A static view of the lens on one sequence: the top-1 token at chosen layers (rows) and positions."""
@@ -73,10 +78,10 @@ def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], 
     ax.imshow(probs, aspect="auto", cmap="Blues", vmin=0, vmax=1)
     for r in range(len(layers)):
         for c in range(len(tokens)):
-            ax.text(c, r, top_tokens[r][c][:7], ha="center", va="center", fontsize=7,
+            ax.text(c, r, token_label(top_tokens[r][c]), ha="center", va="center", fontsize=7,
                     color="white" if probs[r, c] > 0.6 else "black")
     ax.set_yticks(range(len(layers)), [f"l={l}" for l in layers])
-    ax.set_xticks(range(len(tokens)), [t[:7] for t in tokens], rotation=60, fontsize=7)
+    ax.set_xticks(range(len(tokens)), [token_label(t) for t in tokens], rotation=60, fontsize=7)
     ax.set_xlabel("input token at each position (the lens predicts the next one)")
     ax.grid(False)
     if title:

@@ -7,8 +7,19 @@ import re
 
 import pytest
 
-from helpers.data import (LEVELS, PROMPT_PREFIX, DataError, arithmetic_problem, arithmetic_problems, build_prompt,
-                          load_hub, load_local, load_problems, prompt_text, worked_examples)
+from helpers.data import (
+    LEVELS,
+    PROMPT_PREFIX,
+    DataError,
+    arithmetic_problem,
+    arithmetic_problems,
+    build_prompt,
+    load_hub,
+    load_local,
+    load_problems,
+    prompt_text,
+    worked_examples,
+)
 
 
 def test_deterministic_and_independent_of_count():
@@ -92,7 +103,7 @@ def test_hub_sets_offline_give_a_clear_error():
 
 
 def test_prompt_through_chat_template_and_raw(tiny):
-    model, tokenizer, info = tiny
+    _, tokenizer, _ = tiny
     question = "Ada has 3 apples ."
     if tokenizer.chat_template:
         text = tokenizer.decode(build_prompt(tokenizer, question))

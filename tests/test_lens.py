@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.lens import (cut_points, depth_ratio, effective_depth_cosine, effective_depth_kl, effective_depth_overlap,
-                          kl_divergence, logit_lens, topk_overlap)
+from helpers.lens import (
+    cut_points,
+    depth_ratio,
+    effective_depth_cosine,
+    effective_depth_kl,
+    effective_depth_overlap,
+    kl_divergence,
+    logit_lens,
+    topk_overlap,
+)
 from helpers.residual import UnsupportedArchitecture, adapter, capture
 
 

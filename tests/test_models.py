@@ -24,7 +24,7 @@ def test_hub_id_offline_suggests_alternatives():
 
 
 def test_directory_without_config_is_explained(tmp_path):
-    with pytest.raises(ModelLoadError, match="config.json"):
+    with pytest.raises(ModelLoadError, match=r"config\.json"):
         load_model(str(tmp_path))
 
 

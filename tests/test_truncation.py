@@ -9,8 +9,15 @@ import torch
 from helpers.decoding import decode
 from helpers.lens import logit_lens
 from helpers.residual import capture
-from helpers.truncation import (agreement, critical_depth, kept_blocks, naive_truncate, stitch_and_preserve, truncate,
-                                truncation_of)
+from helpers.truncation import (
+    agreement,
+    critical_depth,
+    kept_blocks,
+    naive_truncate,
+    stitch_and_preserve,
+    truncate,
+    truncation_of,
+)
 
 
 def _ids(tokenizer):

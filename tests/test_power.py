@@ -1,0 +1,72 @@
+"""Power sampling: the exact mode converges to p^α; caching changes nothing but the cost; bad input fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.power import PowerConfig, power_sample
+from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+
+ALPHA, T = 4.0, 4
+
+
+@pytest.fixture(scope="module")
+def toy():
+    model = ToyLM(vocab=3, seed=0)
+    return model, exact_distributions(model, [1], T, ALPHA)
+
+
+def _tv(model, target, mode, steps, n=2000):
+    cfg = PowerConfig(alpha=ALPHA, block_size=2, mcmc_steps=steps, max_new_tokens=T, mode=mode)
+    samples = [power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens for s in range(n)]
+    return tv_distance(empirical(samples), target)
+
+
+def test_exact_mode_converges_to_the_power_distribution(toy):
+    model, dist = toy
+    low_temperature_gap = tv_distance(dist["low_temperature"], dist["power"])
+    assert low_temperature_gap > 0.2  # p^α is not low-temperature sampling
+    no_steps = _tv(model, dist["power"], "exact", 0)  # = sampling from the proposal, block by block
+    converged = _tv(model, dist["power"], "exact", 10)
+    assert converged < 0.05 < no_steps
+    assert no_steps > 4 * converged
+
+
+def test_reference_mode_is_biased(toy):
+    model, dist = toy
+    assert _tv(model, dist["power"], "reference", 10) > 0.1
+
+
+def test_cache_reuse_gives_the_same_chain(tiny):
+    model, tokenizer, _ = tiny
+    prompt = tokenizer("Ada has 3 apples .")["input_ids"]
+    for mode in ("exact", "reference"):
+        cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
+        cached = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=1, cache=True)
+        again = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=1, cache=False)
+        assert cached.tokens == again.tokens and cached.moves == again.moves
+        assert max(abs(a - b) for a, b in zip(cached.logp + cached.logq, again.logp + again.logq, strict=True)) < 1e-4
+        assert cached.decoded_tokens == again.decoded_tokens
+        assert cached.prefill_tokens < again.prefill_tokens
+
+
+def test_accounting(tiny):
+    model, tokenizer, _ = tiny
+    cfg = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=2, max_new_tokens=9)
+    out = power_sample(model, tokenizer("Ada has")["input_ids"], [], cfg, seed=0)
+    assert len(out.tokens) == 9 and len(out.acceptance) == 3 and len(out.moves) == 6
+    assert out.decoded_tokens >= 9 and out.forward_passes >= out.decoded_tokens and out.seconds > 0
+
+
+@pytest.mark.parametrize("bad", [dict(alpha=0), dict(alpha=-1.0), dict(block_size=0), dict(mcmc_steps=-1),
+                                 dict(max_new_tokens=4, block_size=8), dict(mode="fast"), dict(top_k=-2)])
+def test_bad_parameters_raise_clear_errors(tiny, bad):
+    model, tokenizer, _ = tiny
+    cfg = PowerConfig(**{"alpha": 2.0, "block_size": 4, "mcmc_steps": 1, "max_new_tokens": 8, **bad})
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        power_sample(model, [1, 2], [], cfg)
+
+
+def test_empty_prompt_is_rejected(tiny):
+    with pytest.raises(ValueError, match="prompt is empty"):
+        power_sample(tiny[0], [], [], PowerConfig(alpha=2.0, block_size=2, max_new_tokens=4))
