@@ -43,4 +43,10 @@ def register_truncate(sub) -> None:
     p.set_defaults(func=_truncate)
 
 
-REGISTRY: list = [register_truncate]
+def register_bench(sub) -> None:
+    from helpers.bench import register_bench as register
+
+    register(sub)
+
+
+REGISTRY: list = [register_truncate, register_bench]

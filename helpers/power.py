@@ -12,8 +12,8 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   block (in the generated tokens only).
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
-The algorithm is written once over a `Stepper`: `CachedStepper` reuses the chain's KV cache up to the cut
-point, `ReencodeStepper` re-encodes the whole prefix at every step (the reference's cost, and a check).
+The algorithm is written once over an engine: `CachedEngine` runs many chains in one batch and reuses each
+chain's KV cache up to its cut point; `ReencodeEngine` re-encodes every prefix (the reference's cost).
 """
 
 from __future__ import annotations
@@ -81,76 +81,7 @@ class PowerResult:
 
 
 # --------------------------------------------------------------------------------------------------
-# Steppers: how the next-token logits of a growing sequence are computed
-# --------------------------------------------------------------------------------------------------
-
-
-class ReencodeStepper:
-    """Runs the whole sequence through the model at every step (no cache): simple, slow, a reference."""
-
-    def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
-
-    def start(self, tokens: list[int]):
-        return list(tokens)
-
-    def logits(self, state) -> torch.Tensor:
-        x = torch.tensor([state], dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            out = self.model(input_ids=x, use_cache=False).logits[0, -1].float()
-        self.prefill += len(state) - 1
-        self.passes += 1
-        return out
-
-    def push(self, state, token: int):
-        return [*state, token]
-
-    def fork(self, state, length: int):
-        return list(state[:length])
-
-
-class CachedStepper:
-    """Keeps a KV cache per sequence; a fork at length n reuses the first n−1 cached positions (no copy)."""
-
-    def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
-
-    def start(self, tokens: list[int]):
-        return {"tokens": list(tokens), "cache": DynamicCache(), "cached": 0}
-
-    def logits(self, state) -> torch.Tensor:
-        todo = state["tokens"][state["cached"]:]
-        x = torch.tensor([todo], dtype=torch.long, device=self.device)
-        positions = torch.arange(state["cached"], len(state["tokens"]), device=self.device)[None]
-        with torch.inference_mode():
-            out = self.model(input_ids=x, position_ids=positions, past_key_values=state["cache"], use_cache=True)
-        self.prefill += len(todo) - 1
-        self.passes += 1
-        state["cached"] = len(state["tokens"])
-        return out.logits[0, -1].float()
-
-    def push(self, state, token: int):
-        state["tokens"].append(token)
-        return state
-
-    def fork(self, state, length: int):
-        """A new sequence = the first `length` tokens; cache slices are views, new tokens concatenate anew."""
-        keep = min(length - 1, state["cached"])
-        cache = DynamicCache()
-        for index, layer in enumerate(state["cache"].layers):
-            if layer.get_seq_length() > 0:
-                cache.update(layer.keys[..., :keep, :], layer.values[..., :keep, :], index)
-        return {"tokens": list(state["tokens"][:length]), "cache": cache, "cached": keep}
-
-
-# --------------------------------------------------------------------------------------------------
-# The sampler
+# Engines: how sequences are extended from the proposal
 # --------------------------------------------------------------------------------------------------
 
 
@@ -166,69 +97,269 @@ def _draw(logits: torch.Tensor, temperature: float, top_k: int, generator: torch
     return token, float(logp[token]), float(logq[token])
 
 
-def _extend(stepper, state, limit: int, stops: set[int], cfg: PowerConfig, generator):
-    """Sample from the proposal until a stop token or until the sequence has `limit` generated tokens."""
-    tokens, logp, logq = [], [], []
-    while len(tokens) < limit:
-        token, lp, lq = _draw(stepper.logits(state), cfg.temperature, cfg.proposal_top_k, generator)
-        state = stepper.push(state, token)
-        tokens.append(token)
-        logp.append(lp)
-        logq.append(lq)
-        if token in stops:
-            break
-    return state, tokens, logp, logq
+@dataclass
+class Chain:
+    """One MH chain: its prompt, the current completion with per-token scalars, its RNG and engine state."""
+
+    prompt: list[int]
+    generator: torch.Generator
+    tokens: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    logq: list[float] = field(default_factory=list)
+    state: object = None
+    finished: bool = False
+    decoded: int = 0
+    acceptance: list[float] = field(default_factory=list)
+    moves: list[tuple[int, bool]] = field(default_factory=list)
 
 
-def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True,
-                 stepper=None) -> PowerResult:
-    """One power-sampling chain from `prompt`; `cache=False` re-encodes every prefix (same numbers, slower)."""
+@dataclass
+class Extension:
+    """A request to extend `chain` from its first `keep` generated tokens by at most `limit` new ones."""
+
+    chain: Chain
+    keep: int
+    limit: int
+    tokens: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    logq: list[float] = field(default_factory=list)
+    state: object = None
+
+
+class ReencodeEngine:
+    """Extends one chain at a time and runs the whole sequence through the model at every token (no cache).
+
+    This is what the published implementation pays for every proposal; here it is the slow reference
+    that the cached engine is checked against.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.prefill = 0
+        self.passes = 0
+
+    def start(self, chains: list[Chain]) -> None:
+        pass
+
+    def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
+        for req in requests:
+            seq = req.chain.prompt + req.chain.tokens[:req.keep]
+            while len(req.tokens) < req.limit:
+                x = torch.tensor([seq], dtype=torch.long, device=self.device)
+                with torch.inference_mode():
+                    logits = self.model(input_ids=x, use_cache=False).logits[0, -1].float()
+                self.prefill += len(seq) - 1
+                self.passes += 1
+                token, lp, lq = _draw(logits, cfg.temperature, cfg.proposal_top_k, req.chain.generator)
+                seq.append(token)
+                req.tokens.append(token)
+                req.logp.append(lp)
+                req.logq.append(lq)
+                if token in stops:
+                    break
+
+
+class CachedEngine:
+    """Extends many chains in one lockstep batch, reusing each chain's KV cache up to its cut point.
+
+    A chain's state is its compact cache: per layer, keys and values of prompt + completion except the last
+    token. A batch left-pads the kept prefixes, decodes one token per live row per step, and rows stop at a
+    stop token or at their limit. Only the sampled token and two log-probabilities are kept per step.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.prefill = 0
+        self.passes = 0
+
+    def start(self, chains: list[Chain]) -> None:
+        """Encode each prompt except its last token once."""
+        for chain in chains:
+            layers = []
+            if len(chain.prompt) > 1:
+                cache = DynamicCache()
+                x = torch.tensor([chain.prompt[:-1]], dtype=torch.long, device=self.device)
+                with torch.inference_mode():
+                    self.model(input_ids=x, past_key_values=cache, use_cache=True)
+                self.prefill += x.shape[1]
+                self.passes += 1
+                layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+            chain.state = layers
+
+    def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
+        if not requests:
+            return
+        n_layers = len(self.model.model.layers)
+        B = len(requests)
+        kept = [len(r.chain.prompt) + r.keep - 1 for r in requests]  # cached positions each row starts from
+        width = max(kept)
+        cache = DynamicCache()
+        template = next((r.chain.state for r in requests if r.chain.state), None)
+        if width > 0:
+            for index in range(n_layers):
+                k0, v0 = template[index]
+                keys = k0.new_zeros((B, k0.shape[0], width, k0.shape[-1]))
+                values = v0.new_zeros((B, v0.shape[0], width, v0.shape[-1]))
+                for row, req in enumerate(requests):
+                    if kept[row]:
+                        k, v = req.chain.state[index]
+                        keys[row, :, width - kept[row]:] = k[:, :kept[row]]
+                        values[row, :, width - kept[row]:] = v[:, :kept[row]]
+                cache.update(keys, values, index)
+        mask = torch.zeros((B, width), dtype=torch.long, device=self.device)
+        for row in range(B):
+            mask[row, width - kept[row]:] = 1
+        last = [(r.chain.prompt + r.chain.tokens[:r.keep])[-1] for r in requests]
+        token = torch.tensor(last, dtype=torch.long, device=self.device)
+        position = torch.tensor(kept, dtype=torch.long, device=self.device)
+        rows = [i for i, r in enumerate(requests) if r.limit > 0]  # batch row -> request index
+        if len(rows) < B:
+            keep = torch.tensor(rows, dtype=torch.long, device=self.device)
+            cache.batch_select_indices(keep)
+            mask, token, position = mask[keep], token[keep], position[keep]
+        while rows:
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            with torch.inference_mode():
+                out = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=position[:, None],
+                                 past_key_values=cache, use_cache=True)
+            self.passes += 1
+            logits = out.logits[:, -1].float()
+            token = token.clone()
+            still = []
+            for b, i in enumerate(rows):
+                req = requests[i]
+                tok, lp, lq = _draw(logits[b], cfg.temperature, cfg.proposal_top_k, req.chain.generator)
+                req.tokens.append(tok)
+                req.logp.append(lp)
+                req.logq.append(lq)
+                token[b] = tok
+                if tok in stops or len(req.tokens) >= req.limit:  # done: keep its cache columns (last token unfed)
+                    cols = mask[b].bool().nonzero()[:, 0]
+                    req.state = [(cache.layers[l].keys[b][:, cols].clone(), cache.layers[l].values[b][:, cols].clone())
+                                 for l in range(n_layers)]
+                else:
+                    still.append(b)
+            position = position + 1
+            if len(still) < len(rows):
+                keep = torch.tensor(still, dtype=torch.long, device=self.device)
+                rows = [rows[b] for b in still]
+                if rows:
+                    cache.batch_select_indices(keep)
+                    mask, token, position = mask[keep], token[keep], position[keep]
+        for i, req in enumerate(requests):
+            if req.limit <= 0:  # nothing decoded: the state is the kept prefix
+                req.state = [(k[:, :kept[i]].clone(), v[:, :kept[i]].clone()) for k, v in req.chain.state] if req.chain.state else []
+
+
+class PrefillEngine:
+    """The reference implementation's cost pattern: batch 1, and every proposal re-encodes its whole prefix.
+
+    Within one proposal the KV cache is used (as `generate` does); between proposals nothing is kept.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.prefill = 0
+        self.passes = 0
+
+    def start(self, chains: list[Chain]) -> None:
+        pass
+
+    def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
+        for req in requests:
+            seq = req.chain.prompt + req.chain.tokens[:req.keep]
+            cache = DynamicCache()
+            x = torch.tensor([seq], dtype=torch.long, device=self.device)
+            while len(req.tokens) < req.limit:
+                with torch.inference_mode():
+                    logits = self.model(input_ids=x, past_key_values=cache, use_cache=True).logits[0, -1].float()
+                self.prefill += x.shape[1] - 1
+                self.passes += 1
+                token, lp, lq = _draw(logits, cfg.temperature, cfg.proposal_top_k, req.chain.generator)
+                req.tokens.append(token)
+                req.logp.append(lp)
+                req.logq.append(lq)
+                if token in stops:
+                    break
+                x = torch.tensor([[token]], dtype=torch.long, device=self.device)
+
+
+# --------------------------------------------------------------------------------------------------
+# The sampler: one MH driver for every engine
+# --------------------------------------------------------------------------------------------------
+
+
+def _adopt(chain: Chain, req: Extension) -> None:
+    chain.tokens = chain.tokens[:req.keep] + req.tokens
+    chain.logp = chain.logp[:req.keep] + req.logp
+    chain.logq = chain.logq[:req.keep] + req.logq
+    chain.state = req.state
+
+
+def run_chains(engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int]) -> list[PowerResult]:
+    """Power-sample one chain per (prompt, seed) pair, all chains moving in lockstep through the blocks."""
     cfg.validate()
-    if not prompt:
+    if len(prompts) != len(seeds):
+        raise ValueError("give one seed per prompt")
+    if not prompts or any(not p for p in prompts):
         raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
     start = time.perf_counter()
-    stepper = stepper or (CachedStepper(model) if cache else ReencodeStepper(model))
-    generator = torch.Generator().manual_seed(seed)
     stops = set(stop_ids)
-    P, alpha = len(prompt), cfg.alpha
-    state = stepper.start(prompt)
-    tokens: list[int] = []
-    logp: list[float] = []
-    logq: list[float] = []
-    decoded, acceptance, moves = 0, [], []
+    alpha = cfg.alpha
+    chains = [Chain(list(p), torch.Generator().manual_seed(int(s))) for p, s in zip(prompts, seeds, strict=True)]
+    engine.start(chains)
     n_blocks = math.ceil(cfg.max_new_tokens / cfg.block_size)
     for block in range(n_blocks):
         cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
-        if tokens and tokens[-1] in stops:
-            break  # exact mode: EOS is absorbing, nothing more to extend
-        state, new, lp, lq = _extend(stepper, state, cap - len(tokens), stops, cfg, generator)
-        tokens, logp, logq = tokens + new, logp + lp, logq + lq
-        decoded += len(new)
-        accepted = 0
-        for _ in range(cfg.mcmc_steps):
-            t = len(tokens)
-            i = int(torch.randint(t, (1,), generator=generator))  # cut: regenerate tokens i..
-            limit = (t - i) if cfg.mode == "reference" else (cap - i)
-            prop_state, y, ylp, ylq = _extend(stepper, stepper.fork(state, P + i), limit, stops, cfg, generator)
-            decoded += len(y)
-            if cfg.mode == "reference":
-                s = len(y)  # the current window is cut to the proposal's length; no Hastings term
-                log_r = (alpha * sum(ylp) - alpha * sum(logp[i:i + s]) + sum(logq[i:i + s]) - sum(ylq))
-            else:
-                log_r = (alpha * sum(ylp) - alpha * sum(logp[i:]) + sum(logq[i:]) - sum(ylq)
-                         + math.log(t) - math.log(i + len(y)))
-            accept = math.log(float(torch.rand((), generator=generator)) + 1e-300) < log_r
-            moves.append((i, accept))
-            if accept:
-                accepted += 1
-                state = prop_state
-                tokens, logp, logq = tokens[:i] + y, logp[:i] + ylp, logq[:i] + ylq
-        if cfg.mcmc_steps:
-            acceptance.append(accepted / cfg.mcmc_steps)
-        if cfg.mode == "reference" and any(tok in stops for tok in tokens):
-            end = next(k for k, tok in enumerate(tokens) if tok in stops) + 1
-            tokens, logp, logq = tokens[:end], logp[:end], logq[:end]
+        active = [c for c in chains if not c.finished]
+        if not active:
             break
-    return PowerResult(tokens=tokens, logp=logp, logq=logq, stopped=bool(tokens) and tokens[-1] in stops,
-                       acceptance=acceptance, decoded_tokens=decoded, prefill_tokens=stepper.prefill,
-                       forward_passes=stepper.passes, seconds=time.perf_counter() - start, moves=moves)
+        grow = [Extension(c, len(c.tokens), cap - len(c.tokens)) for c in active
+                if not (c.tokens and c.tokens[-1] in stops)]  # exact mode: EOS is absorbing
+        engine.extend(grow, cfg, stops)
+        for req in grow:
+            req.chain.decoded += len(req.tokens)
+            _adopt(req.chain, req)
+        accepted = {id(c): 0 for c in active}
+        for _ in range(cfg.mcmc_steps):
+            proposals = []
+            for c in active:
+                t = len(c.tokens)
+                i = int(torch.randint(t, (1,), generator=c.generator))  # cut: regenerate tokens i..
+                proposals.append(Extension(c, i, (t - i) if cfg.mode == "reference" else (cap - i)))
+            engine.extend(proposals, cfg, stops)
+            for req in proposals:
+                c, i, t, y = req.chain, req.keep, len(req.chain.tokens), req.tokens
+                c.decoded += len(y)
+                if cfg.mode == "reference":
+                    s = len(y)  # the current window is cut to the proposal's length; no Hastings term
+                    log_r = alpha * sum(req.logp) - alpha * sum(c.logp[i:i + s]) + sum(c.logq[i:i + s]) - sum(req.logq)
+                else:
+                    log_r = (alpha * sum(req.logp) - alpha * sum(c.logp[i:]) + sum(c.logq[i:]) - sum(req.logq)
+                             + math.log(t) - math.log(i + len(y)))
+                accept = math.log(float(torch.rand((), generator=c.generator)) + 1e-300) < log_r
+                c.moves.append((i, accept))
+                if accept:
+                    accepted[id(c)] += 1
+                    _adopt(c, req)
+        for c in active:
+            if cfg.mcmc_steps:
+                c.acceptance.append(accepted[id(c)] / cfg.mcmc_steps)
+            if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
+                end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
+                c.tokens, c.logp, c.logq, c.finished = c.tokens[:end], c.logp[:end], c.logq[:end], True
+    seconds = time.perf_counter() - start
+    share = 1.0 / len(chains)
+    return [PowerResult(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
+                        acceptance=c.acceptance, decoded_tokens=c.decoded,
+                        prefill_tokens=round(engine.prefill * share), forward_passes=round(engine.passes * share),
+                        seconds=seconds * share, moves=c.moves) for c in chains]
+
+
+def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> PowerResult:
+    """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
+    engine = CachedEngine(model) if cache else ReencodeEngine(model)
+    return run_chains(engine, [list(prompt)], stop_ids, cfg, [seed])[0]

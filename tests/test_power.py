@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.power import PowerConfig, power_sample
+from helpers.power import CachedEngine, PowerConfig, ReencodeEngine, power_sample, run_chains
 from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 ALPHA, T = 4.0, 4
@@ -50,6 +50,20 @@ def test_cache_reuse_gives_the_same_chain(tiny):
         assert cached.prefill_tokens < again.prefill_tokens
 
 
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
+    model, tokenizer, _ = tiny
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
+    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
+    stops = [tokenizer.eos_token_id]
+    batched = run_chains(CachedEngine(model), prompts, stops, cfg, [1, 2, 3])
+    reencoded = run_chains(ReencodeEngine(model), prompts, stops, cfg, [1, 2, 3])
+    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, [1, 2, 3], strict=True)]
+    for a, b, c in zip(batched, reencoded, alone, strict=True):
+        assert a.tokens == b.tokens == c.tokens and a.moves == b.moves
+        assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
+
+
 def test_accounting(tiny):
     model, tokenizer, _ = tiny
     cfg = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=2, max_new_tokens=9)
@@ -61,7 +75,7 @@ def test_accounting(tiny):
 @pytest.mark.parametrize("bad", [dict(alpha=0), dict(alpha=-1.0), dict(block_size=0), dict(mcmc_steps=-1),
                                  dict(max_new_tokens=4, block_size=8), dict(mode="fast"), dict(top_k=-2)])
 def test_bad_parameters_raise_clear_errors(tiny, bad):
-    model, tokenizer, _ = tiny
+    model = tiny[0]
     cfg = PowerConfig(**{"alpha": 2.0, "block_size": 4, "mcmc_steps": 1, "max_new_tokens": 8, **bad})
     with pytest.raises(ValueError, match=next(iter(bad))):
         power_sample(model, [1, 2], [], cfg)

@@ -1,0 +1,120 @@
+"""Every decoding method of the book behind one call, with per-sample records kept in the results store.
+
+Methods: greedy, temperature (T=1), low temperature (T=1/α) and power sampling (block-wise MH towards
+p^α, `helpers.power`). Best-of-N by likelihood and majority vote are computed from temperature samples.
+Records are keyed by (problem, seed) and written as soon as their batch finishes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from tqdm.auto import tqdm
+
+from helpers.data import Problem, build_prompt
+from helpers.decoding import decode_in_batches
+from helpers.grading import extract_answer, is_equivalent
+from helpers.models import stop_token_ids
+from helpers.power import CachedEngine, PowerConfig, run_chains
+from helpers.store import Run
+
+METHODS = ("greedy", "temperature", "low_temperature", "power")
+
+
+def _record(problem: Problem, tokenizer, tokens: list[int], logp: list[float], stopped: bool, decoded: int,
+            prefill: int, acceptance: list[float] | None = None) -> dict:
+    text = tokenizer.decode(tokens, skip_special_tokens=True)
+    predicted = extract_answer(text)
+    return {"id": problem.id, "level": problem.level, "text": text, "predicted": predicted,
+            "correct": is_equivalent(predicted, problem.answer), "n_tokens": len(tokens), "sum_logp": float(sum(logp)),
+            "stopped": stopped, "decoded_tokens": decoded, "prefill_tokens": prefill,
+            "acceptance": (sum(acceptance) / len(acceptance)) if acceptance else None}
+
+
+def sample(model, tokenizer, problems: Sequence[Problem], run: Run, *, method: str, n_seeds: int = 1,
+           max_new_tokens: int, shots: int = 0, batch_size: int = 16, seed: int = 0, alpha: float = 4.0,
+           block_size: int = 16, mcmc_steps: int = 4, mode: str = "exact", top_k: int = 0,
+           progress: bool = True) -> list[list[dict]]:
+    """records[problem][seed] for `method`; missing ones are computed in batches and stored as they finish."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "greedy":
+        n_seeds = 1
+    if n_seeds < 1:
+        raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
+    cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps, max_new_tokens=max_new_tokens,
+                      mode=mode, top_k=top_k).validate() if method == "power" else None
+    stops = stop_token_ids(model, tokenizer)
+    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{p.id}#{s}" not in run]
+    prompts = {p.id: build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs}
+    chunks = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
+    for chunk in tqdm(chunks, desc=method, disable=not progress or not chunks, leave=False):
+        chunk_prompts = [prompts[p.id] for p, _ in chunk]
+        seeds = [seed * 1_000_003 + s * 10_007 + int.from_bytes(p.id.encode()[-6:], "little") % 10_007
+                 for p, s in chunk]
+        if method == "power":
+            results = run_chains(CachedEngine(model), chunk_prompts, stops, cfg, seeds)
+            records = [_record(p, tokenizer, r.tokens, r.logp, r.stopped, r.decoded_tokens, r.prefill_tokens,
+                               r.acceptance) for (p, _), r in zip(chunk, results, strict=True)]
+            seconds = [r.seconds for r in results]
+        else:
+            temperature = {"greedy": 0.0, "temperature": 1.0, "low_temperature": 1.0 / alpha}[method]
+            completions, stats = decode_in_batches(model, chunk_prompts, max_new_tokens, stops, tokenizer.pad_token_id,
+                                                   batch_size=batch_size, temperature=temperature, top_k=top_k,
+                                                   seed=seeds[0])
+            share = stats.prefill_tokens / len(chunk)
+            records = [_record(p, tokenizer, c.tokens, c.logp, c.stopped, len(c.tokens), round(share))
+                       for (p, _), c in zip(chunk, completions, strict=True)]
+            seconds = [stats.seconds / len(chunk)] * len(chunk)
+        for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
+            run.add(f"{p.id}#{s}", record, seconds=sec, seed=s)
+    return [[run.get(f"{p.id}#{s}") for s in range(n_seeds)] for p in problems]
+
+
+# --------------------------------------------------------------------------------------------------
+# Scores over records[problem][seed]
+# --------------------------------------------------------------------------------------------------
+
+
+def mean_accuracy(records: Sequence[Sequence[dict]]) -> float:
+    """Expected single-sample accuracy: the share of correct samples, averaged over seeds and problems."""
+    flat = [r["correct"] for per_problem in records for r in per_problem]
+    return sum(flat) / len(flat) if flat else 0.0
+
+
+def pass_at_k(records: Sequence[Sequence[dict]], k: int) -> float:
+    """Unbiased pass@k (Chen et al.): 1 − C(n−c, k)/C(n, k), averaged over problems."""
+    scores = []
+    for per_problem in records:
+        n, c = len(per_problem), sum(r["correct"] for r in per_problem)
+        if k > n:
+            raise ValueError(f"pass@{k} needs at least {k} samples per problem, have {n}")
+        scores.append(1.0 - (math.comb(n - c, k) / math.comb(n, k) if n - c >= k else 0.0))
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def best_of_n(records: Sequence[Sequence[dict]]) -> float:
+    """Accuracy when each problem keeps the sample the model itself finds most likely (largest Σ log p)."""
+    picks = [max(per_problem, key=lambda r: r["sum_logp"])["correct"] for per_problem in records]
+    return sum(picks) / len(picks) if picks else 0.0
+
+
+def majority_vote(records: Sequence[Sequence[dict]]) -> float:
+    """Accuracy of the most frequent extracted answer per problem (ties: the first sample's answer wins)."""
+    wins = []
+    for per_problem in records:
+        answers = [r["predicted"] for r in per_problem if r["predicted"] is not None]
+        if not answers:
+            wins.append(False)
+            continue
+        top = Counter(answers).most_common(1)[0][0]
+        wins.append(next(r["correct"] for r in per_problem if r["predicted"] == top))
+    return sum(wins) / len(wins) if wins else 0.0
+
+
+def tokens_per_problem(records: Sequence[Sequence[dict]]) -> float:
+    """Decoded tokens per problem and sample, rejected proposals included."""
+    flat = [r["decoded_tokens"] for per_problem in records for r in per_problem]
+    return sum(flat) / len(flat) if flat else 0.0
