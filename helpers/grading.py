@@ -5,11 +5,17 @@ Nothing here raises on malformed model output: an answer that cannot be read is 
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 
 _BOX_OPENERS = ("\\boxed", "\\fbox")
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?")
 _INT = re.compile(r"^[+-]?\d+$")
+# math-verify guards against pathological inputs with a signal-based timeout, which works only in the main
+# thread; elsewhere it runs without one and logs a warning each call, which we do not want in a notebook.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+TIMEOUT_SECONDS = 5
 
 
 def last_boxed(text: str) -> str | None:
@@ -68,11 +74,12 @@ def is_equivalent(predicted: str | None, gold: str) -> bool:
     try:
         from math_verify import parse, verify
 
-        gold_parsed = parse("$" + gold + "$", parsing_timeout=None)
-        pred_parsed = parse("$" + predicted + "$", parsing_timeout=None)
+        timeout = TIMEOUT_SECONDS if threading.current_thread() is threading.main_thread() else None
+        gold_parsed = parse("$" + gold + "$", parsing_timeout=timeout)
+        pred_parsed = parse("$" + predicted + "$", parsing_timeout=timeout)
         if not gold_parsed or not pred_parsed:
             return predicted.strip() == gold.strip()
-        return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+        return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
     except Exception:  # math-verify can fail on odd LaTeX; an unreadable answer counts as wrong
         return predicted.strip() == gold.strip()
 

@@ -67,3 +67,13 @@ def test_fallback_to_last_number():
                                   "\\boxed{\\sqrt{-}}", 12345, None])
 def test_malformed_text_never_raises(text):
     assert grade(text, "3") in (True, False)
+
+
+def test_grading_writes_nothing_to_stderr(capfd):
+    import threading
+
+    assert is_equivalent("\\frac{1}{2}", "0.5")
+    worker = threading.Thread(target=lambda: is_equivalent("noqa noqa 3/4", "0.75"))  # no signal timeout here
+    worker.start()
+    worker.join()
+    assert capfd.readouterr().err == ""
