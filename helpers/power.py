@@ -126,12 +126,8 @@ class Extension:
     state: object = None
 
 
-class ReencodeEngine:
-    """Extends one chain at a time and runs the whole sequence through the model at every token (no cache).
-
-    This is what the published implementation pays for every proposal; here it is the slow reference
-    that the cached engine is checked against.
-    """
+class Engine:
+    """What every engine counts: forward passes, and context tokens run besides the newest one of each pass."""
 
     def __init__(self, model):
         self.model = model
@@ -140,39 +136,58 @@ class ReencodeEngine:
         self.passes = 0
 
     def start(self, chains: list[Chain]) -> None:
-        pass
+        """Prepare the chains' engine state before their first extension (nothing by default)."""
+
+
+class SerialEngine(Engine):
+    """Extends one chain at a time and keeps nothing between proposals: each one re-encodes its whole prefix.
+
+    With `cache_within_proposal` the proposal then decodes with a KV cache, as one `generate` call does: the
+    published implementation's cost pattern. Without it every token re-encodes everything: the simplest
+    possible engine, against which the others are checked (it also runs models without a KV cache).
+    """
+
+    cache_within_proposal = False
 
     def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
         for req in requests:
             seq = req.chain.prompt + req.chain.tokens[:req.keep]
+            cache = DynamicCache() if self.cache_within_proposal else None
+            todo = seq
             while len(req.tokens) < req.limit:
-                x = torch.tensor([seq], dtype=torch.long, device=self.device)
+                x = torch.tensor([todo], dtype=torch.long, device=self.device)
                 with torch.inference_mode():
-                    logits = self.model(input_ids=x, use_cache=False).logits[0, -1].float()
-                self.prefill += len(seq) - 1
+                    out = self.model(input_ids=x, past_key_values=cache, use_cache=cache is not None)
+                self.prefill += len(todo) - 1
                 self.passes += 1
-                token, lp, lq = _draw(logits, cfg.temperature, cfg.proposal_top_k, req.chain.generator)
-                seq.append(token)
+                token, lp, lq = _draw(out.logits[0, -1].float(), cfg.temperature, cfg.proposal_top_k,
+                                      req.chain.generator)
                 req.tokens.append(token)
                 req.logp.append(lp)
                 req.logq.append(lq)
                 if token in stops:
                     break
+                seq.append(token)
+                todo = [token] if cache is not None else seq
 
 
-class CachedEngine:
+class ReencodeEngine(SerialEngine):
+    """Every token re-encodes prompt and prefix (no cache at all)."""
+
+
+class PrefillEngine(SerialEngine):
+    """The reference's pattern: every proposal re-encodes its prefix, then decodes with a cache."""
+
+    cache_within_proposal = True
+
+
+class CachedEngine(Engine):
     """Extends many chains in one lockstep batch, reusing each chain's KV cache up to its cut point.
 
     A chain's state is its compact cache: per layer, keys and values of prompt + completion except the last
     token. A batch left-pads the kept prefixes, decodes one token per live row per step, and rows stop at a
     stop token or at their limit. Only the sampled token and two log-probabilities are kept per step.
     """
-
-    def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
 
     def start(self, chains: list[Chain]) -> None:
         """Encode each prompt except its last token once."""
@@ -251,40 +266,6 @@ class CachedEngine:
         for i, req in enumerate(requests):
             if req.limit <= 0:  # nothing decoded: the state is the kept prefix
                 req.state = [(k[:, :kept[i]].clone(), v[:, :kept[i]].clone()) for k, v in req.chain.state] if req.chain.state else []
-
-
-class PrefillEngine:
-    """The reference implementation's cost pattern: batch 1, and every proposal re-encodes its whole prefix.
-
-    Within one proposal the KV cache is used (as `generate` does); between proposals nothing is kept.
-    """
-
-    def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
-
-    def start(self, chains: list[Chain]) -> None:
-        pass
-
-    def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
-        for req in requests:
-            seq = req.chain.prompt + req.chain.tokens[:req.keep]
-            cache = DynamicCache()
-            x = torch.tensor([seq], dtype=torch.long, device=self.device)
-            while len(req.tokens) < req.limit:
-                with torch.inference_mode():
-                    logits = self.model(input_ids=x, past_key_values=cache, use_cache=True).logits[0, -1].float()
-                self.prefill += x.shape[1] - 1
-                self.passes += 1
-                token, lp, lq = _draw(logits, cfg.temperature, cfg.proposal_top_k, req.chain.generator)
-                req.tokens.append(token)
-                req.logp.append(lp)
-                req.logq.append(lq)
-                if token in stops:
-                    break
-                x = torch.tensor([[token]], dtype=torch.long, device=self.device)
 
 
 # --------------------------------------------------------------------------------------------------
