@@ -190,18 +190,34 @@ class CachedEngine(Engine):
     """
 
     def start(self, chains: list[Chain]) -> None:
-        """Encode each prompt except its last token once."""
+        """Encode every prompt except its last token, in one batch; a prefix shared by all is encoded once."""
+        from helpers.decoding import MIN_SHARED_PREFIX, left_pad, shared_prefix_length
+
+        todo = [c for c in chains if len(c.prompt) > 1]
         for chain in chains:
-            layers = []
-            if len(chain.prompt) > 1:
-                cache = DynamicCache()
-                x = torch.tensor([chain.prompt[:-1]], dtype=torch.long, device=self.device)
-                with torch.inference_mode():
-                    self.model(input_ids=x, past_key_values=cache, use_cache=True)
-                self.prefill += x.shape[1]
+            chain.state = []
+        if not todo:
+            return
+        prompts = [c.prompt[:-1] for c in todo]
+        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+        shared = shared if shared >= MIN_SHARED_PREFIX else 0
+        cache = DynamicCache()
+        with torch.inference_mode():
+            if shared:
+                self.model(input_ids=torch.tensor([prompts[0][:shared]], device=self.device), past_key_values=cache,
+                           use_cache=True)
+                cache.batch_repeat_interleave(len(prompts))
                 self.passes += 1
-                layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
-            chain.state = layers
+            ids, suffix_mask = left_pad([p[shared:] for p in prompts], 0, self.device)
+            mask = torch.cat([torch.ones((len(prompts), shared), dtype=torch.long, device=self.device), suffix_mask], 1)
+            positions = shared + (suffix_mask.cumsum(-1) - 1).clamp(min=0)
+            self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True)
+        self.passes += 1
+        self.prefill += shared + sum(len(p) - shared for p in prompts)
+        for row, chain in enumerate(todo):
+            cols = mask[row].bool().nonzero()[:, 0]
+            chain.state = [(layer.keys[row][:, cols].clone(), layer.values[row][:, cols].clone()) for layer in cache.layers]
 
     def extend(self, requests: list[Extension], cfg: PowerConfig, stops: set[int]) -> None:
         if not requests:
