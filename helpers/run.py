@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -219,12 +221,10 @@ def _git_commit() -> str:
 
 def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
-    import platform
-
     from helpers.store import versions
 
     info = {"profile": profile, "commit": _git_commit(), "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.system()} {platform.machine()}, {__import__('os').cpu_count()} CPU cores",
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores",
             "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1)}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
