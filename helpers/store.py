@@ -140,7 +140,3 @@ class Run:
         result = fn()
         self.add(key, result, time.perf_counter() - start, seed)
         return self._records[key]["result"]
-
-    def seconds(self) -> float:
-        """Total wall time spent on the stored units (including earlier, interrupted sessions)."""
-        return sum(r.get("seconds", 0.0) for r in self._records.values())
