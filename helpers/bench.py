@@ -29,8 +29,8 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     seeds = [seed * 1000 + i for i in range(len(prompts))]
 
     start = time.perf_counter()
-    _, plain_stats = decode_in_batches(model, prompts, max_new_tokens, stops, tokenizer.pad_token_id,
-                                           batch_size=len(prompts), temperature=1 / alpha, seed=seed)
+    _, plain_stats = decode_in_batches(model, prompts, max_new_tokens, stops, batch_size=len(prompts),
+                                       temperature=1 / alpha, seeds=seeds)
     plain_seconds = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from tqdm.auto import tqdm
 
 from helpers.data import Problem, build_prompt
-from helpers.decoding import decode_in_batches
+from helpers.decoding import decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.models import stop_token_ids
 from helpers.power import CachedEngine, PowerConfig, run_chains
@@ -23,50 +23,59 @@ from helpers.store import Run
 METHODS = ("greedy", "temperature", "low_temperature", "power")
 
 
-def _record(problem: Problem, tokenizer, tokens: list[int], logp: list[float], stopped: bool, decoded: int,
-            prefill: int, acceptance: list[float] | None = None) -> dict:
+def _record(problem: Problem, tokenizer, prompt: list[int], tokens: list[int], logp: list[float], stopped: bool,
+            decoded: int, prefill: int, acceptance: list[float] | None = None) -> dict:
     text = tokenizer.decode(tokens, skip_special_tokens=True)
     predicted = extract_answer(text)
-    return {"id": problem.id, "level": problem.level, "text": text, "predicted": predicted,
-            "correct": is_equivalent(predicted, problem.answer), "n_tokens": len(tokens), "sum_logp": float(sum(logp)),
-            "stopped": stopped, "decoded_tokens": decoded, "prefill_tokens": prefill,
-            "acceptance": (sum(acceptance) / len(acceptance)) if acceptance else None}
+    return {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": tokens,
+            "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
+            "n_tokens": len(tokens), "sum_logp": float(sum(logp)), "stopped": stopped, "decoded_tokens": decoded,
+            "prefill_tokens": prefill, "acceptance": (sum(acceptance) / len(acceptance)) if acceptance else None}
+
+
+def sample_seed(base: int, problem_id: str, index: int) -> int:
+    """The seed of sample `index` of a problem: fixed by (base seed, problem, index), not by batch composition."""
+    return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], run: Run, *, method: str, n_seeds: int = 1,
            max_new_tokens: int, shots: int = 0, batch_size: int = 16, seed: int = 0, alpha: float = 4.0,
            block_size: int = 16, mcmc_steps: int = 4, mode: str = "exact", top_k: int = 0,
            progress: bool = True) -> list[list[dict]]:
-    """records[problem][seed] for `method`; missing ones are computed in batches and stored as they finish."""
+    """records[problem][sample] for `method`; missing ones are computed in batches and stored as they finish.
+
+    Every method runs through the same decode loop (`helpers.decoding.CachedEngine`): one extension per
+    prompt for greedy and temperature sampling, block-wise MH chains for power sampling.
+    """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "greedy":
         n_seeds = 1
-    if n_seeds < 1:
-        raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
+    if not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps, max_new_tokens=max_new_tokens,
                       mode=mode, top_k=top_k).validate() if method == "power" else None
     stops = stop_token_ids(model, tokenizer)
     jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{p.id}#{s}" not in run]
     prompts = {p.id: build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs}
+    jobs.sort(key=lambda job: len(prompts[job[0].id]))  # similar lengths share a batch: less padding
     chunks = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
     for chunk in tqdm(chunks, desc=method, disable=not progress or not chunks, leave=False):
         chunk_prompts = [prompts[p.id] for p, _ in chunk]
-        seeds = [seed * 1_000_003 + s * 10_007 + int.from_bytes(p.id.encode()[-6:], "little") % 10_007
-                 for p, s in chunk]
+        seeds = [sample_seed(seed, p.id, s) for p, s in chunk]
         if method == "power":
             results = run_chains(CachedEngine(model), chunk_prompts, stops, cfg, seeds)
-            records = [_record(p, tokenizer, r.tokens, r.logp, r.stopped, r.decoded_tokens, r.prefill_tokens,
-                               r.acceptance) for (p, _), r in zip(chunk, results, strict=True)]
+            records = [_record(p, tokenizer, prompt, r.tokens, r.logp, r.stopped, r.decoded_tokens, r.prefill_tokens,
+                               r.acceptance) for (p, _), prompt, r in zip(chunk, chunk_prompts, results, strict=True)]
             seconds = [r.seconds for r in results]
         else:
             temperature = {"greedy": 0.0, "temperature": 1.0, "low_temperature": 1.0 / alpha}[method]
-            completions, stats = decode_in_batches(model, chunk_prompts, max_new_tokens, stops, tokenizer.pad_token_id,
-                                                   batch_size=batch_size, temperature=temperature, top_k=top_k,
-                                                   seed=seeds[0])
+            completions, stats = decode(model, chunk_prompts, max_new_tokens, stops, temperature, top_k, seeds)
             share = stats.prefill_tokens / len(chunk)
-            records = [_record(p, tokenizer, c.tokens, c.logp, c.stopped, len(c.tokens), round(share))
-                       for (p, _), c in zip(chunk, completions, strict=True)]
+            records = [_record(p, tokenizer, prompt, c.tokens, c.logp, c.stopped, len(c.tokens), round(share))
+                       for (p, _), prompt, c in zip(chunk, chunk_prompts, completions, strict=True)]
             seconds = [stats.seconds / len(chunk)] * len(chunk)
         for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
             run.add(f"{p.id}#{s}", record, seconds=sec, seed=s)
