@@ -48,4 +48,10 @@ def register_bench(sub) -> None:
     register(sub)
 
 
-REGISTRY: list = [register_truncate, register_bench]
+def register_effective_depth(sub) -> None:
+    from helpers.depth import register_cli
+
+    register_cli(sub)
+
+
+REGISTRY: list = [register_truncate, register_bench, register_effective_depth]

@@ -3,7 +3,7 @@
 The `Adapter` names the pieces every analysis needs (blocks, their attention and MLP, the final norm,
 the unembedding) for the Llama and Qwen2 families. `capture` records, per block l, the input h_l, the
 attention output a_l, the MLP output m_l and the output h_{l+1} = h_l + a_l + m_l, in float32.
-Nothing here edits weights.
+`contributions` turns a capture into the norm and cosine measures of Csordás et al. Nothing here edits weights.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -127,3 +128,63 @@ def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Cap
     if stacked["inputs"] is None or stacked["outputs"] is None:
         raise RuntimeError("some blocks did not run; is this a truncated or unusual model?")
     return Capture(stacked["inputs"], stacked["attn"], stacked["mlp"], stacked["outputs"], logits)
+
+
+# --------------------------------------------------------------------------------------------------
+# How much each (sub)layer writes into the residual, per layer and position (Csordás et al., section 3)
+# --------------------------------------------------------------------------------------------------
+
+CONTRIBUTION_METRICS = ("rc_attn", "rc_mlp", "rc_layer", "cos_attn", "cos_mlp", "cos_layer", "cos_io",
+                        "norm_h", "norm_attn", "norm_mlp")
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp(min=1e-6)
+
+
+def contributions(cap: Capture) -> dict[str, np.ndarray]:
+    """Per layer and position [L, T]: relative contributions, cosines with the residual they are added to, norms.
+
+    rc_attn = ‖a_l‖/‖h_l‖, rc_mlp = ‖m_l‖/‖h_l + a_l‖, rc_layer = ‖a_l + m_l‖/‖h_l‖; cos_* compare the same
+    pairs; cos_io = cos(h_{l+1}, h_l). The residual is always the one *before* the (sub)layer adds to it.
+    """
+    if cap.attn is None or cap.mlp is None:
+        raise ValueError("contributions need capture(..., parts='all')")
+    h, a, m = cap.inputs, cap.attn, cap.mlp
+    mid, delta = h + a, a + m
+    eps = 1e-6
+    out = {
+        "rc_attn": a.norm(dim=-1) / h.norm(dim=-1).clamp(min=eps),
+        "rc_mlp": m.norm(dim=-1) / mid.norm(dim=-1).clamp(min=eps),
+        "rc_layer": delta.norm(dim=-1) / h.norm(dim=-1).clamp(min=eps),
+        "cos_attn": _cos(a, h), "cos_mlp": _cos(m, mid), "cos_layer": _cos(delta, h), "cos_io": _cos(cap.outputs, h),
+        "norm_h": h.norm(dim=-1), "norm_attn": a.norm(dim=-1), "norm_mlp": m.norm(dim=-1),
+    }
+    return {k: v.cpu().numpy() for k, v in out.items()}
+
+
+REDUCTIONS = ("tokens", "prompts", "max")
+
+
+def reduce_layers(per_prompt: Sequence[np.ndarray], how: str = "tokens") -> np.ndarray:
+    """One curve over layers from per-prompt [L, T] values (or stored summaries, see `summarise`).
+
+    'tokens': mean over all positions of all prompts (each token weighs the same, as Csordás et al.);
+    'prompts': mean over prompts of each prompt's mean over positions; 'max': largest value anywhere.
+    """
+    if how not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {how!r}")
+    if not per_prompt:
+        raise ValueError("no prompts to reduce")
+    summaries = [p if isinstance(p, dict) else summarise(p) for p in per_prompt]
+    if how == "tokens":
+        return np.sum([s["sum"] for s in summaries], axis=0) / sum(s["n"] for s in summaries)
+    if how == "prompts":
+        return np.mean([np.asarray(s["sum"]) / s["n"] for s in summaries], axis=0)
+    return np.max([s["max"] for s in summaries], axis=0)
+
+
+def summarise(values: np.ndarray, start: int = 0) -> dict:
+    """What a reduction needs from one prompt's [L, T] values (positions `start`.. only): sums, count, maxima."""
+    v = np.asarray(values, dtype=float)[:, start:]
+    return {"sum": v.sum(axis=1), "n": int(v.shape[1]), "max": v.max(axis=1)}

@@ -1,0 +1,224 @@
+"""How a model uses its depth, over a problem set: the analyses of Csordás et al. and Hu et al. (chapter 01).
+
+Every analysis reads teacher-forced gold text ("Problem: …\nAnswer: <worked solution>", as Csordás et al.
+do for MATH), keeps one record per problem in the results store (so long runs resume), and reduces the
+records to per-layer curves only when asked, with the reduction as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from helpers.data import Problem
+from helpers.interventions import (
+    SkipEffects,
+    depth_score,
+    future_splits,
+    later_layer_profile,
+    skip_effects,
+)
+from helpers.lens import (
+    depth_ratio,
+    effective_depth_cosine,
+    effective_depth_kl,
+    effective_depth_overlap,
+    logit_lens,
+)
+from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
+from helpers.store import Run
+
+COSINES = ("cos_attn", "cos_mlp", "cos_layer")
+
+# Two short prompts with a known answer, for erasure and integrated gradients (as in Csordás et al.).
+PROBES: tuple[tuple[str, str], ...] = (("5 + 7 + 5 + 3 + 1 + 7 =", " 28"),
+                                       ("The spouse of the performer of Imagine is", " Yoko Ono"))
+
+
+def analysis_sequence(tokenizer, problem: Problem) -> tuple[list[int], int]:
+    """Token ids of 'Problem: {question}\\nAnswer:' followed by the gold solution, and where the solution starts."""
+    head = tokenizer(f"Problem: {problem.question.strip()}\nAnswer:")["input_ids"]
+    body = (problem.solution or problem.answer).strip()
+    tail = tokenizer(" " + body, add_special_tokens=False)["input_ids"]
+    return list(head) + list(tail), len(head)
+
+
+def probe_sequence(tokenizer, prompt: str, answer: str) -> tuple[list[int], int]:
+    """A probe's ids (prompt then answer) and where the answer starts."""
+    head = tokenizer(prompt)["input_ids"]
+    return list(head) + list(tokenizer(answer, add_special_tokens=False)["input_ids"]), len(head)
+
+
+def _lists(d: dict) -> dict:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Norms, cosines and the logit lens: one record per problem
+# --------------------------------------------------------------------------------------------------
+
+
+def profile_one(model, ids: Sequence[int]) -> dict:
+    """Per-layer summaries (sum, count, max over positions) of every contribution metric and of the lens."""
+    values = contributions(capture(model, ids))
+    lens = logit_lens(model, ids)
+    values["kl"], values["overlap"] = lens.kl, lens.overlap
+    return {name: _lists(summarise(v)) for name, v in values.items()}
+
+
+def profiles(model, tokenizer, problems: Sequence[Problem], run: Run, progress: bool = True) -> list[dict]:
+    """`profile_one` for every problem's gold text, stored per problem as it finishes."""
+    from tqdm.auto import tqdm
+
+    for p in tqdm(problems, desc="norms and lens", disable=not progress, leave=False):
+        if p.id not in run:
+            ids, _ = analysis_sequence(tokenizer, p)
+            run.compute(p.id, lambda ids=ids: profile_one(model, ids))
+    return [run.get(p.id) for p in problems]
+
+
+def curves(records: Sequence[dict], how: str = "tokens") -> dict[str, np.ndarray]:
+    """Per-layer curves of every metric, reduced over records; 'cos_mean' averages the three cosines."""
+    out = {name: reduce_layers([r[name] for r in records], how) for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}
+    out["cos_mean"] = np.mean([out[c] for c in COSINES], axis=0)
+    return out
+
+
+def effective_depths(curve: dict[str, np.ndarray], kl_fraction: float = 0.5, overlap_threshold: float = 0.3
+                     ) -> dict:
+    """The three effective depths of Hu et al. (0-based layers) and their ratios (ED + 1)/L; None when undefined."""
+    n_layers = len(curve["kl"])
+    eds = {"cosine": effective_depth_cosine(curve["cos_mean"]),
+           "kl": effective_depth_kl(curve["kl"], kl_fraction),
+           "overlap": effective_depth_overlap(curve["overlap"], overlap_threshold)}
+    return {"n_layers": n_layers, "effective_depth": {k: (v if v >= 0 else None) for k, v in eds.items()},
+            "ratio": {k: (round(depth_ratio(v, n_layers), 3) if v >= 0 else None) for k, v in eds.items()},
+            "thresholds": {"kl_fraction": kl_fraction, "overlap_threshold": overlap_threshold}}
+
+
+# --------------------------------------------------------------------------------------------------
+# Layer-skip effects over a problem set
+# --------------------------------------------------------------------------------------------------
+
+
+def skip_effects_over(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
+                      seed: int = 123, progress: bool = True) -> list[SkipEffects]:
+    """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
+    from tqdm.auto import tqdm
+
+    rng = random.Random(seed)
+    for p in tqdm(problems, desc=f"skip {part}", disable=not progress, leave=False):
+        ids, _ = analysis_sequence(tokenizer, p)
+        split_seed = rng.randrange(2**31)  # drawn for every problem, so a resumed run samples the same splits
+        if p.id in run:
+            continue
+        splits = [None] if n_splits is None else future_splits(len(ids), n_splits, seed=split_seed)
+        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
+    return [SkipEffects.from_dict(run.get(p.id)) for p in problems]
+
+
+def combine(effects: Sequence[SkipEffects], over_splits: str = "max", over_prompts: str = "max"
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """One [L, L] matrix and [L] output-change vector from per-problem effects ('max' as in the paper, or 'mean')."""
+    pick = {"max": np.max, "mean": np.mean}
+    if over_splits not in pick or over_prompts not in pick:
+        raise ValueError("reductions are 'max' or 'mean'")
+    mats = [pick[over_splits](e.matrix, axis=0) for e in effects]
+    outs = [pick[over_splits](e.output, axis=0) for e in effects]
+    return pick[over_prompts](mats, axis=0), pick[over_prompts](outs, axis=0)
+
+
+def answer_splits(answer_start: int, T: int, n: int, seed: int, step: int = 4) -> list[int]:
+    """Split positions inside the solution: answer start plus `n` seeded offsets from range(0, len − 4, step)."""
+    offsets = list(range(0, max(1, T - answer_start - 4), step))
+    random.Random(seed).shuffle(offsets)
+    return sorted(answer_start + o for o in offsets[:n])
+
+
+def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Run, n_splits: int = 2,
+                          seed: int = 12345, progress: bool = True) -> dict:
+    """Future layer-skip effects with splits inside the solution, and the depth score per difficulty level.
+
+    Per level: the mean over problems of each skipped layer's effect on later layers (max over splits), its
+    centre of mass over layers (the depth score), and the same for the output change; scores are also given
+    divided by L − 1 so that models of different depth compare.
+    """
+    from tqdm.auto import tqdm
+
+    for p in tqdm(problems, desc="depth score", disable=not progress, leave=False):
+        if p.id in run:
+            continue
+        ids, start = analysis_sequence(tokenizer, p)
+        splits = answer_splits(start, len(ids), n_splits, seed=seed + sum(map(ord, p.id)))
+        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, "layer", splits).as_dict())
+    by_level: dict = {}
+    for p in problems:
+        by_level.setdefault(p.level, []).append(SkipEffects.from_dict(run.get(p.id)))
+    out = {}
+    for level, effects in sorted(by_level.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        matrix, output = combine(effects, "max", "mean")
+        L = matrix.shape[0]
+        layer_profile = later_layer_profile(matrix)
+        out[level] = {"n": len(effects), "layer_profile": layer_profile, "output_profile": output,
+                      "layer_score": depth_score(layer_profile), "output_score": depth_score(output),
+                      "layer_score_relative": depth_score(layer_profile) / (L - 1),
+                      "output_score_relative": depth_score(output) / (L - 1)}
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The command line: python -m helpers effective-depth
+# --------------------------------------------------------------------------------------------------
+
+
+def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:
+    """The first `n` problems taking levels in turn (level 1, 2, …, 1, 2, …), so a small n covers every level."""
+    groups: dict = {}
+    for p in problems:
+        groups.setdefault(p.level, []).append(p)
+    order = [g[i] for i in range(max(map(len, groups.values()), default=0)) for g in groups.values() if i < len(g)]
+    return order[:n] if n else order
+
+
+def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int = 12, reduction: str = "tokens",
+                           kl_fraction: float = 0.5, overlap_threshold: float = 0.3, seed: int = 0,
+                           progress: bool = False) -> dict:
+    """Everything `python -m helpers effective-depth` prints: effective depths, ratios and the layer count."""
+    from helpers.data import DataError, load_problems
+    from helpers.models import load_model
+
+    if not isinstance(n, int) or n < 1:
+        raise DataError(f"--n must be a positive integer, got {n!r}")
+    per_level = math.ceil(n / 6) if dataset == "arithmetic" else None
+    problems = interleaved(load_problems(dataset, n=per_level if dataset == "arithmetic" else n, seed=seed), n)
+    if not problems:
+        raise DataError(f"{dataset} gave no problems")
+    model, tokenizer, info = load_model(model_name)
+    run = Run("depth_profile", {"model": info.name, "dataset": dataset, "seed": seed, "text": "problem-answer"})
+    records = profiles(model, tokenizer, problems, run, progress=progress)
+    report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
+    return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}
+
+
+def register_cli(sub) -> None:
+    import json
+
+    p = sub.add_parser("effective-depth", help="the three effective depths of a model on a problem set, as JSON")
+    p.add_argument("--model", default="smollm2-135m", help="known name, hub id or local directory")
+    p.add_argument("--dataset", default="arithmetic", help="arithmetic, math500, gsm8k or a JSON/JSONL file")
+    p.add_argument("--n", type=int, default=12, help="number of problems (levels taken in turn)")
+    p.add_argument("--reduction", choices=("tokens", "prompts"), default="tokens")
+    p.add_argument("--kl-fraction", type=float, default=0.5)
+    p.add_argument("--overlap-threshold", type=float, default=0.3)
+
+    def run(args) -> int:
+        torch.set_grad_enabled(False)
+        print(json.dumps(effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
+                                                args.overlap_threshold), indent=2))
+        return 0
+
+    p.set_defaults(func=run)

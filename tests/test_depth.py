@@ -1,0 +1,140 @@
+"""Chapter 01's library: per-problem records, effective depths, depth scores, linear maps and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.data import arithmetic_problems
+from helpers.depth import (
+    analysis_sequence,
+    answer_splits,
+    combine,
+    curves,
+    depth_scores_by_level,
+    effective_depths,
+    interleaved,
+    profiles,
+    skip_effects_over,
+)
+from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
+from helpers.store import Run
+
+
+@pytest.fixture()
+def problems():
+    return arithmetic_problems(1, levels=[1, 2])
+
+
+def test_analysis_sequence_marks_the_solution(smol, problems):
+    _, tokenizer, _ = smol
+    ids, start = analysis_sequence(tokenizer, problems[0])
+    assert 0 < start < len(ids)
+    assert tokenizer.decode(ids[:start]).endswith("\nAnswer:")
+    assert tokenizer.decode(ids[start:]).strip() == problems[0].solution
+
+
+def test_profiles_resume_and_reduce(tiny, problems, tmp_path):
+    model, tokenizer, info = tiny
+    run = Run("depth_profile", {"model": info.name}, root=tmp_path)
+    records = profiles(model, tokenizer, problems, run, progress=False)
+    again = profiles(model, tokenizer, problems, Run("depth_profile", {"model": info.name}, root=tmp_path),
+                     progress=False)
+    assert records == again
+    c = curves(records, "tokens")
+    L = info.n_layers
+    assert all(len(v) == L for v in c.values())
+    assert (c["kl"] >= 0).all() and ((c["overlap"] >= 0) & (c["overlap"] <= 1)).all()
+    report = effective_depths(c)
+    assert report["n_layers"] == L
+    for rule, ed in report["effective_depth"].items():
+        assert ed is None or 0 <= ed <= L - 2
+        assert report["ratio"][rule] is None or report["ratio"][rule] == pytest.approx((ed + 1) / L, abs=1e-3)
+
+
+def test_effective_depth_rules_on_known_curves():
+    L = 6
+    c = {"kl": np.array([10, 9, 6, 4, 1, 0.1]), "overlap": np.array([0, 0.1, 0.2, 0.4, 0.8, 1]),
+         "cos_mean": np.array([0.1, -0.2, 0.1, -0.1, 0.2, -0.3])}
+    report = effective_depths(c)
+    assert report["effective_depth"] == {"cosine": 3, "kl": 3, "overlap": 3}
+    assert report["ratio"]["kl"] == pytest.approx(4 / L, abs=1e-3)
+    stricter = effective_depths(c, kl_fraction=0.2, overlap_threshold=0.5)
+    assert stricter["effective_depth"]["kl"] == 4 and stricter["effective_depth"]["overlap"] == 4
+    c["cos_mean"] = np.ones(L)
+    assert effective_depths(c)["effective_depth"]["cosine"] is None
+
+
+def test_skip_effects_over_problems(tiny, problems, tmp_path):
+    model, tokenizer, info = tiny
+    run = Run("skip", {"model": info.name}, root=tmp_path)
+    future = skip_effects_over(model, tokenizer, problems, run, "layer", n_splits=2, progress=False)
+    assert len(future) == len(problems) and all(len(e.splits) == 2 for e in future)
+    matrix, output = combine(future)
+    L = info.n_layers
+    assert matrix.shape == (L, L) and output.shape == (L,)
+    assert np.tril(matrix).max() == 0.0  # future effects: nothing on or below the skipped layer
+    current = skip_effects_over(model, tokenizer, problems, Run("skip", {"c": 1}, root=tmp_path), "layer", None,
+                                progress=False)
+    assert np.allclose(np.diag(combine(current)[0]), 1.0, atol=1e-5)
+
+
+def test_depth_scores_by_level(tiny, tmp_path):
+    model, tokenizer, info = tiny
+    problems = arithmetic_problems(2, levels=[1, 5])
+    scores = depth_scores_by_level(model, tokenizer, problems, Run("ds", {}, root=tmp_path), n_splits=2,
+                                   progress=False)
+    assert sorted(scores) == [1, 5]
+    for s in scores.values():
+        assert s["n"] == 2 and 0 <= s["layer_score"] <= info.n_layers - 1
+        assert s["layer_score_relative"] == pytest.approx(s["layer_score"] / (info.n_layers - 1))
+
+
+def test_answer_splits_stay_in_the_solution():
+    splits = answer_splits(20, 60, n=4, seed=0)
+    assert len(splits) == 4 and all(20 <= t < 56 for t in splits) and splits == sorted(splits)
+
+
+def test_interleaved_takes_levels_in_turn():
+    problems = arithmetic_problems(2, levels=[1, 2, 3])
+    assert [p.level for p in interleaved(problems, 4)] == [1, 2, 3, 1]
+
+
+def test_linear_map_from_a_model_to_itself(tiny):
+    model, tokenizer, _ = tiny
+    generator = torch.Generator().manual_seed(0)  # training text that uses every token of the tiny vocabulary
+    train_seqs = [torch.randint(len(tokenizer), (30,), generator=generator).tolist() for _ in range(20)]
+    test_seqs = [tokenizer(p.question)["input_ids"] for p in arithmetic_problems(1)]
+    train, test = residual_states(model, train_seqs), residual_states(model, test_seqs)
+    errors = fit_maps(train, train, test, test, ridge=1e-8)
+    L = model.config.num_hidden_layers
+    assert errors.shape == (L + 1, L + 1)
+    assert np.diag(errors).max() < 1e-3  # the identity is in reach of every same-layer map
+    assert errors.max() <= 1.5
+
+
+def test_maps_refuse_different_tokenizers(tiny):
+    _, tokenizer, _ = tiny
+    from transformers import AutoTokenizer
+
+    other = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    check_same_tokenizer(tokenizer, other)
+    other.add_tokens(["zzz-new-token"])
+    with pytest.raises(ValueError, match="share a tokenizer"):
+        check_same_tokenizer(tokenizer, other)
+
+
+def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
+    from helpers.__main__ import main
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    assert main(["effective-depth", "--model", str(tiny_dir), "--dataset", "arithmetic", "--n", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n_layers"] == 4 and report["n_problems"] == 3
+    assert set(report["effective_depth"]) == {"cosine", "kl", "overlap"}
+    assert main(["effective-depth", "--model", str(tiny_dir), "--n", "0"]) == 2
+    assert "--n" in capsys.readouterr().err
+    torch.set_grad_enabled(True)
