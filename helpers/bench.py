@@ -1,4 +1,5 @@
-"""Benchmarks: ratios measured side by side in one run, printed as JSON (`python -m helpers bench ...`)."""
+"""Benchmarks, printed as JSON (`python -m helpers bench sampling|effective-depth`): ratios measured side by side
+in one run, and the time and memory of a chapter against its targets."""
 
 from __future__ import annotations
 
@@ -65,9 +66,85 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     }
 
 
+def _descendants(root: int) -> list[int]:
+    """Process ids below `root`, read from /proc (Linux)."""
+    import os
+
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
+
+
+def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0, gib_target: float = 4.0) -> dict:
+    """Chapter 01 under `profile` from an empty results store: wall time and the kernel's peak resident memory.
+
+    The chapter runs in a Jupyter kernel (a child process); a thread samples the peak RSS (VmHWM) of every
+    descendant process once a second, so the number is the largest any one process reached.
+    """
+    import os
+    import resource
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    from helpers.run import run
+
+    peak = {"kib": 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for pid in _descendants(os.getpid()):
+                peak["kib"] = max(peak["kib"], _peak_rss_kib(pid))
+            stop.wait(1.0)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        previous = os.environ.get("SVD_RESULTS")
+        os.environ["SVD_RESULTS"] = str(Path(tmp) / "results")
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        start = time.perf_counter()
+        try:
+            run(profile, {}, only="01_effective_depth", out_root=Path(tmp) / "out", build=False)
+        finally:
+            seconds = time.perf_counter() - start
+            stop.set()
+            thread.join()
+            if previous is None:
+                os.environ.pop("SVD_RESULTS", None)
+            else:
+                os.environ["SVD_RESULTS"] = previous
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux, waited-for children only
+    gib = max(peak["kib"], children) / 2**20
+    return {"chapter": "01_effective_depth", "profile": profile, "results_store": "empty (fresh temporary folder)",
+            "machine": f"{platform.machine()}, {torch.get_num_threads()} threads", "seconds": round(seconds, 1),
+            "minutes": round(seconds / 60, 2), "minutes_target": minutes_target, "within_time": seconds / 60 < minutes_target,
+            "peak_rss_gib": round(gib, 2), "peak_rss_target_gib": gib_target, "within_memory": gib < gib_target}
+
+
 def register_bench(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling"])
+    p.add_argument("what", choices=["sampling", "effective-depth"])
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--problems", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=48)
@@ -75,8 +152,12 @@ def register_bench(sub) -> None:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--alpha", type=float, default=4.0)
     p.add_argument("--shots", type=int, default=2)
+    p.add_argument("--profile", default="default", help="effective-depth: the profile to run chapter 01 under")
 
     def run(args) -> int:
+        if args.what == "effective-depth":
+            print(json.dumps(bench_effective_depth(args.profile), indent=2))
+            return 0
         print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
                                         args.alpha, args.shots), indent=2))
         return 0

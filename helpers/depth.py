@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,6 +34,18 @@ from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduc
 from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
+
+# Hu et al. (2025), Table 1: effective depth (cosine, KL, top-5 overlap; 0-based layers) of Qwen2.5 models.
+PUBLISHED_TABLE1: dict[str, dict] = {
+    "Qwen2.5-1.5B-Instruct": {"layers": 28, "gsm8k": (20, 22, 23), "aime24": (19, 23, 23), "hellaswag": (16, 21, 23)},
+    "Qwen2.5-Math-1.5B": {"layers": 28, "gsm8k": (16, 22, 23), "aime24": (16, 23, 23), "hellaswag": (16, 20, 23)},
+    "Qwen2.5-7B-Instruct": {"layers": 28, "gsm8k": (20, 25, 26), "aime24": (18, 25, 26), "hellaswag": (17, 25, 26)},
+    "Qwen2.5-Math-7B": {"layers": 28, "gsm8k": (11, 23, 24), "aime24": (16, 23, 24), "hellaswag": (16, 23, 24)},
+    "Qwen2.5-14B-Instruct": {"layers": 48, "gsm8k": (32, 41, 45), "aime24": (30, 42, 45), "hellaswag": (27, 40, 45)},
+    "Qwen2.5-14B": {"layers": 48, "gsm8k": (30, 40, 45), "aime24": (30, 42, 45), "hellaswag": (27, 40, 45)},
+    "Qwen2.5-32B-Instruct": {"layers": 64, "gsm8k": (46, 58, 60), "aime24": (43, 58, 60), "hellaswag": (43, 60, 61)},
+    "Qwen2.5-32B": {"layers": 64, "gsm8k": (46, 57, 59), "aime24": (46, 59, 60), "hellaswag": (43, 60, 61)},
+}
 
 # Two short prompts with a known answer, for erasure and integrated gradients (as in Csordás et al.).
 PROBES: tuple[tuple[str, str], ...] = (("5 + 7 + 5 + 3 + 1 + 7 =", " 28"),
@@ -110,12 +123,11 @@ def skip_effects_over(model, tokenizer, problems: Sequence[Problem], run: Run, p
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
     from tqdm.auto import tqdm
 
-    rng = random.Random(seed)
     for p in tqdm(problems, desc=f"skip {part}", disable=not progress, leave=False):
-        ids, _ = analysis_sequence(tokenizer, p)
-        split_seed = rng.randrange(2**31)  # drawn for every problem, so a resumed run samples the same splits
         if p.id in run:
             continue
+        ids, _ = analysis_sequence(tokenizer, p)
+        split_seed = seed + zlib.crc32(p.id.encode())  # fixed per problem, whatever else is in the list
         splits = [None] if n_splits is None else future_splits(len(ids), n_splits, seed=split_seed)
         run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
     return [SkipEffects.from_dict(run.get(p.id)) for p in problems]
@@ -153,7 +165,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
         if p.id in run:
             continue
         ids, start = analysis_sequence(tokenizer, p)
-        splits = answer_splits(start, len(ids), n_splits, seed=seed + sum(map(ord, p.id)))
+        splits = answer_splits(start, len(ids), n_splits, seed=seed + zlib.crc32(p.id.encode()))
         run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, "layer", splits).as_dict())
     by_level: dict = {}
     for p in problems:
@@ -173,6 +185,14 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
 # --------------------------------------------------------------------------------------------------
 # The command line: python -m helpers effective-depth
 # --------------------------------------------------------------------------------------------------
+
+
+def per_level(problems: Sequence[Problem], k: int) -> list[Problem]:
+    """The first `k` problems of each level, levels in increasing order (problems without a level count as one)."""
+    groups: dict = {}
+    for p in problems:
+        groups.setdefault(p.level, []).append(p)
+    return [p for level in sorted(groups, key=lambda v: (v is None, v)) for p in groups[level][:k]]
 
 
 def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:

@@ -168,7 +168,7 @@ def _first_block(edit: Edit) -> int:
     return 0
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference mode: integrated gradients differentiate through runs that reuse these tensors
 def reference_run(model, ids: Sequence[int]) -> Reference:
     """The clean run, recording each block's input, contribution and call arguments, and the output distribution."""
     ad = adapter(model)
@@ -201,8 +201,12 @@ def reference_run(model, ids: Sequence[int]) -> Reference:
 
 @torch.inference_mode()
 def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Reference | None = None,
-            baseline: torch.Tensor | None = None, batch_size: int = 1) -> Effects:
+            baseline: torch.Tensor | None = None, batch_size: int = 1, read_from: Sequence[int] | int = 0,
+            read_to: int | None = None) -> Effects:
     """Run every edit on a copy of `ids` and compare it with the clean run, per block and position.
+
+    The output distribution (the costly unembedding) is read only at positions read_from[i]..read_to − 1 of
+    edit i; the output change elsewhere is reported as 0.
 
     An edited run starts at the first block the edit can change, from the clean run's residual and with the
     clean run's block arguments; blocks before it are unchanged by construction (their change is 0). With
@@ -217,6 +221,10 @@ def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Referen
     ref_norm = ref.contributions.norm(dim=-1).clamp(min=EPS)  # [L, T]
     relative = np.zeros((len(edits), ad.n_layers, T), dtype=np.float32)
     output = np.zeros((len(edits), T), dtype=np.float32)
+    starts = [read_from] * len(edits) if isinstance(read_from, int) else list(read_from)
+    read_to = T if read_to is None else read_to
+    if len(starts) != len(edits) or not all(0 <= r <= read_to <= T for r in starts):
+        raise ValueError(f"read windows must lie within 0..{T} (one start per edit)")
     order = sorted(range(len(edits)), key=lambda i: _first_block(edits[i]))
     for lo in range(0, len(order), batch_size):
         rows = order[lo:lo + batch_size]
@@ -233,8 +241,9 @@ def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Referen
             change = (c.float() - ref.contributions[l]).norm(dim=-1) / ref_norm[l]
             relative[rows, l] = change.cpu().numpy()
         for b, i in enumerate(rows):
-            probs = torch.softmax(ad.unembed(hidden[b]).float(), -1)
-            output[i] = (probs - ref.probs).norm(dim=-1).cpu().numpy()
+            window = slice(starts[i], read_to)
+            probs = torch.softmax(ad.unembed(hidden[b, window]).float(), -1)
+            output[i, window] = (probs - ref.probs[window]).norm(dim=-1).cpu().numpy()
     return Effects(relative, output)
 
 
@@ -291,7 +300,8 @@ def skip_effects(model, ids: Sequence[int], part: str = "layer", splits: Sequenc
         if t is not None and not protect_first < t < T:
             raise ValueError(f"split positions must lie in {protect_first + 1}..{T - 1}, got {t}")
     edits = [Skip(s, part, protect_first, t) for t in splits for s in range(L)]
-    eff = effects(model, ids, edits, reference, batch_size=batch_size)
+    reads = [0 if t is None else t for t in splits for _ in range(L)]  # only where effects are measured
+    eff = effects(model, ids, edits, reference, batch_size=batch_size, read_from=reads)
     rel = eff.relative.reshape(len(splits), L, L, T)
     out = eff.output.reshape(len(splits), L, T)
     K = len(splits)
@@ -340,18 +350,23 @@ def mean_residual(model, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
 
 
 def erasure_map(model, ids: Sequence[int], baseline: torch.Tensor, answer_start: int,
-                batch_size: int = 16) -> np.ndarray:
+                batch_size: int = 16, boundaries: Sequence[int] | None = None) -> np.ndarray:
     """[L + 1, T]: erase boundary l at position t; value = max over the positions predicting the answer of ‖p − p'‖.
 
-    The answer occupies positions answer_start..T−1, so positions answer_start−1..T−2 predict it.
+    The answer occupies positions answer_start..T−1, so positions answer_start−1..T−2 predict it. Only the
+    given `boundaries` are computed (all by default); the other rows are NaN.
     """
     ids = list(ids)
     L, T = adapter(model).n_layers, len(ids)
     if not 1 <= answer_start < T:
         raise ValueError(f"answer_start must lie in 1..{T - 1}, got {answer_start}")
-    edits = [Erase(l, t) for l in range(L + 1) for t in range(T)]
-    eff = effects(model, ids, edits, baseline=baseline, batch_size=batch_size)
-    return eff.output[:, answer_start - 1:T - 1].max(-1).reshape(L + 1, T)
+    rows = list(range(L + 1)) if boundaries is None else sorted(set(boundaries))
+    edits = [Erase(l, t) for l in rows for t in range(T)]
+    eff = effects(model, ids, edits, baseline=baseline, batch_size=batch_size, read_from=answer_start - 1,
+                  read_to=T - 1)
+    grid = np.full((L + 1, T), np.nan, dtype=np.float32)
+    grid[rows] = eff.output[:, answer_start - 1:T - 1].max(-1).reshape(len(rows), T)
+    return grid
 
 
 # --------------------------------------------------------------------------------------------------
@@ -395,14 +410,15 @@ def integrated_gradients(model, ids: Sequence[int], answer_start: int, component
     targets = torch.tensor(ids[answer_start:], device=device)
     layers = list(range(ad.n_layers)) if layers is None else list(layers)
     out = np.zeros((ad.n_layers, T), dtype=np.float32)
+    ref = reference_run(model, ids)
     with _frozen(model), torch.enable_grad():
         for l in layers:
             module = {"layer": ad.blocks[l], "attn": ad.attention(l), "mlp": ad.mlp(l)}[component]
             clean: list = []
             handle = module.register_forward_hook(lambda m, a, o, clean=clean: clean.append(hidden_of(o)[0].detach()))
             try:
-                with torch.no_grad():
-                    model(input_ids=torch.tensor([ids], device=device), use_cache=False)
+                with torch.no_grad():  # block l alone, from the clean residual, yields the clean activation
+                    ad.blocks[l](ref.inputs[l][None], **ref.block_kwargs[l])
             finally:
                 handle.remove()
             x = clean[0].float()
@@ -417,11 +433,14 @@ def integrated_gradients(model, ids: Sequence[int], answer_start: int, component
                     return (new, *o[1:]) if isinstance(o, tuple) else new
 
                 handle = module.register_forward_hook(swap)
-                try:
-                    logits = model(input_ids=torch.tensor([ids] * len(r), device=device), use_cache=False).logits
+                try:  # blocks before l are not run: nothing upstream of the swapped activation matters
+                    h = ref.inputs[l].expand(len(r), -1, -1)
+                    for k in range(l, ad.n_layers):
+                        h = hidden_of(ad.blocks[k](h, **ref.block_kwargs[k]))
                 finally:
                     handle.remove()
-                probs = torch.softmax(logits[:, answer_start - 1:T - 1].float(), -1)
+                logits = ad.unembed(ad.final_norm(h[:, answer_start - 1:T - 1])).float()
+                probs = torch.softmax(logits, -1)
                 objective = probs.gather(-1, targets.expand(len(r), -1)[..., None]).sum()
                 (grad,) = torch.autograd.grad(objective, point)
                 total += (grad * (x - base)).sum(-1).sum(0)

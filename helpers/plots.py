@@ -88,3 +88,53 @@ def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], 
         ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | None = None, ax=None,
+               ylim: tuple[float, float] | None = None):
+    """Overlapping bars per layer, one series per label, the smallest bar drawn in front (the papers' style)."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    values = {k: np.asarray(v, dtype=float) for k, v in series.items()}
+    n = len(next(iter(values.values())))
+    for l in range(n):
+        order = sorted(values, key=lambda k: -abs(values[k][l]))  # largest at the back
+        for z, key in enumerate(order):
+            colour = PALETTE[list(values).index(key) % len(PALETTE)]
+            ax.bar(l, values[key][l], width=0.9, color=colour, zorder=2 + z, label=key if l == 0 else None)
+    ax.set(xlabel="layer index l", ylabel=ylabel, xlim=(-0.6, n - 0.4))
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.axhline(0, color="black", lw=0.6, zorder=10)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    if own:
+        fig.tight_layout()
+        return fig
+    return ax
+
+
+def heatmap(matrix: np.ndarray, xlabel: str, ylabel: str, title: str | None = None, ax=None, vmin: float | None = 0,
+            vmax: float | None = 1, cmap: str = "viridis", colorbar: str | None = None,
+            xticklabels: Sequence[str] | None = None, origin: str = "upper"):
+    """A matrix as an image with a colour bar (layer effects, erasure, attributions, map errors)."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    image = ax.imshow(np.asarray(matrix), aspect="auto", interpolation="nearest", vmin=vmin, vmax=vmax, cmap=cmap,
+                      origin=origin)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(False)
+    if xticklabels is not None:
+        ax.set_xticks(range(len(xticklabels)), [token_label(t, 9) for t in xticklabels], rotation=60, fontsize=7)
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+    if colorbar:
+        bar.set_label(colorbar)
+    if title:
+        ax.set_title(title)
+    if own:
+        fig.tight_layout()
+        return fig
+    return ax

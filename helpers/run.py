@@ -124,10 +124,11 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
             raise RunError(f"Profile {profile!r} has a section for {stem!r}, which is not a chapter in _toc.yml.")
     jobs = []
     shared, overrides = dict(spec["parameters"]), dict(overrides or {})
-    for source, keys in (("profile " + repr(profile), shared), ("-p", overrides)):
+    every = known if not only else {stem: notebook_parameters(stem) for stem in toc_chapters(root)}
+    for source, keys, pool in (("profile " + repr(profile), shared, every), ("-p", overrides, known)):
         for key in keys:
-            if not any(key in params for params in known.values()):
-                where = ", ".join(stems)
+            if not any(key in params for params in pool.values()):
+                where = ", ".join(pool)
                 raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
                                "parameters cell.")
     for stem, params in known.items():

@@ -68,6 +68,14 @@ def test_only_must_name_one_chapter():
         plan("smoke", only="99_nothing")
 
 
+def test_only_keeps_profile_wide_keys_but_checks_overrides():
+    """Shared profile keys used by other chapters are fine with --only; a -p key must reach the chosen one."""
+    (job,) = plan("smoke", only="01_effective_depth")
+    assert "shots" not in job.parameters  # shared by the profile, used by later chapters only
+    with pytest.raises(RunError, match="shots"):
+        plan("smoke", {"shots": 3}, only="01_effective_depth")
+
+
 def test_parse_overrides_reads_yaml_values():
     assert parse_overrides(["n=3", "levels=[1, 2]", "name=abc", "flag=true"]) == {
         "n": 3, "levels": [1, 2], "name": "abc", "flag": True}
