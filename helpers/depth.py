@@ -118,19 +118,27 @@ def effective_depths(curve: dict[str, np.ndarray], kl_fraction: float = 0.5, ove
 # --------------------------------------------------------------------------------------------------
 
 
+def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, choose_splits,
+                  desc: str, progress: bool) -> list[SkipEffects]:
+    """Skip effects per problem, stored as each finishes; `choose_splits(ids, answer_start, problem_seed)`."""
+    from tqdm.auto import tqdm
+
+    for p in tqdm(problems, desc=desc, disable=not progress, leave=False):
+        if p.id in run:
+            continue
+        ids, start = analysis_sequence(tokenizer, p)
+        splits = choose_splits(ids, start, zlib.crc32(p.id.encode()))  # fixed per problem, whatever else is run
+        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
+    return [SkipEffects.from_dict(run.get(p.id)) for p in problems]
+
+
 def skip_effects_over(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
                       seed: int = 123, progress: bool = True) -> list[SkipEffects]:
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
-    from tqdm.auto import tqdm
+    def choose(ids, start, problem_seed):
+        return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=seed + problem_seed)
 
-    for p in tqdm(problems, desc=f"skip {part}", disable=not progress, leave=False):
-        if p.id in run:
-            continue
-        ids, _ = analysis_sequence(tokenizer, p)
-        split_seed = seed + zlib.crc32(p.id.encode())  # fixed per problem, whatever else is in the list
-        splits = [None] if n_splits is None else future_splits(len(ids), n_splits, seed=split_seed)
-        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
-    return [SkipEffects.from_dict(run.get(p.id)) for p in problems]
+    return _skip_records(model, tokenizer, problems, run, part, choose, f"skip {part}", progress)
 
 
 def combine(effects: Sequence[SkipEffects], over_splits: str = "max", over_prompts: str = "max"
@@ -159,19 +167,12 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
     centre of mass over layers (the depth score), and the same for the output change; scores are also given
     divided by L − 1 so that models of different depth compare.
     """
-    from tqdm.auto import tqdm
+    def choose(ids, start, problem_seed):
+        return answer_splits(start, len(ids), n_splits, seed=seed + problem_seed)
 
-    for p in tqdm(problems, desc="depth score", disable=not progress, leave=False):
-        if p.id in run:
-            continue
-        ids, start = analysis_sequence(tokenizer, p)
-        splits = answer_splits(start, len(ids), n_splits, seed=seed + zlib.crc32(p.id.encode()))
-        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, "layer", splits).as_dict())
-    by_level: dict = {}
-    for p in problems:
-        by_level.setdefault(p.level, []).append(SkipEffects.from_dict(run.get(p.id)))
+    records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
     out = {}
-    for level, effects in sorted(by_level.items(), key=lambda kv: (kv[0] is None, kv[0])):
+    for level, effects in _by_level(list(zip(problems, records, strict=True))).items():
         matrix, output = combine(effects, "max", "mean")
         L = matrix.shape[0]
         layer_profile = later_layer_profile(matrix)
@@ -187,20 +188,23 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
 # --------------------------------------------------------------------------------------------------
 
 
+def _by_level(pairs: Sequence[tuple[Problem, object]]) -> dict:
+    """Items grouped by their problem's level, levels in increasing order (no level last)."""
+    groups: dict = {}
+    for p, item in pairs:
+        groups.setdefault(p.level, []).append(item)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0])))
+
+
 def per_level(problems: Sequence[Problem], k: int) -> list[Problem]:
     """The first `k` problems of each level, levels in increasing order (problems without a level count as one)."""
-    groups: dict = {}
-    for p in problems:
-        groups.setdefault(p.level, []).append(p)
-    return [p for level in sorted(groups, key=lambda v: (v is None, v)) for p in groups[level][:k]]
+    return [p for group in _by_level([(p, p) for p in problems]).values() for p in group[:k]]
 
 
 def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:
     """The first `n` problems taking levels in turn (level 1, 2, …, 1, 2, …), so a small n covers every level."""
-    groups: dict = {}
-    for p in problems:
-        groups.setdefault(p.level, []).append(p)
-    order = [g[i] for i in range(max(map(len, groups.values()), default=0)) for g in groups.values() if i < len(g)]
+    groups = list(_by_level([(p, p) for p in problems]).values())
+    order = [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
     return order[:n] if n else order
 
 
