@@ -77,8 +77,9 @@ def _lists(d: dict) -> dict:
 
 def profile_one(model, ids: Sequence[int]) -> dict:
     """Per-layer summaries (sum, count, max over positions) of every contribution metric and of the lens."""
-    values = contributions(capture(model, ids))
-    lens = logit_lens(model, ids)
+    cap = capture(model, ids)
+    values = contributions(cap)
+    lens = logit_lens(model, ids, cap=cap)
     values["kl"], values["overlap"] = lens.kl, lens.overlap
     return {name: _lists(summarise(v)) for name, v in values.items()}
 

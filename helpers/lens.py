@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from helpers.residual import adapter, capture
+from helpers.residual import Capture, adapter, capture
 
 DIRECTIONS = ("layer||final", "final||layer")
 
@@ -54,16 +54,16 @@ class LensResult:
 
 @torch.inference_mode()
 def logit_lens(model, ids: Sequence[int], k: int = 5, direction: str = "layer||final", n_top: int = 0,
-               include_output: bool = False, start: int = 0) -> LensResult:
+               include_output: bool = False, start: int = 0, cap: Capture | None = None) -> LensResult:
     """Logit lens of one sequence at taps 0..L-1 (and the final residual h_L if `include_output`).
 
     Only positions `start`.. are read out (the unembedding dominates the cost), so columns are positions
-    start..T-1.
+    start..T-1. `cap`, a capture of the same `ids`, saves the forward pass.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     ad = adapter(model)
-    cap = capture(model, ids, parts="io")
+    cap = cap if cap is not None else capture(model, ids, parts="io")
     if not 0 <= start < cap.logits.shape[0]:
         raise ValueError(f"start must lie in 0..{cap.logits.shape[0] - 1}, got {start}")
     final_logits = cap.logits[start:]

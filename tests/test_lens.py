@@ -37,6 +37,9 @@ def test_last_tap_reproduces_the_model_output(tiny):
     assert result.kl[-1].max() < 1e-5 and np.all(result.overlap[-1] == 1.0)
     assert np.all(result.kl >= 0)
     assert set(np.round(result.overlap.ravel() * 5, 6)) <= {0, 1, 2, 3, 4, 5}
+    ids = _ids(tokenizer)
+    reused = logit_lens(model, ids, include_output=True, cap=capture(model, ids))  # a capture saves the forward
+    assert np.array_equal(reused.kl, result.kl) and np.array_equal(reused.overlap, result.overlap)
 
 
 def test_start_restricts_columns_without_changing_values(tiny):
