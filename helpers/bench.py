@@ -18,7 +18,7 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     4x below a batch-1 run that re-encodes the prefix for every proposal, as the published code does.
     """
     from helpers.data import arithmetic_problems, build_prompt
-    from helpers.decoding import decode_in_batches
+    from helpers.decoding import decode
     from helpers.models import load_model, stop_token_ids
     from helpers.power import CachedEngine, PowerConfig, PrefillEngine, run_chains
 
@@ -30,8 +30,7 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     seeds = [seed * 1000 + i for i in range(len(prompts))]
 
     start = time.perf_counter()
-    _, plain_stats = decode_in_batches(model, prompts, max_new_tokens, stops, batch_size=len(prompts),
-                                       temperature=1 / alpha, seeds=seeds)
+    _, plain_stats = decode(model, prompts, max_new_tokens, stops, temperature=1 / alpha, seeds=seeds)
     plain_seconds = time.perf_counter() - start
 
     start = time.perf_counter()

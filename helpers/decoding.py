@@ -306,21 +306,3 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     stats = DecodeStats(decoded_tokens=sum(len(c.tokens) for c in completions), prefill_tokens=engine.prefill,
                         forward_passes=engine.passes, seconds=time.perf_counter() - start)
     return completions, stats
-
-
-def decode_in_batches(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
-                      batch_size: int = 16, temperature: float = 0.0, top_k: int = 0,
-                      seeds: Sequence[int] | None = None) -> tuple[list[Completion], DecodeStats]:
-    """`decode` over chunks of similar-length prompts (less padding); results come back in input order."""
-    seeds = list(range(len(prompts))) if seeds is None else list(seeds)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    results: list[Completion | None] = [None] * len(prompts)
-    total = DecodeStats()
-    for lo in range(0, len(order), batch_size):
-        chunk = order[lo:lo + batch_size]
-        completions, stats = decode(model, [prompts[i] for i in chunk], max_new_tokens, stop_ids, temperature,
-                                    top_k, [seeds[i] for i in chunk])
-        total.add(stats)
-        for i, completion in zip(chunk, completions, strict=True):
-            results[i] = completion
-    return results, total  # type: ignore[return-value]

@@ -7,7 +7,6 @@ instant.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 from helpers.data import Problem
@@ -21,14 +20,6 @@ def solve(model, tokenizer, problems: Sequence[Problem], run: Run, *, max_new_to
     records = sample(model, tokenizer, problems, run, method="greedy", max_new_tokens=max_new_tokens, shots=shots,
                      seed=seed, batch_size=batch_size, progress=progress)
     return [per_problem[0] for per_problem in records]
-
-
-def accuracy_by_level(records: Sequence[dict]) -> dict[int | None, float]:
-    """Share of correct records per difficulty level, levels in increasing order."""
-    groups: dict = defaultdict(list)
-    for r in records:
-        groups[r["level"]].append(bool(r["correct"]))
-    return {level: sum(v) / len(v) for level, v in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0]))}
 
 
 def accuracy(records: Sequence[dict]) -> float:

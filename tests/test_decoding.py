@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import helpers.decoding as decoding
-from helpers.decoding import decode, decode_in_batches, shared_prefix_length
+from helpers.decoding import decode, shared_prefix_length
 
 
 def _prompts(tokenizer):
@@ -59,9 +59,9 @@ def test_rows_stop_at_a_stop_token(tiny):
 def test_sampling_is_seeded_and_logq_is_a_log_probability(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    a, _ = decode_in_batches(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
-    b, _ = decode_in_batches(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
-    c, _ = decode_in_batches(model, prompts, 8, [], temperature=0.7, seeds=[7, 8, 9, 10])
+    a, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
+    b, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
+    c, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[7, 8, 9, 10])
     assert [x.tokens for x in a] == [x.tokens for x in b] != [x.tokens for x in c]
     assert all(q <= 0 for x in a for q in x.logq)
 
