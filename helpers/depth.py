@@ -52,6 +52,11 @@ PROBES: tuple[tuple[str, str], ...] = (("5 + 7 + 5 + 3 + 1 + 7 =", " 28"),
                                        ("The spouse of the performer of Imagine is", " Yoko Ono"))
 
 
+def run_config(model_name: str, dataset: str, seed: int) -> dict:
+    """What identifies chapter 01's stored records; the CLI and the chapter share them through it."""
+    return {"model": model_name, "dataset": dataset, "seed": seed, "text": "problem-answer"}
+
+
 def analysis_sequence(tokenizer, problem: Problem) -> tuple[list[int], int]:
     """Token ids of 'Problem: {question}\\nAnswer:' followed by the gold solution, and where the solution starts."""
     head = tokenizer(f"Problem: {problem.question.strip()}\nAnswer:")["input_ids"]
@@ -223,7 +228,7 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
     if not problems:
         raise DataError(f"{dataset} gave no problems")
     model, tokenizer, info = load_model(model_name)
-    run = Run("depth_profile", {"model": info.name, "dataset": dataset, "seed": seed, "text": "problem-answer"})
+    run = Run("depth_profile", run_config(info.name, dataset, seed))
     records = profiles(model, tokenizer, problems, run, progress=progress)
     report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
     return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}
