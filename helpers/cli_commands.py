@@ -54,4 +54,40 @@ def register_effective_depth(sub) -> None:
     register_cli(sub)
 
 
-REGISTRY: list = [register_truncate, register_bench, register_effective_depth]
+def _glued_rows(where: str) -> list[dict]:
+    import json
+    from pathlib import Path
+
+    from helpers.data import DataError
+    from helpers.glued import collect
+    from helpers.run import toc_chapters
+
+    path = Path(where)
+    if path.is_dir():
+        return collect(path, toc_chapters())
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    raise DataError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
+                    "(book/chapters after `python -m helpers run`)")
+
+
+def _glued_diff(args: argparse.Namespace) -> int:
+    import json
+
+    from helpers.glued import diff
+
+    before, after = _glued_rows(args.before), _glued_rows(args.after)
+    moved = diff(before, after, rel=args.rel)
+    print(json.dumps({"compared": len(before), **moved}, indent=1, ensure_ascii=False, default=str))
+    return 1 if any(moved.values()) else 0
+
+
+def register_glued(sub) -> None:
+    p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")
+    p.add_argument("before", help="a glued_values.json, or a folder of executed chapters (e.g. book/chapters)")
+    p.add_argument("after", help="the same, for the other build")
+    p.add_argument("--rel", type=float, default=1e-9, help="relative tolerance for numbers (default 1e-9)")
+    p.set_defaults(func=_glued_diff)
+
+
+REGISTRY: list = [register_truncate, register_bench, register_effective_depth, register_glued]

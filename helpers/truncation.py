@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from pathlib import Path
 
 from torch import nn
 
+from helpers.identity import model_identity, sequence_key
 from helpers.residual import adapter
+from helpers.store import Run
 
 METHODS = ("stitch", "naive")
 
@@ -119,6 +122,14 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
     return {"kl": float(kl_divergence(logp_trunc, logp_full).mean()),
             "nll": float(-logp_trunc.gather(-1, targets).mean()),
             "nll_full": float(-logp_full.gather(-1, targets).mean())}
+
+
+def agreement_over(full, truncated, items, root: Path | None = None) -> dict[str, float]:
+    """`agreement` averaged over (name, ids, start) sequences, each stored under both models' identities."""
+    run = Run("agreement", {"full": model_identity(full), "truncated": model_identity(truncated)}, root=root)
+    values = [run.compute(sequence_key(name, ids, start), lambda ids=ids, start=start: agreement(full, truncated, ids, start))
+              for name, ids, start in items]
+    return {k: sum(v[k] for v in values) / len(values) for k in ("kl", "nll", "nll_full")} if values else {}
 
 
 def critical_depth(accuracy_by_depth: dict[int, float], full_accuracy: float, fraction: float = 0.5) -> int | None:

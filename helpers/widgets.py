@@ -42,3 +42,28 @@ def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[
     slider.observe(render, names="value")
     render()
     return w.VBox([slider, table])
+
+
+def alpha_explorer(tables):
+    """α slider → the toy model's p, p^α and low-temperature distributions (`tables` from the chapter)."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+
+    from helpers.plots import toy_distributions
+
+    out = w.Output()
+    alphas = sorted(tables)
+    slider = w.SelectionSlider(options=alphas, value=alphas[len(alphas) // 2], description="α",
+                               continuous_update=False)
+
+    def show(change=None) -> None:
+        with out:
+            out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(9, 3))
+            toy_distributions(tables, slider.value, ax)
+            fig.tight_layout()
+            plt.show()
+
+    slider.observe(show, names="value")
+    show()
+    return w.VBox([slider, out])

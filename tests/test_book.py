@@ -54,3 +54,27 @@ def test_run_configuration_page_lists_the_profile(built_book):
     out, _ = built_book
     page = (out / "_build" / "html" / "book" / "reproducibility.html").read_text()
     assert "smoke" in page and "02_logit_lens" in page
+
+
+@pytest.mark.book
+def test_every_figure_shows_once_and_tables_render(built_book):
+    out, _ = built_book
+    for stem in toc_chapters():
+        html = (out / "_build" / "html" / CHAPTERS / f"{stem}.html").read_text()
+        images = re.findall(r'<img[^>]+src="([^"]+)"', html)
+        repeated = {src[:80] for src in images if images.count(src) > 1}
+        assert not repeated, f"{stem} shows a figure more than once: {sorted(repeated)[:2]}"
+        text_paragraphs = re.findall(r"<p>(.*?)</p>", html, flags=re.S)
+        raw_tables = [p[:80] for p in text_paragraphs if p.strip().startswith("|") and "|---" in p]
+        assert not raw_tables, f"{stem} shows a Markdown table as text: {raw_tables[:1]}"
+
+
+@pytest.mark.book
+def test_glued_values_are_written_as_data(built_book):
+    out, _ = built_book
+    rows = json.loads((out / CHAPTERS / "glued_values.json").read_text())
+    names = {(r["chapter"], r["name"]) for r in rows}
+    assert ("02_logit_lens", "ed_kl") in names and ("04_power_sampling", "verdict") in names
+    assert all(not isinstance(r["value"], str) or not r["value"].startswith("<") for r in rows)
+    page = (out / "_build" / "html" / "book" / "reproducibility.html").read_text()
+    assert "ed_kl" in page

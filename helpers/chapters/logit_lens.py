@@ -1,0 +1,154 @@
+"""Chapter 02: each model solves the problems greedily, the logit lens reads the solutions, the rules pick cuts.
+
+`solutions_and_lens` is the pipeline chapter 03 shares: the same decode and the same lens records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from helpers.data import Problem, build_prompt
+from helpers.lens import (
+    cut_points,
+    depth_ratio,
+    effective_depth_kl,
+    effective_depth_overlap,
+    lens_over_problems,
+    lens_table,
+    solution_ids,
+)
+from helpers.models import load_model, stop_token_ids
+from helpers.sampling import accuracy, solve
+
+
+@dataclass
+class Solved:
+    """A model's greedy solutions and the logit lens over them."""
+
+    records: list[dict]
+    items: list[tuple[str, list[int], int]]  # (problem id, prompt + solution ids, first solution position)
+    curves: dict[str, np.ndarray]  # 'kl', 'overlap': [problems, layers]
+
+
+def solutions_and_lens(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int,
+                       batch_size: int) -> Solved:
+    """Greedy solutions (stored once for every chapter) and the lens over prompt + solution (stored too)."""
+    records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
+    items = [(p.id, *solution_ids(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+                                  solution_tokens=r["tokens"])) for p, r in zip(problems, records, strict=True)]
+    return Solved(records, items, lens_over_problems(model, items))
+
+
+def lens_cut_points(curves: dict[str, np.ndarray], kl_fraction: float, overlap_threshold: float) -> tuple[int, int, list[int]]:
+    """(KL effective depth, overlap effective depth, candidate cut points) from mean curves."""
+    ed_kl = effective_depth_kl(curves["kl"].mean(0), kl_fraction)
+    ed_ov = effective_depth_overlap(curves["overlap"].mean(0), overlap_threshold)
+    return ed_kl, ed_ov, cut_points([ed_kl, ed_ov])
+
+
+@dataclass
+class LensStudy:
+    """Everything chapter 02 shows: curves per model, a summary row per model, one explorer's arrays."""
+
+    curves: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    gold_curves: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    summary: list[dict] = field(default_factory=list)
+    explorer: dict | None = None
+    explorer_question: str = ""
+
+
+def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_tokens: int, shots: int,
+               batch_size: int, kl_fraction: float, overlap_threshold: float,
+               explorer_positions: int) -> LensStudy:
+    """For each model: solve, read the lens over its own (and, where given, the gold) solutions, find the cuts."""
+    study = LensStudy()
+    for name in models:
+        model, tokenizer, info = load_model(name)
+        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
+                                    batch_size=batch_size)
+        study.curves[name] = solved.curves
+        if all(p.solution for p in problems):
+            stop = stop_token_ids(model, tokenizer)[0]
+            gold = [(p.id, *solution_ids(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+                                         solution_text=p.solution, stop_id=stop)) for p in problems]
+            study.gold_curves[name] = lens_over_problems(model, gold)
+        kl, ov = solved.curves["kl"].mean(0), solved.curves["overlap"].mean(0)
+        ed_kl, ed_ov, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
+        study.summary.append({
+            "model": name, "layers": info.n_layers, "width": info.hidden_size, "ed_kl": ed_kl, "ed_overlap": ed_ov,
+            "ratio_kl": depth_ratio(ed_kl, info.n_layers), "ratio_overlap": depth_ratio(ed_ov, info.n_layers),
+            "accuracy": accuracy(solved.records), "kl_max": float(kl.max()), "kl_max_layer": int(kl.argmax()),
+            "kl_last_tap": float(kl[-1]), "overlap_last_tap": float(ov[-1]), "cuts": cuts,
+            "solution_tokens": float(np.mean([r["n_tokens"] for r in solved.records])),
+            "tied": bool(getattr(model.config, "tie_word_embeddings", False))})
+        if study.explorer is None:  # the first problem the model got right, else the first problem
+            pick = next((i for i, r in enumerate(solved.records) if r["correct"]), 0)
+            study.explorer = lens_table(model, tokenizer, solved.items[pick][1], solved.items[pick][2],
+                                        n_positions=explorer_positions)
+            study.explorer_question = problems[pick].question
+        del model
+    return study
+
+
+def result_values(study: LensStudy, n_problems: int) -> dict:
+    """The numbers and the peak sentence the chapter's result paragraph glues (first model)."""
+    first = study.summary[0]
+    if first["kl_max_layer"] == 0:
+        peak = ("The maximum sits at the embedding itself (layer 0)"
+                + (", because this model ties its input and output embeddings: read through the unembedding, the "
+                   "embedding of a token mostly predicts that same token again, which is far from the real next-token "
+                   "distribution. " if first["tied"] else ". ")
+                + "The half-maximum rule is therefore anchored on layer 0, the artefact that Hu et al. also report "
+                  "for one of their models.")
+    else:
+        peak = f"The maximum sits at layer {first['kl_max_layer']}, inside the network."
+    return {"model": first["model"], "n_layers": first["layers"], "n_problems_total": n_problems,
+            "greedy_accuracy": 100 * first["accuracy"], "solution_tokens": first["solution_tokens"],
+            "kl_max": first["kl_max"], "kl_max_layer": first["kl_max_layer"], "kl_last_tap": first["kl_last_tap"],
+            "overlap_last_tap": first["overlap_last_tap"], "ed_kl": first["ed_kl"], "ed_overlap": first["ed_overlap"],
+            "ratio_kl": first["ratio_kl"], "ratio_overlap": first["ratio_overlap"], "peak_sentence": peak,
+            "cuts": ", ".join(str(c) for c in first["cuts"]) or "none",
+            "blocks_after_cut": first["layers"] - min(first["cuts"], default=first["layers"])}
+
+
+def summary_table(study: LensStudy) -> str:
+    """One Markdown row per model: blocks, width, both effective depths, cut points, greedy accuracy."""
+    rows = [f"| {s['model']} | {s['layers']} | {s['width']} | {s['ed_kl']} ({s['ratio_kl']:.2f}) | "
+            f"{s['ed_overlap']} ({s['ratio_overlap']:.2f}) | {', '.join(map(str, s['cuts']))} | "
+            f"{100 * s['accuracy']:.0f}% |" for s in study.summary]
+    return "\n".join(["| model | blocks | width | KL ED (ratio) | overlap ED (ratio) | cut points | greedy accuracy |",
+                      "|---|---|---|---|---|---|---|", *rows])
+
+
+def gold_comparison(study: LensStudy, kl_fraction: float, overlap_threshold: float) -> tuple[dict, str]:
+    """(curves of both texts by label, the sentence comparing their effective depths) for the first model."""
+    if not study.gold_curves:
+        return {}, "This problem set has no gold solutions, so only generated text was read."
+    both = {}
+    for name, gold in study.gold_curves.items():
+        both[f"{name} · generated"] = study.curves[name]
+        both[f"{name} · gold"] = gold
+    first = study.summary[0]
+    ed_kl, ed_ov, _ = lens_cut_points(study.gold_curves[first["model"]], kl_fraction, overlap_threshold)
+    return both, (f"On the gold solutions the effective depths are layer {ed_kl} (KL) and layer {ed_ov} (overlap), "
+                  f"against {first['ed_kl']} and {first['ed_overlap']} on the model's own solutions.")
+
+
+def report_comparison(study: LensStudy) -> str:
+    """Where the first model's KL rule settles, set beside the report's and Hu et al.'s Qwen2.5-Math numbers."""
+    s = study.summary[0]
+    ratio = s["ratio_kl"]
+    relation = ("earlier in relative depth than" if ratio < 0.78 else "at a similar relative depth to" if ratio <= 0.9
+                else "later in relative depth than")
+    return (f"For {s['model']} the KL rule settles at ratio {ratio:.2f}, {relation} the Qwen2.5-Math models "
+            f"(0.82 and 0.86 in Hu et al.; layers 21–25 of 28, ratio 0.75–0.89, in the report); the overlap rule "
+            f"gives {s['ratio_overlap']:.2f} against 0.86 and 0.89.")
+
+
+def effective_depth_marks(study: LensStudy) -> dict[str, dict[str, int]]:
+    """The layers the lens figure marks for each model: both effective depths."""
+    return {s["model"]: {f"KL ED={s['ed_kl']}": s["ed_kl"], f"overlap ED={s['ed_overlap']}": s["ed_overlap"]}
+            for s in study.summary}

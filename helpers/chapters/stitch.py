@@ -1,0 +1,134 @@
+"""Chapter 03: greedy accuracy of naive and stitched truncations at every depth, and where accuracy collapses."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from helpers.chapters.logit_lens import lens_cut_points, solutions_and_lens
+from helpers.cost import ModelCost, model_cost
+from helpers.data import Problem
+from helpers.models import load_model
+from helpers.sampling import accuracy, solve
+from helpers.truncation import agreement_over, critical_depth, truncate
+
+
+@dataclass
+class Sweep:
+    """One model's sweep: accuracy, distance from the full model and outputs, per method and depth."""
+
+    model: str
+    n_layers: int
+    cuts: list[int]
+    depths: list[int]
+    accuracy: dict[str, dict[int, float]]
+    agreement: dict[str, dict[int, dict[str, float]]]  # 'kl', 'nll', 'nll_full'
+    outputs: dict[str, dict[int, list[dict]]]
+    full: list[dict]
+    costs: dict[int, ModelCost]
+
+
+def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | None, step: int) -> list[int]:
+    """The depths to test: `depths` as given, else from the earliest cut point (at least 2) to L by `step`, L included."""
+    if depths:
+        return sorted(set(depths))
+    start = max(min(cuts) if cuts else 2, 2)
+    return sorted({*range(start, n_layers, step), n_layers})
+
+
+def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequence[str], depths: Sequence[int] | None,
+          depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
+          shots: int, batch_size: int) -> dict[str, Sweep]:
+    """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method."""
+    sweeps = {}
+    for name in models:
+        model, tokenizer, info = load_model(name)
+        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
+                                    batch_size=batch_size)
+        _, _, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
+        chosen = sweep_depths(cuts, info.n_layers, depths, depth_step)
+        acc: dict[str, dict[int, float]] = {m: {} for m in methods}
+        agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
+        outputs: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
+        for method in methods:
+            for depth in chosen:
+                shallow = model if depth == info.n_layers else truncate(model, depth, method)
+                records = solve(shallow, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
+                                batch_size=batch_size)
+                acc[method][depth], outputs[method][depth] = accuracy(records), records
+                agree[method][depth] = agreement_over(model, shallow, solved.items[:n_agreement])
+        sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
+                             {d: model_cost(model.config, d) for d in chosen})
+        del model
+    return sweeps
+
+
+def agreement_values(s: Sweep) -> dict:
+    """KL from the full model and perplexity of its solutions at the shallowest depth, per method."""
+    cut = min(s.depths)
+    methods = list(s.agreement)
+    values = {"cut_depth": cut, "n_layers": s.n_layers,
+              "ppl_full": math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"]),
+              "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"])}
+    for m in methods:
+        values[f"kl_{m}_at_cut"] = s.agreement[m][cut]["kl"]
+        values[f"ppl_{m}_at_cut"] = math.exp(s.agreement[m][cut]["nll"])
+    return values
+
+
+def examples_table(s: Sweep, problems: Sequence[Problem], n_examples: int) -> str:
+    """Generations of the full model and of each method at the shallowest depth, side by side (Markdown)."""
+    cut = min(s.depths)
+    methods = [m for m in ("stitch", "naive") if m in s.outputs]
+
+    def clip(text: str) -> str:
+        return text.replace("\n", " ⏎ ").replace("|", "∣")[:220]
+
+    rows = ["| problem | full model | " + " | ".join(methods) + " |", "|---" * (len(methods) + 2) + "|"]
+    for i, p in enumerate(problems[:n_examples]):
+        cells = [clip(s.full[i]["text"])] + [clip(s.outputs[m][cut][i]["text"]) for m in methods]
+        rows.append(f"| {clip(p.question)} (answer {p.answer}) | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict:
+    """Critical depths, what the shallowest depth keeps, and the sentence that states the result."""
+    methods = list(s.accuracy)
+    full_acc = 100 * s.accuracy[methods[0]][s.n_layers]
+    crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in methods}
+    full_cost, kept = s.costs[s.n_layers], s.costs[min(s.depths)]
+    return {"critical": crit, "full_accuracy": full_acc, "n_problems_total": n_problems,
+            "flops_kept_at_cut": 100 * kept.flops_per_token / full_cost.flops_per_token,
+            "params_kept_at_cut": 100 * kept.params_total / full_cost.params_total,
+            "unembed_share": 100 * full_cost.flops_unembedding / full_cost.flops_per_token,
+            "critical_sentence": _critical_sentence(s, crit, full_acc, collapse_fraction),
+            "critical_depth_stitch": crit.get("stitch") if crit.get("stitch") is not None else "undefined"}
+
+
+def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction: float) -> str:
+    if crit.get("stitch") is None:
+        return ("The full model solves none of these problems, so no critical depth can be defined; "
+                "enlarge the problem set or choose easier levels.")
+    cs, cn = crit["stitch"], crit.get("naive")
+    share = f"{100 * collapse_fraction:.0f}% of the full model's {full_acc:.0f}%"
+    below = [a for x, a in s.accuracy["stitch"].items() if x < cs]
+    if cs == s.n_layers:
+        sentence = (f"No truncated depth keeps {share}: with stitch-and-preserve the critical depth is the full "
+                    f"depth **{cs}** of {s.n_layers}, and every shallower model tested scores at most "
+                    f"{100 * max(below, default=0):.0f}%. ")
+    else:
+        sentence = (f"With stitch-and-preserve, accuracy stays at or above {share} from depth **{cs}** of {s.n_layers} "
+                    f"on, the critical depth; below it the best any depth tested reaches is "
+                    f"{100 * max(below, default=0):.0f}%. ")
+    if "naive" in crit:
+        sentence += (f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
+                     else "Naive truncation does not hold it at any depth below the full model.")
+    truncated = [(x, a) for x, a in s.accuracy["stitch"].items() if x < s.n_layers]
+    bd, ba = max(truncated, key=lambda t: (t[1], -t[0]), default=(None, 0.0))
+    if bd is not None and ba > 0:
+        relation = "above" if ba > full_acc / 100 else "equal to" if ba == full_acc / 100 else "below"
+        sentence += f" The best truncated model is stitched at depth {bd}, with {100 * ba:.0f}%, {relation} the full model."
+    elif bd is not None:
+        sentence += " No stitched model below full depth solves a single problem."
+    return sentence

@@ -1,0 +1,131 @@
+"""The chapter pipelines' arithmetic and prose, on hand-made results (no model needed)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from helpers import glued
+from helpers.chapters import logit_lens, power_sampling, stitch
+from helpers.cost import ModelCost
+from helpers.data import Problem
+from helpers.identity import problem_key
+from helpers.stats import percent_with_interval, wilson
+
+
+def _cost(depth: int) -> ModelCost:
+    return ModelCost(depth, 10 * depth, 100, 0, 100 + 10 * depth, 20.0 * depth, 50.0, 50.0 + 20.0 * depth)
+
+
+def _sweep(acc_stitch: dict[int, float], acc_naive: dict[int, float], n: int = 10) -> stitch.Sweep:
+    depths = sorted(acc_stitch)
+    agreement = {m: {d: {"kl": 0.0 if d == 6 else 1.0 / d, "nll": 1.0 + (6 - d) * k, "nll_full": 1.0} for d in depths}
+                 for m, k in (("stitch", 0.1), ("naive", 0.5))}
+    records = [{"text": f"answer {i}\n"} for i in range(n)]
+    return stitch.Sweep("toy", 6, [3], depths, {"stitch": acc_stitch, "naive": acc_naive}, agreement,
+                        {m: {d: records for d in depths} for m in ("stitch", "naive")}, records,
+                        {d: _cost(d) for d in depths})
+
+
+def test_wilson_interval_matches_known_values():
+    lo, hi = wilson(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    assert wilson(0, 10)[0] == 0.0 and wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert percent_with_interval(0.5, 10) == "50% [24–76]"
+
+
+def test_sweep_depths_start_at_the_earliest_cut_and_always_include_the_full_depth():
+    assert stitch.sweep_depths([5, 3], 10, None, 3) == [3, 6, 9, 10]
+    assert stitch.sweep_depths([], 4, None, 1) == [2, 3, 4]
+    assert stitch.sweep_depths([1], 4, None, 1) == [2, 3, 4]  # stitching needs two blocks
+    assert stitch.sweep_depths([3], 10, [8, 4, 8], 1) == [4, 8]
+
+
+def test_critical_depth_sentence_states_where_accuracy_holds():
+    s = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})
+    values = stitch.critical_values(s, 0.5, 10)
+    assert values["critical"] == {"stitch": 5, "naive": 6}
+    assert values["critical_depth_stitch"] == 5 and values["full_accuracy"] == 50
+    assert "from depth **5** of 6 on" in values["critical_sentence"]
+    assert "best any depth tested reaches is 10%" in values["critical_sentence"]
+    assert "Naive truncation does not hold it" in values["critical_sentence"]
+    assert values["flops_kept_at_cut"] == pytest.approx(100 * 110 / 170)
+    collapsed = stitch.critical_values(_sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5}), 0.5, 10)
+    assert "critical depth is the full depth **6**" in collapsed["critical_sentence"]
+    assert "No stitched model below full depth solves a single problem" in collapsed["critical_sentence"]
+    nothing = stitch.critical_values(_sweep({3: 0.0, 6: 0.0}, {3: 0.0, 6: 0.0}), 0.5, 10)
+    assert nothing["critical_depth_stitch"] == "undefined"
+
+
+def test_agreement_values_and_examples_table():
+    s = _sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5})
+    values = stitch.agreement_values(s)
+    assert values["cut_depth"] == 3 and values["closer_method"] in ("stitch", "naive")
+    assert values["ppl_stitch_at_cut"] == pytest.approx(math.exp(1.3)) and values["ppl_full"] == pytest.approx(math.e)
+    problems = [Problem(id="a", question="1 | 2?", answer="3")]
+    table = stitch.examples_table(s, problems, 3).splitlines()
+    assert table[0] == "| problem | full model | stitch | naive |" and len(table) == 3
+    assert "∣" in table[2] and "⏎" in table[2]  # pipes and newlines cannot break the table
+
+
+def _row(depth: int, greedy: float, power: float) -> power_sampling.DepthRow:
+    acc = {"greedy": greedy, "low": 0.2, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power}
+    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, depth / 6)
+
+
+def test_power_verdict_compares_the_best_truncation_with_full_greedy():
+    rows = [_row(6, 0.5, 0.55), _row(5, 0.1, 0.3), _row(4, 0.0, 0.5)]
+    values = power_sampling.verdict(rows)
+    assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
+    assert "stitched 4-block model scored 50%; it **matched**" in values["verdict"]
+    assert "3.5 times the tokens" in values["verdict"]
+    assert "did not reach" in power_sampling.verdict(rows[:2])["verdict"]
+    assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
+    table = power_sampling.results_table(rows).splitlines()
+    assert len(table) == 5 and "50% [30–70]" in table[2] and table[1].count("|---") == 10
+
+
+def test_lens_result_values_and_tables():
+    curves = {"kl": np.array([[3.0, 2.0, 1.0, 0.1], [3.0, 2.5, 0.5, 0.1]]),
+              "overlap": np.array([[0.0, 0.2, 0.6, 0.9], [0.0, 0.1, 0.4, 0.8]])}
+    ed_kl, ed_ov, cuts = logit_lens.lens_cut_points(curves, 0.5, 0.3)
+    assert (ed_kl, ed_ov, cuts) == (2, 2, [2])
+    study = logit_lens.LensStudy(curves={"m": curves}, gold_curves={}, summary=[{
+        "model": "m", "layers": 4, "width": 8, "ed_kl": ed_kl, "ed_overlap": ed_ov, "ratio_kl": 0.75,
+        "ratio_overlap": 0.75, "accuracy": 0.5, "kl_max": 3.0, "kl_max_layer": 0, "kl_last_tap": 0.1,
+        "overlap_last_tap": 0.85, "cuts": cuts, "solution_tokens": 12.0, "tied": True}])
+    values = logit_lens.result_values(study, 2)
+    assert values["cuts"] == "2" and values["blocks_after_cut"] == 2 and values["greedy_accuracy"] == 50
+    assert "ties its input and output embeddings" in values["peak_sentence"]
+    assert logit_lens.summary_table(study).splitlines()[2] == "| m | 4 | 8 | 2 (0.75) | 2 (0.75) | 2 | 50% |"
+    assert logit_lens.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
+                                                                "generated text was read.")
+    assert "earlier in relative depth than" in logit_lens.report_comparison(study)
+
+
+def test_glued_values_are_read_back_from_an_executed_notebook(tmp_path):
+    def out(name, data):
+        return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name}},
+                "data": {glued.GLUE_PREFIX + k: v for k, v in data.items()}}
+
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        out("n", {"text/plain": "12"}), out("x", {"text/plain": "0.25"}), out("word", {"text/plain": "'stitch'"}),
+        out("sentence", {"text/markdown": "It **beat** it.", "text/plain": "<IPython.core.display.Markdown>"}),
+        out("figure", {"image/png": "abc", "text/plain": "<Figure>"})]}]}
+    (tmp_path / "01_a.ipynb").write_text(json.dumps(nb))
+    rows = glued.write(tmp_path, ["01_a", "02_missing"])
+    assert {r["name"]: r["value"] for r in rows} == {"n": 12, "x": 0.25, "word": "stitch", "sentence": "It **beat** it."}
+    assert json.loads((tmp_path / "glued_values.json").read_text()) == rows
+    assert "| 01_a | `x` | 0.25 |" in (tmp_path / "glued_values.md").read_text()
+    moved = glued.diff(rows, [{**r, "value": 0.5} if r["name"] == "x" else r for r in rows[1:]])
+    assert moved["changed"] == [("01_a", "x", 0.25, 0.5)] and moved["removed"] == [("01_a", "n", 12)]
+
+
+def test_problem_key_follows_the_content():
+    p = Problem(id="L1-0", question="What is 1 + 1?", answer="2")
+    assert problem_key(p) == problem_key(Problem(id="L1-0", question="What is 1 + 1?", answer="2", level=3))
+    assert problem_key(p) != problem_key(Problem(id="L1-0", question="What is 1 + 2?", answer="3"))

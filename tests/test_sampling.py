@@ -1,0 +1,105 @@
+"""Stored decodes: keys come from the model and the settings, and one decode serves every chapter."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import helpers.sampling as sampling
+from helpers.data import Problem
+from helpers.identity import model_identity
+from helpers.power import PowerConfig
+from helpers.sampling import decode_run, decode_settings, sample, solve
+from helpers.truncation import truncate
+
+PROBLEMS = [Problem(id=f"p{i}", question=q, answer=a, level=lvl)
+            for i, (q, a, lvl) in enumerate([("Ada has 3 apples .", "3", 1), ("0 1 2 3 + 4", "7", 2),
+                                              ("How many apples does Ada have now ?", "7", 3)])]
+POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=1)
+
+
+def _hash(model, method="temperature", **kw):
+    args = {"max_new_tokens": 8, "shots": 0, "seed": 0, **kw}
+    if method == "power":
+        args.setdefault("power", POWER)
+    if method == "low_temperature":
+        args.setdefault("alpha", 2.0)
+    return decode_run(model, decode_settings(method, **args)).hash
+
+
+def test_every_setting_that_changes_numbers_changes_the_key(tiny):
+    model = tiny[0]
+    base = {"power": _hash(model, "power"), "low_temperature": _hash(model, "low_temperature"),
+            "temperature": _hash(model)}
+    assert len(set(base.values())) == 3 and _hash(model, "greedy") not in base.values()
+    changed = [
+        _hash(model, "power", power=dataclasses.replace(POWER, alpha=3.0)),
+        _hash(model, "power", power=dataclasses.replace(POWER, block_size=2)),
+        _hash(model, "power", power=dataclasses.replace(POWER, mcmc_steps=2)),
+        _hash(model, "power", power=dataclasses.replace(POWER, mode="reference")),
+        _hash(model, "power", power=dataclasses.replace(POWER, mode="reference", top_k=5)),
+        _hash(model, "power", seed=1), _hash(model, "power", shots=1), _hash(model, "power", max_new_tokens=12),
+        _hash(truncate(model, 3, "stitch"), "power"), _hash(truncate(model, 3, "naive"), "power"),
+        _hash(truncate(model, 2, "stitch"), "power"),
+    ]
+    assert base["power"] not in changed and len(set(changed)) == len(changed)
+    assert _hash(model, "low_temperature", alpha=4.0) != base["low_temperature"]
+    assert _hash(model, "low_temperature", top_k=5) != base["low_temperature"]
+    assert _hash(model, seed=3) != base["temperature"] and _hash(model, top_k=5) != base["temperature"]
+    # Greedy decoding depends on no seed; a full-depth "truncation" is the original model.
+    assert _hash(model, "greedy", seed=5) == _hash(model, "greedy")
+    assert _hash(truncate(model, model.config.num_hidden_layers, "stitch"), "greedy") == _hash(model, "greedy")
+    assert model_identity(truncate(model, 3, "stitch"))["depth"] == 3
+
+
+def test_problem_content_and_selection_name_the_units(tiny, tmp_path):
+    model, tokenizer, _ = tiny
+    solve(model, tokenizer, PROBLEMS[:2], max_new_tokens=6, root=tmp_path, progress=False)
+    run = decode_run(model, decode_settings("greedy", max_new_tokens=6), root=tmp_path)
+    assert len(run) == 2
+    edited = dataclasses.replace(PROBLEMS[0], question="Ada has 4 apples .")
+    solve(model, tokenizer, [edited, PROBLEMS[2]], max_new_tokens=6, root=tmp_path, progress=False)
+    assert len(decode_run(model, decode_settings("greedy", max_new_tokens=6), root=tmp_path)) == 4
+
+
+def test_a_later_chapter_reuses_an_earlier_chapters_greedy_decode(tiny, tmp_path, monkeypatch):
+    model, tokenizer, _ = tiny
+    # Chapter 03: the stitched model decodes the whole set greedily.
+    first = solve(truncate(model, 3, "stitch"), tokenizer, PROBLEMS, max_new_tokens=6, batch_size=2, root=tmp_path,
+                  progress=False)
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the greedy decode was computed twice")
+
+    monkeypatch.setattr(sampling, "decode", no_decoding)
+    # Chapter 04: a fresh truncation of the same depth, another batch size and a subset of the problems.
+    again = sample(truncate(model, 3, "stitch"), tokenizer, PROBLEMS[1:], method="greedy", max_new_tokens=6,
+                   batch_size=16, seed=7, root=tmp_path, progress=False)
+    assert [r[0]["tokens"] for r in again] == [r["tokens"] for r in first[1:]]
+
+
+def test_more_samples_extend_the_same_record_set(tiny, tmp_path):
+    model, tokenizer, _ = tiny
+    two = sample(model, tokenizer, PROBLEMS[:1], method="temperature", n_seeds=2, max_new_tokens=6, root=tmp_path,
+                 progress=False)
+    three = sample(model, tokenizer, PROBLEMS[:1], method="temperature", n_seeds=3, max_new_tokens=6, batch_size=1,
+                   root=tmp_path, progress=False)
+    assert [r["tokens"] for r in three[0][:2]] == [r["tokens"] for r in two[0]]
+
+
+def test_power_sampling_settings_have_one_home(tiny, tmp_path):
+    model, tokenizer, _ = tiny
+    with pytest.raises(ValueError, match="no longer targets p\\^alpha"):
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8,
+               power=PowerConfig(alpha=2.0, block_size=4, top_k=5), root=tmp_path)
+    with pytest.raises(ValueError, match="needs power=PowerConfig"):
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, root=tmp_path)
+    with pytest.raises(ValueError, match="differs from max_new_tokens"):
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8,
+               power=dataclasses.replace(POWER, max_new_tokens=12), root=tmp_path)
+    with pytest.raises(ValueError, match="alpha must be a positive, finite number"):
+        sample(model, tokenizer, PROBLEMS, method="low_temperature", alpha=0, max_new_tokens=8, root=tmp_path)
+    records = sample(model, tokenizer, PROBLEMS[:1], method="power", max_new_tokens=8, power=POWER, root=tmp_path,
+                     progress=False)
+    assert records[0][0]["decoded_tokens"] >= records[0][0]["n_tokens"] >= 1
