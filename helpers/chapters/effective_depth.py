@@ -1,0 +1,323 @@
+"""Chapter 01: how a model uses its depth (Csordás et al.; Hu et al.), one call per section.
+
+`study` runs every stored analysis for every model; the `*_values` functions turn one model's results into the
+numbers and sentences the prose glues, and `helpers.plots` draws each section's figure from the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from helpers.data import Problem, load_problems
+from helpers.depth import (
+    PROBES,
+    PUBLISHED_TABLE1,
+    analysis_sequence,
+    combine,
+    curves,
+    depth_scores_by_level,
+    effective_depths,
+    interleaved,
+    per_level,
+    probe_sequence,
+    profiles,
+    run_config,
+    skip_effects_over,
+)
+from helpers.interventions import erasure_map, integrated_gradients, later_layer_profile, mean_residual
+from helpers.models import ModelInfo, load_model
+from helpers.store import Run
+
+RULES = ("cosine", "kl", "overlap")
+ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
+
+
+@dataclass
+class Selection:
+    """The gold texts each analysis reads: a pool, and per-level subsets of it."""
+
+    pool: list[Problem]
+    problems: list[Problem]  # norms, cosines, lens
+    skip: list[Problem]  # layer-skip heat-maps
+    depth: list[Problem]  # depth score by level
+
+    def summary(self, dataset: str, models: Sequence[str]) -> str:
+        return (f"{dataset}: {len(self.problems)} gold texts for norms and lens, {len(self.skip)} for layer skips, "
+                f"{len(self.depth)} for depth scores; models: {', '.join(models)}")
+
+
+def select(dataset: str, levels, n_problems: int, n_skip_problems: int, n_depth_problems: int, seed: int) -> Selection:
+    """Problems for every analysis, drawn from one pool so that they overlap where they can."""
+    needed = max(n_problems, n_depth_problems)
+    pool = load_problems(dataset, n=needed if dataset == "arithmetic" else None, levels=levels, seed=seed)
+    problems = per_level(pool, n_problems)
+    return Selection(pool, problems, interleaved(problems, n_skip_problems), per_level(pool, n_depth_problems))
+
+
+@dataclass
+class ModelStudy:
+    """Every analysis of one model."""
+
+    info: ModelInfo
+    records: list[dict]
+    curves: dict[str, np.ndarray]
+    maxima: dict[str, np.ndarray]
+    ed: dict
+    ed_by_level: dict
+    future: dict[str, list]  # part -> skip effects on future tokens
+    current: list  # skip effects at every position
+    depth: dict  # level -> depth-score profile and scores
+    probes: list[dict] = field(default_factory=list)  # erasure and integrated gradients per probe
+
+    @property
+    def n_layers(self) -> int:
+        return self.info.n_layers
+
+
+def study(models: Sequence[str], sel: Selection, *, dataset: str, seed: int, reduction: str, kl_fraction: float,
+          overlap_threshold: float, skip_parts: Sequence[str], n_splits: int, depth_splits: int, ig_steps: int,
+          ig_components: Sequence[str], probe_stride: int) -> dict[str, ModelStudy]:
+    """Run (or read from the store) every analysis of the chapter for every model."""
+    results = {}
+    for name in models:
+        model, tokenizer, info = load_model(name)
+        where = run_config(info.name, dataset, seed)
+        records = profiles(model, tokenizer, sel.problems, Run("depth_profile", where))
+        levels = sorted({p.level for p in sel.problems}, key=lambda v: (v is None, v))
+        by_level = {lvl: effective_depths(curves([r for p, r in zip(sel.problems, records, strict=True)
+                                                  if p.level == lvl], reduction), kl_fraction, overlap_threshold)
+                    for lvl in levels}
+        future = {part: skip_effects_over(model, tokenizer, sel.skip,
+                                          Run("skip_effects", {**where, "part": part, "splits": n_splits}), part,
+                                          n_splits, seed=seed) for part in skip_parts}
+        current = skip_effects_over(model, tokenizer, sel.skip,
+                                    Run("skip_effects", {**where, "part": "layer", "splits": "current"}), "layer",
+                                    None, seed=seed)
+        depth = depth_scores_by_level(model, tokenizer, sel.depth, Run("depth_score", {**where, "splits": depth_splits}),
+                                      depth_splits, seed=seed)
+        result = ModelStudy(info, records, curves(records, reduction), curves(records, "max"),
+                            effective_depths(curves(records, reduction), kl_fraction, overlap_threshold), by_level,
+                            future, current, depth)
+        result.probes = _probes(model, tokenizer, info, sel.problems, where, ig_steps, ig_components, probe_stride)
+        results[name] = result
+        del model
+    return results
+
+
+def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], where: dict, ig_steps: int,
+            ig_components: Sequence[str], probe_stride: int) -> list[dict]:
+    """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
+    baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
+    run = Run("erasure_ig", {**where, "baseline": [p.id for p in problems[:10]], "ig_steps": ig_steps})
+    rows = list(range(0, info.n_layers + 1, probe_stride))
+    out = []
+    for k, (prompt, answer) in enumerate(PROBES):
+        ids, start = probe_sequence(tokenizer, prompt, answer)
+        erasure = np.array(run.compute(f"erasure-{k}-{probe_stride}", lambda ids=ids, start=start: np.nan_to_num(
+            erasure_map(model, ids, baseline, start, boundaries=rows), nan=-1.0).tolist()))
+        erasure[erasure < 0] = np.nan  # boundaries not computed
+        entry = {"tokens": [tokenizer.decode([t]) for t in ids], "start": start, "rows": rows, "erasure": erasure,
+                 "title": f"{prompt}{answer}"}
+        for comp in ig_components:
+            ig = np.array(run.compute(f"ig-{k}-{comp}-{probe_stride}", lambda ids=ids, start=start, comp=comp:
+                                      integrated_gradients(model, ids, start, comp, steps=ig_steps,
+                                                           layers=[r for r in rows if r < info.n_layers]).tolist()))
+            ig[[l for l in range(info.n_layers) if l not in rows]] = np.nan
+            entry[f"ig_{comp}"] = ig
+        out.append(entry)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# What each section glues
+# --------------------------------------------------------------------------------------------------
+
+
+def contribution_values(r: ModelStudy) -> dict:
+    """Mean block contribution in each half, the first and last block, and the largest MLP spike."""
+    c, L = r.curves, r.n_layers
+    half = L // 2
+    first, second = float(c["rc_layer"][1:half].mean()), float(c["rc_layer"][half:L - 1].mean())
+    spike_layer = int(np.argmax(r.maxima["rc_mlp"]))
+    return {"rc_first": first, "rc_second": second, "rc_ratio": first / second, "rc_last": float(c["rc_layer"][-1]),
+            "rc_zero": float(c["rc_layer"][0]), "half": half, "half_last": half - 1, "second_last": L - 2,
+            "spike_layer": spike_layer, "spike": float(r.maxima["rc_mlp"][spike_layer]), "n_layers": L,
+            "model": r.info.name}
+
+
+def cosine_values(r: ModelStudy) -> dict:
+    """How many layers erase more than they add, and the cosine effective depth."""
+    ed = r.ed["effective_depth"]["cosine"]
+    return {"n_negative": int(sum(v < 0 for v in r.curves["cos_mean"])),
+            "ed_cos": "none" if ed is None else str(ed),
+            "ratio_cos": "undefined" if ed is None else f"{r.ed['ratio']['cosine']:.2f}"}
+
+
+def per_problem_lens(r: ModelStudy) -> dict[str, np.ndarray]:
+    """KL and overlap curves per gold text (mean over its positions): [problems, layers]."""
+    return {key: np.array([np.asarray(rec[key]["sum"]) / rec[key]["n"] for rec in r.records])
+            for key in ("kl", "overlap")}
+
+
+def lens_marks(results: dict[str, ModelStudy]) -> dict[str, dict[str, int]]:
+    """The layers the lens figure marks for each model: the KL and overlap effective depths."""
+    return {name: {f"KL ED={r.ed['effective_depth']['kl']}": r.ed["effective_depth"]["kl"],
+                   f"overlap ED={r.ed['effective_depth']['overlap']}": r.ed["effective_depth"]["overlap"]}
+            for name, r in results.items()}
+
+
+def lens_values(r: ModelStudy) -> dict:
+    return {"ed_kl": r.ed["effective_depth"]["kl"], "ed_overlap": r.ed["effective_depth"]["overlap"],
+            "ratio_kl": r.ed["ratio"]["kl"], "ratio_overlap": r.ed["ratio"]["overlap"],
+            "kl_peak_layer": int(np.argmax(r.curves["kl"])), "kl_peak": float(np.max(r.curves["kl"]))}
+
+
+def skip_summary(r: ModelStudy) -> dict:
+    """Skip matrices and output changes (future tokens per part, current tokens) and the numbers the prose glues."""
+    L, half = r.n_layers, r.n_layers // 2
+    future = {part: combine(effects, "max", "max") for part, effects in r.future.items()}
+    profiles_ = {part: later_layer_profile(matrix) for part, (matrix, _) in future.items()}
+    prof = profiles_["layer"] if "layer" in profiles_ else next(iter(profiles_.values()))
+    current_matrix, current_output = combine(r.current, "max", "max")
+    first_part = next(iter(future))
+    future_output = future[first_part][1]
+    values = {"future_first": float(prof[:half].mean()), "future_second": float(prof[half:L - 1].mean()),
+              "current_out_second": float(current_output[half:].mean()),
+              "future_out_second": float(future_output[half:].mean()),
+              "current_out_first": float(current_output[:half].mean()),
+              "future_out_first": float(future_output[:half].mean()), "skip_part": first_part}
+    return {"future": future, "current": (current_matrix, current_output), "future_output": future_output,
+            "values": values}
+
+
+def erasure_values(r: ModelStudy) -> dict:
+    """The last boundary at which erasing a context token still moves the answer, per probe."""
+    last_use = []
+    for probe in r.probes:
+        context = probe["erasure"][:, 1:probe["start"] - 1].max(axis=1)  # not position 0 (the sink), not the last
+        strong = np.nonzero(context > ERASURE_THRESHOLD)[0]
+        last_use.append(int(strong.max()) if len(strong) else -1)
+    return {"erasure_arith": last_use[0], "erasure_fact": last_use[-1], "erasure_threshold": ERASURE_THRESHOLD}
+
+
+def ig_values(r: ModelStudy, ig_steps: int) -> dict:
+    """The share of the arithmetic probe's attribution (first component) that lies in the first half."""
+    probe = r.probes[0]
+    first_component = next(k for k in probe if k.startswith("ig_"))
+    total = np.nan_to_num(np.abs(probe[first_component])).sum(axis=1)
+    return {"ig_early": 100 * float(total[:r.n_layers // 2].sum() / max(total.sum(), 1e-12)), "ig_steps": ig_steps}
+
+
+def depth_values(r: ModelStudy, n_problems: int) -> dict:
+    """The trend of the depth score over difficulty levels, as a sentence."""
+    lvls = list(r.depth)
+    scores = [r.depth[lvl]["layer_score_relative"] for lvl in lvls]
+    numeric = [lvl for lvl in lvls if lvl is not None]
+    if len(numeric) >= 2:
+        slope = float(np.polyfit([float(lvl) for lvl in numeric],
+                                 [r.depth[lvl]["layer_score_relative"] for lvl in numeric], 1)[0])
+        trend = (f"The score moves by {slope:+.3f} per level (least-squares slope), between "
+                 f"{min(scores):.2f} and {max(scores):.2f} over levels {numeric[0]}–{numeric[-1]}.")
+    else:
+        trend = "Only one difficulty level was run, so there is no trend to read."
+    return {"depth_trend": trend, "depth_n": n_problems}
+
+
+def _cell(report: dict, rule: str) -> str:
+    ed, ratio = report["effective_depth"][rule], report["ratio"][rule]
+    return "—" if ed is None else f"{ed} ({ratio:.2f})"
+
+
+def effective_depth_table(results: dict[str, ModelStudy], dataset: str) -> str:
+    """Every model's three effective depths, overall and per level, beside Hu et al.'s Table 1 (Markdown)."""
+    rows = ["| model | L | text | cosine | KL | top-5 overlap |", "|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        rows.append(f"| **{name}** | {r.n_layers} | {dataset}, all levels | "
+                    + " | ".join(_cell(r.ed, k) for k in RULES) + " |")
+        for lvl, rep in r.ed_by_level.items():
+            rows.append(f"| {name} | {r.n_layers} | level {lvl} | " + " | ".join(_cell(rep, k) for k in RULES) + " |")
+    for name, pub in PUBLISHED_TABLE1.items():
+        for data in ("gsm8k", "aime24"):
+            rows.append(f"| {name} (Hu et al.) | {pub['layers']} | {data} | "
+                        + " | ".join(f"{e} ({(e + 1) / pub['layers']:.2f})" for e in pub[data]) + " |")
+    return "\n".join(rows)
+
+
+def published_values(r: ModelStudy) -> dict:
+    """The published ratio ranges per rule, this model's spread over levels and its cosine ratio."""
+    values = {}
+    for i, rule in enumerate(RULES):
+        ratios = [(p[d][i] + 1) / p["layers"] for p in PUBLISHED_TABLE1.values() for d in ("gsm8k", "aime24")]
+        values[f"pub_{rule}_lo"], values[f"pub_{rule}_hi"] = min(ratios), max(ratios)
+    spread = {rule: [rep["ratio"][rule] for rep in r.ed_by_level.values() if rep["ratio"][rule] is not None]
+              for rule in RULES}
+    values["level_spread"] = ", ".join(f"{rule} {min(v):.2f}–{max(v):.2f}" for rule, v in spread.items() if v) \
+        or "not defined"
+    cos = r.ed["ratio"]["cosine"]
+    values["our_cos"] = "undefined" if cos is None else f"{cos:.2f}"
+    return values
+
+
+@dataclass
+class LinearMaps:
+    """Held-out relative errors of ridge maps from every source boundary to every target boundary."""
+
+    pair: list[str]
+    errors: np.ndarray
+    train_tokens: int
+    input_dims: int
+
+    @property
+    def self_map(self) -> bool:
+        return self.pair[0] == self.pair[1]
+
+
+def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int) -> LinearMaps:
+    """Fit the maps between two models with one tokenizer (or a model and itself, as a sanity check)."""
+    from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
+
+    pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
+    texts, first_tokenizer, states = None, None, []
+    for name in dict.fromkeys(pair):
+        model, tokenizer, _ = load_model(name)
+        if texts is None:
+            texts, first_tokenizer = [analysis_sequence(tokenizer, p)[0] for p in pool], tokenizer
+        else:
+            check_same_tokenizer(first_tokenizer, tokenizer, tuple(pair))
+        n_train = max(1, int(0.8 * len(texts)))
+        states.append((residual_states(model, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
+                       residual_states(model, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
+        del model
+    src, tgt = states[0], states[-1]
+    return LinearMaps(pair, fit_maps(src[0], tgt[0], src[1], tgt[1]), int(src[0].shape[1]), int(src[0].shape[2]))
+
+
+def map_values(maps: LinearMaps) -> dict:
+    """How far from equal relative depth each source layer's best target lies, and the sentence saying so."""
+    from helpers.layer_maps import best_match
+
+    errors, pair = maps.errors, maps.pair
+    match = best_match(errors)
+    ls, lt = errors.shape[0] - 1, errors.shape[1] - 1
+    gap = float(np.mean(np.abs(np.arange(ls + 1) / ls - match / lt)))
+    if maps.self_map:
+        next_error = float(np.mean([errors[i, i + 1] for i in range(ls)]))
+        sentence = (f"No pair of models was named (`map_models`), so the map runs from {pair[0]} to itself. The "
+                    "diagonal is then zero up to the ridge term, which checks the fit; the rest of the matrix says "
+                    "how well each layer predicts the others. Even the map from one boundary to the next leaves a "
+                    f"relative error of {next_error:.2f} on held-out tokens. With {maps.train_tokens} training tokens "
+                    f"for {maps.input_dims} input dimensions, part of that error is the small sample. To run the paper's experiment, name a shallow and a "
+                    "deep model with one tokenizer, for example `-p 'map_models=[Qwen/Qwen2.5-1.5B, "
+                    "Qwen/Qwen2.5-3B]'` (28 and 36 blocks); the `paper` profile does this.")
+    else:
+        sentence = (f"Each source layer of {pair[0]} is best predicted by the target layer of {pair[1]} at a "
+                    f"relative depth {gap:.2f} away from its own, on average (0 = exactly equal relative depth).")
+    return {"map_tokens_train": maps.train_tokens, "map_gap": gap, "map_sentence": sentence}
+
+
+def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:
+    """Per-problem lens curves of every model, for `helpers.plots.lens_curves`."""
+    return {name: per_problem_lens(r) for name, r in results.items()}
