@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from helpers.residual import Adapter, adapter, hidden_of
+from helpers.adapter import Adapter, adapter, hidden_of
+from helpers.hooks import COMPONENT_POINTS, hooked, recorder
 
 PARTS = ("layer", "attn", "mlp")
 EPS = 1e-6
@@ -104,59 +105,41 @@ def _positions(edits: Sequence[Edit], T: int, device) -> dict[tuple[str, int], t
     return masks
 
 
-@contextmanager
-def _edited(ad: Adapter, masks: dict, baseline: torch.Tensor | None, record: list | None = None):
-    """Hooks that apply the edits and, if `record` is a list, collect each block's contribution in it."""
-    n = ad.n_layers
-    inputs: list = [None] * n
-    handles = []
+def _edit_handlers(ad: Adapter, masks: dict, baseline: torch.Tensor | None, record: list | None = None) -> dict:
+    """Hook handlers that apply the edits and, if `record` is a list, collect each block's contribution in it."""
+    inputs: dict[int, torch.Tensor] = {}
 
-    def erase(h: torch.Tensor, boundary: int) -> torch.Tensor:
-        mask = masks.get(("erase", boundary))
-        return h if mask is None else torch.where(mask, baseline[boundary].to(h.dtype), h)
+    def erase(boundary: int):
+        def handler(h: torch.Tensor, kwargs: dict) -> torch.Tensor:
+            mask = masks.get(("erase", boundary))
+            new = h if mask is None else torch.where(mask, baseline[boundary].to(h.dtype), h)
+            if boundary < ad.n_layers:
+                inputs[boundary] = new
+            return new
+        return handler
 
-    for l, block in enumerate(ad.blocks):
-        def pre(module, args, kwargs, l=l):
-            h = args[0] if args else kwargs["hidden_states"]
-            if h.dim() != 3:
-                raise RuntimeError(f"block {l} received a hidden state of shape {tuple(h.shape)}; expected [B, T, D]")
-            h = erase(h, l)
-            inputs[l] = h
-            return ((h, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": h})
-
-        def post(module, args, output, l=l):
-            out = hidden_of(output)
+    def skip_and_record(l: int):
+        def handler(out: torch.Tensor, kwargs: dict) -> torch.Tensor:
             mask = masks.get(("layer", l))
             if mask is not None:
                 out = torch.where(mask, inputs[l], out)
             if record is not None:
                 record.append(out - inputs[l])
-            inputs[l] = None
-            return (out, *output[1:]) if isinstance(output, tuple) else out
+            del inputs[l]
+            return out
+        return handler
 
-        def zero(part: str, l: int):
-            def hook(module, args, output):
-                mask = masks.get((part, l))
-                if mask is None:
-                    return None
-                out = torch.where(mask, torch.zeros((), dtype=hidden_of(output).dtype), hidden_of(output))
-                return (out, *output[1:]) if isinstance(output, tuple) else out
-            return hook
+    def zero(part: str, l: int):
+        def handler(out: torch.Tensor, kwargs: dict) -> torch.Tensor | None:
+            mask = masks.get((part, l))
+            return None if mask is None else torch.where(mask, torch.zeros((), dtype=out.dtype), out)
+        return handler
 
-        handles.append(block.register_forward_pre_hook(pre, with_kwargs=True))
-        handles.append(block.register_forward_hook(post))
-        handles.append(ad.attention(l).register_forward_hook(zero("attn", l)))
-        handles.append(ad.mlp(l).register_forward_hook(zero("mlp", l)))
-
-    def final(module, args):
-        return (erase(args[0], n), *args[1:])
-
-    handles.append(ad.final_norm.register_forward_pre_hook(final))
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
+    handlers: dict = {("final_input", 0): erase(ad.n_layers)}
+    for l in range(ad.n_layers):
+        handlers.update({("block_input", l): erase(l), ("attn_output", l): zero("attn", l),
+                         ("mlp_output", l): zero("mlp", l), ("block_output", l): skip_and_record(l)})
+    return handlers
 
 
 def _first_block(edit: Edit) -> int:
@@ -178,20 +161,17 @@ def reference_run(model, ids: Sequence[int]) -> Reference:
     kwargs: list = [None] * ad.n_layers
     inputs: list = [None] * (ad.n_layers + 1)
 
-    def keep(module, args, kw, l):
-        kwargs[l] = dict(kw)
-        inputs[l] = args[0] if args else kw["hidden_states"]
-        if args[1:]:
-            raise RuntimeError(f"block {l} got extra positional arguments; this architecture is not supported")
+    def keep(l: int):
+        def handler(h: torch.Tensor, kw: dict) -> None:
+            inputs[l] = h
+            if l < ad.n_layers:
+                kwargs[l] = dict(kw)
+        return handler
 
-    handles = [block.register_forward_pre_hook(lambda m, a, k, l=l: keep(m, a, k, l), with_kwargs=True)
-               for l, block in enumerate(ad.blocks)]
-    handles.append(ad.final_norm.register_forward_pre_hook(lambda m, a: inputs.__setitem__(ad.n_layers, a[0])))
-    try:
+    handlers = {("block_input", l): keep(l) for l in range(ad.n_layers)}
+    handlers[("final_input", 0)] = keep(ad.n_layers)
+    with hooked(ad, handlers):
         hidden = model.model(input_ids=x, use_cache=False).last_hidden_state
-    finally:
-        for h in handles:
-            h.remove()
     for kw in kwargs:
         kw.pop("hidden_states", None)
     stacked = torch.stack([h[0] for h in inputs])
@@ -231,7 +211,7 @@ def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Referen
         chunk = [edits[i] for i in rows]
         start = min(_first_block(e) for e in chunk)
         record: list = []
-        with _edited(ad, _positions(chunk, T, ref.inputs.device), baseline, record):
+        with hooked(ad, _edit_handlers(ad, _positions(chunk, T, ref.inputs.device), baseline, record)):
             h = ref.inputs[start].expand(len(chunk), -1, -1)
             for l in range(start, ad.n_layers):
                 h = hidden_of(ad.blocks[l](h, **ref.block_kwargs[l]))
@@ -413,32 +393,21 @@ def integrated_gradients(model, ids: Sequence[int], answer_start: int, component
     ref = reference_run(model, ids)
     with _frozen(model), torch.enable_grad():
         for l in layers:
-            module = {"layer": ad.blocks[l], "attn": ad.attention(l), "mlp": ad.mlp(l)}[component]
-            clean: list = []
-            handle = module.register_forward_hook(lambda m, a, o, clean=clean: clean.append(hidden_of(o)[0].detach()))
-            try:
-                with torch.no_grad():  # block l alone, from the clean residual, yields the clean activation
-                    ad.blocks[l](ref.inputs[l][None], **ref.block_kwargs[l])
-            finally:
-                handle.remove()
-            x = clean[0].float()
+            point_name = COMPONENT_POINTS[component]
+            clean: dict = {}
+            with torch.no_grad(), hooked(ad, {(point_name, l): recorder(clean, "x", lambda h: h[0].detach())}):
+                ad.blocks[l](ref.inputs[l][None], **ref.block_kwargs[l])  # block l alone yields the clean activation
+            x = clean["x"].float()
             base = x.mean(0, keepdim=True)
             total = torch.zeros(T, device=device)
             for lo in range(0, steps, batch_size):
                 r = torch.arange(lo, min(steps, lo + batch_size), device=device, dtype=torch.float32) / steps
                 point = (base + r[:, None, None] * (x - base)).requires_grad_(True)
-
-                def swap(m, a, o, point=point):
-                    new = point.to(hidden_of(o).dtype)
-                    return (new, *o[1:]) if isinstance(o, tuple) else new
-
-                handle = module.register_forward_hook(swap)
-                try:  # blocks before l are not run: nothing upstream of the swapped activation matters
+                swap = {(point_name, l): lambda h, kw, point=point: point.to(h.dtype)}
+                with hooked(ad, swap):  # blocks before l are not run: nothing upstream of the swap matters
                     h = ref.inputs[l].expand(len(r), -1, -1)
                     for k in range(l, ad.n_layers):
                         h = hidden_of(ad.blocks[k](h, **ref.block_kwargs[k]))
-                finally:
-                    handle.remove()
                 logits = ad.unembed(ad.final_norm(h[:, answer_start - 1:T - 1])).float()
                 probs = torch.softmax(logits, -1)
                 objective = probs.gather(-1, targets.expand(len(r), -1)[..., None]).sum()

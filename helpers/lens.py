@@ -15,29 +15,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from helpers.adapter import adapter
 from helpers.identity import model_identity, sequence_key
-from helpers.residual import Capture, adapter, capture
+from helpers.metrics import kl_divergence, topk_overlap
+from helpers.residual import Capture, capture
 from helpers.store import Run
-
-DIRECTIONS = ("layer||final", "final||layer")
-
-
-def kl_divergence(logp_layer: torch.Tensor, logp_final: torch.Tensor, direction: str = "layer||final") -> torch.Tensor:
-    """Per-position KL between two log-distributions [..., V]; never negative."""
-    if direction == "layer||final":
-        p, q = logp_layer, logp_final
-    elif direction == "final||layer":
-        p, q = logp_final, logp_layer
-    else:
-        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    return (p.exp() * (p - q)).sum(-1).clamp(min=0.0)
-
-
-def topk_overlap(logits_a: torch.Tensor, logits_b: torch.Tensor, k: int = 5) -> torch.Tensor:
-    """Per-position |topk(a) ∩ topk(b)| / k, so values lie in {0, 1/k, ..., 1}."""
-    ta = logits_a.topk(k, dim=-1).indices
-    tb = logits_b.topk(k, dim=-1).indices
-    return (ta[..., :, None] == tb[..., None, :]).any(-1).float().mean(-1)
 
 
 @dataclass

@@ -1,8 +1,7 @@
-"""Where a decoder keeps its blocks, and one hook-based capture of what each block reads and writes.
+"""What each block reads and writes: one capture of the residual stream, and the measures built on it.
 
-The `Adapter` names the pieces every analysis needs (blocks, their attention and MLP, the final norm,
-the unembedding) for the Llama and Qwen2 families. `capture` records, per block l, the input h_l, the
-attention output a_l, the MLP output m_l and the output h_{l+1} = h_l + a_l + m_l, in float32.
+`capture` records, per block l, the input h_l, the attention output a_l, the MLP output m_l and the output
+h_{l+1} = h_l + a_l + m_l, in float32, through the named hook points of `helpers.hooks`.
 `contributions` turns a capture into the norm and cosine measures of Csordás et al. Nothing here edits weights.
 """
 
@@ -13,56 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
-
-class UnsupportedArchitecture(TypeError):
-    """The model does not have the layout the adapter knows."""
-
-
-@dataclass
-class Adapter:
-    """Handles on the parts of a pre-norm decoder that the analyses touch."""
-
-    blocks: nn.ModuleList
-    final_norm: nn.Module
-    unembed: nn.Module
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.blocks)
-
-    def attention(self, layer: int) -> nn.Module:
-        return self.blocks[layer].self_attn
-
-    def mlp(self, layer: int) -> nn.Module:
-        return self.blocks[layer].mlp
-
-    @torch.no_grad()
-    def readout(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits of a residual-stream state: unembed(final_norm(h)), in float32."""
-        return self.unembed(self.final_norm(hidden)).float()
-
-
-def adapter(model) -> Adapter:
-    """The adapter of a Llama/Qwen2-style causal LM; a clear error for any other layout."""
-    base = getattr(model, "model", None)
-    blocks = getattr(base, "layers", None)
-    norm = getattr(base, "norm", None)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    ok = isinstance(blocks, nn.ModuleList) and norm is not None and head is not None and len(blocks) > 0 and all(
-        hasattr(b, "self_attn") and hasattr(b, "mlp") for b in blocks)
-    if not ok:
-        raise UnsupportedArchitecture(
-            f"{type(model).__name__} is not supported: the analyses need a pre-norm decoder with "
-            "model.model.layers[i].self_attn / .mlp, model.model.norm and an output embedding "
-            "(the Llama and Qwen2 families, e.g. SmolLM2 and Qwen2.5).")
-    return Adapter(blocks=blocks, final_norm=norm, unembed=head)
-
-
-def hidden_of(output) -> torch.Tensor:
-    """A block's or attention's hidden-state output, whether it comes as a tensor or a tuple."""
-    return output[0] if isinstance(output, tuple | list) else output
+from helpers.adapter import adapter
+from helpers.hooks import hooked
+from helpers.metrics import cosine
 
 
 @dataclass
@@ -104,26 +57,19 @@ def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Cap
     n, T, D = ad.n_layers, ids.shape[1], model.config.hidden_size
     store: dict[str, list] = {k: [None] * n for k in ("inputs", "attn", "mlp", "outputs")}
 
-    def keep(kind: str, layer: int, tensor: torch.Tensor) -> None:
-        if tensor.shape != (1, T, D):
-            raise RuntimeError(f"unexpected {kind} shape {tuple(tensor.shape)} at layer {layer}; expected (1, {T}, {D})")
-        store[kind][layer] = tensor[0].float().clone()
+    def keep(kind: str, layer: int):
+        def handler(tensor: torch.Tensor, kwargs: dict) -> None:
+            if tensor.shape != (1, T, D):
+                raise RuntimeError(f"unexpected {kind} shape {tuple(tensor.shape)} at layer {layer}; expected (1, {T}, {D})")
+            store[kind][layer] = tensor[0].float().clone()
+        return handler
 
-    handles = []
-    for l, block in enumerate(ad.blocks):
-        def pre(module, args, kwargs, l=l):
-            keep("inputs", l, args[0] if args else kwargs["hidden_states"])
-
-        handles.append(block.register_forward_pre_hook(pre, with_kwargs=True))
-        handles.append(block.register_forward_hook(lambda m, a, out, l=l: keep("outputs", l, hidden_of(out))))
-        if parts == "all":
-            handles.append(ad.attention(l).register_forward_hook(lambda m, a, out, l=l: keep("attn", l, hidden_of(out))))
-            handles.append(ad.mlp(l).register_forward_hook(lambda m, a, out, l=l: keep("mlp", l, hidden_of(out))))
-    try:
+    points = {"inputs": "block_input", "outputs": "block_output"}
+    if parts == "all":
+        points.update({"attn": "attn_output", "mlp": "mlp_output"})
+    handlers = {(point, l): keep(kind, l) for kind, point in points.items() for l in range(n)}
+    with hooked(ad, handlers):
         logits = model(input_ids=ids, use_cache=False).logits[0].float()
-    finally:
-        for h in handles:
-            h.remove()
     stacked = {k: torch.stack(v) if all(t is not None for t in v) else None for k, v in store.items()}
     if stacked["inputs"] is None or stacked["outputs"] is None:
         raise RuntimeError("some blocks did not run; is this a truncated or unusual model?")
@@ -136,10 +82,6 @@ def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Cap
 
 CONTRIBUTION_METRICS = ("rc_attn", "rc_mlp", "rc_layer", "cos_attn", "cos_mlp", "cos_layer", "cos_io",
                         "norm_h", "norm_attn", "norm_mlp")
-
-
-def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp(min=1e-6)
 
 
 def contributions(cap: Capture) -> dict[str, np.ndarray]:
@@ -157,7 +99,8 @@ def contributions(cap: Capture) -> dict[str, np.ndarray]:
         "rc_attn": a.norm(dim=-1) / h.norm(dim=-1).clamp(min=eps),
         "rc_mlp": m.norm(dim=-1) / mid.norm(dim=-1).clamp(min=eps),
         "rc_layer": delta.norm(dim=-1) / h.norm(dim=-1).clamp(min=eps),
-        "cos_attn": _cos(a, h), "cos_mlp": _cos(m, mid), "cos_layer": _cos(delta, h), "cos_io": _cos(cap.outputs, h),
+        "cos_attn": cosine(a, h), "cos_mlp": cosine(m, mid), "cos_layer": cosine(delta, h),
+        "cos_io": cosine(cap.outputs, h),
         "norm_h": h.norm(dim=-1), "norm_attn": a.norm(dim=-1), "norm_mlp": m.norm(dim=-1),
     }
     return {k: v.cpu().numpy() for k, v in out.items()}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from torch import nn
 
+from helpers.adapter import adapter
 from helpers.identity import model_identity, sequence_key
-from helpers.residual import adapter
 from helpers.store import Run
 
 METHODS = ("stitch", "naive")
@@ -109,7 +109,7 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
     """
     import torch
 
-    from helpers.lens import kl_divergence
+    from helpers.metrics import kl_divergence
 
     device = next(full.parameters()).device
     x = torch.as_tensor(list(ids), dtype=torch.long, device=device)[None]

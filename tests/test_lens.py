@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.adapter import UnsupportedArchitecture, adapter
 from helpers.lens import (
     cut_points,
     depth_ratio,
     effective_depth_cosine,
     effective_depth_kl,
     effective_depth_overlap,
-    kl_divergence,
     logit_lens,
-    topk_overlap,
 )
-from helpers.residual import UnsupportedArchitecture, adapter, capture
+from helpers.metrics import kl_divergence, topk_overlap
+from helpers.residual import capture
 
 
 def _ids(tokenizer):
