@@ -31,6 +31,7 @@ from helpers.lens import (
     logit_lens,
 )
 from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
+from helpers.sequences import analysis_sequence
 from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
@@ -47,28 +48,9 @@ PUBLISHED_TABLE1: dict[str, dict] = {
     "Qwen2.5-32B": {"layers": 64, "gsm8k": (46, 57, 59), "aime24": (46, 59, 60), "hellaswag": (43, 60, 61)},
 }
 
-# Two short prompts with a known answer, for erasure and integrated gradients (as in Csordás et al.).
-PROBES: tuple[tuple[str, str], ...] = (("5 + 7 + 5 + 3 + 1 + 7 =", " 28"),
-                                       ("The spouse of the performer of Imagine is", " Yoko Ono"))
-
-
 def run_config(model_name: str, dataset: str, seed: int) -> dict:
     """What identifies chapter 01's stored records; the CLI and the chapter share them through it."""
     return {"model": model_name, "dataset": dataset, "seed": seed, "text": "problem-answer"}
-
-
-def analysis_sequence(tokenizer, problem: Problem) -> tuple[list[int], int]:
-    """Token ids of 'Problem: {question}\\nAnswer:' followed by the gold solution, and where the solution starts."""
-    head = tokenizer(f"Problem: {problem.question.strip()}\nAnswer:")["input_ids"]
-    body = (problem.solution or problem.answer).strip()
-    tail = tokenizer(" " + body, add_special_tokens=False)["input_ids"]
-    return list(head) + list(tail), len(head)
-
-
-def probe_sequence(tokenizer, prompt: str, answer: str) -> tuple[list[int], int]:
-    """A probe's ids (prompt then answer) and where the answer starts."""
-    head = tokenizer(prompt)["input_ids"]
-    return list(head) + list(tokenizer(answer, add_special_tokens=False)["input_ids"]), len(head)
 
 
 def _lists(d: dict) -> dict:

@@ -108,26 +108,12 @@ def depth_ratio(effective_depth: int, n_layers: int) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
-def solution_ids(tokenizer, prompt: Sequence[int], solution_tokens: Sequence[int] | None = None,
-                 solution_text: str | None = None, stop_id: int | None = None) -> tuple[list[int], int]:
-    """The prompt followed by a solution (generated tokens, or gold text ending in `stop_id`).
-
-    Returns (ids, first position whose prediction belongs to the solution), i.e. len(prompt) - 1.
-    """
-    if solution_tokens is None:
-        if solution_text is None:
-            raise ValueError("give solution_tokens or solution_text")
-        solution_tokens = tokenizer(solution_text, add_special_tokens=False)["input_ids"]
-        solution_tokens = list(solution_tokens) + ([stop_id] if stop_id is not None else [])
-    return list(prompt) + list(solution_tokens), len(prompt) - 1
-
-
 def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,
                        direction: str = "layer||final", progress: bool = True,
                        root: Path | None = None) -> dict[str, np.ndarray]:
     """Per-problem logit-lens curves, averaged over the positions that predict the solution.
 
-    `items` are (name, ids, first solution position). Each sequence's curves are stored as soon as they are
+    `items` are (name, ids, index of the first solution token), as `helpers.sequences` builds them. Each sequence's curves are stored as soon as they are
     computed, keyed by the model (`model_identity`), k, the direction and the sequence's content, so any
     chapter that reads the same sequences through the same model reuses them. Returns arrays
     [problems, layers] for 'kl' and 'overlap'.
@@ -141,8 +127,8 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
         if key in run:
             continue
         with run.timed(key) as out:
-            kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start).mean()
-            out["result"] = {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start)}
+            kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
+            out["result"] = {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 

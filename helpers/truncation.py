@@ -104,8 +104,9 @@ def truncation_of(model) -> dict | None:
 def agreement(full, truncated, ids, start: int) -> dict[str, float]:
     """How a truncated model's next-token distributions differ from the full model's on one sequence.
 
-    Over positions start..T-2 (those that predict tokens start+1..T-1): mean KL(truncated || full), the
-    truncated model's mean negative log-likelihood of the actual next tokens, and the full model's.
+    Over the predictions of tokens start..T-1 (`start` is the first solution token, see `helpers.sequences`):
+    mean KL(truncated || full), the truncated model's mean negative log-likelihood of those tokens, and the
+    full model's.
     """
     import torch
 
@@ -113,12 +114,12 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
 
     device = next(full.parameters()).device
     x = torch.as_tensor(list(ids), dtype=torch.long, device=device)[None]
-    if not 0 <= start < x.shape[1] - 1:
-        raise ValueError(f"start must lie in 0..{x.shape[1] - 2}, got {start}")
+    if not 1 <= start < x.shape[1]:
+        raise ValueError(f"start (the first solution token) must lie in 1..{x.shape[1] - 1}, got {start}")
     with torch.inference_mode():
-        logp_full = torch.log_softmax(full(input_ids=x, use_cache=False).logits[0, start:-1].float(), -1)
-        logp_trunc = torch.log_softmax(truncated(input_ids=x, use_cache=False).logits[0, start:-1].float(), -1)
-    targets = x[0, start + 1:, None]
+        logp_full = torch.log_softmax(full(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
+        logp_trunc = torch.log_softmax(truncated(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
+    targets = x[0, start:, None]
     return {"kl": float(kl_divergence(logp_trunc, logp_full).mean()),
             "nll": float(-logp_trunc.gather(-1, targets).mean()),
             "nll_full": float(-logp_full.gather(-1, targets).mean())}

@@ -10,7 +10,6 @@ import torch
 
 from helpers.data import arithmetic_problems
 from helpers.depth import (
-    analysis_sequence,
     answer_splits,
     combine,
     curves,
@@ -21,6 +20,7 @@ from helpers.depth import (
     skip_effects_over,
 )
 from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
+from helpers.sequences import analysis_sequence
 from helpers.store import Run
 
 

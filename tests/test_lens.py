@@ -92,3 +92,19 @@ def test_embedded_model_identities(smol):
     assert torch.allclose(adapter(model).readout(cap.outputs[-1]), cap.logits, atol=1e-4)
     result = logit_lens(model, ids, include_output=True)
     assert result.kl[-1].max() < 1e-4 and result.kl[:-1].mean() > 0.1
+
+
+def test_every_sequence_builder_marks_the_first_solution_token(tiny):
+    from helpers.data import Problem
+    from helpers.sequences import analysis_sequence, probe_sequence, solution_sequence
+
+    _, tokenizer, _ = tiny
+    prompt = tokenizer("Ada has 3 apples .")["input_ids"]
+    ids, start = solution_sequence(tokenizer, prompt, solution_tokens=[7, 8])
+    assert start == len(prompt) and ids[start:] == [7, 8]
+    ids, start = solution_sequence(tokenizer, prompt, solution_text="the final answer is", stop_id=2)
+    assert ids[start:] == tokenizer("the final answer is", add_special_tokens=False)["input_ids"] + [2]
+    ids, start = analysis_sequence(tokenizer, Problem(id="a", question="0 1", answer="7", solution="3 + 4 = 7"))
+    assert ids[start:] == tokenizer(" 3 + 4 = 7", add_special_tokens=False)["input_ids"]
+    ids, start = probe_sequence(tokenizer, "3 + 4 =", " 7")
+    assert ids[start:] == tokenizer(" 7", add_special_tokens=False)["input_ids"]

@@ -98,13 +98,13 @@ def test_naive_truncation_is_the_logit_lens_at_that_tap(tiny):
     ids = _ids(tokenizer)
     lens = logit_lens(model, ids)
     for depth in range(1, info.n_layers):
-        out = agreement(model, naive_truncate(model, depth), ids, 0)
+        out = agreement(model, naive_truncate(model, depth), ids, 1)
         assert out["kl"] == pytest.approx(float(np.mean(lens.kl[depth, :-1])), rel=1e-4, abs=1e-5)
 
 
 def test_agreement_at_full_depth_is_zero(tiny):
     model, tokenizer, info = tiny
-    out = agreement(model, stitch_and_preserve(model, info.n_layers), _ids(tokenizer), 2)
+    out = agreement(model, stitch_and_preserve(model, info.n_layers), _ids(tokenizer), 3)
     assert out["kl"] == pytest.approx(0, abs=1e-6) and out["nll"] == pytest.approx(out["nll_full"])
 
 

@@ -13,22 +13,20 @@ import numpy as np
 
 from helpers.data import Problem, load_problems
 from helpers.depth import (
-    PROBES,
     PUBLISHED_TABLE1,
-    analysis_sequence,
     combine,
     curves,
     depth_scores_by_level,
     effective_depths,
     interleaved,
     per_level,
-    probe_sequence,
     profiles,
     run_config,
     skip_effects_over,
 )
 from helpers.interventions import erasure_map, integrated_gradients, later_layer_profile, mean_residual
 from helpers.models import ModelInfo, load_model
+from helpers.sequences import PROBES, analysis_sequence, probe_sequence
 from helpers.store import Run
 
 RULES = ("cosine", "kl", "overlap")

@@ -18,10 +18,10 @@ from helpers.lens import (
     effective_depth_overlap,
     lens_over_problems,
     lens_table,
-    solution_ids,
 )
 from helpers.models import load_model, stop_token_ids
 from helpers.sampling import accuracy, solve
+from helpers.sequences import solution_sequence
 
 
 @dataclass
@@ -37,7 +37,7 @@ def solutions_and_lens(model, tokenizer, problems: Sequence[Problem], *, max_new
                        batch_size: int) -> Solved:
     """Greedy solutions (stored once for every chapter) and the lens over prompt + solution (stored too)."""
     records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
-    items = [(p.id, *solution_ids(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+    items = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
                                   solution_tokens=r["tokens"])) for p, r in zip(problems, records, strict=True)]
     return Solved(records, items, lens_over_problems(model, items))
 
@@ -72,7 +72,7 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
         study.curves[name] = solved.curves
         if all(p.solution for p in problems):
             stop = stop_token_ids(model, tokenizer)[0]
-            gold = [(p.id, *solution_ids(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+            gold = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
                                          solution_text=p.solution, stop_id=stop)) for p in problems]
             study.gold_curves[name] = lens_over_problems(model, gold)
         kl, ov = solved.curves["kl"].mean(0), solved.curves["overlap"].mean(0)
