@@ -3,7 +3,6 @@ in one run, and the time and memory of a chapter against its targets."""
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 
@@ -139,26 +138,3 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
             "machine": f"{platform.machine()}, {torch.get_num_threads()} threads", "seconds": round(seconds, 1),
             "minutes": round(seconds / 60, 2), "minutes_target": minutes_target, "within_time": seconds / 60 < minutes_target,
             "peak_rss_gib": round(gib, 2), "peak_rss_target_gib": gib_target, "within_memory": gib < gib_target}
-
-
-def register_bench(sub) -> None:
-    p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth"])
-    p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--problems", type=int, default=16)
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--alpha", type=float, default=4.0)
-    p.add_argument("--shots", type=int, default=2)
-    p.add_argument("--profile", default="default", help="effective-depth: the profile to run chapter 01 under")
-
-    def run(args) -> int:
-        if args.what == "effective-depth":
-            print(json.dumps(bench_effective_depth(args.profile), indent=2))
-            return 0
-        print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
-                                        args.alpha, args.shots), indent=2))
-        return 0
-
-    p.set_defaults(func=run)

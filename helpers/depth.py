@@ -13,7 +13,6 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from helpers.data import Problem
 from helpers.interventions import (
@@ -214,23 +213,3 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
     records = profiles(model, tokenizer, problems, run, progress=progress)
     report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
     return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}
-
-
-def register_cli(sub) -> None:
-    import json
-
-    p = sub.add_parser("effective-depth", help="the three effective depths of a model on a problem set, as JSON")
-    p.add_argument("--model", default="smollm2-135m", help="known name, hub id or local directory")
-    p.add_argument("--dataset", default="arithmetic", help="arithmetic, math500, gsm8k or a JSON/JSONL file")
-    p.add_argument("--n", type=int, default=12, help="number of problems (levels taken in turn)")
-    p.add_argument("--reduction", choices=("tokens", "prompts"), default="tokens")
-    p.add_argument("--kl-fraction", type=float, default=0.5)
-    p.add_argument("--overlap-threshold", type=float, default=0.3)
-
-    def run(args) -> int:
-        torch.set_grad_enabled(False)
-        print(json.dumps(effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
-                                                args.overlap_threshold), indent=2))
-        return 0
-
-    p.set_defaults(func=run)

@@ -128,7 +128,7 @@ def test_maps_refuse_different_tokenizers(tiny):
 
 
 def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
-    from helpers.__main__ import main
+    from helpers.cli import main
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     assert main(["effective-depth", "--model", str(tiny_dir), "--dataset", "arithmetic", "--n", "3"]) == 0

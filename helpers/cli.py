@@ -1,0 +1,163 @@
+"""The command line, `python -m helpers COMMAND`: every subcommand's arguments and what it runs, in one place.
+
+run              execute the chapters under a profile and build the book
+truncate         greedy continuation of a truncated model
+effective-depth  the three effective depths of a model on a problem set, as JSON
+bench            benchmarks that print measured ratios as JSON
+glued-diff       compare the glued values of two builds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from helpers.run import REPO, parse_overrides, run
+
+    run(args.profile, parse_overrides(args.param), only=args.only, out_root=Path(args.out) if args.out else REPO,
+        build=not args.no_build, strict=args.strict)
+    return 0
+
+
+def _truncate(args: argparse.Namespace) -> int:
+    from helpers.data import DataError
+    from helpers.decoding import decode
+    from helpers.models import load_model, stop_token_ids
+    from helpers.truncation import truncate
+
+    if not args.prompt or not args.prompt.strip():
+        raise DataError("--prompt must not be empty")
+    model, tokenizer, info = load_model(args.model)
+    shallow = truncate(model, args.depth, args.method)
+    if info.chat and not args.raw:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    else:
+        ids = tokenizer(args.prompt)["input_ids"]
+    (completion,), stats = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
+    kept = shallow.config.truncation["kept_blocks"]
+    print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
+          f"(blocks {kept[0]}..{kept[-2] if len(kept) > 1 else kept[0]}"
+          f"{', ' + str(kept[-1]) if args.method == 'stitch' else ''}); {stats.decoded_tokens} tokens in "
+          f"{stats.seconds:.1f} s")
+    print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
+    return 0
+
+
+def _effective_depth(args: argparse.Namespace) -> int:
+    import torch
+
+    from helpers.depth import effective_depth_report
+
+    torch.set_grad_enabled(False)
+    print(json.dumps(effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
+                                            args.overlap_threshold), indent=2))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from helpers.bench import bench_effective_depth, bench_sampling
+
+    if args.what == "effective-depth":
+        print(json.dumps(bench_effective_depth(args.profile), indent=2))
+        return 0
+    print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
+                                    args.alpha, args.shots), indent=2))
+    return 0
+
+
+def _glued_rows(where: str) -> list[dict]:
+    from helpers.data import DataError
+    from helpers.glued import collect
+    from helpers.run import toc_chapters
+
+    path = Path(where)
+    if path.is_dir():
+        return collect(path, toc_chapters())
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    raise DataError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
+                    "(book/chapters after `python -m helpers run`)")
+
+
+def _glued_diff(args: argparse.Namespace) -> int:
+    from helpers.glued import diff
+
+    before, after = _glued_rows(args.before), _glued_rows(args.after)
+    moved = diff(before, after, rel=args.rel)
+    print(json.dumps({"compared": len(before), **moved}, indent=1, ensure_ascii=False, default=str))
+    return 1 if any(moved.values()) else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="execute the chapters under a profile and build the book")
+    p.add_argument("--profile", default="default", help="a profile in notebooks/profiles/ (smoke, default, paper, ...)")
+    p.add_argument("--only", help="execute only this chapter (e.g. 02_logit_lens); the others must exist")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter (value read as YAML); repeatable")
+    p.add_argument("--out", help="write book/chapters and _build under this folder instead of the repository")
+    p.add_argument("--no-build", action="store_true", help="execute the notebooks but do not build the book")
+    p.add_argument("--strict", action="store_true", help="treat stderr output in a notebook as an error")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("truncate", help="greedy continuation of a truncated model")
+    p.add_argument("--model", default="smollm2-135m", help="known name, hub id or local directory")
+    p.add_argument("--depth", type=int, required=True, help="number of blocks the model runs")
+    p.add_argument("--method", choices=("stitch", "naive"), default="stitch")
+    p.add_argument("--prompt", required=True, help="the user message (chat models) or raw text")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.set_defaults(func=_truncate)
+
+    p = sub.add_parser("effective-depth", help="the three effective depths of a model on a problem set, as JSON")
+    p.add_argument("--model", default="smollm2-135m", help="known name, hub id or local directory")
+    p.add_argument("--dataset", default="arithmetic", help="arithmetic, math500, gsm8k or a JSON/JSONL file")
+    p.add_argument("--n", type=int, default=12, help="number of problems (levels taken in turn)")
+    p.add_argument("--reduction", choices=("tokens", "prompts"), default="tokens")
+    p.add_argument("--kl-fraction", type=float, default=0.5)
+    p.add_argument("--overlap-threshold", type=float, default=0.3)
+    p.set_defaults(func=_effective_depth)
+
+    p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
+    p.add_argument("what", choices=["sampling", "effective-depth"])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--problems", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--alpha", type=float, default=4.0)
+    p.add_argument("--shots", type=int, default=2)
+    p.add_argument("--profile", default="default", help="effective-depth: the profile to run chapter 01 under")
+    p.set_defaults(func=_bench)
+
+    p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")
+    p.add_argument("before", help="a glued_values.json, or a folder of executed chapters (e.g. book/chapters)")
+    p.add_argument("after", help="the same, for the other build")
+    p.add_argument("--rel", type=float, default=1e-9, help="relative tolerance for numbers (default 1e-9)")
+    p.set_defaults(func=_glued_diff)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from helpers.data import DataError
+    from helpers.models import ModelLoadError
+    from helpers.run import RunError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (RunError, ModelLoadError, DataError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished records are kept in the results store and a re-run resumes", file=sys.stderr)
+        return 130
