@@ -15,13 +15,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from helpers.data import Problem
-from helpers.interventions import (
-    SkipEffects,
-    depth_score,
-    future_splits,
-    later_layer_profile,
-    skip_effects,
-)
 from helpers.lens import (
     depth_ratio,
     effective_depth_cosine,
@@ -31,6 +24,7 @@ from helpers.lens import (
 )
 from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
 from helpers.sequences import analysis_sequence
+from helpers.skip_effects import SkipEffects, depth_score, future_splits, later_layer_profile, skip_effects
 from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")

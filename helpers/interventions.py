@@ -8,21 +8,19 @@ An edit is applied to one row of a batch that repeats the same sequence:
 
 `effects` compares each edited row with the clean run: the relative change of every block's contribution
 c_l = h_{l+1} − h_l, ‖c − c'‖/‖c‖ per position, and the L2 distance between output distributions per position.
-`integrated_gradients` attributes the gold answer's probability to the positions of one layer's output.
+The analyses built on it live in `helpers.skip_effects`, `helpers.erasure` and `helpers.attribution`.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from helpers.adapter import Adapter, adapter, hidden_of
-from helpers.hooks import COMPONENT_POINTS, hooked, recorder
+from helpers.hooks import hooked
 
 PARTS = ("layer", "attn", "mlp")
 EPS = 1e-6
@@ -225,193 +223,3 @@ def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Referen
             probs = torch.softmax(ad.unembed(hidden[b, window]).float(), -1)
             output[i, window] = (probs - ref.probs[window]).norm(dim=-1).cpu().numpy()
     return Effects(relative, output)
-
-
-# --------------------------------------------------------------------------------------------------
-# Layer-skip effects (current and future tokens)
-# --------------------------------------------------------------------------------------------------
-
-
-def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int = 8, margin: int = 4) -> list[int]:
-    """Split positions as in Csordás et al.: `n` of first, first+step, … < T − margin, in a seeded random order."""
-    candidates = list(range(first, T - margin, step))
-    random.Random(seed).shuffle(candidates)
-    if not candidates:
-        raise ValueError(f"a sequence of {T} tokens is too short for split positions from {first} in steps of {step}")
-    return sorted(candidates[:n])
-
-
-@dataclass
-class SkipEffects:
-    """Skip effects of one sequence, reduced over positions with max (and mean) for each split position.
-
-    matrix[k, s, l]: relative change of block l's contribution when block s is skipped before split k,
-    measured on positions ≥ split k (all positions for the 'current' variant, split None);
-    output[k, s]: the same for the output distribution (L2 distance, at most √2).
-    """
-
-    part: str
-    splits: list[int | None]
-    matrix: np.ndarray  # [K, L, L] max over positions
-    output: np.ndarray  # [K, L] max over positions
-    matrix_mean: np.ndarray  # [K, L, L] mean over positions
-    output_mean: np.ndarray  # [K, L]
-
-    def as_dict(self) -> dict:
-        return {"part": self.part, "splits": self.splits, **{k: np.round(getattr(self, k), 6).tolist()
-                for k in ("matrix", "output", "matrix_mean", "output_mean")}}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SkipEffects:
-        return cls(d["part"], d["splits"], *(np.asarray(d[k]) for k in ("matrix", "output", "matrix_mean",
-                                                                          "output_mean")))
-
-
-def skip_effects(model, ids: Sequence[int], part: str = "layer", splits: Sequence[int | None] = (None,),
-                 reference: Reference | None = None, batch_size: int = 1, protect_first: int = 1) -> SkipEffects:
-    """Skip every block (or its `part`) in turn, once per split position.
-
-    With split t the skip covers positions [protect_first, t) and effects are read on positions ≥ t (future
-    tokens); with t None it covers [protect_first, T) and effects are read everywhere (current tokens).
-    """
-    ids = list(ids)
-    L, T = adapter(model).n_layers, len(ids)
-    for t in splits:
-        if t is not None and not protect_first < t < T:
-            raise ValueError(f"split positions must lie in {protect_first + 1}..{T - 1}, got {t}")
-    edits = [Skip(s, part, protect_first, t) for t in splits for s in range(L)]
-    reads = [0 if t is None else t for t in splits for _ in range(L)]  # only where effects are measured
-    eff = effects(model, ids, edits, reference, batch_size=batch_size, read_from=reads)
-    rel = eff.relative.reshape(len(splits), L, L, T)
-    out = eff.output.reshape(len(splits), L, T)
-    K = len(splits)
-    matrix, matrix_mean = np.zeros((K, L, L)), np.zeros((K, L, L))
-    output, output_mean = np.zeros((K, L)), np.zeros((K, L))
-    for k, t in enumerate(splits):
-        cols = slice(0 if t is None else t, T)
-        matrix[k], matrix_mean[k] = rel[k][..., cols].max(-1), rel[k][..., cols].mean(-1)
-        output[k], output_mean[k] = out[k][..., cols].max(-1), out[k][..., cols].mean(-1)
-    return SkipEffects(part, list(splits), matrix, output, matrix_mean, output_mean)
-
-
-def later_layer_profile(matrix: np.ndarray) -> np.ndarray:
-    """Each skipped layer's mean effect on the layers after it: Σ_l matrix[s, l] / max(1, L − 1 − s)."""
-    L = matrix.shape[-1]
-    return matrix.sum(-1) / np.maximum(1, L - 1 - np.arange(L))
-
-
-def depth_score(profile: Sequence[float]) -> float:
-    """Centre of mass of an effect profile over 0-based layer indices, Σ l·m_l / Σ m_l (Csordás et al.)."""
-    m = np.asarray(profile, dtype=float)
-    if m.sum() <= 0:
-        raise ValueError("an effect profile with no positive mass has no depth score")
-    return float((np.arange(len(m)) * m).sum() / m.sum())
-
-
-# --------------------------------------------------------------------------------------------------
-# Residual erasure
-# --------------------------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def mean_residual(model, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
-    """The baseline of erasure: the mean residual over all positions of `sequences` at every boundary [L + 1, D]."""
-    from helpers.residual import capture
-
-    total, count = None, 0
-    for ids in sequences:
-        cap = capture(model, ids, parts="io")
-        states = torch.cat([cap.inputs, cap.outputs[-1:]], dim=0)  # boundaries 0..L
-        total = states.sum(1) if total is None else total + states.sum(1)
-        count += states.shape[1]
-    if total is None:
-        raise ValueError("mean_residual needs at least one sequence")
-    return total / count
-
-
-def erasure_map(model, ids: Sequence[int], baseline: torch.Tensor, answer_start: int,
-                batch_size: int = 16, boundaries: Sequence[int] | None = None) -> np.ndarray:
-    """[L + 1, T]: erase boundary l at position t; value = max over the positions predicting the answer of ‖p − p'‖.
-
-    The answer occupies positions answer_start..T−1, so positions answer_start−1..T−2 predict it. Only the
-    given `boundaries` are computed (all by default); the other rows are NaN.
-    """
-    ids = list(ids)
-    L, T = adapter(model).n_layers, len(ids)
-    if not 1 <= answer_start < T:
-        raise ValueError(f"answer_start must lie in 1..{T - 1}, got {answer_start}")
-    rows = list(range(L + 1)) if boundaries is None else sorted(set(boundaries))
-    edits = [Erase(l, t) for l in rows for t in range(T)]
-    eff = effects(model, ids, edits, baseline=baseline, batch_size=batch_size, read_from=answer_start - 1,
-                  read_to=T - 1)
-    grid = np.full((L + 1, T), np.nan, dtype=np.float32)
-    grid[rows] = eff.output[:, answer_start - 1:T - 1].max(-1).reshape(len(rows), T)
-    return grid
-
-
-# --------------------------------------------------------------------------------------------------
-# Integrated gradients
-# --------------------------------------------------------------------------------------------------
-
-COMPONENTS = ("layer", "attn", "mlp")
-
-
-@contextmanager
-def _frozen(model):
-    """Parameters temporarily without gradients, so a backward pass only reaches the interpolated activation."""
-    flags = [p.requires_grad for p in model.parameters()]
-    for p in model.parameters():
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, f in zip(model.parameters(), flags, strict=True):
-            p.requires_grad_(f)
-
-
-def integrated_gradients(model, ids: Sequence[int], answer_start: int, component: str = "layer", steps: int = 32,
-                         batch_size: int = 16, layers: Sequence[int] | None = None) -> np.ndarray:
-    """[L, T] attributions of the gold answer's probability to each layer's output, position by position.
-
-    For layer l the activation x (block output h_{l+1}, or a_l, or m_l) is replaced by baseline + r (x − baseline),
-    r = k/steps for k = 0..steps−1, with the baseline its own per-channel mean over positions; the objective is
-    the sum of the answer tokens' probabilities; attribution = Σ_channels mean_k ∇ ⊙ (x − baseline).
-    """
-    if component not in COMPONENTS:
-        raise ValueError(f"component must be one of {COMPONENTS}, got {component!r}")
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    ad = adapter(model)
-    ids = list(ids)
-    T = len(ids)
-    if not 1 <= answer_start < T:
-        raise ValueError(f"answer_start must lie in 1..{T - 1}, got {answer_start}")
-    device = next(model.parameters()).device
-    targets = torch.tensor(ids[answer_start:], device=device)
-    layers = list(range(ad.n_layers)) if layers is None else list(layers)
-    out = np.zeros((ad.n_layers, T), dtype=np.float32)
-    ref = reference_run(model, ids)
-    with _frozen(model), torch.enable_grad():
-        for l in layers:
-            point_name = COMPONENT_POINTS[component]
-            clean: dict = {}
-            with torch.no_grad(), hooked(ad, {(point_name, l): recorder(clean, "x", lambda h: h[0].detach())}):
-                ad.blocks[l](ref.inputs[l][None], **ref.block_kwargs[l])  # block l alone yields the clean activation
-            x = clean["x"].float()
-            base = x.mean(0, keepdim=True)
-            total = torch.zeros(T, device=device)
-            for lo in range(0, steps, batch_size):
-                r = torch.arange(lo, min(steps, lo + batch_size), device=device, dtype=torch.float32) / steps
-                point = (base + r[:, None, None] * (x - base)).requires_grad_(True)
-                swap = {(point_name, l): lambda h, kw, point=point: point.to(h.dtype)}
-                with hooked(ad, swap):  # blocks before l are not run: nothing upstream of the swap matters
-                    h = ref.inputs[l].expand(len(r), -1, -1)
-                    for k in range(l, ad.n_layers):
-                        h = hidden_of(ad.blocks[k](h, **ref.block_kwargs[k]))
-                logits = ad.unembed(ad.final_norm(h[:, answer_start - 1:T - 1])).float()
-                probs = torch.softmax(logits, -1)
-                objective = probs.gather(-1, targets.expand(len(r), -1)[..., None]).sum()
-                (grad,) = torch.autograd.grad(objective, point)
-                total += (grad * (x - base)).sum(-1).sum(0)
-            out[l] = (total / steps).detach().cpu().numpy()
-    return out

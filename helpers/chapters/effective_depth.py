@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.attribution import integrated_gradients
 from helpers.data import Problem, load_problems
 from helpers.depth import (
     PUBLISHED_TABLE1,
@@ -24,9 +25,10 @@ from helpers.depth import (
     run_config,
     skip_effects_over,
 )
-from helpers.interventions import erasure_map, integrated_gradients, later_layer_profile, mean_residual
+from helpers.erasure import erasure_map, mean_residual
 from helpers.models import ModelInfo, load_model
 from helpers.sequences import PROBES, analysis_sequence, probe_sequence
+from helpers.skip_effects import later_layer_profile
 from helpers.store import Run
 
 RULES = ("cosine", "kl", "overlap")
