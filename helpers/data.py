@@ -271,3 +271,28 @@ def build_prompt(tokenizer, question: str, chat: bool | None = None, shots: int 
         return list(ids["input_ids"] if isinstance(ids, dict) else ids)
     text = "".join(f"{prompt_text(ex.question)}\n{ex.solution}\n\n" for ex in examples) + prompt_text(question) + "\n"
     return tokenizer(text)["input_ids"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Choosing problems for an analysis
+# --------------------------------------------------------------------------------------------------
+
+
+def by_level(pairs: Sequence[tuple[Problem, object]]) -> dict:
+    """Items grouped by their problem's level, levels in increasing order (no level last)."""
+    groups: dict = {}
+    for p, item in pairs:
+        groups.setdefault(p.level, []).append(item)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0])))
+
+
+def per_level(problems: Sequence[Problem], k: int) -> list[Problem]:
+    """The first `k` problems of each level, levels in increasing order (problems without a level count as one)."""
+    return [p for group in by_level([(p, p) for p in problems]).values() for p in group[:k]]
+
+
+def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:
+    """The first `n` problems taking levels in turn (level 1, 2, …, 1, 2, …), so a small n covers every level."""
+    groups = list(by_level([(p, p) for p in problems]).values())
+    order = [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
+    return order[:n] if n else order

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from helpers.data import Problem
+from helpers.data import Problem, by_level, interleaved
 from helpers.lens import (
     depth_ratio,
     effective_depth_cosine,
@@ -28,18 +28,6 @@ from helpers.skip_effects import SkipEffects, depth_score, future_splits, later_
 from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
-
-# Hu et al. (2025), Table 1: effective depth (cosine, KL, top-5 overlap; 0-based layers) of Qwen2.5 models.
-PUBLISHED_TABLE1: dict[str, dict] = {
-    "Qwen2.5-1.5B-Instruct": {"layers": 28, "gsm8k": (20, 22, 23), "aime24": (19, 23, 23), "hellaswag": (16, 21, 23)},
-    "Qwen2.5-Math-1.5B": {"layers": 28, "gsm8k": (16, 22, 23), "aime24": (16, 23, 23), "hellaswag": (16, 20, 23)},
-    "Qwen2.5-7B-Instruct": {"layers": 28, "gsm8k": (20, 25, 26), "aime24": (18, 25, 26), "hellaswag": (17, 25, 26)},
-    "Qwen2.5-Math-7B": {"layers": 28, "gsm8k": (11, 23, 24), "aime24": (16, 23, 24), "hellaswag": (16, 23, 24)},
-    "Qwen2.5-14B-Instruct": {"layers": 48, "gsm8k": (32, 41, 45), "aime24": (30, 42, 45), "hellaswag": (27, 40, 45)},
-    "Qwen2.5-14B": {"layers": 48, "gsm8k": (30, 40, 45), "aime24": (30, 42, 45), "hellaswag": (27, 40, 45)},
-    "Qwen2.5-32B-Instruct": {"layers": 64, "gsm8k": (46, 58, 60), "aime24": (43, 58, 60), "hellaswag": (43, 60, 61)},
-    "Qwen2.5-32B": {"layers": 64, "gsm8k": (46, 57, 59), "aime24": (46, 59, 60), "hellaswag": (43, 60, 61)},
-}
 
 def run_config(model_name: str, dataset: str, seed: int) -> dict:
     """What identifies chapter 01's stored records; the CLI and the chapter share them through it."""
@@ -153,7 +141,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
 
     records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
     out = {}
-    for level, effects in _by_level(list(zip(problems, records, strict=True))).items():
+    for level, effects in by_level(list(zip(problems, records, strict=True))).items():
         matrix, output = combine(effects, "max", "mean")
         L = matrix.shape[0]
         layer_profile = later_layer_profile(matrix)
@@ -167,26 +155,6 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
 # --------------------------------------------------------------------------------------------------
 # The command line: python -m helpers effective-depth
 # --------------------------------------------------------------------------------------------------
-
-
-def _by_level(pairs: Sequence[tuple[Problem, object]]) -> dict:
-    """Items grouped by their problem's level, levels in increasing order (no level last)."""
-    groups: dict = {}
-    for p, item in pairs:
-        groups.setdefault(p.level, []).append(item)
-    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0])))
-
-
-def per_level(problems: Sequence[Problem], k: int) -> list[Problem]:
-    """The first `k` problems of each level, levels in increasing order (problems without a level count as one)."""
-    return [p for group in _by_level([(p, p) for p in problems]).values() for p in group[:k]]
-
-
-def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:
-    """The first `n` problems taking levels in turn (level 1, 2, …, 1, 2, …), so a small n covers every level."""
-    groups = list(_by_level([(p, p) for p in problems]).values())
-    order = [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
-    return order[:n] if n else order
 
 
 def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int = 12, reduction: str = "tokens",

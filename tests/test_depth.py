@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data import arithmetic_problems
+from helpers.data import arithmetic_problems, interleaved
 from helpers.depth import (
     answer_splits,
     combine,
     curves,
     depth_scores_by_level,
     effective_depths,
-    interleaved,
     profiles,
     skip_effects_over,
 )

@@ -12,21 +12,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.attribution import integrated_gradients
-from helpers.data import Problem, load_problems
+from helpers.data import Problem, interleaved, load_problems, per_level
 from helpers.depth import (
-    PUBLISHED_TABLE1,
     combine,
     curves,
     depth_scores_by_level,
     effective_depths,
-    interleaved,
-    per_level,
     profiles,
     run_config,
     skip_effects_over,
 )
 from helpers.erasure import erasure_map, mean_residual
 from helpers.models import ModelInfo, load_model
+from helpers.published import PUBLISHED_TABLE1
 from helpers.sequences import PROBES, analysis_sequence, probe_sequence
 from helpers.skip_effects import later_layer_profile
 from helpers.store import Run
