@@ -17,7 +17,7 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     4x below a batch-1 run that re-encodes the prefix for every proposal, as the published code does.
     """
     from helpers.data import arithmetic_problems, build_prompt
-    from helpers.decoding import decode
+    from helpers.decoding import decode, total
     from helpers.models import load_model, stop_token_ids
     from helpers.power import CachedEngine, PowerConfig, PrefillEngine, run_chains
 
@@ -29,7 +29,7 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     seeds = [seed * 1000 + i for i in range(len(prompts))]
 
     start = time.perf_counter()
-    _, plain_stats = decode(model, prompts, max_new_tokens, stops, temperature=1 / alpha, seeds=seeds)
+    plain = decode(model, prompts, max_new_tokens, stops, temperature=1 / alpha, seeds=seeds)
     plain_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -42,13 +42,13 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
 
     same = sum(a.tokens == b.tokens for a, b in zip(power, baseline, strict=True))
     power_tokens = sum(r.decoded_tokens for r in power)
-    plain_rate = plain_stats.decoded_tokens / plain_seconds
+    plain_rate = total(plain, "decoded_tokens") / plain_seconds
     power_rate = power_tokens / power_seconds
     return {
         "model": info.name, "problems": len(prompts), "settings": {"alpha": alpha, "block_size": block_size,
         "mcmc_steps": mcmc_steps, "max_new_tokens": max_new_tokens, "shots": shots},
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
-        "plain_sampling": {"tokens": plain_stats.decoded_tokens, "seconds": round(plain_seconds, 2),
+        "plain_sampling": {"tokens": total(plain, "decoded_tokens"), "seconds": round(plain_seconds, 2),
                            "tokens_per_second": round(plain_rate, 2)},
         "power_sampling": {"decoded_tokens": power_tokens, "seconds": round(power_seconds, 2),
                            "tokens_per_second": round(power_rate, 2),

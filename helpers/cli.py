@@ -39,12 +39,12 @@ def _truncate(args: argparse.Namespace) -> int:
         ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
     else:
         ids = tokenizer(args.prompt)["input_ids"]
-    (completion,), stats = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
+    (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
     kept = shallow.config.truncation["kept_blocks"]
     print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
           f"(blocks {kept[0]}..{kept[-2] if len(kept) > 1 else kept[0]}"
-          f"{', ' + str(kept[-1]) if args.method == 'stitch' else ''}); {stats.decoded_tokens} tokens in "
-          f"{stats.seconds:.1f} s")
+          f"{', ' + str(kept[-1]) if args.method == 'stitch' else ''}); {completion.decoded_tokens} tokens in "
+          f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0
 

@@ -22,37 +22,36 @@ MIN_SHARED_PREFIX = 16
 
 @dataclass
 class Completion:
-    """A finished row: generated tokens (stop token included when one was emitted) and their log-probs."""
+    """What one row produced and what it cost: the result type of a plain decode and of a power-sampling chain.
 
-    tokens: list[int]
+    Costs shared by a batch (prefill, forward passes, wall time) are split over its rows so that they add up
+    to the batch's totals.
+    """
+
+    tokens: list[int]  # generated tokens (the stop token included when one was emitted)
     logp: list[float]  # log p(token | prefix) under the model at temperature 1
     logq: list[float]  # log of the probability the token was drawn with (0 for greedy)
     stopped: bool  # True when the completion ended with a stop token
+    decoded_tokens: int = 0  # every sampled token, rejected proposals included
+    prefill_tokens: int = 0  # context tokens run through the model besides the newest one of each pass
+    forward_passes: int = 0
+    seconds: float = 0.0
+    acceptance: list[float] = field(default_factory=list)  # power sampling: acceptance rate of each block's moves
+    moves: list[tuple[int, bool]] = field(default_factory=list)  # power sampling: (cut position, accepted)
 
     @property
     def sum_logp(self) -> float:
         return float(sum(self.logp))
 
 
-@dataclass
-class DecodeStats:
-    """What a run cost: tokens decoded and prefilled, forward passes, wall time."""
+def split_evenly(total: int, n: int) -> list[int]:
+    """`total` split into `n` integer shares that differ by at most one and add up to it exactly."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
-    decoded_tokens: int = 0
-    prefill_tokens: int = 0
-    forward_passes: int = 0
-    seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
-    def add(self, other: DecodeStats) -> None:
-        self.decoded_tokens += other.decoded_tokens
-        self.prefill_tokens += other.prefill_tokens
-        self.forward_passes += other.forward_passes
-        self.seconds += other.seconds
-
-    def as_dict(self) -> dict:
-        return {"decoded_tokens": self.decoded_tokens, "prefill_tokens": self.prefill_tokens,
-                "forward_passes": self.forward_passes, "seconds": round(self.seconds, 4), **self.extra}
+def total(completions: Sequence[Completion], name: str) -> float:
+    """The sum of one cost field over completions (a batch's total)."""
+    return sum(getattr(c, name) for c in completions)
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,7 +282,7 @@ class PrefillEngine(SerialEngine):
 
 def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
            temperature: float = 0.0, top_k: int = 0, seeds: Sequence[int] | None = None,
-           engine: Engine | None = None) -> tuple[list[Completion], DecodeStats]:
+           engine: Engine | None = None) -> list[Completion]:
     """Decode all `prompts` in one lockstep batch (greedy at temperature 0); row b samples with seed `seeds[b]`."""
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
@@ -302,7 +301,8 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     requests = [Extension(r, 0, max_new_tokens) for r in rows]
     stops = set(stop_ids)
     engine.extend(requests, temperature, top_k, stops, keep_state=False)
-    completions = [Completion(q.tokens, q.logp, q.logq, bool(q.tokens) and q.tokens[-1] in stops) for q in requests]
-    stats = DecodeStats(decoded_tokens=sum(len(c.tokens) for c in completions), prefill_tokens=engine.prefill,
-                        forward_passes=engine.passes, seconds=time.perf_counter() - start)
-    return completions, stats
+    seconds = (time.perf_counter() - start) / len(requests)
+    return [Completion(q.tokens, q.logp, q.logq, bool(q.tokens) and q.tokens[-1] in stops, len(q.tokens), prefill,
+                       passes, seconds)
+            for q, prefill, passes in zip(requests, split_evenly(engine.prefill, len(requests)),
+                                          split_evenly(engine.passes, len(requests)), strict=True)]

@@ -25,9 +25,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from helpers.decoding import CachedEngine, Engine, Extension, PrefillEngine, ReencodeEngine, Row
+from helpers.decoding import (
+    CachedEngine,
+    Completion,
+    Engine,
+    Extension,
+    PrefillEngine,
+    ReencodeEngine,
+    Row,
+    split_evenly,
+)
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "PowerResult", "PrefillEngine", "ReencodeEngine",
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "PrefillEngine", "ReencodeEngine",
            "power_sample", "run_chains"]
 
 MODES = ("exact", "reference")
@@ -94,22 +103,6 @@ def _count(value, low: int) -> bool:
 
 
 @dataclass
-class PowerResult:
-    """One chain's final completion and what it cost."""
-
-    tokens: list[int]
-    logp: list[float]
-    logq: list[float]
-    stopped: bool
-    acceptance: list[float]  # acceptance rate of each block's MH moves
-    decoded_tokens: int = 0  # every sampled token, rejected proposals included
-    prefill_tokens: int = 0  # context tokens run through the model besides the newest one of each pass
-    forward_passes: int = 0
-    seconds: float = 0.0
-    moves: list[tuple[int, bool]] = field(default_factory=list)  # (cut position, accepted) per MH move
-
-
-@dataclass
 class Chain(Row):
     """One MH chain: a decoded row plus what the sampler tracks about it."""
 
@@ -131,7 +124,7 @@ def _adopt(chain: Chain, req: Extension) -> None:
     chain.state = req.state
 
 
-def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int]) -> list[PowerResult]:
+def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int]) -> list[Completion]:
     """Power-sample one chain per (prompt, seed) pair, all chains moving in lockstep through the blocks."""
     cfg.validate()
     if len(prompts) != len(seeds):
@@ -183,15 +176,15 @@ def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerCon
             if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
                 end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
                 c.tokens, c.logp, c.logq, c.finished = c.tokens[:end], c.logp[:end], c.logq[:end], True
-    seconds = time.perf_counter() - start
-    share = 1.0 / len(chains)
-    return [PowerResult(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
-                        acceptance=c.acceptance, decoded_tokens=c.decoded,
-                        prefill_tokens=round(engine.prefill * share), forward_passes=round(engine.passes * share),
-                        seconds=seconds * share, moves=c.moves) for c in chains]
+    seconds = (time.perf_counter() - start) / len(chains)
+    return [Completion(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
+                       decoded_tokens=c.decoded, prefill_tokens=prefill, forward_passes=passes, seconds=seconds,
+                       acceptance=c.acceptance, moves=c.moves)
+            for c, prefill, passes in zip(chains, split_evenly(engine.prefill, len(chains)),
+                                          split_evenly(engine.passes, len(chains)), strict=True)]
 
 
-def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> PowerResult:
+def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> Completion:
     """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
     engine = CachedEngine(model) if cache else ReencodeEngine(model)
     return run_chains(engine, [list(prompt)], stop_ids, cfg, [seed])[0]

@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from helpers.data import Problem, build_prompt
-from helpers.decoding import decode
+from helpers.decoding import Completion, decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
@@ -29,14 +29,14 @@ METHODS = ("greedy", "temperature", "low_temperature", "power")
 PROMPT_FORMAT = 1  # bump when `build_prompt` changes what a prompt looks like: stored decodes then recompute
 
 
-def _record(problem: Problem, tokenizer, prompt: list[int], tokens: list[int], logp: list[float], stopped: bool,
-            decoded: int, prefill: int, acceptance: list[float] | None = None) -> dict:
-    text = tokenizer.decode(tokens, skip_special_tokens=True)
+def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
+    text = tokenizer.decode(c.tokens, skip_special_tokens=True)
     predicted = extract_answer(text)
-    return {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": tokens,
+    return {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": c.tokens,
             "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
-            "n_tokens": len(tokens), "sum_logp": float(sum(logp)), "stopped": stopped, "decoded_tokens": decoded,
-            "prefill_tokens": prefill, "acceptance": (sum(acceptance) / len(acceptance)) if acceptance else None}
+            "n_tokens": len(c.tokens), "sum_logp": c.sum_logp, "stopped": c.stopped,
+            "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
+            "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
 
 
 def sample_seed(base: int, problem_id: str, index: int) -> int:
@@ -117,16 +117,11 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
         seeds = [sample_seed(seed, p.id, s) for p, s in chunk]
         if method == "power":
             results = run_chains(CachedEngine(model), chunk_prompts, stops, cfg, seeds)
-            records = [_record(p, tokenizer, prompt, r.tokens, r.logp, r.stopped, r.decoded_tokens, r.prefill_tokens,
-                               r.acceptance) for (p, _), prompt, r in zip(chunk, chunk_prompts, results, strict=True)]
-            seconds = [r.seconds for r in results]
         else:
             temperature = {"greedy": 0.0, "temperature": 1.0}.get(method, 1.0 / settings.get("alpha", 1.0))
-            completions, stats = decode(model, chunk_prompts, max_new_tokens, stops, temperature, top_k, seeds)
-            share = stats.prefill_tokens / len(chunk)
-            records = [_record(p, tokenizer, prompt, c.tokens, c.logp, c.stopped, len(c.tokens), round(share))
-                       for (p, _), prompt, c in zip(chunk, chunk_prompts, completions, strict=True)]
-            seconds = [stats.seconds / len(chunk)] * len(chunk)
+            results = decode(model, chunk_prompts, max_new_tokens, stops, temperature, top_k, seeds)
+        records = [_record(p, tokenizer, prompt, c) for (p, _), prompt, c in zip(chunk, chunk_prompts, results, strict=True)]
+        seconds = [c.seconds for c in results]
         for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
             run.add(f"{keys[p.id]}#{s}", record, seconds=sec, seed=s)
     return [[run.get(f"{keys[p.id]}#{s}") for s in range(n_seeds)] for p in problems]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import helpers.decoding as decoding
-from helpers.decoding import decode, shared_prefix_length
+from helpers.decoding import decode, shared_prefix_length, split_evenly, total
 
 
 def _prompts(tokenizer):
@@ -17,19 +17,19 @@ def _prompts(tokenizer):
 def test_batched_greedy_equals_one_at_a_time(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    batch, stats = decode(model, prompts, 12, [tokenizer.eos_token_id])
+    batch = decode(model, prompts, 12, [tokenizer.eos_token_id])
     for prompt, got in zip(prompts, batch, strict=True):
-        (alone,), _ = decode(model, [prompt], 12, [tokenizer.eos_token_id])
+        (alone,) = decode(model, [prompt], 12, [tokenizer.eos_token_id])
         assert got.tokens == alone.tokens
         assert torch.allclose(torch.tensor(got.logp), torch.tensor(alone.logp), atol=1e-4)
-    assert stats.decoded_tokens == sum(len(c.tokens) for c in batch)
-    assert stats.prefill_tokens == sum(len(p) - 1 for p in prompts)  # the last prompt token feeds the first step
+    assert total(batch, "decoded_tokens") == sum(len(c.tokens) for c in batch)
+    assert total(batch, "prefill_tokens") == sum(len(p) - 1 for p in prompts)  # the last prompt token feeds the first step
 
 
 def test_greedy_matches_transformers_generate(tiny):
     model, tokenizer, _ = tiny
     prompt = _prompts(tokenizer)[1]
-    (ours,), _ = decode(model, [prompt], 10, [])
+    (ours,) = decode(model, [prompt], 10, [])
     ref = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=None,
                          pad_token_id=tokenizer.pad_token_id)
     assert ours.tokens == ref[0, len(prompt):].tolist()
@@ -40,28 +40,28 @@ def test_shared_prefix_is_encoded_once_with_the_same_result(tiny, monkeypatch):
     prefix = tokenizer("Can you solve the following math problem ? Please reason step by step , and put")["input_ids"] * 2
     prompts = [prefix + p for p in _prompts(tokenizer)]
     assert shared_prefix_length(prompts) >= len(prefix)
-    fast, fast_stats = decode(model, prompts, 8, [tokenizer.eos_token_id])
+    fast = decode(model, prompts, 8, [tokenizer.eos_token_id])
     monkeypatch.setattr(decoding, "MIN_SHARED_PREFIX", 10**9)
-    slow, _ = decode(model, prompts, 8, [tokenizer.eos_token_id])
+    slow = decode(model, prompts, 8, [tokenizer.eos_token_id])
     assert [c.tokens for c in fast] == [c.tokens for c in slow]
-    assert fast_stats.prefill_tokens < sum(len(p) for p in prompts)
+    assert total(fast, "prefill_tokens") < sum(len(p) for p in prompts)
 
 
 def test_rows_stop_at_a_stop_token(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    (first,), _ = decode(model, [prompts[0]], 6, [])
+    (first,) = decode(model, [prompts[0]], 6, [])
     stop = first.tokens[2]  # make the third greedy token a stop token
-    (stopped,), _ = decode(model, [prompts[0]], 6, [stop])
+    (stopped,) = decode(model, [prompts[0]], 6, [stop])
     assert stopped.stopped and stopped.tokens == first.tokens[: first.tokens.index(stop) + 1]
 
 
 def test_sampling_is_seeded_and_logq_is_a_log_probability(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    a, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
-    b, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
-    c, _ = decode(model, prompts, 8, [], temperature=0.7, seeds=[7, 8, 9, 10])
+    a = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
+    b = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
+    c = decode(model, prompts, 8, [], temperature=0.7, seeds=[7, 8, 9, 10])
     assert [x.tokens for x in a] == [x.tokens for x in b] != [x.tokens for x in c]
     assert all(q <= 0 for x in a for q in x.logq)
 
@@ -69,9 +69,9 @@ def test_sampling_is_seeded_and_logq_is_a_log_probability(tiny):
 def test_a_sample_does_not_depend_on_its_batch(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    together, _ = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[11, 12, 13, 14])
+    together = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[11, 12, 13, 14])
     for prompt, seed, got in zip(prompts, [11, 12, 13, 14], together, strict=True):
-        (alone,), _ = decode(model, [prompt], 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[seed])
+        (alone,) = decode(model, [prompt], 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[seed])
         assert got.tokens == alone.tokens
         assert max(abs(x - y) for x, y in zip(got.logq, alone.logq, strict=True)) < 1e-4
 
@@ -79,11 +79,11 @@ def test_a_sample_does_not_depend_on_its_batch(tiny):
 def test_the_cached_loop_equals_re_encoding_every_token(tiny):
     model, tokenizer, _ = tiny
     prompts = _prompts(tokenizer)
-    cached, _ = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4])
-    slow, stats = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4],
+    cached = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4])
+    slow = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4],
                          engine=decoding.ReencodeEngine(model))
     assert [c.tokens for c in cached] == [c.tokens for c in slow]
-    assert stats.forward_passes == stats.decoded_tokens  # one full pass per token
+    assert total(slow, "forward_passes") == total(slow, "decoded_tokens")  # one full pass per token
 
 
 @pytest.mark.parametrize("bad, message", [(dict(max_new_tokens=0), "max_new_tokens"), (dict(prompts=[[]]), "prompt"),
@@ -94,3 +94,7 @@ def test_bad_arguments(tiny, bad, message):
     args = dict(prompts=_prompts(tokenizer), max_new_tokens=4, temperature=1.0, seeds=None) | bad
     with pytest.raises(ValueError, match=message):
         decode(model, args["prompts"], args["max_new_tokens"], [], temperature=args["temperature"], seeds=args["seeds"])
+
+
+def test_batch_costs_are_split_exactly():
+    assert split_evenly(10, 3) == [4, 3, 3] and sum(split_evenly(7, 7)) == 7 and split_evenly(0, 2) == [0, 0]

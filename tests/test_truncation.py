@@ -60,7 +60,7 @@ def test_kv_cache_generation_equals_no_cache(tiny, method):
     with_cache = shallow.generate(x, use_cache=True, **kwargs)
     without = shallow.generate(x, use_cache=False, **kwargs)
     assert torch.equal(with_cache, without)
-    (ours,), _ = decode(shallow, [x[0].tolist()], 10, [])  # the book's own decode loop
+    (ours,) = decode(shallow, [x[0].tolist()], 10, [])  # the book's own decode loop
     assert ours.tokens == with_cache[0, x.shape[1]:].tolist()
 
 
