@@ -5,6 +5,7 @@ truncate         greedy continuation of a truncated model
 effective-depth  the three effective depths of a model on a problem set, as JSON
 bench            benchmarks that print measured ratios as JSON
 glued-diff       compare the glued values of two builds
+notebook-code    lines of code, definitions and loops in the chapter notebooks
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def _glued_diff(args: argparse.Namespace) -> int:
     return 1 if any(moved.values()) else 0
 
 
+def _notebook_code(args: argparse.Namespace) -> int:
+    from helpers.notebook_code import measure_all
+
+    print(json.dumps(measure_all(Path(args.folder)), indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("after", help="the same, for the other build")
     p.add_argument("--rel", type=float, default=1e-9, help="relative tolerance for numbers (default 1e-9)")
     p.set_defaults(func=_glued_diff)
+
+    p = sub.add_parser("notebook-code", help="lines of code, definitions and loops in the chapter notebooks")
+    p.add_argument("folder", nargs="?", default="notebooks")
+    p.set_defaults(func=_notebook_code)
     return parser
 
 
