@@ -11,10 +11,12 @@ import math
 import random
 import zlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from helpers.data import Problem, by_level, interleaved
+from helpers.identity import model_identity, sequence_key
 from helpers.lens import (
     depth_ratio,
     effective_depth_cosine,
@@ -29,9 +31,15 @@ from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 
-def run_config(model_name: str, dataset: str, seed: int) -> dict:
-    """What identifies chapter 01's stored records; the CLI and the chapter share them through it."""
-    return {"model": model_name, "dataset": dataset, "seed": seed, "text": "problem-answer"}
+def analysis_run(experiment: str, model, root: Path | None = None, **settings) -> Run:
+    """The stored records of one of this chapter's analyses, keyed by the model's identity and the analysis's
+    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`)."""
+    return Run(experiment, {**model_identity(model), **settings}, root=root)
+
+
+def analysis_key(tokenizer, problem: Problem) -> str:
+    """The unit key of a problem's gold text: its id and a digest of the tokens and the solution's start."""
+    return sequence_key(problem.id, *analysis_sequence(tokenizer, problem))
 
 
 def _lists(d: dict) -> dict:
@@ -52,15 +60,19 @@ def profile_one(model, ids: Sequence[int]) -> dict:
     return {name: _lists(summarise(v)) for name, v in values.items()}
 
 
-def profiles(model, tokenizer, problems: Sequence[Problem], run: Run, progress: bool = True) -> list[dict]:
+def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
+             ) -> list[dict]:
     """`profile_one` for every problem's gold text, stored per problem as it finishes."""
     from tqdm.auto import tqdm
 
-    for p in tqdm(problems, desc="norms and lens", disable=not progress, leave=False):
-        if p.id not in run:
+    run = analysis_run("depth_profile", model, root)
+    keys = [analysis_key(tokenizer, p) for p in problems]
+    for key, p in tqdm(list(zip(keys, problems, strict=True)), desc="norms and lens", disable=not progress,
+                       leave=False):
+        if key not in run:
             ids, _ = analysis_sequence(tokenizer, p)
-            run.compute(p.id, lambda ids=ids: profile_one(model, ids))
-    return [run.get(p.id) for p in problems]
+            run.compute(key, lambda ids=ids: profile_one(model, ids))
+    return [run.get(key) for key in keys]
 
 
 def curves(records: Sequence[dict], how: str = "tokens") -> dict[str, np.ndarray]:
@@ -92,21 +104,25 @@ def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part:
     """Skip effects per problem, stored as each finishes; `choose_splits(ids, answer_start, problem_seed)`."""
     from tqdm.auto import tqdm
 
+    keys = []
     for p in tqdm(problems, desc=desc, disable=not progress, leave=False):
-        if p.id in run:
-            continue
         ids, start = analysis_sequence(tokenizer, p)
+        keys.append(sequence_key(p.id, ids, start))
+        if keys[-1] in run:
+            continue
         splits = choose_splits(ids, start, zlib.crc32(p.id.encode()))  # fixed per problem, whatever else is run
-        run.compute(p.id, lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
-    return [SkipEffects.from_dict(run.get(p.id)) for p in problems]
+        run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
+    return [SkipEffects.from_dict(run.get(key)) for key in keys]
 
 
-def skip_effects_over(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
-                      seed: int = 123, progress: bool = True) -> list[SkipEffects]:
+def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, n_splits: int | None,
+                      seed: int = 123, root: Path | None = None, progress: bool = True) -> list[SkipEffects]:
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
     def choose(ids, start, problem_seed):
         return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=seed + problem_seed)
 
+    run = analysis_run("skip_effects", model, root, part=part, splits=n_splits if n_splits is not None else "current",
+                       seed=seed)
     return _skip_records(model, tokenizer, problems, run, part, choose, f"skip {part}", progress)
 
 
@@ -128,8 +144,8 @@ def answer_splits(answer_start: int, T: int, n: int, seed: int, step: int = 4) -
     return sorted(answer_start + o for o in offsets[:n])
 
 
-def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Run, n_splits: int = 2,
-                          seed: int = 12345, progress: bool = True) -> dict:
+def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_splits: int = 2, seed: int = 12345,
+                          root: Path | None = None, progress: bool = True) -> dict:
     """Future layer-skip effects with splits inside the solution, and the depth score per difficulty level.
 
     Per level: the mean over problems of each skipped layer's effect on later layers (max over splits), its
@@ -139,6 +155,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], run: Ru
     def choose(ids, start, problem_seed):
         return answer_splits(start, len(ids), n_splits, seed=seed + problem_seed)
 
+    run = analysis_run("depth_score", model, root, splits=n_splits, seed=seed)
     records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
     out = {}
     for level, effects in by_level(list(zip(problems, records, strict=True))).items():
@@ -171,7 +188,6 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
     if not problems:
         raise DataError(f"{dataset} gave no problems")
     model, tokenizer, info = load_model(model_name)
-    run = Run("depth_profile", run_config(info.name, dataset, seed))
-    records = profiles(model, tokenizer, problems, run, progress=progress)
+    records = profiles(model, tokenizer, problems, progress=progress)
     report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
     return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from helpers.data import arithmetic_problems, interleaved
 from helpers.depth import (
+    analysis_run,
     answer_splits,
     combine,
     curves,
@@ -20,7 +22,7 @@ from helpers.depth import (
 )
 from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
 from helpers.sequences import analysis_sequence
-from helpers.store import Run
+from helpers.truncation import truncate
 
 
 @pytest.fixture()
@@ -38,10 +40,9 @@ def test_analysis_sequence_marks_the_solution(smol, problems):
 
 def test_profiles_resume_and_reduce(tiny, problems, tmp_path):
     model, tokenizer, info = tiny
-    run = Run("depth_profile", {"model": info.name}, root=tmp_path)
-    records = profiles(model, tokenizer, problems, run, progress=False)
-    again = profiles(model, tokenizer, problems, Run("depth_profile", {"model": info.name}, root=tmp_path),
-                     progress=False)
+    records = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    assert len(analysis_run("depth_profile", model, tmp_path)) == len(problems)
+    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
     assert records == again
     c = curves(records, "tokens")
     L = info.n_layers
@@ -69,23 +70,20 @@ def test_effective_depth_rules_on_known_curves():
 
 def test_skip_effects_over_problems(tiny, problems, tmp_path):
     model, tokenizer, info = tiny
-    run = Run("skip", {"model": info.name}, root=tmp_path)
-    future = skip_effects_over(model, tokenizer, problems, run, "layer", n_splits=2, progress=False)
+    future = skip_effects_over(model, tokenizer, problems, "layer", n_splits=2, root=tmp_path, progress=False)
     assert len(future) == len(problems) and all(len(e.splits) == 2 for e in future)
     matrix, output = combine(future)
     L = info.n_layers
     assert matrix.shape == (L, L) and output.shape == (L,)
     assert np.tril(matrix).max() == 0.0  # future effects: nothing on or below the skipped layer
-    current = skip_effects_over(model, tokenizer, problems, Run("skip", {"c": 1}, root=tmp_path), "layer", None,
-                                progress=False)
+    current = skip_effects_over(model, tokenizer, problems, "layer", None, root=tmp_path, progress=False)
     assert np.allclose(np.diag(combine(current)[0]), 1.0, atol=1e-5)
 
 
 def test_depth_scores_by_level(tiny, tmp_path):
     model, tokenizer, info = tiny
     problems = arithmetic_problems(2, levels=[1, 5])
-    scores = depth_scores_by_level(model, tokenizer, problems, Run("ds", {}, root=tmp_path), n_splits=2,
-                                   progress=False)
+    scores = depth_scores_by_level(model, tokenizer, problems, n_splits=2, root=tmp_path, progress=False)
     assert sorted(scores) == [1, 5]
     for s in scores.values():
         assert s["n"] == 2 and 0 <= s["layer_score"] <= info.n_layers - 1
@@ -137,3 +135,19 @@ def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
     assert main(["effective-depth", "--model", str(tiny_dir), "--n", "0"]) == 2
     assert "--n" in capsys.readouterr().err
     torch.set_grad_enabled(True)
+
+
+def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems, tmp_path):
+    model = tiny[0]
+    base = analysis_run("skip_effects", model, tmp_path, part="layer", splits=2, seed=0).hash
+    others = [analysis_run("skip_effects", model, tmp_path, part="attn", splits=2, seed=0).hash,
+              analysis_run("skip_effects", model, tmp_path, part="layer", splits=3, seed=0).hash,
+              analysis_run("skip_effects", model, tmp_path, part="layer", splits=2, seed=1).hash,
+              analysis_run("skip_effects", truncate(model, 2, "stitch"), tmp_path, part="layer", splits=2,
+                           seed=0).hash]
+    assert base not in others and len(set(others)) == len(others)
+    # An edited problem with the same id is a new unit, not a stale record.
+    profiles(tiny[0], tiny[1], problems[:1], root=tmp_path, progress=False)
+    edited = dataclasses.replace(problems[0], solution=problems[0].solution + " so")
+    profiles(tiny[0], tiny[1], [edited], root=tmp_path, progress=False)
+    assert len(analysis_run("depth_profile", model, tmp_path)) == 2

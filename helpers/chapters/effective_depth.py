@@ -14,20 +14,21 @@ import numpy as np
 from helpers.attribution import integrated_gradients
 from helpers.data import Problem, interleaved, load_problems, per_level
 from helpers.depth import (
+    analysis_key,
+    analysis_run,
     combine,
     curves,
     depth_scores_by_level,
     effective_depths,
     profiles,
-    run_config,
     skip_effects_over,
 )
 from helpers.erasure import erasure_map, mean_residual
+from helpers.identity import sequence_key
 from helpers.models import ModelInfo, load_model
 from helpers.published import PUBLISHED_TABLE1
 from helpers.sequences import PROBES, analysis_sequence, probe_sequence
 from helpers.skip_effects import later_layer_profile
-from helpers.store import Run
 
 RULES = ("cosine", "kl", "overlap")
 ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
@@ -75,52 +76,47 @@ class ModelStudy:
         return self.info.n_layers
 
 
-def study(models: Sequence[str], sel: Selection, *, dataset: str, seed: int, reduction: str, kl_fraction: float,
+def study(models: Sequence[str], sel: Selection, *, seed: int, reduction: str, kl_fraction: float,
           overlap_threshold: float, skip_parts: Sequence[str], n_splits: int, depth_splits: int, ig_steps: int,
           ig_components: Sequence[str], probe_stride: int) -> dict[str, ModelStudy]:
     """Run (or read from the store) every analysis of the chapter for every model."""
     results = {}
     for name in models:
         model, tokenizer, info = load_model(name)
-        where = run_config(info.name, dataset, seed)
-        records = profiles(model, tokenizer, sel.problems, Run("depth_profile", where))
+        records = profiles(model, tokenizer, sel.problems)
         levels = sorted({p.level for p in sel.problems}, key=lambda v: (v is None, v))
         by_level = {lvl: effective_depths(curves([r for p, r in zip(sel.problems, records, strict=True)
                                                   if p.level == lvl], reduction), kl_fraction, overlap_threshold)
                     for lvl in levels}
-        future = {part: skip_effects_over(model, tokenizer, sel.skip,
-                                          Run("skip_effects", {**where, "part": part, "splits": n_splits}), part,
-                                          n_splits, seed=seed) for part in skip_parts}
-        current = skip_effects_over(model, tokenizer, sel.skip,
-                                    Run("skip_effects", {**where, "part": "layer", "splits": "current"}), "layer",
-                                    None, seed=seed)
-        depth = depth_scores_by_level(model, tokenizer, sel.depth, Run("depth_score", {**where, "splits": depth_splits}),
-                                      depth_splits, seed=seed)
+        future = {part: skip_effects_over(model, tokenizer, sel.skip, part, n_splits, seed=seed) for part in skip_parts}
+        current = skip_effects_over(model, tokenizer, sel.skip, "layer", None, seed=seed)
+        depth = depth_scores_by_level(model, tokenizer, sel.depth, depth_splits, seed=seed)
         result = ModelStudy(info, records, curves(records, reduction), curves(records, "max"),
                             effective_depths(curves(records, reduction), kl_fraction, overlap_threshold), by_level,
                             future, current, depth)
-        result.probes = _probes(model, tokenizer, info, sel.problems, where, ig_steps, ig_components, probe_stride)
+        result.probes = _probes(model, tokenizer, info, sel.problems, ig_steps, ig_components, probe_stride)
         results[name] = result
         del model
     return results
 
 
-def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], where: dict, ig_steps: int,
+def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_steps: int,
             ig_components: Sequence[str], probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = Run("erasure_ig", {**where, "baseline": [p.id for p in problems[:10]], "ig_steps": ig_steps})
+    run = analysis_run("erasure_ig", model, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
     rows = list(range(0, info.n_layers + 1, probe_stride))
     out = []
-    for k, (prompt, answer) in enumerate(PROBES):
+    for prompt, answer in PROBES:
         ids, start = probe_sequence(tokenizer, prompt, answer)
-        erasure = np.array(run.compute(f"erasure-{k}-{probe_stride}", lambda ids=ids, start=start: np.nan_to_num(
-            erasure_map(model, ids, baseline, start, boundaries=rows), nan=-1.0).tolist()))
+        erasure = np.array(run.compute(sequence_key(f"erasure-{probe_stride}", ids, start),
+                                       lambda ids=ids, start=start: np.nan_to_num(
+                                           erasure_map(model, ids, baseline, start, boundaries=rows), nan=-1.0).tolist()))
         erasure[erasure < 0] = np.nan  # boundaries not computed
         entry = {"tokens": [tokenizer.decode([t]) for t in ids], "start": start, "rows": rows, "erasure": erasure,
                  "title": f"{prompt}{answer}"}
         for comp in ig_components:
-            ig = np.array(run.compute(f"ig-{k}-{comp}-{probe_stride}", lambda ids=ids, start=start, comp=comp:
+            ig = np.array(run.compute(sequence_key(f"ig-{comp}-{probe_stride}", ids, start), lambda ids=ids, start=start, comp=comp:
                                       integrated_gradients(model, ids, start, comp, steps=ig_steps,
                                                            layers=[r for r in rows if r < info.n_layers]).tolist()))
             ig[[l for l in range(info.n_layers) if l not in rows]] = np.nan
