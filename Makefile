@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml Makefile
 setup: $(STAMP)
 
 book: $(STAMP)
+	$(PY) -m helpers install-models --profile $(PROFILE)
 	$(PY) -m helpers run --profile $(PROFILE)
 	@echo "Open _build/html/index.html"
 

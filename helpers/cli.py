@@ -5,6 +5,7 @@ truncate         greedy continuation of a truncated model
 effective-depth  the three effective depths of a model on a problem set, as JSON
 bench            benchmarks that print measured ratios as JSON
 glued-diff       compare the glued values of two builds
+install-models   install the wheels of a profile's embedded models
 notebook-code    lines of code, definitions and loops in the chapter notebooks
 """
 
@@ -95,6 +96,14 @@ def _glued_diff(args: argparse.Namespace) -> int:
     return 1 if any(moved.values()) else 0
 
 
+def _install_models(args: argparse.Namespace) -> int:
+    from helpers.run import install_models
+
+    installed = install_models(args.profile)
+    print(f"installed {' '.join(installed)}" if installed else f"the models of profile {args.profile!r} are installed")
+    return 0
+
+
 def _notebook_code(args: argparse.Namespace) -> int:
     from helpers.notebook_code import measure_all
 
@@ -152,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("after", help="the same, for the other build")
     p.add_argument("--rel", type=float, default=1e-9, help="relative tolerance for numbers (default 1e-9)")
     p.set_defaults(func=_glued_diff)
+
+    p = sub.add_parser("install-models", help="install the wheels of a profile's embedded models")
+    p.add_argument("--profile", default="default")
+    p.set_defaults(func=_install_models)
 
     p = sub.add_parser("notebook-code", help="lines of code, definitions and loops in the chapter notebooks")
     p.add_argument("folder", nargs="?", default="notebooks")

