@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RunError, ModelLoadError, DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("interrupted; finished records are kept in the results store and a re-run resumes", file=sys.stderr)
         return 130
