@@ -63,8 +63,13 @@ def _effective_depth(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from helpers.bench import bench_effective_depth, bench_sampling
+    from helpers.bench import bench_effective_depth, bench_sampling, bench_throughput
 
+    if args.what == "throughput":
+        sizes = tuple(int(b) for b in args.batch_sizes.split(","))
+        print(json.dumps(bench_throughput(args.model, sizes, args.max_new_tokens, args.shots,
+                                          with_generate=not args.no_generate), indent=2))
+        return 0
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
@@ -145,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth"])
+    p.add_argument("what", choices=["sampling", "effective-depth", "throughput"])
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--problems", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=48)
@@ -154,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=4.0)
     p.add_argument("--shots", type=int, default=2)
     p.add_argument("--profile", default="default", help="effective-depth: the profile to run chapter 01 under")
+    p.add_argument("--batch-sizes", default="1,8,32,64", help="throughput: comma-separated batch sizes")
+    p.add_argument("--no-generate", action="store_true", help="throughput: skip the transformers generate baseline")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")

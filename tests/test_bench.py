@@ -21,3 +21,13 @@ def test_descendants_and_peak_memory_of_a_child():
         child.kill()
         child.wait()
     assert _peak_rss_kib(child.pid) == 0  # gone
+
+
+def test_throughput_bench_decodes_the_same_work_as_generate(tiny_dir):
+    from helpers.bench import bench_throughput
+
+    report = bench_throughput(str(tiny_dir), batch_sizes=(1, 3), max_new_tokens=4, shots=0)
+    assert [row["batch"] for row in report["batches"]] == [1, 3]
+    for row in report["batches"]:
+        assert row["new_tokens"] == row["batch"] * 4
+        assert row["decode_tokens_per_second"] > 0 and row["generate_tokens_per_second"] > 0
