@@ -79,7 +79,6 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
     ),
 }
-EMBEDDED_INSTALL = KNOWN_MODELS["smollm2-135m"].install
 
 
 class ModelLoadError(RuntimeError):
