@@ -154,6 +154,10 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     torch.set_grad_enabled(False)
     model, tokenizer, info = load_model(model_name)
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
+    warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]
+    decode(model, warm, 2, stop_ids=[])  # first-call costs (thread pools, kernels) stay out of the timings
+    model.generate(input_ids=torch.tensor(warm), max_new_tokens=2, do_sample=False,
+                   pad_token_id=tokenizer.pad_token_id)
     rows = []
     for size in batch_sizes:
         prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in pool[:size]]
