@@ -43,26 +43,31 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     """KL(layer || final) and top-5 overlap per layer for each model, with the spread across problems.
 
     `curves[model]` holds 'kl' and 'overlap' arrays of shape [problems, layers]; the line is the mean over
-    problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark.
+    problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
+    different depths share one axis of relative depth l / L, as one would compare a 24- and a 30-block model.
     """
+    relative = len({np.asarray(c["kl"]).shape[1] for c in curves.values()}) > 1
     fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.4))
     for i, (name, c) in enumerate(curves.items()):
         colour = PALETTE[i % len(PALETTE)]
+        n_taps = np.asarray(c["kl"]).shape[1]
+        scale = 1 / n_taps if relative else 1
         for ax, key in ((ax_kl, "kl"), (ax_ov, "overlap")):
             values = np.asarray(c[key])
-            layers = np.arange(values.shape[1])
-            ax.plot(layers, values.mean(0), color=colour, lw=1.8, label=name)
+            layers = np.arange(values.shape[1]) * scale
+            ax.plot(layers, values.mean(0), color=colour, lw=1.8, label=f"{name} (L = {n_taps})" if relative else name)
             if values.shape[0] > 1:
                 lo, hi = np.percentile(values, [10, 90], axis=0)
                 ax.fill_between(layers, lo, hi, color=colour, alpha=0.18, lw=0)
         for label, layer in (marks or {}).get(name, {}).items():
             if layer is not None and layer >= 0:
                 ax = ax_kl if "KL" in label else ax_ov
-                ax.axvline(layer, color=colour, ls="--", lw=1)
-                ax.annotate(label, (layer, 0.95), xycoords=("data", "axes fraction"), rotation=90,
+                ax.axvline(layer * scale, color=colour, ls="--", lw=1)
+                ax.annotate(label, (layer * scale, 0.95), xycoords=("data", "axes fraction"), rotation=90,
                             ha="right", va="top", fontsize=8, color=colour)
-    ax_kl.set(xlabel="layer l (input of block l)", ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
-    ax_ov.set(xlabel="layer l (input of block l)", ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
+    xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
+    ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
+    ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
     ax_ov.axhline(0.3, color="grey", lw=0.8, ls=":")
     if len(curves) > 1:
         ax_kl.legend()
@@ -271,6 +276,27 @@ def accuracy_against_depth(sweep, critical: dict):
              label="FLOPs per token")
     axc.set(xlabel="depth (blocks run)", ylabel="% of the full model", title="What a depth keeps")
     axc.legend()
+    return finish(fig)
+
+
+def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], method: str = "stitch"):
+    """Each model's accuracy (95% band) against the number of blocks removed, with its critical depth marked."""
+    from helpers.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for i, (name, s) in enumerate(sweeps.items()):
+        n, d = len(s.full), sorted(s.accuracy[method], reverse=True)
+        removed = [s.n_layers - x for x in d]
+        acc = np.array([s.accuracy[method][x] for x in d])
+        lo, hi = np.array([wilson(a * n, n) for a in acc]).T
+        ax.plot(removed, 100 * acc, "o-", color=PALETTE[i], label=f"{name} ({s.n_layers} blocks)")
+        ax.fill_between(removed, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+        c = critical.get(name)
+        if c is not None:
+            ax.axvline(s.n_layers - c + 0.04 * i, color=PALETTE[i], ls="--", lw=1)
+    ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
+           title="How many blocks each model can lose (dashed: critical depth)")
+    ax.legend()
     return finish(fig)
 
 

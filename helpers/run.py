@@ -76,10 +76,10 @@ def load_profile(name: str) -> dict:
     if not path.is_file():
         raise RunError(f"Unknown profile {name!r}; available: {', '.join(available_profiles())}.")
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"description", "parameters", "notebooks", "timeout"}
+    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters"}
     if unknown:
         raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, "
-                       "parameters, notebooks, timeout.")
+                       "parameters, notebooks, timeout, chapters.")
     data.setdefault("parameters", {})
     data.setdefault("notebooks", {})
     return data
@@ -113,6 +113,13 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
     """The jobs of a run; every profile and -p key must be a parameter of the notebooks it goes to."""
     spec = load_profile(profile)
     stems = toc_chapters(root)
+    if spec.get("chapters"):  # a profile that covers only some chapters (e.g. a model too slow for the rest)
+        chosen = [s for s in stems if any(s == c or s.startswith(str(c)) for c in spec["chapters"])]
+        unmatched = [c for c in spec["chapters"] if not any(s == c or s.startswith(str(c)) for s in stems)]
+        if unmatched:
+            raise RunError(f"Profile {profile!r} lists chapters {unmatched}, which are not in _toc.yml "
+                           f"({', '.join(stems)}).")
+        stems = chosen
     if only:
         match = [s for s in stems if s == only or s.startswith(only)]
         if len(match) != 1:
@@ -126,7 +133,7 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
             raise RunError(f"Profile {profile!r} has a section for {stem!r}, which is not a chapter in _toc.yml.")
     jobs = []
     shared, overrides = dict(spec["parameters"]), dict(overrides or {})
-    every = known if not only else {stem: notebook_parameters(stem) for stem in toc_chapters(root)}
+    every = known if not (only or spec.get("chapters")) else {stem: notebook_parameters(stem) for stem in toc_chapters(root)}
     for source, keys, pool in (("profile " + repr(profile), shared, every), ("-p", overrides, known)):
         for key in keys:
             if not any(key in params for params in pool.values()):
@@ -313,6 +320,10 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     if not build:
         return None
     missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]
+    if missing and load_profile(profile).get("chapters"):
+        print(f"[run] profile {profile!r} covers {', '.join(j.stem for j in jobs)} only; the executed notebooks are "
+              f"in {out_root / CHAPTERS}. Chapters {missing} do not exist there, so no book was built.")
+        return None
     if missing:
         raise RunError(f"Cannot build the book: chapters {missing} have not been executed yet. Run the whole "
                        f"profile once (python -m helpers run --profile {profile}) before using --only.")

@@ -166,22 +166,31 @@ def pass_at_k(records: Sequence[Sequence[dict]], k: int) -> float:
     return sum(scores) / len(scores) if scores else 0.0
 
 
+def per_problem(records: Sequence[Sequence[dict]], rule: str = "mean") -> list[float]:
+    """Each problem's score under `rule`: 'mean' (share of correct samples), 'best_of_n' or 'majority'."""
+    if rule == "mean":
+        return [sum(r["correct"] for r in p) / len(p) if p else 0.0 for p in records]
+    if rule == "best_of_n":  # the sample the model itself finds most likely (largest Σ log p)
+        return [float(max(p, key=lambda r: r["sum_logp"])["correct"]) if p else 0.0 for p in records]
+    if rule == "majority":  # the most frequent extracted answer (ties: the first sample's answer wins)
+        scores = []
+        for p in records:
+            answers = [r["predicted"] for r in p if r["predicted"] is not None]
+            top = Counter(answers).most_common(1)[0][0] if answers else None
+            scores.append(float(next(r["correct"] for r in p if r["predicted"] == top)) if answers else 0.0)
+        return scores
+    raise ValueError(f"Unknown rule {rule!r}; use 'mean', 'best_of_n' or 'majority'.")
+
+
 def best_of_n(records: Sequence[Sequence[dict]]) -> float:
     """Accuracy when each problem keeps the sample the model itself finds most likely (largest Σ log p)."""
-    picks = [max(per_problem, key=lambda r: r["sum_logp"])["correct"] for per_problem in records]
+    picks = per_problem(records, "best_of_n")
     return sum(picks) / len(picks) if picks else 0.0
 
 
 def majority_vote(records: Sequence[Sequence[dict]]) -> float:
     """Accuracy of the most frequent extracted answer per problem (ties: the first sample's answer wins)."""
-    wins = []
-    for per_problem in records:
-        answers = [r["predicted"] for r in per_problem if r["predicted"] is not None]
-        if not answers:
-            wins.append(False)
-            continue
-        top = Counter(answers).most_common(1)[0][0]
-        wins.append(next(r["correct"] for r in per_problem if r["predicted"] == top))
+    wins = per_problem(records, "majority")
     return sum(wins) / len(wins) if wins else 0.0
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -22,3 +26,53 @@ def percent_with_interval(accuracy: float, n: int) -> str:
     """'38% [22–55]': an accuracy over n problems with its 95% Wilson interval, in percent."""
     lo, hi = wilson(accuracy * n, n)
     return f"{100 * accuracy:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}]"
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Method a minus method b on the same problems: mean, 95% bootstrap interval and a sign test."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    better: int  # problems where a scored higher
+    worse: int  # problems where b scored higher
+    p_value: float  # exact two-sided sign test over the problems where they differ
+
+    @property
+    def clear(self) -> bool:
+        """Whether the 95% interval excludes zero: a difference larger than its noise."""
+        return self.low > 0 or self.high < 0
+
+    def describe(self) -> str:
+        """'+12 points [−3, +25]; better on 5, worse on 2 problems; sign test p = 0.45'."""
+        return (f"{100 * self.mean:+.0f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}]; better on "
+                f"{self.better}, worse on {self.worse} of {self.n} problems; sign test p = {self.p_value:.2g}")
+
+
+def sign_test(better: int, worse: int) -> float:
+    """Two-sided exact sign test: the probability of a split at least this uneven if either side were as likely."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(better, worse) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, n_boot: int = 10_000, seed: int = 0,
+                      level: float = 0.95) -> PairedDifference:
+    """Compare two methods scored per problem (0/1, or a mean over samples) on the same problems.
+
+    The interval resamples problems with replacement (a paired bootstrap), so it needs no normal approximation
+    on tens of problems; the sign test counts only the problems where the two methods differ.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) == 0:
+        raise ValueError(f"paired_difference needs two equally long, non-empty score lists; got {x.shape} and {y.shape}.")
+    d = x - y
+    rng = np.random.default_rng(seed)
+    boot = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    better, worse = int((d > 0).sum()), int((d < 0).sum())
+    return PairedDifference(float(d.mean()), float(low), float(high), len(d), better, worse, sign_test(better, worse))

@@ -42,7 +42,13 @@ def test_sweep_depths_start_at_the_earliest_cut_and_always_include_the_full_dept
     assert stitch.sweep_depths([5, 3], 10, None, 3) == [3, 6, 9, 10]
     assert stitch.sweep_depths([], 4, None, 1) == [2, 3, 4]
     assert stitch.sweep_depths([1], 4, None, 1) == [2, 3, 4]  # stitching needs two blocks
-    assert stitch.sweep_depths([3], 10, [8, 4, 8], 1) == [4, 8]
+    assert stitch.sweep_depths([3], 10, [8, 4, 8], 1) == [4, 8, 10]  # the full depth is the reference
+    assert stitch.sweep_depths([3], 10, None, 1, span=3) == [7, 8, 9, 10]
+    assert stitch.sweep_depths([3], 4, None, 1, span=5) == [2, 3, 4]
+    with pytest.raises(ValueError, match=r"outside 2\.\.10"):
+        stitch.sweep_depths([3], 10, [12], 1)
+    with pytest.raises(ValueError, match="span"):
+        stitch.sweep_depths([3], 10, None, 1, span=0)
 
 
 def test_critical_depth_sentence_states_where_accuracy_holds():
@@ -61,6 +67,22 @@ def test_critical_depth_sentence_states_where_accuracy_holds():
     assert nothing["critical_depth_stitch"] == "undefined"
 
 
+def test_two_models_side_by_side():
+    a = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})
+    b = _sweep({3: 0.0, 5: 0.1, 6: 0.4}, {3: 0.0, 5: 0.0, 6: 0.4})
+    b.model = "brittle"
+    values = stitch.models_values({"toy": a, "brittle": b}, 0.5)
+    assert values["critical_by_model"] == {"toy": 5, "brittle": 6}
+    table = values["models_table"].splitlines()
+    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 |"
+    assert "toy can lose 1 of its 6 blocks" in values["models_sentence"]
+    assert "brittle cannot lose a single block of its 6" in values["models_sentence"]
+    plt = pytest.importorskip("matplotlib.pyplot")
+    from helpers import plots
+    plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
+    assert plt.get_fignums() == []  # finished figures are closed, so they show once
+
+
 def test_agreement_values_and_examples_table():
     s = _sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5})
     values = stitch.agreement_values(s)
@@ -72,21 +94,41 @@ def test_agreement_values_and_examples_table():
     assert "∣" in table[2] and "⏎" in table[2]  # pipes and newlines cannot break the table
 
 
-def _row(depth: int, greedy: float, power: float) -> power_sampling.DepthRow:
-    acc = {"greedy": greedy, "low": 0.2, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power}
-    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, depth / 6)
+def _scores(accuracy: float, n: int = 20, offset: int = 0) -> list[float]:
+    """n per-problem 0/1 scores with the given accuracy, the solved ones starting at `offset`."""
+    k = round(accuracy * n)
+    return [1.0 if (i - offset) % n < k else 0.0 for i in range(n)]
+
+
+def _row(depth: int, greedy: float, power: float, low: float = 0.2) -> power_sampling.DepthRow:
+    acc = {"greedy": greedy, "low": low, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power}
+    scores = {key: _scores(a) for key, a in acc.items()}
+    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, depth / 6, scores=scores)
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     rows = [_row(6, 0.5, 0.55), _row(5, 0.1, 0.3), _row(4, 0.0, 0.5)]
     values = power_sampling.verdict(rows)
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
-    assert "stitched 4-block model scored 50%; it **matched**" in values["verdict"]
+    assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
+    assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert "3.5 times the tokens" in values["verdict"]
-    assert "did not reach" in power_sampling.verdict(rows[:2])["verdict"]
+    assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
     assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling.results_table(rows).splitlines()
     assert len(table) == 5 and "50% [30–70]" in table[2] and table[1].count("|---") == 10
+
+
+def test_paired_comparisons_name_what_the_prose_compares():
+    rows = [_row(6, 0.5, 0.55), _row(4, 0.0, 1.0, low=0.0)]
+    tests = dict(power_sampling.comparisons(rows))
+    big = tests["power at 4 − greedy at 6 (full)"]
+    assert big.mean == pytest.approx(0.5) and big.worse == 0 and big.clear
+    assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
+    assert "both at 6" in " ".join(tests)
+    assert "larger than its 95% interval" in power_sampling.verdict(rows)["verdict"]
+    table = power_sampling.comparisons_table(list(tests.items())).splitlines()
+    assert len(table) == 2 + len(tests) and "| yes |" in table[2]
 
 
 def test_lens_result_values_and_tables():
@@ -97,11 +139,19 @@ def test_lens_result_values_and_tables():
     study = logit_lens.LensStudy(curves={"m": curves}, gold_curves={}, summary=[{
         "model": "m", "layers": 4, "width": 8, "ed_kl": ed_kl, "ed_overlap": ed_ov, "ratio_kl": 0.75,
         "ratio_overlap": 0.75, "accuracy": 0.5, "kl_max": 3.0, "kl_max_layer": 0, "kl_last_tap": 0.1,
-        "overlap_last_tap": 0.85, "cuts": cuts, "solution_tokens": 12.0, "tied": True}])
+        "overlap_last_tap": 0.85, "cuts": cuts, "solution_tokens": 12.0, "tied": True,
+        "by_level": logit_lens.by_level([Problem("a", "q", "1", level=1), Problem("b", "q", "2", level=3),
+                                         Problem("c", "q", "3", level=1)],
+                                        [{"correct": True}, {"correct": False}, {"correct": False}]),
+        "cut_off": 1, "n_problems": 3}])
     values = logit_lens.result_values(study, 2)
     assert values["cuts"] == "2" and values["blocks_after_cut"] == 2 and values["greedy_accuracy"] == 50
     assert "ties its input and output embeddings" in values["peak_sentence"]
     assert logit_lens.summary_table(study).splitlines()[2] == "| m | 4 | 8 | 2 (0.75) | 2 (0.75) | 2 | 50% |"
+    assert study.summary[0]["by_level"] == {1: (1, 2), 3: (0, 1)}
+    levels = logit_lens.level_table(study).splitlines()
+    assert levels[0] == "| model | level 1 | level 3 | cut off at the token limit |"
+    assert levels[2] == "| m | 50% [9–91] | 0% [0–79] | 1 of 3 |"
     assert logit_lens.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
                                                                 "generated text was read.")
     assert "earlier in relative depth than" in logit_lens.report_comparison(study)

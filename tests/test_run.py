@@ -46,6 +46,25 @@ def test_profiles_only_use_known_keys(profile):
     assert all(j.parameters.get("profile") == profile for j in jobs)
 
 
+def test_a_profile_can_cover_some_chapters_only(tmp_path, monkeypatch):
+    jobs = plan("qwen-1.5b")
+    assert [j.stem for j in jobs] == ["01_effective_depth", "02_logit_lens"]
+    assert all(j.parameters["models"] == ["qwen2.5-coder-1.5b"] for j in jobs)
+    import helpers.run as run
+
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"chapters": ["09_missing"]}))
+    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    with pytest.raises(RunError, match="09_missing"):
+        plan("bad")
+
+
+def test_default_profile_runs_the_qwen_model_with_smollm2_as_the_contrast():
+    jobs = {j.stem: j.parameters for j in plan("default")}
+    assert jobs["04_power_sampling"]["models"] == ["qwen2.5-coder-0.5b"]
+    assert jobs["03_stitch_and_preserve"]["models"] == ["qwen2.5-coder-0.5b", "smollm2-135m"]
+    assert jobs["04_power_sampling"]["alpha"] == 2.0
+
+
 def test_unknown_override_is_rejected_with_its_name():
     with pytest.raises(RunError, match="no_such_key"):
         plan("smoke", {"no_such_key": 1})

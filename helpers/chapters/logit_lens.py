@@ -22,6 +22,7 @@ from helpers.lens import (
 from helpers.models import load_model, stop_token_ids
 from helpers.sampling import accuracy, solve
 from helpers.sequences import solution_sequence
+from helpers.stats import percent_with_interval
 
 
 @dataclass
@@ -83,6 +84,8 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
             "accuracy": accuracy(solved.records), "kl_max": float(kl.max()), "kl_max_layer": int(kl.argmax()),
             "kl_last_tap": float(kl[-1]), "overlap_last_tap": float(ov[-1]), "cuts": cuts,
             "solution_tokens": float(np.mean([r["n_tokens"] for r in solved.records])),
+            "by_level": by_level(problems, solved.records),
+            "cut_off": sum(not r["stopped"] for r in solved.records), "n_problems": len(solved.records),
             "tied": bool(getattr(model.config, "tie_word_embeddings", False))})
         if study.explorer is None:  # the first problem the model got right, else the first problem
             pick = next((i for i, r in enumerate(solved.records) if r["correct"]), 0)
@@ -112,6 +115,28 @@ def result_values(study: LensStudy, n_problems: int) -> dict:
             "ratio_kl": first["ratio_kl"], "ratio_overlap": first["ratio_overlap"], "peak_sentence": peak,
             "cuts": ", ".join(str(c) for c in first["cuts"]) or "none",
             "blocks_after_cut": first["layers"] - min(first["cuts"], default=first["layers"])}
+
+
+def by_level(problems: Sequence[Problem], records: Sequence[dict]) -> dict[int, tuple[int, int]]:
+    """(correct, total) greedy solutions per difficulty level, in level order (problems without a level: 0)."""
+    out: dict[int, list[int]] = {}
+    for p, r in zip(problems, records, strict=True):
+        tally = out.setdefault(p.level or 0, [0, 0])
+        tally[0] += bool(r["correct"])
+        tally[1] += 1
+    return {level: (c, n) for level, (c, n) in sorted(out.items())}
+
+
+def level_table(study: LensStudy) -> str:
+    """Greedy accuracy per level and model with 95% intervals, and how many solutions hit the token limit."""
+    levels = sorted({lv for s in study.summary for lv in s["by_level"]})
+    head = "| model | " + " | ".join(f"level {lv}" for lv in levels) + " | cut off at the token limit |"
+    rows = [head, "|---" * (len(levels) + 2) + "|"]
+    for s in study.summary:
+        cells = [percent_with_interval(c / n, n) if (c, n) != (0, 0) else "–"
+                 for c, n in (s["by_level"].get(lv, (0, 0)) for lv in levels)]
+        rows.append(f"| {s['model']} | " + " | ".join(cells) + f" | {s['cut_off']} of {s['n_problems']} |")
+    return "\n".join(rows)
 
 
 def summary_table(study: LensStudy) -> str:

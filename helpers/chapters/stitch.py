@@ -11,6 +11,7 @@ from helpers.cost import ModelCost, model_cost
 from helpers.data import Problem
 from helpers.models import load_model
 from helpers.sampling import accuracy, solve
+from helpers.stats import percent_with_interval
 from helpers.truncation import agreement_over, critical_depth, truncate
 
 
@@ -29,25 +30,38 @@ class Sweep:
     costs: dict[int, ModelCost]
 
 
-def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | None, step: int) -> list[int]:
-    """The depths to test: `depths` as given, else from the earliest cut point (at least 2) to L by `step`, L included."""
+def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | None, step: int,
+                 span: int | None = None) -> list[int]:
+    """The depths to test: `depths` as given; else the last `span` depths below L; else from the earliest cut
+    point (at least 2) to L by `step`. The full depth L is always included."""
     if depths:
-        return sorted(set(depths))
+        outside = sorted(d for d in set(depths) if not 2 <= d <= n_layers)
+        if outside:
+            raise ValueError(f"depths {outside} are outside 2..{n_layers}, the depths this {n_layers}-block model can "
+                             "run; with several models use span= instead of absolute depths.")
+        return sorted(set(depths) | {n_layers})
+    if span is not None:
+        if span < 1:
+            raise ValueError(f"span must be at least 1 (depths below the full one to sweep), got {span}.")
+        return list(range(max(n_layers - span, 2), n_layers + 1))
     start = max(min(cuts) if cuts else 2, 2)
     return sorted({*range(start, n_layers, step), n_layers})
 
 
 def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequence[str], depths: Sequence[int] | None,
           depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
-          shots: int, batch_size: int) -> dict[str, Sweep]:
-    """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method."""
+          shots: int, batch_size: int, span: int | None = None) -> dict[str, Sweep]:
+    """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method.
+
+    `depths` (absolute, shared by every model) wins over `span` (the last `span` depths below each model's L),
+    which wins over the cut-point range with `depth_step`."""
     sweeps = {}
     for name in models:
         model, tokenizer, info = load_model(name)
         solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size)
         _, _, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
-        chosen = sweep_depths(cuts, info.n_layers, depths, depth_step)
+        chosen = sweep_depths(cuts, info.n_layers, depths, depth_step, span)
         acc: dict[str, dict[int, float]] = {m: {} for m in methods}
         agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
         outputs: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
@@ -132,3 +146,43 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
     elif bd is not None:
         sentence += " No stitched model below full depth solves a single problem."
     return sentence
+
+
+def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
+    """One row per model: full accuracy, stitched and naive critical depths, and the blocks each lets go."""
+    rows = ["| model | blocks | full model | critical depth (stitch) | blocks removable (stitch) | critical depth (naive) |"
+            " best truncated (stitch) |", "|---" * 7 + "|"]
+    for s in sweeps.values():
+        n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
+        crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy}
+        cs, cn = crit.get("stitch"), crit.get("naive")
+        truncated = {d: a for d, a in s.accuracy.get("stitch", {}).items() if d < s.n_layers}
+        bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
+        best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
+        rows.append(f"| {s.model} | {s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
+                    f"{cs if cs is not None else 'undefined'} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{cn if cn is not None else 'undefined'} | {best} |")
+    return "\n".join(rows)
+
+
+def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
+    """How many blocks each model can lose with stitch-and-preserve before it falls below the collapse line."""
+    parts = []
+    for s in sweeps.values():
+        cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+        if cs is None:
+            parts.append(f"{s.model} solves none of the problems at full depth, so it has no critical depth")
+        elif cs == s.n_layers:
+            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}")
+        else:
+            parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks "
+                         f"({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs})")
+    return ("Keeping at least " + f"{100 * collapse_fraction:.0f}% of its own full-depth accuracy, " + "; ".join(parts) + ".")
+
+
+def models_values(sweeps: dict[str, Sweep], collapse_fraction: float) -> dict:
+    """The two-model comparison of the chapter: critical depth per model, a table and a sentence."""
+    critical = {name: critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+                for name, s in sweeps.items() if "stitch" in s.accuracy}
+    return {"critical_by_model": critical, "models_table": models_table(sweeps, collapse_fraction),
+            "models_sentence": models_sentence(sweeps, collapse_fraction)}

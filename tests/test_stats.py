@@ -1,0 +1,47 @@
+"""Paired comparisons of two methods on the same problems."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from helpers.stats import paired_difference, sign_test
+
+
+def test_sign_test_matches_the_binomial_tails():
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(5, 5) == 1.0
+    assert sign_test(6, 0) == pytest.approx(2 / 64)  # all six one way: 2 · 0.5^6
+    assert sign_test(1, 7) == pytest.approx(2 * (1 + 8) / 256)
+    assert sign_test(9, 1) == sign_test(1, 9)
+
+
+def test_identical_methods_differ_by_nothing():
+    a = [1, 0, 1, 1, 0, 0.5]
+    d = paired_difference(a, a)
+    assert (d.mean, d.low, d.high, d.better, d.worse, d.p_value) == (0, 0, 0, 0, 0, 1.0)
+    assert not d.clear
+
+
+def test_a_consistent_gain_is_clear_and_a_noisy_one_is_not():
+    clear = paired_difference([1] * 12 + [0] * 4, [0] * 12 + [0] * 4)
+    assert clear.mean == pytest.approx(0.75) and clear.low > 0.4 and clear.clear
+    assert clear.better == 12 and clear.worse == 0 and clear.p_value < 0.001
+    noisy = paired_difference([1, 0, 1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1, 1, 0])
+    assert noisy.mean == 0 and noisy.low < 0 < noisy.high and not noisy.clear
+    assert "better on 3, worse on 3 of 8" in noisy.describe()
+
+
+def test_the_pairing_matters():
+    """The same two accuracies, paired differently: pairing removes the problems' own difficulty."""
+    easy_hard = [1] * 8 + [0] * 8
+    paired = paired_difference([1] * 9 + [0] * 7, easy_hard)  # one extra problem solved, nothing lost
+    assert paired.worse == 0 and paired.better == 1 and math.isclose(paired.mean, 1 / 16)
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="equally long"):
+        paired_difference([1, 0], [1])
+    with pytest.raises(ValueError, match="non-empty"):
+        paired_difference([], [])
