@@ -10,11 +10,13 @@ import torch
 
 
 def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new_tokens: int = 48,
-                   block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0, shots: int = 2, seed: int = 0) -> dict:
+                   block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0, shots: int = 2, seed: int = 0,
+                   levels: tuple[int, ...] = (1, 2, 3, 4), baseline: bool = True) -> dict:
     """Power sampling (lockstep batch, cached prefixes) against plain batched sampling and the reference's pattern.
 
-    Targets (issue 4): decode throughput of power sampling >= 0.85 of plain batched sampling; wall time at least
-    4x below a batch-1 run that re-encodes the prefix for every proposal, as the published code does.
+    Targets: decode throughput of power sampling >= 0.9 of plain batched sampling (issue 10); wall time at least
+    4x below a batch-1 run that re-encodes the prefix for every proposal, as the published code does (issue 4).
+    `baseline=False` skips that batch-1 run, which takes many minutes on a 0.5B model on 2 cores.
     """
     from helpers.data import arithmetic_problems, build_prompt
     from helpers.decoding import decode, total
@@ -23,10 +25,11 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
 
     model, tokenizer, info = load_model(model_name)
     stops = stop_token_ids(model, tokenizer)
-    chosen = arithmetic_problems(max(1, problems // 4 + 1), levels=[1, 2, 3, 4], seed=seed)[:problems]
+    chosen = arithmetic_problems(max(1, problems // len(levels) + 1), levels=levels, seed=seed)[:problems]
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in chosen]
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps, max_new_tokens=max_new_tokens)
     seeds = [seed * 1000 + i for i in range(len(prompts))]
+    decode(model, prompts[:2], 4, stops, temperature=1 / alpha, seeds=seeds[:2])  # warm-up, untimed
 
     start = time.perf_counter()
     plain = decode(model, prompts, max_new_tokens, stops, temperature=1 / alpha, seeds=seeds)
@@ -36,32 +39,36 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     power = run_chains(CachedEngine(model), prompts, stops, cfg, seeds)
     power_seconds = time.perf_counter() - start
 
-    start = time.perf_counter()
-    baseline = [run_chains(PrefillEngine(model), [p], stops, cfg, [s])[0] for p, s in zip(prompts, seeds, strict=True)]
-    baseline_seconds = time.perf_counter() - start
-
-    same = sum(a.tokens == b.tokens for a, b in zip(power, baseline, strict=True))
     power_tokens = sum(r.decoded_tokens for r in power)
     plain_rate = total(plain, "decoded_tokens") / plain_seconds
     power_rate = power_tokens / power_seconds
-    return {
+    result = {
         "model": info.name, "problems": len(prompts), "settings": {"alpha": alpha, "block_size": block_size,
-        "mcmc_steps": mcmc_steps, "max_new_tokens": max_new_tokens, "shots": shots},
+        "mcmc_steps": mcmc_steps, "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels)},
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
         "plain_sampling": {"tokens": total(plain, "decoded_tokens"), "seconds": round(plain_seconds, 2),
                            "tokens_per_second": round(plain_rate, 2)},
         "power_sampling": {"decoded_tokens": power_tokens, "seconds": round(power_seconds, 2),
                            "tokens_per_second": round(power_rate, 2),
                            "mean_acceptance": round(sum(sum(r.acceptance) / max(1, len(r.acceptance)) for r in power) / len(power), 3)},
-        "reference_pattern_batch1": {"decoded_tokens": sum(r.decoded_tokens for r in baseline),
-                                     "prefill_tokens": sum(r.prefill_tokens for r in baseline),
-                                     "seconds": round(baseline_seconds, 2)},
-        "chains_identical_to_baseline": f"{same}/{len(prompts)}",
         "throughput_ratio_vs_plain": round(power_rate / plain_rate, 3),
-        "throughput_target": 0.85,
-        "speedup_vs_reference_pattern": round(baseline_seconds / power_seconds, 2),
-        "speedup_target": 4.0,
+        "throughput_target": 0.9,
     }
+    if not baseline:
+        return result
+    start = time.perf_counter()
+    slow = [run_chains(PrefillEngine(model), [p], stops, cfg, [s])[0] for p, s in zip(prompts, seeds, strict=True)]
+    slow_seconds = time.perf_counter() - start
+    same = sum(a.tokens == b.tokens for a, b in zip(power, slow, strict=True))
+    result.update({
+        "reference_pattern_batch1": {"decoded_tokens": sum(r.decoded_tokens for r in slow),
+                                     "prefill_tokens": sum(r.prefill_tokens for r in slow),
+                                     "seconds": round(slow_seconds, 2)},
+        "chains_identical_to_baseline": f"{same}/{len(prompts)}",
+        "speedup_vs_reference_pattern": round(slow_seconds / power_seconds, 2),
+        "speedup_target": 4.0,
+    })
+    return result
 
 
 def _descendants(root: int) -> list[int]:

@@ -73,8 +73,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
+    levels = tuple(int(x) for x in args.levels.split(","))
     print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
-                                    args.alpha, args.shots), indent=2))
+                                    args.alpha, args.shots, levels=levels, baseline=not args.no_baseline), indent=2))
     return 0
 
 
@@ -161,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="default", help="effective-depth: the profile to run chapter 01 under")
     p.add_argument("--batch-sizes", default="1,8,32,64", help="throughput: comma-separated batch sizes")
     p.add_argument("--no-generate", action="store_true", help="throughput: skip the transformers generate baseline")
+    p.add_argument("--levels", default="1,2,3,4", help="sampling: comma-separated arithmetic levels of the problems")
+    p.add_argument("--no-baseline", action="store_true", help="sampling: skip the slow batch-1 reference pattern")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping, Sequence
 
@@ -76,9 +77,20 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     return finish(fig)
 
 
+@functools.cache
+def _font_charmap() -> frozenset[int]:
+    """Code points the figures' font can draw (Qwen's intermediate layers predict Chinese tokens, say)."""
+    from matplotlib import font_manager, ft2font
+
+    path = font_manager.findfont(font_manager.FontProperties(family=plt.rcParams["font.family"]))
+    return frozenset(ft2font.FT2Font(path).get_charmap())
+
+
 def token_label(token: str, width: int = 7) -> str:
-    """A token made visible: spaces as '·', newlines as '⏎', empty as '∅'."""
-    return (token.replace(" ", "·").replace("\n", "⏎") or "∅")[:width]
+    """A token made visible: spaces as '·', newlines as '⏎', empty as '∅', characters the font lacks as '□'."""
+    drawable = _font_charmap()
+    text = "".join(ch if ord(ch) in drawable or ch in " \n" else "□" for ch in token)
+    return (text.replace(" ", "·").replace("\n", "⏎") or "∅")[:width]
 
 
 def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray,
