@@ -194,6 +194,24 @@ def majority_vote(records: Sequence[Sequence[dict]]) -> float:
     return sum(wins) / len(wins) if wins else 0.0
 
 
+OUTCOMES = ("correct", "wrong answer", "no answer", "cut off")
+
+
+def outcome(record: dict) -> str:
+    """How a sample ended: correct, a wrong answer, stopped without an answer, or cut off at the token limit."""
+    if record["correct"]:
+        return "correct"
+    if not record["stopped"]:
+        return "cut off"
+    return "no answer" if record["predicted"] is None else "wrong answer"
+
+
+def outcome_shares(records: Sequence[Sequence[dict]]) -> dict[str, float]:
+    """The share of samples (over problems and seeds) that ended each way in `OUTCOMES`."""
+    flat = [outcome(r) for per_problem in records for r in per_problem]
+    return {name: (flat.count(name) / len(flat) if flat else 0.0) for name in OUTCOMES}
+
+
 def tokens_per_problem(records: Sequence[Sequence[dict]]) -> float:
     """Decoded tokens per problem and sample, rejected proposals included."""
     flat = [r["decoded_tokens"] for per_problem in records for r in per_problem]

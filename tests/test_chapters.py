@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -13,6 +14,7 @@ from helpers.chapters import logit_lens, power_sampling, stitch
 from helpers.cost import ModelCost
 from helpers.data import Problem
 from helpers.identity import problem_key
+from helpers.sampling import outcome_shares
 from helpers.stats import percent_with_interval, wilson
 
 
@@ -126,9 +128,22 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert big.mean == pytest.approx(0.5) and big.worse == 0 and big.clear
     assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
     assert "both at 6" in " ".join(tests)
-    assert "larger than its 95% interval" in power_sampling.verdict(rows)["verdict"]
+    assert "larger than its noise" in power_sampling.verdict(rows)["verdict"]
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
+
+
+def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
+    """One problem better, seven worse, by half a point each: the bootstrap interval excludes zero on 20
+    problems, but flipping signs at random reaches that total 7% of the time; the prose must not claim it."""
+    full, cut = _row(6, 0.5, 0.5), _row(5, 0.1, 0.3)
+    power = [0.5] * 20
+    greedy = [1.0] * 7 + [0.0] + [0.5] * 12
+    cut = dataclasses.replace(cut, scores={**cut.scores, "power": power})
+    full = dataclasses.replace(full, scores={**full.scores, "greedy": greedy})
+    d = dict(power_sampling.comparisons([full, cut]))["power at 5 − greedy at 6 (full)"]
+    assert d.high < 0 and d.p_value > 0.05 and d.borderline and not d.clear
+    assert "borderline" in power_sampling.verdict([full, cut])["verdict"]
 
 
 def test_lens_result_values_and_tables():
@@ -179,3 +194,23 @@ def test_problem_key_follows_the_content():
     p = Problem(id="L1-0", question="What is 1 + 1?", answer="2")
     assert problem_key(p) == problem_key(Problem(id="L1-0", question="What is 1 + 1?", answer="2", level=3))
     assert problem_key(p) != problem_key(Problem(id="L1-0", question="What is 1 + 2?", answer="3"))
+
+
+def test_outcomes_say_how_samples_end_and_where_failures_grow():
+    def rec(correct, stopped, predicted):
+        return {"correct": correct, "stopped": stopped, "predicted": predicted}
+
+    full = [[rec(True, True, "4"), rec(False, True, "5")], [rec(True, True, "2"), rec(True, True, "2")]]
+    cut = [[rec(False, False, None), rec(False, True, None)], [rec(False, True, "3"), rec(True, False, "2")]]
+    assert outcome_shares(full) == {"correct": 0.75, "wrong answer": 0.25, "no answer": 0.0, "cut off": 0.0}
+    # a correct answer counts as correct even when the sample ran to the limit
+    assert outcome_shares(cut) == {"correct": 0.25, "wrong answer": 0.25, "no answer": 0.25, "cut off": 0.25}
+    rows = [_row(6, 0.5, 0.75), _row(4, 0.0, 0.25)]
+    rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full)}
+    rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}
+    table = power_sampling.outcomes_table(rows).splitlines()
+    assert len(table) == 6 and table[4] == "| 4/6 | greedy | 25% | 25% | 25% | 25% |"
+    sentence = power_sampling.failure_sentence(rows)
+    assert "At 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
+    assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
+    assert "no truncated depth" in power_sampling.failure_sentence(rows[:1]).lower()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from helpers.stats import paired_difference, sign_test
+from helpers.stats import paired_difference, sign_flip_test, sign_test
 
 
 def test_sign_test_matches_the_binomial_tails():
@@ -15,6 +15,16 @@ def test_sign_test_matches_the_binomial_tails():
     assert sign_test(6, 0) == pytest.approx(2 / 64)  # all six one way: 2 · 0.5^6
     assert sign_test(1, 7) == pytest.approx(2 * (1 + 8) / 256)
     assert sign_test(9, 1) == sign_test(1, 9)
+
+
+def test_sign_flip_test_is_exact_on_small_samples():
+    assert sign_flip_test([0, 0]) == 1.0
+    assert sign_flip_test([1] * 6) == pytest.approx(2 / 64)  # all six one way, same magnitude: the sign test
+    assert sign_flip_test([1, -1]) == 1.0
+    # magnitudes count: one large loss against three small gains is no evidence of a gain
+    assert sign_flip_test([0.5, 0.5, 0.5, -1.5]) == 1.0
+    assert sign_flip_test([1.0, 1.0, 1.0, -0.5]) == pytest.approx(4 / 16)  # flips with |sum| >= 2.5: +++-,+++ +
+    assert sign_flip_test([1] * 30) < 1e-4  # Monte Carlo beyond 16 non-zero differences
 
 
 def test_identical_methods_differ_by_nothing():

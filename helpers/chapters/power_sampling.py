@@ -12,9 +12,11 @@ from helpers.data import Problem
 from helpers.models import load_model
 from helpers.power import PowerConfig, ReencodeEngine, run_chains
 from helpers.sampling import (
+    OUTCOMES,
     best_of_n,
     majority_vote,
     mean_accuracy,
+    outcome_shares,
     pass_at_k,
     per_problem,
     sample,
@@ -83,6 +85,7 @@ class DepthRow:
     pass_at_k: dict[str, list[float]] = field(default_factory=dict)  # temperature, power -> pass@1..n
     scores: dict[str, list[float]] = field(default_factory=dict)  # method -> per-problem score, problem order
     n_seeds: int = 1
+    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power -> share per outcome
 
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
@@ -123,7 +126,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                 scores={"greedy": per_problem(greedy), "low": per_problem(low), "temperature": per_problem(warm),
                         "best_of_n": per_problem(warm, "best_of_n"), "majority": per_problem(warm, "majority"),
                         "power": per_problem(chains)},
-                n_seeds=n_seeds))
+                n_seeds=n_seeds,
+                outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains)}))
         del model
     return rows
 
@@ -137,6 +141,35 @@ def results_table(rows: Sequence[DepthRow]) -> str:
         lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} → {r.tokens_power:.0f} |")
     return "\n".join(lines)
+
+
+def outcomes_table(rows: Sequence[DepthRow]) -> str:
+    """How greedy and power-sampled answers end at each depth of the first model: where the failures are."""
+    mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
+    lines = ["| depth | method | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
+    for r in mine:
+        for method in ("greedy", "power"):
+            shares = r.outcomes[method]
+            lines.append(f"| {r.depth}/{r.n_layers} | {method} | "
+                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + " |")
+    return "\n".join(lines)
+
+
+def failure_sentence(rows: Sequence[DepthRow]) -> str:
+    """Where the first model's power samples fail at its deepest truncation, against the full model."""
+    mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
+    full = next((r for r in mine if r.depth == r.n_layers), None)
+    cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
+    if full is None or cut is None:
+        return "No truncated depth was tested, so there is no failure to compare."
+    f, c = full.outcomes["power"], cut.outcomes["power"]
+    worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
+    return (f"At {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
+            f"{100 * f['correct']:.0f}% at the full {full.n_layers}; the failure that grows most is "
+            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
+            f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
+            f"{100 * c['no answer']:.0f}%). Search reweights the completions the truncated model can write; it "
+            "cannot add the ones it no longer writes.")
 
 
 def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
@@ -155,13 +188,17 @@ def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
     return out
 
 
+def _noise_word(d: PairedDifference) -> str:
+    return "yes" if d.clear else "borderline" if d.borderline else "no"
+
+
 def comparisons_table(tests: Sequence[tuple[str, PairedDifference]]) -> str:
-    """The paired tests as a Markdown table: difference in points with its 95% interval, the sign test."""
-    lines = ["| comparison | difference [95% interval] | better / worse / problems | sign test p | larger than its noise? |",
+    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test."""
+    lines = ["| comparison | difference [95% interval] | better / worse / problems | paired test p | larger than its noise? |",
              "|---|---|---|---|---|"]
     for label, d in tests:
         lines.append(f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
-                     f"{d.worse} / {d.n} | {d.p_value:.2g} | {'yes' if d.clear else 'no'} |")
+                     f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
     return "\n".join(lines)
 
 
@@ -178,12 +215,15 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
         b = best.accuracy["power"]
         d = paired_difference(best.scores["power"], full.scores["greedy"])
         outcome = "above" if b > g else "equal to" if b == g else "below"
-        noise = ("larger than its 95% interval, so the data support it" if d.clear else
+        noise = ("larger than its noise (the 95% interval excludes zero and the paired test rejects), so the data "
+                 "support it" if d.clear else
+                 "borderline (the interval and the paired test disagree): the direction is suggestive, but "
+                 f"{d.n} problems cannot settle it" if d.borderline else
                  "inside its 95% interval, so these problems cannot tell the two apart")
         sentence = (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{percent_with_interval(b, best.n_problems)}, {outcome} the full {full.n_layers}-block model's "
-                    f"greedy {percent_with_interval(g, full.n_problems)}. The paired difference, "
-                    f"{d.describe()}, is {noise}. (Power sampling on the full model: "
+                    f"greedy {percent_with_interval(g, full.n_problems)}. The paired difference is "
+                    f"{d.describe()}, which is {noise}. (Power sampling on the full model: "
                     f"{percent_with_interval(p, full.n_problems)}.) The report saw 65.0% against 61.0% for "
                     "Qwen2.5-Math-1.5B and 79.0% against 71.0% for Qwen2.5-Math-7B, power sampling at 26 of 28 layers "
                     "against full-depth greedy, on 100 MATH500 problems, where an interval is about ±9 points."
