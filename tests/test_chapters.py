@@ -85,6 +85,35 @@ def test_two_models_side_by_side():
     assert plt.get_fignums() == []  # finished figures are closed, so they show once
 
 
+def test_stitch_against_naive_is_paired_per_depth():
+    s = _sweep({4: 0.8, 5: 0.4, 6: 0.8}, {4: 0.0, 5: 0.4, 6: 0.8})
+    right = [{"correct": i < 8, "text": ""} for i in range(10)]
+    wrong = [{"correct": False, "text": ""} for _ in range(10)]
+    shuffled = [{"correct": i % 5 < 2, "text": ""} for i in range(10)]
+    same = [{"correct": i < 4, "text": ""} for i in range(10)]
+    s.outputs = {"stitch": {4: right, 5: same, 6: right}, "naive": {4: wrong, 5: shuffled, 6: right}}
+    diffs = stitch.method_differences(s)
+    assert list(diffs) == [5, 4]  # truncated depths only, deepest first
+    assert diffs[4].clear and diffs[4].mean == pytest.approx(0.8)
+    assert diffs[5].mean == 0 and not diffs[5].clear and diffs[5].better == 2 and diffs[5].worse == 2
+    values = stitch.methods_values(s)
+    table = values["methods_table"].splitlines()
+    assert len(table) == 4 and table[3].startswith("| 4/6 | 80% [49–94] | 0% [0–28] | +80 [+50, +100]")
+    assert "clearly more accurate than naive truncation at 1 of the 2 truncated depths (4)" in values["methods_sentence"]
+    assert "clearly less accurate at 0," in values["methods_sentence"]
+    s.outputs = {"stitch": s.outputs["stitch"]}
+    assert stitch.methods_values(s)["methods_sentence"] == ""
+
+
+def test_report_sentence_sets_the_removable_share_against_the_report():
+    one = stitch.report_sentence(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.1, 6: 0.5}), 0.5)
+    assert "can lose 1 of 6 blocks (17% of its depth), more of its depth than the report's models (7–11%)" in one
+    assert "keeps 60% of its full-depth accuracy" in one
+    none = stitch.report_sentence(_sweep({5: 0.0, 6: 0.5}, {5: 0.0, 6: 0.5}), 0.5)
+    assert "cannot lose a single block of its 6, where the report's models lose 7–11%" in none
+    assert "cannot be compared" in stitch.report_sentence(_sweep({5: 0.0, 6: 0.0}, {5: 0.0, 6: 0.0}), 0.5)
+
+
 def test_agreement_values_and_examples_table():
     s = _sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5})
     values = stitch.agreement_values(s)

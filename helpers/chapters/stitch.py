@@ -11,7 +11,7 @@ from helpers.cost import ModelCost, model_cost
 from helpers.data import Problem
 from helpers.models import load_model
 from helpers.sampling import accuracy, solve
-from helpers.stats import percent_with_interval
+from helpers.stats import PairedDifference, paired_difference, percent_with_interval
 from helpers.truncation import agreement_over, critical_depth, truncate
 
 
@@ -186,3 +186,60 @@ def models_values(sweeps: dict[str, Sweep], collapse_fraction: float) -> dict:
                 for name, s in sweeps.items() if "stitch" in s.accuracy}
     return {"critical_by_model": critical, "models_table": models_table(sweeps, collapse_fraction),
             "models_sentence": models_sentence(sweeps, collapse_fraction)}
+
+
+def method_differences(s: Sweep) -> dict[int, PairedDifference]:
+    """Stitch minus naive at every truncated depth, paired over the same problems."""
+    if not {"stitch", "naive"} <= set(s.outputs):
+        return {}
+    return {d: paired_difference([float(r["correct"]) for r in s.outputs["stitch"][d]],
+                                 [float(r["correct"]) for r in s.outputs["naive"][d]])
+            for d in sorted(s.outputs["stitch"], reverse=True) if d < s.n_layers and d in s.outputs["naive"]}
+
+
+def methods_values(s: Sweep) -> dict:
+    """Does re-attaching the last block beat dropping it? A table per depth and a sentence that claims a
+    difference only where the paired interval and the paired test agree."""
+    diffs = method_differences(s)
+    if not diffs:
+        return {"methods_table": "Only one truncation method was run.", "methods_sentence": ""}
+    n = len(s.full)
+    rows = ["| depth | stitch | naive | stitch − naive [95% interval] | paired test p | larger than its noise? |",
+            "|---" * 6 + "|"]
+    for d, diff in diffs.items():
+        word = "yes" if diff.clear else "borderline" if diff.borderline else "no"
+        rows.append(f"| {d}/{s.n_layers} | {percent_with_interval(s.accuracy['stitch'][d], n)} | "
+                    f"{percent_with_interval(s.accuracy['naive'][d], n)} | {100 * diff.mean:+.0f} "
+                    f"[{100 * diff.low:+.0f}, {100 * diff.high:+.0f}] | {diff.p_value:.2g} | {word} |")
+    better = [d for d, x in diffs.items() if x.clear and x.mean > 0]
+    worse = [d for d, x in diffs.items() if x.clear and x.mean < 0]
+
+    def listed(depths: list[int]) -> str:
+        return f" ({', '.join(map(str, depths))})" if depths else ""
+
+    sentence = (f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive truncation at "
+                f"{len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly less accurate at "
+                f"{len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+    return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
+
+
+REPORT_REMOVABLE = (2 / 28, 3 / 28)  # the report's Qwen2.5-Math models hold up at 25-26 of 28 layers
+
+
+def report_sentence(s: Sweep, collapse_fraction: float) -> str:
+    """The first model's removable share of depth set against the report's two to three of 28 layers."""
+    full = s.accuracy["stitch"][s.n_layers]
+    cs = critical_depth(s.accuracy["stitch"], full, collapse_fraction)
+    if cs is None:
+        return f"{s.model} solves none of the problems at full depth, so it cannot be compared with the report."
+    share = (s.n_layers - cs) / s.n_layers
+    lo, hi = REPORT_REMOVABLE
+    if cs == s.n_layers:
+        return (f"{s.model} cannot lose a single block of its {s.n_layers}, where the report's models lose "
+                f"{100 * lo:.0f}–{100 * hi:.0f}% of their depth and keep their accuracy.")
+    relation = ("less of its depth than" if share < lo - 1e-9 else "more of its depth than" if share > hi + 1e-9
+                else "about the same share of its depth as")
+    kept = s.accuracy["stitch"][cs] / full if full else 0.0
+    return (f"{s.model} can lose {s.n_layers - cs} of {s.n_layers} blocks ({100 * share:.0f}% of its depth), "
+            f"{relation} the report's models ({100 * lo:.0f}–{100 * hi:.0f}%), and at its critical depth it keeps "
+            f"{100 * kept:.0f}% of its full-depth accuracy on these problems.")
