@@ -143,6 +143,7 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
     assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
+    assert values["verdict"].startswith("Not shown either way")
     assert "3.5 times the tokens" in values["verdict"]
     assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
     assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
@@ -158,6 +159,7 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
     assert "both at 6" in " ".join(tests)
     assert "larger than its noise" in power_sampling.verdict(rows)["verdict"]
+    assert power_sampling.verdict(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
 
@@ -173,6 +175,7 @@ def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
     d = dict(power_sampling.comparisons([full, cut]))["power at 5 − greedy at 6 (full)"]
     assert d.high < 0 and d.p_value > 0.05 and d.borderline and not d.clear
     assert "borderline" in power_sampling.verdict([full, cut])["verdict"]
+    assert power_sampling.verdict([full, cut])["verdict"].startswith("Probably not:")
 
 
 def test_lens_result_values_and_tables():

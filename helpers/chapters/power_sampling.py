@@ -220,7 +220,15 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
                  "borderline (the interval and the paired test disagree): the direction is suggestive, but "
                  f"{d.n} problems cannot settle it" if d.borderline else
                  "inside its 95% interval, so these problems cannot tell the two apart")
-        sentence = (f"Power sampling on the stitched {best.depth}-block model scored "
+        if b < g:
+            answer = ("No: on this model power sampling does not win back what truncation costs. " if d.clear else
+                      "Probably not: on this model power sampling falls short of what truncation costs. "
+                      if d.borderline else "Not shown: power sampling stays below, within the noise. ")
+        else:
+            answer = ("Yes: on this model power sampling wins back what truncation costs. " if d.clear else
+                      "Not shown either way: power sampling reaches the full model's greedy accuracy, but these "
+                      "problems cannot tell a win from a tie. ")
+        sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{percent_with_interval(b, best.n_problems)}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {percent_with_interval(g, full.n_problems)}. The paired difference is "
                     f"{d.describe()}, which is {noise}. (Power sampling on the full model: "
@@ -240,8 +248,9 @@ def acceptance_sentence(rows: Sequence[DepthRow], power: PowerConfig) -> str:
     if not rates:
         return f"With N = {power.mcmc_steps} no proposal was made, so the chains never moved."
     lowest = min(r.acceptance for r in mine)
-    moved = ("so the chains do move: a proposal that replaces a suffix is accepted often enough to change many "
-             "final answers" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
+    moved = ("so the chains do move: most proposals, each regenerating a suffix of the answer, replace the "
+             "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
+             "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
              "plain sampling at T = 1 here")
     return (f"With α = {power.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
             f"chains accepted {rates} of their proposals, {moved}.")
