@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from helpers import glued
+from helpers.widgets import LIVE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -201,6 +202,8 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     target = out_root / CHAPTERS / f"{job.stem}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    previous = os.environ.get(LIVE_ENV)
+    os.environ[LIVE_ENV] = "0"  # the kernel inherits it: explorers print a note, not widgets (see helpers.widgets)
     try:
         papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters, kernel_name="python3",
                                    cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=timeout,
@@ -211,6 +214,11 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     except Exception as exc:
         detail = _error_cell(target) if target.is_file() else str(exc)
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
+    finally:
+        if previous is None:
+            os.environ.pop(LIVE_ENV, None)
+        else:
+            os.environ[LIVE_ENV] = previous
     job.seconds = time.perf_counter() - start
     _tag_injected_cell(target)
     noisy = stderr_cells(target)

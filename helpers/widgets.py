@@ -1,14 +1,31 @@
 """Explorers for readers with a live kernel, built over precomputed arrays so every callback is instant.
 
-Each explorer is paired in the book with a static figure that carries the same result.
+Each explorer is paired in the book with a static figure that carries the same result. When the book is built
+(`python -m helpers run` sets SVD_LIVE_WIDGETS=0) an explorer prints a note instead: its callbacks are Python
+and cannot run in static HTML, and nbclient can block on a cell that opens widgets (jupyter/nbclient#312).
 """
 
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
 
 import numpy as np
+
+LIVE_ENV = "SVD_LIVE_WIDGETS"
+
+
+def live() -> bool:
+    """Whether explorers draw real widgets (a Jupyter session) or a note (a headless book build)."""
+    return os.environ.get(LIVE_ENV, "1") != "0"
+
+
+def _static_note(what: str):
+    from IPython.display import Markdown
+
+    return Markdown(f"*Interactive explorer: {what}. Open this notebook in Jupyter to use it; the figure below "
+                    "shows one setting.*")
 
 
 def _token_label(token: str) -> str:
@@ -22,6 +39,8 @@ def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[
     `tokens[t]` is the input token at position t; `top_tokens[l][t]` the lens's most likely next tokens at
     tap l, with probabilities `top_probs[l, t]`; `kl[l, t]` the KL to the model's own output there.
     """
+    if not live():
+        return _static_note("a layer slider over the logit lens's top tokens at every position")
     import ipywidgets as w
 
     n_layers = len(top_tokens)
@@ -46,6 +65,8 @@ def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[
 
 def alpha_explorer(tables):
     """α slider → the toy model's p, p^α and low-temperature distributions (`tables` from the chapter)."""
+    if not live():
+        return _static_note("an α slider over the toy model's p, p^α and low-temperature distributions")
     import ipywidgets as w
     import matplotlib.pyplot as plt
 

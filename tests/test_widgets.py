@@ -1,0 +1,44 @@
+"""The explorers: live widgets in a Jupyter session, a note in a headless book build."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import widgets
+from helpers.chapters.power_sampling import toy_convergence
+
+pytest.importorskip("ipywidgets")
+
+
+def _lens_arrays():
+    tokens = ["2", "+", "3"]
+    top_tokens = [[["a", "b"], ["c", "d"], ["e", "f"]], [["5", "x"], ["5", "y"], ["5", "z"]]]
+    top_probs = np.full((2, 3, 2), 0.5)
+    kl = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    return tokens, top_tokens, top_probs, kl
+
+
+def test_lens_explorer_redraws_its_table_when_the_slider_moves(monkeypatch):
+    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    box = widgets.lens_explorer(*_lens_arrays())
+    slider, table = box.children
+    assert slider.value == 1 and "lens at layer 1" in table.value and "<code>+</code>" in table.value
+    slider.value = 0
+    assert "lens at layer 0" in table.value and "3.00" in table.value
+
+
+def test_a_book_build_gets_a_note_instead_of_widgets(monkeypatch):
+    monkeypatch.setenv(widgets.LIVE_ENV, "0")
+    note = widgets.lens_explorer(*_lens_arrays())
+    assert "Open this notebook in Jupyter" in note.data
+    toy = toy_convergence(2.0, [0], 4)
+    assert "α slider" in widgets.alpha_explorer(toy.tables).data
+
+
+def test_alpha_explorer_offers_every_alpha(monkeypatch):
+    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    toy = toy_convergence(2.0, [0], 4)
+    box = widgets.alpha_explorer(toy.tables)
+    slider = box.children[0]
+    assert list(slider.options) == sorted(toy.tables)
