@@ -7,6 +7,7 @@ embedding is a lookup. Norms, rotary embeddings and activations are left out (we
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -90,3 +91,99 @@ def depth_savings(config, depth: int, context: float = 0.0) -> float:
     """Share of the full model's per-token FLOPs that running only `depth` blocks saves."""
     full = model_cost(config, context=context).flops_per_token
     return 1.0 - model_cost(config, depth, context).flops_per_token / full
+
+
+# --------------------------------------------------------------------------------------------------
+# What power sampling decodes: the report's formula and the block schedule counted exactly
+# --------------------------------------------------------------------------------------------------
+
+
+def report_extra_tokens(length: float, block_size: int, mcmc_steps: int) -> float:
+    """The report's count of the tokens power sampling decodes besides the answer itself: N·T²/(4B) (§4.2.4)."""
+    _check_schedule(length, block_size, mcmc_steps)
+    return mcmc_steps * length ** 2 / (4 * block_size)
+
+
+def report_multiplier(length: float, block_size: int, mcmc_steps: int) -> float:
+    """The report's "times more tokens than a single decoding": N·T/(4B), 8.84 for T = 679, B = 192, N = 10."""
+    return report_extra_tokens(length, block_size, mcmc_steps) / length
+
+
+def block_ends(length: int, block_size: int, max_new_tokens: int | None = None) -> list[int]:
+    """Where a chain stands after each block's growth: min(kB, T) for every block the sampler runs.
+
+    Blocks run until `max_new_tokens` (the exact mode keeps moving an answer that ended early, since a
+    proposal may make it longer) or, with `max_new_tokens` None, until the answer's own length T.
+    """
+    limit = length if max_new_tokens is None else max(max_new_tokens, length)
+    n_blocks = math.ceil(limit / block_size)
+    return [min(k * block_size, length) for k in range(1, n_blocks + 1)]
+
+
+def expected_decoded_tokens(length: int, block_size: int, mcmc_steps: int, *, mode: str = "reference",
+                            max_new_tokens: int | None = None) -> float:
+    """Tokens a chain decodes in expectation for an answer of `length` tokens, rejected proposals included.
+
+    The answer is decoded once (T tokens); then after block k each of the N moves cuts the current t_k =
+    min(kB, T) tokens at a uniform position i in 0..t_k−1 and regenerates t_k − i of them, (t_k + 1)/2 on
+    average. `reference` mode stops at the block in which EOS appears; `exact` mode keeps making moves in
+    every block up to `max_new_tokens`. Assumes each proposal ends where the current answer does (exact when
+    an answer's length is fixed; an approximation when proposals stop at EOS elsewhere).
+    """
+    _check_schedule(length, block_size, mcmc_steps)
+    if mode not in ("exact", "reference"):
+        raise ValueError(f"mode must be 'exact' or 'reference', got {mode!r}")
+    if not float(length).is_integer():
+        raise ValueError(f"length must be a whole number of tokens, got {length!r}")
+    length = int(length)
+    ends = block_ends(length, block_size, max_new_tokens if mode == "exact" else None)
+    return length + mcmc_steps * sum((t + 1) / 2 for t in ends)
+
+
+def schedule_multiplier(length: int, block_size: int, mcmc_steps: int, **kwargs) -> float:
+    """Extra tokens per answer token by the exact count: comparable with `report_multiplier`."""
+    return expected_decoded_tokens(length, block_size, mcmc_steps, **kwargs) / length - 1.0
+
+
+def _check_schedule(length: float, block_size: int, mcmc_steps: int) -> None:
+    if isinstance(length, bool) or not isinstance(length, int | float) or not 0 < length < math.inf:
+        raise ValueError(f"length (tokens per answer) must be a positive, finite number, got {length!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer of at least 1, got {block_size!r}")
+    if isinstance(mcmc_steps, bool) or not isinstance(mcmc_steps, int) or mcmc_steps < 0:
+        raise ValueError(f"mcmc_steps must be an integer of at least 0, got {mcmc_steps!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# What truncation saves, and when it pays for the search
+# --------------------------------------------------------------------------------------------------
+
+
+def qwen25_math_configs() -> dict:
+    """The report's two models as transformers configs, with the sizes of their published config.json files
+    (hub-free, so the book can count their FLOPs offline)."""
+    from transformers import Qwen2Config
+
+    return {
+        "Qwen2.5-Math-1.5B": Qwen2Config(hidden_size=1536, intermediate_size=8960, num_attention_heads=12,
+                                         num_key_value_heads=2, vocab_size=151936, num_hidden_layers=28,
+                                         tie_word_embeddings=True),
+        "Qwen2.5-Math-7B": Qwen2Config(hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
+                                       num_key_value_heads=4, vocab_size=152064, num_hidden_layers=28,
+                                       tie_word_embeddings=False),
+    }
+
+
+def flops_share(config, depth: int, context: float = 0.0) -> float:
+    """FLOPs per token of `depth` blocks over the full model's (1 − `depth_savings`)."""
+    return 1.0 - depth_savings(config, depth, context)
+
+
+def break_even_depth(config, multiplier: float, context: float = 0.0) -> int | None:
+    """The deepest model that, decoding `multiplier` times the tokens, costs no more than the full model decoding
+    once; None when even one block costs more (the unembedding alone is then too dear)."""
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or not 0 < multiplier < math.inf:
+        raise ValueError(f"multiplier must be a positive, finite number, got {multiplier!r}")
+    layers = Shape.of(config).layers
+    fits = [d for d in range(1, layers + 1) if multiplier * flops_share(config, d, context) <= 1.0 + 1e-12]
+    return max(fits) if fits else None

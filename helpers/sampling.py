@@ -95,6 +95,7 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
     The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
     content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
     settings from `power`. Every method runs through the same decode loop (`helpers.decoding.CachedEngine`).
+    Each record also carries `seconds`, its share of the wall time of the batch that computed it.
     """
     settings = decode_settings(method, max_new_tokens=max_new_tokens, shots=shots, seed=seed, alpha=alpha,
                                top_k=top_k, power=power)
@@ -124,7 +125,8 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
         seconds = [c.seconds for c in results]
         for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
             run.add(f"{keys[p.id]}#{s}", record, seconds=sec, seed=s)
-    return [[run.get(f"{keys[p.id]}#{s}") for s in range(n_seeds)] for p in problems]
+    return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
+            for p in problems]
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,

@@ -102,6 +102,11 @@ class Run:
         record = self._records.get(key)
         return None if record is None else record["result"]
 
+    def seconds(self, key: str) -> float | None:
+        """The wall time stored with unit `key` (its share of the batch it was computed in), or None."""
+        record = self._records.get(key)
+        return None if record is None else record.get("seconds")
+
     def results(self) -> dict[str, Any]:
         """All stored results by key."""
         return {k: r["result"] for k, r in self._records.items()}

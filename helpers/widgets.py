@@ -88,3 +88,40 @@ def alpha_explorer(tables):
     slider.observe(show, names="value")
     show()
     return w.VBox([slider, out])
+
+
+def cost_explorer(configs: dict, length: int, block_size: int, mcmc_steps: int, context: float = 0.0):
+    """Sliders for T, B, N and the kept depth → the token multiplier (formula and exact count), the FLOPs that
+    truncation saves and the net cost against full-depth greedy, for a model chosen from `configs`."""
+    if not live():
+        return _static_note("sliders for answer length, block size, MH steps and kept depth over the cost model")
+    import ipywidgets as w
+
+    from helpers.cost import Shape, expected_decoded_tokens, flops_share, report_multiplier
+
+    names = list(configs)
+    model = w.Dropdown(options=names, value=names[0], description="model")
+    T = w.IntSlider(value=length, min=16, max=4096, step=16, description="T (tokens)", continuous_update=False)
+    B = w.IntSlider(value=block_size, min=8, max=512, step=8, description="B (block)", continuous_update=False)
+    N = w.IntSlider(value=mcmc_steps, min=0, max=20, description="N (steps)", continuous_update=False)
+    depth = w.IntSlider(value=Shape.of(configs[names[0]]).layers, min=1, max=Shape.of(configs[names[0]]).layers,
+                        description="blocks kept", continuous_update=False)
+    table = w.HTML()
+
+    def render(change=None) -> None:
+        config = configs[model.value]
+        depth.max = Shape.of(config).layers
+        formula = report_multiplier(T.value, B.value, N.value)
+        exact = expected_decoded_tokens(T.value, B.value, N.value) / T.value - 1
+        share = flops_share(config, depth.value, context)
+        rows = [("extra tokens per answer token, report's formula N·T/(4B)", f"{formula:.2f}"),
+                ("extra tokens per answer token, exact block schedule", f"{exact:.2f}"),
+                (f"FLOPs per token saved at {depth.value} of {depth.max} blocks", f"{100 * (1 - share):.1f}%"),
+                ("net cost of power sampling / full-depth greedy", f"{(1 + exact) * share:.2f}")]
+        table.value = "<table>" + "".join(f"<tr><td>{html.escape(a)}</td><td style='text-align:right'><b>{b}</b></td></tr>"
+                                          for a, b in rows) + "</table>"
+
+    for control in (model, T, B, N, depth):
+        control.observe(render, names="value")
+    render()
+    return w.VBox([model, T, B, N, depth, table])

@@ -78,3 +78,26 @@ def test_glued_values_are_written_as_data(built_book):
     assert all(not isinstance(r["value"], str) or not r["value"].startswith("<") for r in rows)
     page = (out / "_build" / "html" / "book" / "reproducibility.html").read_text()
     assert "ed_kl" in page
+
+
+@pytest.mark.book
+def test_cost_chapter_answers_its_three_questions(built_book):
+    out, _ = built_book
+    html = (out / "_build" / "html" / CHAPTERS / "05_cost.html").read_text()
+    assert html.count("<img") >= 4  # token counts, FLOPs saved, accuracy at equal compute, net cost
+    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    assert "the formula gives 8.84 extra tokens" in text and "The exact count of the same schedule is 13.5" in text
+    assert re.search(r"a power-sampled answer decoded \d+ tokens on average", text)
+    assert re.search(r"saves \d+\.\d% of its FLOPs per token", text)
+    assert "Cheapest first, the methods that beat every cheaper one are" in text
+
+
+@pytest.mark.book
+def test_related_reading_cites_every_method(built_book):
+    out, _ = built_book
+    html = (out / "_build" / "html" / "book" / "related_reading.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    for name in ("LatentSeek", "HRPO", "LatentR³", "CoT2", "CoLaR", "CTRLS"):
+        assert name in text
+    assert "??" not in text and "{cite" not in text  # every citation resolved
+    assert text.count(", 2025]") >= 6  # author-year citations rendered

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from helpers.cost import Shape, block_flops, depth_savings, model_cost
 
@@ -31,3 +33,90 @@ def test_report_seven_percent_for_qwen_7b():
                          vocab_size=152064, num_hidden_layers=28, tie_word_embeddings=False)
     assert model_cost(qwen7b).params_total == pytest.approx(7.62e9, rel=0.01)  # the published 7.6 B
     assert depth_savings(qwen7b, 26) == pytest.approx(0.07, abs=0.01)  # "saving roughly 7%" (report §4.2.4)
+
+
+# --------------------------------------------------------------------------------------------------
+# The token count of power sampling
+# --------------------------------------------------------------------------------------------------
+
+from helpers.cost import (  # noqa: E402
+    break_even_depth,
+    expected_decoded_tokens,
+    flops_share,
+    qwen25_math_configs,
+    report_multiplier,
+    schedule_multiplier,
+)
+
+
+def test_report_formula_gives_its_eight_point_eight_four():
+    assert report_multiplier(679, 192, 10) == pytest.approx(8.84, abs=0.005)  # report §4.2.4
+
+
+def test_exact_count_of_the_report_settings_sums_four_blocks():
+    # blocks end at 192, 384, 576, 679; each of the 10 moves per block regenerates (t + 1) / 2 tokens on average
+    assert expected_decoded_tokens(679, 192, 10) == 679 + 10 * (193 + 385 + 577 + 680) / 2
+    assert schedule_multiplier(679, 192, 10) == pytest.approx(13.5, abs=0.05)
+
+
+def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_chains=600):
+    from helpers.power import PowerConfig, ReencodeEngine, run_chains
+
+    cfg = PowerConfig(alpha=2.0, block_size=block_size, mcmc_steps=steps, max_new_tokens=max_new_tokens, mode=mode)
+    chains = run_chains(ReencodeEngine(length_model), [[1]] * n_chains, stops, cfg, list(range(n_chains)))
+    decoded = np.array([c.decoded_tokens for c in chains], dtype=float)
+    return chains, decoded.mean(), decoded.std() / np.sqrt(n_chains)
+
+
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_exact_count_matches_the_sampler_without_eos(mode):
+    """No stop token: every answer has max_new_tokens tokens and the sampler's own count is the schedule's."""
+    from helpers.toy import ToyLM
+
+    chains, mean, se = _simulate(ToyLM(vocab=3, seed=1), [], 12, 4, 3, mode)
+    assert {len(c.tokens) for c in chains} == {12}
+    assert abs(mean - expected_decoded_tokens(12, 4, 3, mode=mode)) < 4 * se + 1e-9
+
+
+def _fixed_length_toy(length: int):
+    """A toy model whose every completion ends with EOS as its `length`-th token (prompt of one token)."""
+    from helpers.toy import EOS, ToyLM
+
+    toy = ToyLM(vocab=3, seed=2)
+    with torch.no_grad():
+        toy.table[..., EOS] = -40.0
+        toy.table[:, :, length - 1, EOS] = 40.0  # position length−1 predicts the length-th generated token
+    return toy
+
+
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_exact_count_matches_the_sampler_when_answers_end_early(mode):
+    """EOS at T = 6 < max_new_tokens = 12: reference mode stops after the block holding EOS, exact keeps moving."""
+    from helpers.toy import EOS
+
+    chains, mean, se = _simulate(_fixed_length_toy(6), [EOS], 12, 4, 2, mode)
+    assert {len(c.tokens) for c in chains} == {6}
+    expected = expected_decoded_tokens(6, 4, 2, mode=mode, max_new_tokens=12)
+    assert abs(mean - expected) < 4 * se + 1e-9
+    assert expected_decoded_tokens(6, 4, 2, mode="exact", max_new_tokens=12) > expected_decoded_tokens(6, 4, 2)
+
+
+def test_schedule_inputs_are_checked():
+    for bad in (0, -3, float("nan"), True):
+        with pytest.raises(ValueError, match="length"):
+            expected_decoded_tokens(bad, 4, 2)
+    with pytest.raises(ValueError, match="block_size"):
+        report_multiplier(100, 0, 2)
+    with pytest.raises(ValueError, match="mode"):
+        expected_decoded_tokens(10, 4, 2, mode="fast")
+
+
+def test_report_models_and_break_even():
+    configs = qwen25_math_configs()
+    assert model_cost(configs["Qwen2.5-Math-1.5B"]).params_total == pytest.approx(1.54e9, rel=0.01)
+    seven = configs["Qwen2.5-Math-7B"]
+    assert flops_share(seven, 28) == pytest.approx(1.0)
+    assert break_even_depth(seven, 1.0) == 28  # no extra tokens: the full model breaks even with itself
+    assert break_even_depth(seven, 14.5) is None  # the unembedding alone costs more than 1/14.5 of a token
+    depth = break_even_depth(seven, 3.0)
+    assert 3.0 * flops_share(seven, depth) <= 1.0 < 3.0 * flops_share(seven, depth + 1)

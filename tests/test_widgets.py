@@ -42,3 +42,22 @@ def test_alpha_explorer_offers_every_alpha(monkeypatch):
     box = widgets.alpha_explorer(toy.tables)
     slider = box.children[0]
     assert list(slider.options) == sorted(toy.tables)
+
+
+def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
+    from helpers.cost import qwen25_math_configs
+
+    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    box = widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10)
+    model, T, _block, N, depth, table = box.children
+    assert "8.84" in table.value and "13.51" in table.value  # the report's formula and the exact count
+    assert depth.value == depth.max == 28 and "0.0%" in table.value
+    model.value = "Qwen2.5-Math-7B"
+    depth.value = 26
+    assert "6.6%" in table.value  # 28 → 26 blocks of the 7B save 6.6%: the report's "roughly 7%"
+    T.value = 192  # one block: the formula says N·T/(4B) = 2.50, the exact count 10·193/2/192 = 5.03
+    assert "2.50" in table.value and "5.03" in table.value
+    N.value = 0
+    assert "<b>0.00</b>" in table.value  # no MH steps, no extra tokens
+    monkeypatch.setenv(widgets.LIVE_ENV, "0")
+    assert "sliders" in widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10).data

@@ -1,0 +1,383 @@
+"""Chapter 05: what power sampling costs, what truncation saves, and which method is best at equal compute.
+
+Everything here is read from chapter 04's stored decodes (`helpers.sampling.sample` finds them by their
+settings); the only new decoding is the extra temperature-1 samples that give best-of-k and majority vote
+the same token budget as one power sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from helpers.chapters.power_sampling import comparisons_table
+from helpers.cost import (
+    break_even_depth,
+    expected_decoded_tokens,
+    flops_share,
+    model_cost,
+    qwen25_math_configs,
+    report_multiplier,
+    schedule_multiplier,
+)
+from helpers.data import Problem
+from helpers.models import load_model
+from helpers.power import PowerConfig
+from helpers.sampling import mean_accuracy, per_problem, sample
+from helpers.stats import PairedDifference, paired_difference, percent_with_interval, wilson
+from helpers.truncation import truncate
+
+REPORT = {"alpha": 2.0, "mcmc_steps": 10, "block_size": 192, "length": 679}  # the report's §4.2.4 settings
+
+
+# --------------------------------------------------------------------------------------------------
+# The token count three ways
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReportArithmetic:
+    """The report's formula against the exact count of its own schedule, at its own settings."""
+
+    formula: float  # extra tokens per answer token, N·T/(4B)
+    exact: float  # the same quantity from the block schedule
+    blocks: list[int]  # where the blocks end
+
+    def glue_values(self) -> dict:
+        return {"report_formula": self.formula, "report_exact": self.exact, "report_exact_total": self.exact + 1,
+                "report_blocks": ", ".join(str(b) for b in self.blocks)}
+
+
+def report_arithmetic() -> ReportArithmetic:
+    """8.84× by the report's formula; the four blocks of the same schedule summed exactly."""
+    T, B, N = REPORT["length"], REPORT["block_size"], REPORT["mcmc_steps"]
+    blocks = [min(k * B, T) for k in range(1, math.ceil(T / B) + 1)]
+    return ReportArithmetic(report_multiplier(T, B, N), schedule_multiplier(T, B, N), blocks)
+
+
+def token_curves(lengths: Sequence[int], block_size: int, mcmc_steps: int, max_new_tokens: int | None = None) -> dict:
+    """Decoded tokens per answer against its length T: plain decoding, the report's formula, the exact schedule
+    in both modes (the exact mode moving up to `max_new_tokens`)."""
+    T = np.asarray(lengths, dtype=float)
+    return {
+        "length": T,
+        "plain": T,
+        "formula": T + mcmc_steps * T ** 2 / (4 * block_size),
+        "reference": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps) for t in T]),
+        "exact": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps, mode="exact",
+                                                   max_new_tokens=max_new_tokens) for t in T]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Measured cost and accuracy of every method chapter 04 ran
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    """One method at one depth: its accuracy and what one answer cost."""
+
+    model: str
+    depth: int
+    n_layers: int
+    method: str
+    accuracy: float
+    scores: list[float]  # per problem, in problem order
+    samples: int  # samples decoded per answer (k for best-of-k and majority-of-k)
+    tokens: float  # decoded tokens per answer, rejected proposals included
+    prefill: float  # prompt and context tokens run through the model per answer
+    seconds: float  # wall time per answer
+    flops: float  # decoded tokens × FLOPs per token at this depth
+    matched: bool = False  # a best-of-k or majority-of-k given power sampling's budget
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} @ {self.depth}"
+
+    @property
+    def n_problems(self) -> int:
+        return len(self.scores)
+
+
+@dataclass
+class Measured:
+    """Everything chapter 05 reads from the stored decodes of one model."""
+
+    model: str
+    n_layers: int
+    power: PowerConfig
+    max_new_tokens: int
+    points: list[Point]
+    power_records: dict[int, list[dict]]  # depth -> every power-sampled record
+    greedy_tokens: dict[int, float]  # depth -> greedy tokens per answer
+    matched_k: dict[int, int]  # depth -> k samples that cost one power sample
+    context: float  # mean prompt + half an answer: the context a generated token attends to
+    full_flops: float  # FLOPs per generated token of the full model at that context
+    config: object = field(repr=False)
+    break_even: int | None = None  # deepest model whose power sampling costs no more than full greedy
+    break_even_accuracy: float | None = None  # stitched greedy accuracy there (None: not run)
+
+
+def _mean(records: Sequence[dict], key: str) -> float:
+    values = [r[key] for r in records if r.get(key) is not None]
+    return float(np.mean(values)) if values else 0.0
+
+
+def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequence[dict]], samples: int = 1,
+           rule: str = "mean", matched: bool = False) -> Point:
+    """Price one method's records[problem][sample] at (model, depth, L, FLOPs per token) `m`."""
+    name, depth, L, per_token = m
+    flat = [r for per in records for r in per]
+    scores = per_problem(records, rule)
+    tokens = samples * _mean(flat, "decoded_tokens")
+    return Point(name, depth, L, method, float(np.mean(scores)) if scores else 0.0, scores, samples, tokens,
+                 samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
+
+
+def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig, *,
+            n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+            matched: bool = True) -> Measured:
+    """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
+
+    With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
+    sample / temperature tokens per sample), so that best-of-k and majority-of-k spend what power sampling does.
+    Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
+    whether the model still works there.
+    """
+    model, tokenizer, info = load_model(name)
+    L = info.n_layers
+    common = dict(max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size, seed=seed)
+    decoded: dict[int, dict[str, list[list[dict]]]] = {}
+    matched_k: dict[int, int] = {}
+    for depth in sorted({L, *(depths if depths is not None else [L - 1])}, reverse=True):
+        m = model if depth == L else truncate(model, depth, "stitch")
+        runs = {
+            "greedy": sample(m, tokenizer, problems, method="greedy", **common),
+            "low temp.": sample(m, tokenizer, problems, method="low_temperature", alpha=power.alpha,
+                                n_seeds=n_seeds, **common),
+            "T=1": sample(m, tokenizer, problems, method="temperature", n_seeds=n_seeds, **common),
+            "power": sample(m, tokenizer, problems, method="power", power=power, n_seeds=n_seeds, **common),
+        }
+        per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
+        per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
+        matched_k[depth] = k = max(1, math.ceil(per_power / max(per_plain, 1.0)))
+        if matched and k > n_seeds:
+            runs["T=1 (k)"] = [per[:k] for per in sample(m, tokenizer, problems, method="temperature", n_seeds=k,
+                                                         **common)]
+        elif matched:
+            runs["T=1 (k)"] = [per[:k] for per in runs["T=1"]]
+        decoded[depth] = runs
+    every = [r for runs in decoded.values() for v in runs.values() for per in v for r in per]
+    context = _mean(every, "prompt_tokens") + _mean(every, "n_tokens") / 2
+    points = []
+    for depth, runs in decoded.items():
+        at = (name, depth, L, model_cost(model.config, depth, context).flops_per_token)
+        points += [_point(at, method, runs[method]) for method in ("greedy", "low temp.", "T=1", "power")]
+        k = matched_k[depth] if "T=1 (k)" in runs else None
+        if n_seeds > 1 and n_seeds != k:
+            points += [_point(at, f"best-of-{n_seeds}", runs["T=1"], n_seeds, "best_of_n"),
+                       _point(at, f"majority-of-{n_seeds}", runs["T=1"], n_seeds, "majority")]
+        if k is not None and k > 1:
+            points += [_point(at, f"best-of-{k}", runs["T=1 (k)"], k, "best_of_n", matched=True),
+                       _point(at, f"majority-of-{k}", runs["T=1 (k)"], k, "majority", matched=True)]
+    greedy_tokens = {d: _mean([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
+    multiplier = _mean([r for per in decoded[L]["power"] for r in per], "decoded_tokens") / max(greedy_tokens[L], 1e-9)
+    even = break_even_depth(model.config, multiplier, context)
+    even_accuracy = None
+    if even is not None and 2 <= even < L:
+        shallow = truncate(model, even, "stitch")
+        even_accuracy = mean_accuracy(sample(shallow, tokenizer, problems, method="greedy", **common))
+    measured = Measured(name, L, power, max_new_tokens, points,
+                        {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
+                        greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
+                        model.config, even, even_accuracy)
+    del model
+    return measured
+
+
+def multiplier_values(m: Measured) -> dict:
+    """Power sampling's measured token multiplier at the full depth, set against the two predictions."""
+    L, cfg = m.n_layers, m.power
+    records = m.power_records[L]
+    decoded = _mean(records, "decoded_tokens")
+    length = _mean(records, "n_tokens")
+    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps, mode=cfg.mode,
+                                                       max_new_tokens=m.max_new_tokens) for r in records]))
+    formula = float(np.mean([r["n_tokens"] + report_extra(r["n_tokens"], cfg) for r in records]))
+    return {"measured_tokens": decoded, "power_length": length, "predicted_tokens": predicted,
+            "formula_tokens": formula, "greedy_tokens": m.greedy_tokens[L],
+            "multiplier_vs_greedy": decoded / max(m.greedy_tokens[L], 1e-9),
+            "multiplier_vs_own": decoded / max(length, 1e-9)}
+
+
+def report_extra(length: float, cfg: PowerConfig) -> float:
+    return cfg.mcmc_steps * length ** 2 / (4 * cfg.block_size)
+
+
+def multiplier_sentence(m: Measured) -> str:
+    v = multiplier_values(m)
+    return (f"On {m.model} at its full {m.n_layers} blocks, a power-sampled answer decoded "
+            f"{v['measured_tokens']:.0f} tokens on average, rejected proposals included, for an answer of "
+            f"{v['power_length']:.0f} tokens: {v['multiplier_vs_own']:.2f} times its own length and "
+            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer ({v['greedy_tokens']:.0f} tokens). The exact count "
+            f"of the block schedule, evaluated at each answer's own length, predicts {v['predicted_tokens']:.0f} "
+            f"tokens; the report's formula predicts {v['formula_tokens']:.0f}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# What truncation saves
+# --------------------------------------------------------------------------------------------------
+
+
+def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndarray]]:
+    """Per model: blocks removed and the share of the full model's FLOPs per token that removing them saves."""
+    from helpers.cost import Shape
+
+    out = {}
+    for name, config in configs.items():
+        L = Shape.of(config).layers
+        depths = np.arange(L, 0, -1)
+        out[name] = {"removed": L - depths, "saved": np.array([1 - flops_share(config, int(d), context) for d in depths]),
+                     "layers": L}
+    return out
+
+
+def build_configs(names: Sequence[str]) -> dict:
+    """The configs of this build's models (loaded) and of the report's two models (from their published sizes)."""
+    configs = {}
+    for name in names:
+        model, _, _ = load_model(name)
+        configs[name] = model.config
+        del model
+    return {**configs, **qwen25_math_configs()}
+
+
+def savings_table(configs: dict, context: float, multipliers: dict[str, float]) -> str:
+    """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier."""
+    from helpers.cost import Shape
+
+    heads = list(multipliers)
+    lines = ["| model | blocks | saved by −1 block | saved by −2 blocks | unembedding share | "
+             + " | ".join(f"break-even depth at {h}" for h in heads) + " |", "|---" * (5 + len(heads)) + "|"]
+    for name, config in configs.items():
+        L = Shape.of(config).layers
+        c = model_cost(config, L, context)
+        cells = []
+        for h in heads:
+            d = break_even_depth(config, multipliers[h], context)
+            cells.append("none (even 1 block costs more)" if d is None else f"{d} of {L}")
+        lines.append(f"| {name} | {L} | {100 * (1 - flops_share(config, L - 1, context)):.1f}% | "
+                     f"{100 * (1 - flops_share(config, L - 2, context)):.1f}% | "
+                     f"{100 * c.flops_unembedding / c.flops_per_token:.0f}% | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def savings_values(m: Measured, configs: dict) -> dict:
+    """Glued numbers: the report's 7%, this build's saving at its truncations, the break-even depth and whether
+    the model still works at it."""
+    seven = configs["Qwen2.5-Math-7B"]
+    mult = multiplier_values(m)["multiplier_vs_greedy"]
+    L = m.n_layers
+    cut = min(m.greedy_tokens)
+    even = m.break_even
+    values = {"saved_7b_26": 100 * (1 - flops_share(seven, 26, 0.0)),
+              "saved_7b_26_ctx": 100 * (1 - flops_share(seven, 26, REPORT["length"] / 2)),
+              "saved_build": 100 * (1 - flops_share(m.config, cut, m.context)), "build_depth": cut,
+              "needed_saving": 100 * (1 - 1 / mult), "break_even": even if even is not None else 0,
+              "measured_multiplier": mult}
+    if even is None:
+        sentence = (f"No depth of {m.model} breaks even: even a single block plus the unembedding costs more than "
+                    f"1/{mult:.2f} of the full model's FLOPs per token.")
+    else:
+        sentence = (f"For power sampling, at {mult:.2f} times the tokens, to cost no more than one full-depth greedy "
+                    f"answer, {m.model} would have to run at most {even} of its {L} blocks, removing {L - even}.")
+        if m.break_even_accuracy is not None:
+            sentence += (f" Stitched to {even} blocks, it answers {percent_with_interval(m.break_even_accuracy, m.points[0].n_problems)} "
+                         "of the same problems greedily.")
+    values["break_even_sentence"] = sentence
+    return values
+
+
+# --------------------------------------------------------------------------------------------------
+# Accuracy at equal compute
+# --------------------------------------------------------------------------------------------------
+
+
+def pareto_front(points: Sequence[Point]) -> list[Point]:
+    """The points no other point beats on both cost and accuracy: cheapest first, each more accurate than all
+    cheaper ones (ties in cost keep the more accurate)."""
+    front: list[Point] = []
+    for p in sorted(points, key=lambda p: (p.flops, -p.accuracy)):
+        if not front or p.accuracy > front[-1].accuracy:
+            front.append(p)
+    return front
+
+
+def front_sentence(points: Sequence[Point]) -> str:
+    """Which method gives the best measured accuracy at which budget, cheapest first."""
+    front = pareto_front(points)
+    parts = [f"{p.method} at {p.depth} blocks ({p.flops / 1e9:.3g} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
+             for p in front]
+    power_on = [p for p in front if p.method == "power"]
+    text = "Cheapest first, the methods that beat every cheaper one are: " + "; ".join(parts) + ". "
+    text += ("Power sampling is on this front." if power_on else
+             "No power-sampled point is on this front: at every budget a cheaper or equal-cost method did at least "
+             "as well.")
+    widths = [wilson(p.accuracy * p.n_problems, p.n_problems) for p in front]
+    if len(front) > 1 and any(hi > front[-1].accuracy for _, hi in widths[:-1]):
+        text += (" The front is drawn through point estimates: neighbouring points on it lie inside each other's "
+                 "95% intervals, so its order is suggestive, not settled.")
+    return text
+
+
+def matched_comparisons(m: Measured) -> list[tuple[str, PairedDifference]]:
+    """Power sampling against the compute-matched best-of-k and majority-of-k at each depth, paired by problem."""
+    out = []
+    for depth in sorted(m.matched_k, reverse=True):
+        power = next(p for p in m.points if p.depth == depth and p.method == "power")
+        for p in m.points:
+            if p.depth == depth and p.matched:
+                out.append((f"power − {p.method}, both at {depth}", paired_difference(power.scores, p.scores)))
+    return out
+
+
+def matched_table(m: Measured) -> str:
+    """`matched_comparisons` as chapter 04's paired-test table."""
+    return comparisons_table(matched_comparisons(m))
+
+
+# --------------------------------------------------------------------------------------------------
+# Wall time
+# --------------------------------------------------------------------------------------------------
+
+
+def time_table(points: Sequence[Point]) -> str:
+    """Per method and depth: tokens decoded and prefilled per answer, seconds per answer, decoded tokens/s."""
+    lines = ["| method | depth | samples per answer | decoded tokens | prefilled tokens | seconds | decoded tokens/s |",
+             "|---|---|---|---|---|---|---|"]
+    for p in sorted(points, key=lambda p: (-p.depth, p.flops)):
+        rate = p.tokens / p.seconds if p.seconds else float("nan")
+        lines.append(f"| {p.method} | {p.depth}/{p.n_layers} | {p.samples} | {p.tokens:.0f} | {p.prefill:.0f} | "
+                     f"{p.seconds:.2f} | {rate:.0f} |")
+    return "\n".join(lines)
+
+
+def paper_estimate(m: Measured, n_problems: int = 100, n_seeds: int = 8, n_depths: int = 7) -> dict:
+    """What the `paper` profile's power sampling would decode (the exact schedule at the report's settings) and how
+    long this machine would take at the FLOP rate the build's power sampling reached. An estimate, not a run."""
+    cfg = REPORT
+    per_answer = expected_decoded_tokens(cfg["length"], cfg["block_size"], cfg["mcmc_steps"])
+    answers = n_problems * n_seeds * n_depths
+    tokens = per_answer * answers
+    power = [p for p in m.points if p.method == "power" and p.seconds > 0]
+    rate = sum(p.flops for p in power) / sum(p.seconds for p in power)  # FLOP/s reached while power sampling
+    configs = qwen25_math_configs()
+    days = {name: tokens * model_cost(c, None, cfg["length"] / 2).flops_per_token / rate / 86400
+            for name, c in configs.items()}
+    return {"paper_tokens_per_answer": per_answer, "paper_answers": answers, "paper_tokens": tokens,
+            "build_gflops_per_s": rate / 1e9, "paper_days_1p5b": days["Qwen2.5-Math-1.5B"],
+            "paper_days_7b": days["Qwen2.5-Math-7B"]}
