@@ -448,7 +448,8 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share)."""
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     for i, (name, c) in enumerate(curves.items()):
-        ax.plot(c["removed"], 100 * c["saved"], "o-", ms=3, color=PALETTE[i % len(PALETTE)],
+        ax.plot(c["removed"], 100 * c["saved"], "-", marker="osD^"[i % 4], ms=3.5, mfc="white" if i % 2 else None,
+                color=PALETTE[i % len(PALETTE)],
                 label=f"{name} ({c['layers']} blocks)")
     for j, (label, share) in enumerate(needed.items()):
         ax.axhline(100 * share, color="0.3", ls=("--", ":", "-.")[j % 3], lw=1, label=label)

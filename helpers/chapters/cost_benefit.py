@@ -345,6 +345,32 @@ def matched_comparisons(m: Measured) -> list[tuple[str, PairedDifference]]:
     return out
 
 
+def matched_sentence(m: Measured) -> str:
+    """What the paired tests against the compute-matched baselines support, depth by depth."""
+    parts = []
+    for depth in sorted(m.matched_k, reverse=True):
+        tests = [(label, d) for label, d in matched_comparisons(m) if label.endswith(f"both at {depth}")]
+        if not tests:
+            continue
+        k = m.matched_k[depth]
+        clear = [d for _, d in tests if d.clear]
+        if len(clear) == len(tests):
+            sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
+            numbers = "; ".join(f"{label.split(',')[0].removeprefix('power − ')} {100 * d.mean:+.0f} points "
+                                f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], p = {d.p_value:.2g}" for label, d in tests)
+            parts.append(f"at {depth} blocks power sampling {sign} both {k}-sample baselines by more than the noise "
+                         f"({numbers})")
+        elif clear:
+            parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")
+        else:
+            parts.append(f"at {depth} blocks the differences stay within the noise")
+    if not parts:
+        return "No compute-matched baseline was run."
+    return ("Against best-of-k and majority-of-k given the same tokens (k temperature-1 samples per power sample): "
+            + "; ".join(parts) + ". These baselines draw at temperature 1, where this model is much weaker than "
+            "greedy, so they are the budget-matched alternatives, not the strongest ones.")
+
+
 def matched_table(m: Measured) -> str:
     """`matched_comparisons` as chapter 04's paired-test table."""
     return comparisons_table(matched_comparisons(m))
