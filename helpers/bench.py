@@ -23,11 +23,16 @@ def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new
     from helpers.models import load_model, stop_token_ids
     from helpers.power import CachedEngine, PowerConfig, PrefillEngine, run_chains
 
+    if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
+        raise ValueError(f"--problems must be an integer of at least 1, got {problems!r}")
+    if not levels:
+        raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
+    cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
+                      max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
     model, tokenizer, info = load_model(model_name)
     stops = stop_token_ids(model, tokenizer)
     chosen = arithmetic_problems(max(1, problems // len(levels) + 1), levels=levels, seed=seed)[:problems]
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in chosen]
-    cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps, max_new_tokens=max_new_tokens)
     seeds = [seed * 1000 + i for i in range(len(prompts))]
     decode(model, prompts[:2], 4, stops, temperature=1 / alpha, seeds=seeds[:2])  # warm-up, untimed
 

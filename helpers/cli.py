@@ -42,13 +42,22 @@ def _truncate(args: argparse.Namespace) -> int:
     else:
         ids = tokenizer(args.prompt)["input_ids"]
     (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
-    kept = shallow.config.truncation["kept_blocks"]
     print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
-          f"(blocks {kept[0]}..{kept[-2] if len(kept) > 1 else kept[0]}"
-          f"{', ' + str(kept[-1]) if args.method == 'stitch' else ''}); {completion.decoded_tokens} tokens in "
+          f"(blocks {kept_blocks(shallow.config.truncation['kept_blocks'])}); {completion.decoded_tokens} tokens in "
           f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0
+
+
+def kept_blocks(kept: list[int]) -> str:
+    """Kept block indices as runs: [0, 1, 2, 3] → '0..3'; [0, 1, 2, 29] → '0..2, 29'."""
+    runs: list[list[int]] = []
+    for b in kept:
+        if runs and b == runs[-1][-1] + 1:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    return ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 def _effective_depth(args: argparse.Namespace) -> int:
@@ -73,7 +82,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
-    levels = tuple(int(x) for x in args.levels.split(","))
+    try:
+        levels = tuple(int(x) for x in args.levels.split(","))
+    except ValueError:
+        raise ValueError(f"--levels must be comma-separated integers such as 1,2,3; got {args.levels!r}") from None
     print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline), indent=2))
     return 0
@@ -123,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="execute the chapters under a profile and build the book")
-    p.add_argument("--profile", default="default", help="a profile in notebooks/profiles/ (smoke, default, paper, ...)")
+    p.add_argument("--profile", default="default", help="a profile in notebooks/profiles/ (smoke, default, paper, ...) or a path to your own YAML file")
     p.add_argument("--only", help="execute only this chapter (e.g. 02_logit_lens); the others must exist")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter (value read as YAML); repeatable")

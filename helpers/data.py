@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -169,9 +170,24 @@ def _gsm8k_final(answer: str) -> tuple[str, str]:
     return final.strip().replace(",", ""), solution.strip()
 
 
+def _level(value) -> int | None:
+    """A record's level as an integer: 3, 3.0, '3' and 'Level 3' all read as 3; anything else as None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value) if float(value).is_integer() else None
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(?:level\s*)?(\d+)\s*", value, flags=re.IGNORECASE)
+        return int(match.group(1)) if match else None
+    return None
+
+
 def _records_to_problems(records: Iterable[dict], fields: dict[str, str], source: str) -> list[Problem]:
     problems = []
     for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise DataError(f"Record {i} of {source} is a {type(rec).__name__} ({str(rec)[:40]!r}), not a mapping: "
+                            "each problem must be an object with a question and an answer field.")
         try:
             question, answer = rec[fields["question"]], rec[fields["answer"]]
         except KeyError as exc:
@@ -181,10 +197,12 @@ def _records_to_problems(records: Iterable[dict], fields: dict[str, str], source
         answer = str(answer)
         if source == "gsm8k" and "####" in answer:
             answer, solution = _gsm8k_final(answer)
-        level = rec.get(fields.get("level", "level"))
         problems.append(Problem(id=str(rec.get(fields.get("id", "id"), f"{source}-{i}")), question=str(question),
-                                answer=answer, level=int(level) if isinstance(level, int | float) else None,
+                                answer=answer, level=_level(rec.get(fields.get("level", "level"))),
                                 source=source, solution=solution))
+    if not problems:
+        raise DataError(f"{source} holds no problems: give a JSON list or JSON lines of records with a question "
+                        "and an answer.")
     return problems
 
 
@@ -224,9 +242,23 @@ def load_problems(name: str, n: int | None = None, levels: Sequence[int] | None 
                   fields: dict[str, str] | None = None) -> list[Problem]:
     """A problem set by name: 'arithmetic', 'math500', 'gsm8k', or a path to a local JSON/JSONL file.
 
-    For 'arithmetic', `n` is the number per level; otherwise the first `n` problems (after level filtering).
+    For 'arithmetic', `n` is the number per level (None: 10); otherwise the first `n` problems (after level
+    filtering; None: all of them).
     """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise DataError(f"n (problems{' per level' if name == 'arithmetic' else ''}) must be an integer of at least "
+                        f"1, or None, got {n!r}.")
+    if levels is not None:
+        if isinstance(levels, int | str) or not all(isinstance(v, int) and not isinstance(v, bool) for v in levels):
+            raise DataError(f"levels must be a list of integers such as [1, 2, 3], got {levels!r}.")
+        if not levels:
+            raise DataError("levels is an empty list: give the levels to use, or None for all of them.")
+    if not isinstance(name, str):
+        raise DataError(f"The problem set must be named by a string, got {name!r}.")
     if name == "arithmetic":
+        outside = sorted(set(levels or ()) - set(LEVELS))
+        if outside:
+            raise DataError(f"Arithmetic levels are {sorted(LEVELS)}; levels {outside} do not exist.")
         return arithmetic_problems(n or 10, levels or tuple(LEVELS), seed)
     if name in HUB_SETS:
         problems = load_hub(name)
@@ -235,7 +267,10 @@ def load_problems(name: str, n: int | None = None, levels: Sequence[int] | None 
     else:
         raise DataError(f"Unknown problem set {name!r}: use 'arithmetic', 'math500', 'gsm8k' or a JSON/JSONL path.")
     if levels:
+        found = sorted({p.level for p in problems if p.level is not None})
         problems = [p for p in problems if p.level in set(levels)]
+        if not problems:
+            raise DataError(f"No problem of {name} has a level in {list(levels)}; its levels are {found or 'none'}.")
     return problems[:n] if n else problems
 
 

@@ -16,6 +16,7 @@ _INT = re.compile(r"^[+-]?\d+$")
 # thread; elsewhere it runs without one and logs a warning each call, which we do not want in a notebook.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 TIMEOUT_SECONDS = 5
+MAX_SYMBOLIC_CHARS = 400  # longer answers are compared as plain strings
 
 
 def last_boxed(text: str) -> str | None:
@@ -55,12 +56,16 @@ def extract_answer(text: str) -> str | None:
     return boxed if boxed else last_number(text)
 
 
-def _plain_int(answer: str) -> int | None:
-    """Read '1,234', '$42$', ' -7 ', '\\text{42}' as integers; None for anything else."""
+def _plain_int(answer: str) -> str | None:
+    """Read '1,234', '$42$', ' -7 ', '\\text{42}' as integers, in a canonical digit string ('-7', '1234');
+    None for anything else. Strings, not ints: Python refuses int() on numbers of more than 4,300 digits."""
     s = answer.strip().strip("$").strip()
     s = re.sub(r"^\\text\{(.*)\}$", r"\1", s).strip()
     s = s.replace(",", "").replace("\\!", "").replace("{}", "")
-    return int(s) if _INT.match(s) else None
+    if not _INT.match(s):
+        return None
+    sign, digits = ("-" if s[0] == "-" else ""), s.lstrip("+-").lstrip("0") or "0"
+    return ("" if digits == "0" else sign) + digits
 
 
 def is_equivalent(predicted: str | None, gold: str) -> bool:
@@ -71,10 +76,22 @@ def is_equivalent(predicted: str | None, gold: str) -> bool:
     a, b = _plain_int(predicted), _plain_int(gold)
     if a is not None and b is not None:
         return a == b
+    if len(predicted) > MAX_SYMBOLIC_CHARS or len(gold) > MAX_SYMBOLIC_CHARS:
+        return predicted.strip() == gold.strip()  # too long to be a real answer; never worth a symbolic check
+    if threading.current_thread() is threading.main_thread():
+        return _math_verify(predicted, gold, TIMEOUT_SECONDS)
+    # math-verify's own timeout uses signals, which only the main thread has: bound the call from outside
+    box: list[bool] = []
+    worker = threading.Thread(target=lambda: box.append(_math_verify(predicted, gold, None)), daemon=True)
+    worker.start()
+    worker.join(TIMEOUT_SECONDS)
+    return bool(box and box[0])  # still running after the limit: counted as wrong, the thread is left behind
+
+
+def _math_verify(predicted: str, gold: str, timeout: int | None) -> bool:
     try:
         from math_verify import parse, verify
 
-        timeout = TIMEOUT_SECONDS if threading.current_thread() is threading.main_thread() else None
         gold_parsed = parse("$" + gold + "$", parsing_timeout=timeout)
         pred_parsed = parse("$" + predicted + "$", parsing_timeout=timeout)
         if not gold_parsed or not pred_parsed:

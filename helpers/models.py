@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import time
 from collections.abc import Iterable
@@ -238,6 +239,27 @@ def _load_pretrained(source: str, device: str, dtype: torch.dtype, local_only: b
     return model.to(device).eval(), tokenizer
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_local_folder(path: Path) -> None:
+    """Name the file that is wrong in a local save: config.json readable and with a model type, weights present."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{path / 'config.json'} is not valid JSON ({exc}); save the model again with "
+                             "model.save_pretrained().") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ModelLoadError(f"{path / 'config.json'} has no 'model_type'; it is not a transformers config. Save the "
+                             "model again with model.save_pretrained().")
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        raise ModelLoadError(f"{path} holds a config.json but no weights (none of {', '.join(WEIGHT_FILES)}); save the "
+                             "model again with model.save_pretrained().")
+    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        raise ModelLoadError(f"{path} holds no tokenizer files; save the tokenizer there too with "
+                             "tokenizer.save_pretrained().")
+
+
 def resolve_source(name: str) -> tuple[str, str]:
     """Classify `name` as ('embedded' | 'local' | 'hub', source); unknown short names are an error."""
     if name in KNOWN_MODELS:
@@ -271,7 +293,13 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: tor
         model, tokenizer = _load_pretrained(str(_converted_embedded(source)), device, dtype, local_only=True)
         origin = f"embedded:{embedded_gguf(source).name}"
     elif kind == "local":
-        model, tokenizer = _load_pretrained(source, device, dtype, local_only=True)
+        check_local_folder(Path(source))
+        try:
+            model, tokenizer = _load_pretrained(source, device, dtype, local_only=True)
+        except Exception as exc:  # transformers raises OSError, ValueError, AttributeError, ... for broken saves
+            raise ModelLoadError(f"The saved model in {source} could not be loaded ({type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0][:200]}). Save it again with model.save_pretrained() "
+                                 "and tokenizer.save_pretrained().") from exc
         origin = f"local:{source}"
     else:
         try:

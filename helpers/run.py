@@ -7,8 +7,10 @@ Any failure stops the run with the notebook and cell named.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shutil
@@ -71,18 +73,48 @@ def available_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
-def load_profile(name: str) -> dict:
-    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}."""
+def profile_path(name: str) -> Path:
+    """A profile's file: a name from notebooks/profiles/, or a path to a YAML file of your own."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise RunError(f"Profile file {name!r} does not exist.")
+        return path
     path = PROFILES / f"{name}.yaml"
     if not path.is_file():
-        raise RunError(f"Unknown profile {name!r}; available: {', '.join(available_profiles())}.")
-    data = yaml.safe_load(path.read_text()) or {}
+        raise RunError(f"Unknown profile {name!r}; available: {', '.join(available_profiles())}, or a path to a "
+                       "YAML file.")
+    return path
+
+
+def load_profile(name: str) -> dict:
+    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}."""
+    path = profile_path(name)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise RunError(f"Profile {name!r} must be a mapping with keys such as parameters and notebooks, "
+                       f"got a {type(data).__name__}.")
     unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters"}
     if unknown:
         raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, "
                        "parameters, notebooks, timeout, chapters.")
-    data.setdefault("parameters", {})
-    data.setdefault("notebooks", {})
+    data["parameters"] = data.get("parameters") or {}
+    data["notebooks"] = data.get("notebooks") or {}
+    for key in ("parameters", "notebooks"):
+        if not isinstance(data[key], dict):
+            raise RunError(f"Profile {name!r}: {key!r} must be a mapping (name: value), got {data[key]!r}.")
+    for stem, section in data["notebooks"].items():
+        if section is not None and not isinstance(section, dict):
+            raise RunError(f"Profile {name!r}: the section for {stem!r} must be a mapping of parameters, got "
+                           f"{section!r}.")
+    timeout = data.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        raise RunError(f"Profile {name!r}: timeout is the seconds a cell may run, a positive number; got {timeout!r}.")
+    if data.get("chapters") is not None and not isinstance(data["chapters"], list):
+        raise RunError(f"Profile {name!r}: chapters must be a list of chapter names, got {data['chapters']!r}.")
     return data
 
 
@@ -106,8 +138,80 @@ def parse_overrides(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise RunError(f"-p expects key=value, got {pair!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise RunError(f"-p {key.strip()}: {value!r} is not a value (write numbers, true/false, strings or lists "
+                           "such as [1, 2, 3]).") from None
     return out
+
+
+COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
+          "probe_stride", "depth_splits")  # names (or prefixes) of parameters that count something: at least 1
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    return type(value).__name__
+
+
+def _a(kind: str) -> str:
+    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+            "list": "a list"}.get(kind, f"a {kind}")
+
+
+def check_value(stem: str, name: str, value, default) -> None:
+    """Check one parameter against its notebook's literal default (the schema) and its declared range."""
+    allowed = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",), "str": ("str",), "list": ("list",)}
+    want = _kind(default)
+    where = f"{stem}: parameter {name!r} = {value!r}"
+    if value is None:
+        if default is None or want == "list":  # None means "all" or "the notebook decides"
+            return
+        raise RunError(f"{where}: {_a(want)} is needed, like the notebook's default {default!r}.")
+    if default is not None and _kind(value) not in allowed.get(want, (want,)):
+        raise RunError(f"{where} is {_a(_kind(value))}; it must be {_a(want)} like the notebook's default {default!r}.")
+    int_list = isinstance(default, list) and default and all(_kind(v) == "int" for v in default)
+    if int_list and isinstance(value, list) and not all(_kind(v) == "int" for v in value):
+        raise RunError(f"{where}: every entry must be an integer, like the default {default!r}.")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RunError(f"{where}: must be a finite number.")
+    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value < 1:
+        raise RunError(f"{where}: counts must be at least 1.")
+    if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
+        raise RunError(f"{where}: the power-sampling exponent must be positive.")
+    if name in ("mcmc_steps", "seed", "shots") and _kind(value) == "int" and value < 0:
+        raise RunError(f"{where}: the number of MH steps per block must be 0 or more.")
+
+
+def check_job(job: Job, defaults: dict) -> None:
+    """Every parameter of a job against the notebook's schema, and the levels against the arithmetic benchmark."""
+    literal = {}
+    for name, text in defaults.items():  # papermill gives each default as its source text
+        try:
+            literal[name] = ast.literal_eval(text) if isinstance(text, str) else text
+        except (ValueError, SyntaxError):
+            continue  # not a literal: nothing to check against
+    for name, value in job.parameters.items():
+        if name in literal:
+            check_value(job.stem, name, value, literal[name])
+    levels, dataset = job.parameters.get("levels"), job.parameters.get("dataset", literal.get("dataset"))
+    if dataset == "arithmetic" and isinstance(levels, list):
+        from helpers.data import LEVELS
+
+        outside = sorted(v for v in levels if v not in LEVELS)
+        if outside:
+            raise RunError(f"{job.stem}: levels {outside} are not arithmetic levels; the benchmark has levels "
+                           f"{sorted(LEVELS)}.")
 
 
 def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:
@@ -151,7 +255,9 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
         values.update(section)
         values.update({k: v for k, v in overrides.items() if k in params})
         values["profile"] = profile if "profile" in params else values.get("profile")
-        jobs.append(Job(stem, {k: v for k, v in values.items() if k in params}))
+        job = Job(stem, {k: v for k, v in values.items() if k in params})
+        check_job(job, params)
+        jobs.append(job)
     return jobs
 
 

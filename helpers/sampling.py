@@ -108,6 +108,21 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
     cfg = replace(power, max_new_tokens=max_new_tokens) if power is not None else None
     run = decode_run(model, settings, root)
     keys = {p.id: problem_key(p) for p in problems}
+    if all(f"{keys[p.id]}#{s}" in run for p in problems for s in range(n_seeds)):
+        return _stored(run, keys, problems, n_seeds)
+    with run.locked():  # another process on the same decode: wait for it, then compute only what is missing
+        _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg, max_new_tokens, shots, n_seeds,
+                        seed, top_k, batch_size, progress)
+    return _stored(run, keys, problems, n_seeds)
+
+
+def _stored(run: Run, keys: dict, problems: Sequence[Problem], n_seeds: int) -> list[list[dict]]:
+    return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
+            for p in problems]
+
+
+def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg, max_new_tokens, shots, n_seeds,
+                    seed, top_k, batch_size, progress) -> None:
     stops = stop_token_ids(model, tokenizer)
     jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
     prompts = {p.id: build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs}
@@ -125,8 +140,6 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
         seconds = [c.seconds for c in results]
         for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
             run.add(f"{keys[p.id]}#{s}", record, seconds=sec, seed=s)
-    return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
-            for p in problems]
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,

@@ -11,11 +11,17 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: no lock, one process at a time is then the user's to ensure
+    fcntl = None
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,12 +70,15 @@ class Run:
         self.hash = config_hash(config)
         self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
         self._records: dict[str, dict] = {}
+        self._lock_depth = 0
+        self._lock_fh = None
         self._load()
 
     def _load(self) -> None:
+        self._records = {}
+        self._loaded_size = self._size()
         if not self.path.is_file():
             return
-        self._end_partial_line()
         with self.path.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
@@ -79,17 +88,65 @@ class Run:
                 if record.get("config_hash") == self.hash and "key" in record:
                     self._records[record["key"]] = record
 
-    def _end_partial_line(self) -> None:
-        """A write cut short leaves a line without its newline; end it so the next record starts cleanly."""
-        with self.path.open("rb") as fh:
+    def _size(self) -> int:
+        return self.path.stat().st_size if self.path.is_file() else 0
+
+    def reload(self) -> None:
+        """Read the records again (another process may have added some)."""
+        self._load()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold this run's lock file, so that two processes never compute or write the same run at once.
+
+        Reentrant within a process. A second process waits, says so on stderr, and then reads what the first
+        one wrote, so it computes only what is still missing.
+        """
+        if self._lock_depth == 0:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = self.path.with_suffix(".lock").open("a")
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
+                          "and then reusing its records", file=sys.stderr, flush=True)
+                    fcntl.flock(fh, fcntl.LOCK_EX)
+            self._lock_fh = fh
+            if self._size() != self._loaded_size:  # another process wrote meanwhile
+                self._load()
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                if fcntl is not None:
+                    fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+                self._lock_fh.close()
+                self._lock_fh = None
+
+    def _repair_tail(self) -> None:
+        """Cut a last line that an interruption left unfinished (no newline), so the file stays valid JSONL."""
+        if not self.path.is_file():
+            return
+        with self.path.open("rb+") as fh:
             size = fh.seek(0, os.SEEK_END)
             if size == 0:
                 return
             fh.seek(size - 1)
-            last = fh.read(1)
-        if last != b"\n":
-            with self.path.open("ab") as out:
-                out.write(b"\n")
+            if fh.read(1) == b"\n":
+                return
+            end = size  # look back, a block at a time, for the newline that ends the last whole line
+            while end > 0:
+                start = max(0, end - (1 << 16))
+                fh.seek(start)
+                cut = fh.read(end - start).rfind(b"\n")
+                if cut >= 0:
+                    fh.truncate(start + cut + 1)
+                    return
+                end = start
+            fh.truncate(0)  # no whole line at all
 
     def __contains__(self, key: str) -> bool:
         return key in self._records
@@ -120,13 +177,15 @@ class Run:
                   "model": self.config.get("model"), "seed": seed if seed is not None else self.config.get("seed"),
                   "config": self.config, "versions": versions(), "seconds": round(seconds, 4),
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, separators=(",", ":")) + "\n"
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self._records[key] = record
+        with self.locked():
+            self._repair_tail()
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._records[key] = record
+            self._loaded_size = self._size()
 
     @contextmanager
     def timed(self, key: str, seed: int | None = None) -> Iterator[dict]:

@@ -15,11 +15,13 @@ import numpy as np
 
 from helpers.chapters.power_sampling import comparisons_table
 from helpers.cost import (
+    Shape,
     break_even_depth,
     expected_decoded_tokens,
     flops_share,
     model_cost,
     qwen25_math_configs,
+    report_extra_tokens,
     report_multiplier,
     schedule_multiplier,
 )
@@ -65,7 +67,7 @@ def token_curves(lengths: Sequence[int], block_size: int, mcmc_steps: int, max_n
     return {
         "length": T,
         "plain": T,
-        "formula": T + mcmc_steps * T ** 2 / (4 * block_size),
+        "formula": T + np.array([report_extra_tokens(float(t), block_size, mcmc_steps) for t in T]),
         "reference": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps) for t in T]),
         "exact": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps, mode="exact",
                                                    max_new_tokens=max_new_tokens) for t in T]),
@@ -207,15 +209,12 @@ def multiplier_values(m: Measured) -> dict:
     length = _mean(records, "n_tokens")
     predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps, mode=cfg.mode,
                                                        max_new_tokens=m.max_new_tokens) for r in records]))
-    formula = float(np.mean([r["n_tokens"] + report_extra(r["n_tokens"], cfg) for r in records]))
+    formula = float(np.mean([r["n_tokens"] + report_extra_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps)
+                             for r in records]))
     return {"measured_tokens": decoded, "power_length": length, "predicted_tokens": predicted,
             "formula_tokens": formula, "greedy_tokens": m.greedy_tokens[L],
             "multiplier_vs_greedy": decoded / max(m.greedy_tokens[L], 1e-9),
             "multiplier_vs_own": decoded / max(length, 1e-9)}
-
-
-def report_extra(length: float, cfg: PowerConfig) -> float:
-    return cfg.mcmc_steps * length ** 2 / (4 * cfg.block_size)
 
 
 def multiplier_sentence(m: Measured) -> str:
@@ -235,8 +234,6 @@ def multiplier_sentence(m: Measured) -> str:
 
 def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndarray]]:
     """Per model: blocks removed and the share of the full model's FLOPs per token that removing them saves."""
-    from helpers.cost import Shape
-
     out = {}
     for name, config in configs.items():
         L = Shape.of(config).layers
@@ -258,8 +255,6 @@ def build_configs(names: Sequence[str]) -> dict:
 
 def savings_table(configs: dict, context: float, multipliers: dict[str, float]) -> str:
     """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier."""
-    from helpers.cost import Shape
-
     heads = list(multipliers)
     lines = ["| model | blocks | saved by −1 block | saved by −2 blocks | unembedding share | "
              + " | ".join(f"break-even depth at {h}" for h in heads) + " |", "|---" * (5 + len(heads)) + "|"]

@@ -1,0 +1,273 @@
+"""Bad input, case by case: each gives a clear error that names what is wrong, at the boundary where it enters.
+
+One table per boundary (runner, sampling, problems, models, grading); each row is (case, call, error type, a
+fragment the message must contain). The CLI rows run the real command line and check the exit code and that no
+traceback is printed. The results store's behaviour under interruption and concurrency is tested below them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import grading
+from helpers.data import DataError, load_problems
+from helpers.models import ModelLoadError, load_model
+from helpers.power import PowerConfig
+from helpers.run import RunError, load_profile, parse_overrides, plan
+from helpers.sampling import decode_settings
+from helpers.store import Run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _plan(*pairs: str):
+    return lambda: plan("smoke", parse_overrides(list(pairs)))
+
+
+RUNNER = [
+    ("malformed -p list", _plan("levels=[1,2"), RunError, "-p levels"),
+    ("-p without =", _plan("levels"), RunError, "key=value"),
+    ("string for a count", _plan("n_problems=abc"), RunError, "'n_problems' = 'abc'"),
+    ("number for a list", _plan("levels=7"), RunError, "'levels' = 7"),
+    ("zero count", _plan("n_problems=0"), RunError, "at least 1"),
+    ("negative seed", _plan("seed=-1"), RunError, "'seed' = -1"),
+    ("string levels", _plan('levels=["3"]'), RunError, "every entry must be an integer"),
+    ("level outside the benchmark", _plan("levels=[1,9]"), RunError, "levels [9]"),
+    ("alpha zero", _plan("alpha=0"), RunError, "'alpha' = 0"),
+    ("alpha NaN", _plan("alpha=.nan"), RunError, "finite"),
+    ("alpha as text", _plan("alpha=big"), RunError, "'alpha' = 'big'"),
+    ("boolean for a count", _plan("n_seeds=true"), RunError, "'n_seeds' = True"),
+    ("unknown parameter", _plan("no_such_key=1"), RunError, "no_such_key"),
+    ("unknown profile", lambda: load_profile("nope"), RunError, "Unknown profile 'nope'"),
+    ("missing profile file", lambda: load_profile("/no/such/profile.yaml"), RunError, "does not exist"),
+]
+
+
+def _profile_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+PROFILE_FILES = [
+    ("not YAML", "parameters: [1, 2\n", "not valid YAML"),
+    ("not a mapping", "- 1\n- 2\n", "must be a mapping"),
+    ("section not a mapping", "notebooks:\n  02_logit_lens: 5\n", "02_logit_lens"),
+    ("parameters not a mapping", "parameters: [1]\n", "'parameters' must be a mapping"),
+    ("timeout not a number", "timeout: abc\n", "timeout"),
+    ("unknown top-level key", "paramters: {}\n", "paramters"),
+]
+
+SAMPLING = [
+    ("low temperature alpha 0", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=0), "alpha"),
+    ("low temperature alpha NaN", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=math.nan),
+     "alpha"),
+    ("low temperature alpha True", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=True), "alpha"),
+    ("power alpha infinite", lambda: PowerConfig(alpha=math.inf, max_new_tokens=8, block_size=4).validate(), "alpha"),
+    ("power alpha True", lambda: PowerConfig(alpha=True, max_new_tokens=8, block_size=4).validate(), "alpha"),
+    ("block size 0", lambda: PowerConfig(block_size=0).validate(need_length=False), "block_size"),
+    ("negative MH steps", lambda: PowerConfig(mcmc_steps=-1).validate(need_length=False), "mcmc_steps"),
+    ("unknown mode", lambda: PowerConfig(mode="fast").validate(need_length=False), "mode"),
+    ("unknown method", lambda: decode_settings("beam", max_new_tokens=8), "method"),
+    ("zero tokens", lambda: decode_settings("greedy", max_new_tokens=0), "max_new_tokens"),
+]
+
+
+def _problem_file(tmp_path: Path, text: str, suffix: str = ".json") -> str:
+    path = tmp_path / f"problems{suffix}"
+    path.write_text(text)
+    return str(path)
+
+
+PROBLEMS = [
+    ("n zero", lambda tmp: load_problems("arithmetic", n=0), "n (problems per level)"),
+    ("n text", lambda tmp: load_problems("arithmetic", n="abc"), "'abc'"),
+    ("levels an int", lambda tmp: load_problems("arithmetic", levels=7), "levels must be a list"),
+    ("levels of strings", lambda tmp: load_problems("arithmetic", levels=["3"]), "levels must be a list"),
+    ("level not in the benchmark", lambda tmp: load_problems("arithmetic", levels=[8]), "[8]"),
+    ("empty levels", lambda tmp: load_problems("arithmetic", levels=[]), "empty list"),
+    ("file of numbers", lambda tmp: load_problems(_problem_file(tmp, "[1, 2, 3]")), "Record 0"),
+    ("empty list file", lambda tmp: load_problems(_problem_file(tmp, "[]")), "no problems"),
+    ("empty JSONL file", lambda tmp: load_problems(_problem_file(tmp, "", ".jsonl")), "no problems"),
+    ("a JSON string", lambda tmp: load_problems(_problem_file(tmp, '"hello"', ".jsonl")), "Record 0"),
+    ("a pretty-printed object", lambda tmp: load_problems(_problem_file(tmp, '{\n"question": "q"\n}')),
+     "neither a JSON list"),
+    ("not JSON", lambda tmp: load_problems(_problem_file(tmp, "[{", ".json")), "neither a JSON list"),
+    ("missing field", lambda tmp: load_problems(_problem_file(tmp, '[{"q": "x", "answer": "1"}]')), "'question'"),
+    ("no problem at the level", lambda tmp: load_problems(
+        _problem_file(tmp, '[{"question": "q", "answer": "1", "level": 2}]'), levels=[5]), "levels are [2]"),
+    ("unknown set", lambda tmp: load_problems("mathqa"), "Unknown problem set"),
+]
+
+
+@pytest.mark.parametrize(("case", "call", "error", "fragment"), RUNNER, ids=[r[0] for r in RUNNER])
+def test_runner_rejects(case, call, error, fragment):
+    with pytest.raises(error) as info:
+        call()
+    assert fragment in str(info.value), f"{case}: {info.value}"
+
+
+@pytest.mark.parametrize(("case", "text", "fragment"), PROFILE_FILES, ids=[r[0] for r in PROFILE_FILES])
+def test_profile_files_are_validated_as_a_whole(case, text, fragment, tmp_path):
+    with pytest.raises(RunError, match=None) as info:
+        plan(_profile_file(tmp_path, text))
+    assert fragment in str(info.value), f"{case}: {info.value}"
+
+
+def test_a_profile_given_as_a_path_runs(tmp_path):
+    path = _profile_file(tmp_path, "parameters:\n  n_problems: 2\n")
+    assert all(j.parameters.get("n_problems", 2) == 2 for j in plan(path))
+
+
+@pytest.mark.parametrize(("case", "call", "fragment"), SAMPLING, ids=[r[0] for r in SAMPLING])
+def test_sampling_settings_are_checked(case, call, fragment):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert fragment in str(info.value), f"{case}: {info.value}"
+
+
+@pytest.mark.parametrize(("case", "call", "fragment"), PROBLEMS, ids=[r[0] for r in PROBLEMS])
+def test_problem_sets_are_checked(case, call, fragment, tmp_path):
+    with pytest.raises(DataError) as info:
+        call(tmp_path)
+    assert fragment in str(info.value), f"{case}: {info.value}"
+
+
+def test_levels_written_as_text_are_read(tmp_path):
+    rows = [{"question": "q1", "answer": "1", "level": "3"}, {"question": "q2", "answer": "2", "level": "Level 4"},
+            {"question": "q3", "answer": "3", "level": 3.0}]
+    path = _problem_file(tmp_path, json.dumps(rows))
+    assert [p.question for p in load_problems(path, levels=[3])] == ["q1", "q3"]
+    assert [p.level for p in load_problems(path)] == [3, 4, 3]
+
+
+# --------------------------------------------------------------------------------------------------
+# Local model folders: a broken save says which file is wrong
+# --------------------------------------------------------------------------------------------------
+
+
+def _copy_save(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize(("case", "edit", "fragment"), [
+    ("config not JSON", lambda d: (d / "config.json").write_text("{"), "config.json is not valid JSON"),
+    ("config without model type", lambda d: (d / "config.json").write_text("{}"), "no 'model_type'"),
+    ("no weights", lambda d: (d / "model.safetensors").unlink(), "no weights"),
+    ("no tokenizer", lambda d: [f.unlink() for f in d.glob("tokenizer*")], "no tokenizer files"),
+    ("truncated weights", lambda d: (d / "model.safetensors").write_bytes(b"\0" * 16), "could not be loaded"),
+], ids=["config not JSON", "no model type", "no weights", "no tokenizer", "truncated weights"])
+def test_broken_local_saves_name_the_file(case, edit, fragment, tiny_dir, tmp_path):
+    folder = _copy_save(tiny_dir, tmp_path / "save")
+    edit(folder)
+    with pytest.raises(ModelLoadError) as info:
+        load_model(str(folder), device="cpu")
+    assert fragment in str(info.value), f"{case}: {info.value}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Grading never raises and never hangs
+# --------------------------------------------------------------------------------------------------
+
+
+def test_numbers_beyond_pythons_int_limit_are_compared_as_digits():
+    huge = "9" * 5000
+    assert grading.is_equivalent(huge, huge)
+    assert grading.is_equivalent("0" + huge, huge) and grading.is_equivalent("-0", "0")
+    assert not grading.is_equivalent(huge, huge[:-1] + "8")
+    assert grading.grade(f"so the answer is \\boxed{{{huge}}}", huge)
+
+
+def test_very_long_answers_are_compared_as_strings():
+    text = "\\frac{" * 300 + "1" + "}" * 300
+    start = time.perf_counter()
+    assert not grading.is_equivalent(text, "1")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_math_verify_is_bounded_outside_the_main_thread(monkeypatch):
+    monkeypatch.setattr(grading, "TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(grading, "_math_verify", lambda *a: time.sleep(5) or True)
+    box = []
+    worker = threading.Thread(target=lambda: box.append(grading.is_equivalent("x^2", "y^2")))
+    start = time.perf_counter()
+    worker.start()
+    worker.join()
+    assert box == [False] and time.perf_counter() - start < 2.0
+
+
+# --------------------------------------------------------------------------------------------------
+# The results store: torn lines repaired, concurrent writers kept apart
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_torn_last_line_is_cut_before_the_next_record(tmp_path):
+    run = Run("exp", {"k": 1}, root=tmp_path)
+    run.add("a", 1, 0.1)
+    with run.path.open("a") as fh:
+        fh.write('{"key": "b", "config_ha')
+    again = Run("exp", {"k": 1}, root=tmp_path)
+    again.add("b", 2, 0.1)
+    lines = run.path.read_text().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["a", "b"]  # every line is valid JSON
+
+
+def test_a_second_process_waits_and_reuses_the_first_ones_records(tmp_path, capsys):
+    first, second = Run("exp", {"k": 2}, root=tmp_path), Run("exp", {"k": 2}, root=tmp_path)
+    holding = threading.Event()
+
+    def compute():
+        with first.locked():
+            holding.set()
+            time.sleep(0.5)
+            first.add("unit", 42, 0.5)
+
+    worker = threading.Thread(target=compute)
+    worker.start()
+    holding.wait()
+    with second.locked():
+        assert "unit" in second and second.get("unit") == 42  # read, not recomputed
+    worker.join()
+    assert "another process is working on exp/" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# The real command line: exit code 2, a message naming the input, no traceback
+# --------------------------------------------------------------------------------------------------
+
+CLI = [
+    ("run with a malformed -p", ["run", "--profile", "smoke", "-p", "levels=[1,2", "--no-build"], "-p levels"),
+    ("run with a string count", ["run", "--profile", "smoke", "-p", "n_problems=abc", "--no-build"], "n_problems"),
+    ("run with an unknown profile", ["run", "--profile", "fastest"], "Unknown profile 'fastest'"),
+    ("bench with zero problems", ["bench", "sampling", "--problems", "0"], "--problems"),
+    ("bench with bad levels", ["bench", "sampling", "--levels", "1,x"], "--levels"),
+    ("bench with alpha 0", ["bench", "sampling", "--alpha", "0"], "alpha"),
+    ("truncate with no prompt", ["truncate", "--depth", "3", "--prompt", " "], "--prompt"),
+]
+
+
+@pytest.mark.parametrize(("case", "argv", "fragment"), CLI, ids=[r[0] for r in CLI])
+def test_command_line_errors_are_one_clear_line(case, argv, fragment):
+    done = subprocess.run([sys.executable, "-m", "helpers", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, f"{case}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    assert fragment in done.stderr and "Traceback" not in done.stderr, f"{case}: {done.stderr[-2000:]}"
+
+
+def test_truncate_reports_the_blocks_it_keeps():
+    from helpers.cli import kept_blocks
+
+    assert kept_blocks(list(range(28))) == "0..27"  # naive truncation to 28 keeps blocks 0..27
+    assert kept_blocks([*range(27), 29]) == "0..26, 29"  # stitch-and-preserve re-attaches the last block
+    assert kept_blocks([0, 29]) == "0, 29"
