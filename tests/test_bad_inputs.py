@@ -271,3 +271,16 @@ def test_truncate_reports_the_blocks_it_keeps():
     assert kept_blocks(list(range(28))) == "0..27"  # naive truncation to 28 keeps blocks 0..27
     assert kept_blocks([*range(27), 29]) == "0..26, 29"  # stitch-and-preserve re-attaches the last block
     assert kept_blocks([0, 29]) == "0, 29"
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helpers", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_truncate_on_the_command_line(tiny_dir):
+    done = _cli("truncate", "--model", str(tiny_dir), "--method", "naive", "--depth", "3", "--prompt", "Ada has",
+                "--raw", "--max-new-tokens", "2")
+    assert done.returncode == 0 and "(blocks 0..2)" in done.stdout, done.stderr[-2000:]
+    done = _cli("truncate", "--model", str(tiny_dir), "--depth", "9", "--prompt", "Ada has")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "9" in done.stderr, done.stderr[-2000:]
