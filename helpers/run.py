@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from helpers import glued
+from helpers.store import USAGE_ENV
 from helpers.widgets import LIVE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ class Job:
     stem: str
     parameters: dict = field(default_factory=dict)
     seconds: float = 0.0
+    records: dict | None = None  # {'reused': n, 'computed': m} stored records, as the kernel counted them
 
     @property
     def source(self) -> Path:
@@ -300,6 +302,17 @@ def _tag_injected_cell(nb_path: Path) -> None:
     nbformat.write(nb, nb_path)
 
 
+# The kernel logs a warning about unencrypted local TCP at every start; it runs on this machine only, and
+# real kernel errors still show at ERROR.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
+
+def _progress(stem: str) -> dict:
+    """papermill's progress bar as one line per chapter: cells done out of total, and the time so far."""
+    return {"desc": f"[run] {stem}", "file": sys.stdout, "mininterval": 2.0, "ascii": True,
+            "bar_format": "{desc}: cell {n_fmt}/{total_fmt}, {elapsed} elapsed"}
+
+
 def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False) -> None:
     """Run one notebook with papermill into out_root/book/chapters/."""
     import papermill
@@ -310,10 +323,13 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     start = time.perf_counter()
     previous = os.environ.get(LIVE_ENV)
     os.environ[LIVE_ENV] = "0"  # the kernel inherits it: explorers print a note, not widgets (see helpers.widgets)
+    usage = target.with_suffix(".usage.json")
+    usage.unlink(missing_ok=True)
+    os.environ[USAGE_ENV] = str(usage)  # the kernel counts the stored records it reuses and computes
     try:
         papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters, kernel_name="python3",
-                                   cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=timeout,
-                                   log_output=False)
+                                   cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem), execution_timeout=timeout,
+                                   log_output=False, extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as exc:
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None
@@ -321,11 +337,15 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
         detail = _error_cell(target) if target.is_file() else str(exc)
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
     finally:
+        os.environ.pop(USAGE_ENV, None)
         if previous is None:
             os.environ.pop(LIVE_ENV, None)
         else:
             os.environ[LIVE_ENV] = previous
     job.seconds = time.perf_counter() - start
+    if usage.is_file():
+        job.records = json.loads(usage.read_text())
+        usage.unlink()
     _tag_injected_cell(target)
     noisy = stderr_cells(target)
     if noisy:
@@ -333,6 +353,16 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
         if strict:
             raise RunError(message)
         print("warning: " + message, file=sys.stderr)
+
+
+def time_table(jobs: list[Job]) -> str:
+    """The closing table of a run: each chapter's time and the stored records it reused and computed."""
+    lines = ["[run] chapter                  time   records reused   computed"]
+    for job in jobs:
+        r = job.records or {}
+        lines.append(f"[run] {job.stem:<22} {job.seconds:6.0f} s {r.get('reused', '?'):>15} {r.get('computed', '?'):>10}")
+    lines.append(f"[run] {'total':<22} {sum(j.seconds for j in jobs):6.0f} s")
+    return "\n".join(lines)
 
 
 def _git_commit() -> str:
@@ -429,6 +459,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         print(f"[run] {job.stem} ({profile}) ...", flush=True)
         execute(job, out_root, timeout, strict)
         print(f"[run] {job.stem} done in {job.seconds:.0f} s", flush=True)
+    print(time_table(jobs), flush=True)
     write_run_config(out_root, profile, jobs)
     glued.write(out_root / CHAPTERS, toc_chapters(out_root))
     if not build:

@@ -7,6 +7,7 @@ records, an interrupted run resumes where it stopped, and a changed configuratio
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -24,6 +25,23 @@ except ImportError:  # not on POSIX: no lock, one process at a time is then the 
     fcntl = None
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+USAGE_ENV = "SVD_STORE_USAGE"  # a file path: this process writes how many records it reused and computed there
+_usage: dict[str, set] = {"reused": set(), "computed": set()}
+
+
+def _note(kind: str, run_hash: str, key: str) -> None:
+    if not os.environ.get(USAGE_ENV):
+        return
+    if not any(_usage.values()):
+        atexit.register(_write_usage, os.environ[USAGE_ENV])
+    _usage[kind].add((run_hash, key))
+
+
+def _write_usage(path: str) -> None:
+    computed = _usage["computed"]
+    Path(path).write_text(json.dumps({"reused": len(_usage["reused"] - computed), "computed": len(computed)}))
 
 
 def results_root() -> Path:
@@ -157,7 +175,10 @@ class Run:
     def get(self, key: str) -> dict | None:
         """The stored result of unit `key`, or None."""
         record = self._records.get(key)
-        return None if record is None else record["result"]
+        if record is None:
+            return None
+        _note("reused", self.hash, key)
+        return record["result"]
 
     def seconds(self, key: str) -> float | None:
         """The wall time stored with unit `key` (its share of the batch it was computed in), or None."""
@@ -166,6 +187,8 @@ class Run:
 
     def results(self) -> dict[str, Any]:
         """All stored results by key."""
+        for k in self._records:
+            _note("reused", self.hash, k)
         return {k: r["result"] for k, r in self._records.items()}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -186,6 +209,7 @@ class Run:
                 os.fsync(fh.fileno())
             self._records[key] = record
             self._loaded_size = self._size()
+        _note("computed", self.hash, key)
 
     @contextmanager
     def timed(self, key: str, seed: int | None = None) -> Iterator[dict]:
@@ -199,6 +223,7 @@ class Run:
     def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
         """Stored result of `key`, computing and storing it first if missing."""
         if key in self._records:
+            _note("reused", self.hash, key)
             return self._records[key]["result"]
         start = time.perf_counter()
         result = fn()

@@ -136,3 +136,13 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
         jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
         four, five = jobs["04_power_sampling"], jobs["05_cost"]
         assert {k: four.get(k) for k in decode_keys} == {k: five.get(k) for k in decode_keys}, profile
+
+
+def test_the_closing_table_lists_time_and_records():
+    from helpers.run import Job, time_table
+
+    jobs = [Job("01_a", seconds=12.4, records={"reused": 5, "computed": 7}), Job("02_b", seconds=3.0)]
+    table = time_table(jobs)
+    assert "01_a" in table and "12 s" in table and " 5 " in table and " 7" in table
+    assert "?" in table.splitlines()[2]  # a chapter that reported no counts says so
+    assert "total" in table and "15 s" in table

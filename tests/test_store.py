@@ -62,3 +62,23 @@ def test_timed_context_stores_only_finished_units(tmp_path):
 def test_bad_experiment_name(tmp_path):
     with pytest.raises(ValueError):
         Run("a/b", {}, root=tmp_path)
+
+
+def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
+    import json
+
+    import helpers.store as store
+
+    monkeypatch.setenv(store.USAGE_ENV, str(tmp_path / "usage.json"))
+    monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set()})
+    monkeypatch.setattr(store.atexit, "register", lambda *a: None)  # written by hand below, not at exit
+    run = Run("exp", {"k": 3}, root=tmp_path)
+    run.add("new", 1, 0.1)
+    run.get("new")  # computed in this process: not a reuse
+    old = Run("exp", {"k": 3}, root=tmp_path)
+    Run("exp", {"k": 4}, root=tmp_path).add("other", 2, 0.1)
+    store._usage["computed"].clear()  # as if `old` were opened by a later process
+    old.get("new")
+    old.compute("new", lambda: 99)
+    store._write_usage(str(tmp_path / "usage.json"))
+    assert json.loads((tmp_path / "usage.json").read_text()) == {"reused": 1, "computed": 0}
