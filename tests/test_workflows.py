@@ -1,0 +1,46 @@
+"""The publishing workflows cannot run here; actionlint checks them, and a broken one fails this test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+
+
+def _actionlint() -> str:
+    found = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.skip("actionlint is not installed (the dev extra installs it on Linux x86-64): WORKFLOWS NOT CHECKED")
+    return found
+
+
+def test_workflows_pass_actionlint():
+    files = sorted(WORKFLOWS.glob("*.yml"))
+    assert {f.name for f in files} >= {"tests.yml", "book.yml"}
+    done = subprocess.run([_actionlint(), *map(str, files)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_broken_workflow_is_caught(tmp_path):
+    broken = yaml.safe_load((WORKFLOWS / "tests.yml").read_text())
+    broken["jobs"]["test"]["runs-on"] = "ubuntu-latest"
+    broken["jobs"]["test"]["steps"].append({"uses": "actions/checkout@v4", "with": {"no-such-input": "${{ nope }}"}})
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken).replace("true:", "on:"))  # PyYAML reads the key `on` as True
+    done = subprocess.run([_actionlint(), str(path)], capture_output=True, text=True)
+    assert done.returncode != 0 and "nope" in done.stdout + done.stderr
+
+
+def test_the_book_workflow_builds_the_default_book_and_deploys_it():
+    book = yaml.safe_load((WORKFLOWS / "book.yml").read_text())
+    steps = [s.get("run", "") + s.get("uses", "") for s in book["jobs"]["build"]["steps"]]
+    assert "make test" in steps and "make book" in steps
+    assert any(s.startswith("actions/cache") for s in steps) and any("upload-pages-artifact" in s for s in steps)
+    assert book["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages")
+    assert book[True]["push"]["branches"] == ["main"]  # PyYAML reads the key `on` as True
