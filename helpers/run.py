@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
@@ -437,8 +438,26 @@ def prepare_root(out_root: Path) -> None:
             shutil.copy2(src, out_root / name)
 
 
+MATHJAX_DIR = "_mathjax/mathjax"  # a static folder of _config.yml (not _static: Jupyter Book loads every .js there)
+
+
+def install_mathjax(out_root: Path) -> None:
+    """Copy MathJax 3 (one self-contained file, from the django-static-mathjax package) beside the book, so that
+    math renders without a network."""
+    spec = importlib.util.find_spec("mathjax")
+    source = Path(spec.origin).parent / "static" / "mathjax" if spec and spec.origin else None
+    if source is None or not (source / "es5" / "tex-svg-full.js").is_file():
+        raise RunError("The book renders math with a local MathJax from the django-static-mathjax package: "
+                       "pip install django-static-mathjax==3.2.2.1 (make book installs it).")
+    target = out_root / MATHJAX_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("es5/tex-svg-full.js", "LICENSE"):
+        shutil.copy2(source / name, target / Path(name).name)
+
+
 def build_book(out_root: Path) -> Path:
     """jupyter-book build -W --keep-going; raise with the warnings when it fails."""
+    install_mathjax(out_root)
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "-W", "--keep-going", "-q"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -75,3 +75,15 @@ def smol():
     from helpers.models import load_model
 
     return load_model("smollm2-135m", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    """The smoke book, computed afresh and built strictly once per session: (output root, index.html)."""
+    from helpers.run import run
+
+    out = tmp_path_factory.mktemp("book")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
+        index = run("smoke", out_root=out, strict=True)
+    return out, index

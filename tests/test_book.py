@@ -7,21 +7,7 @@ import re
 
 import pytest
 
-from helpers.run import CHAPTERS, run, stderr_cells, toc_chapters
-
-
-@pytest.fixture(scope="module")
-def built_book(tmp_path_factory, monkeypatch_module):
-    out = tmp_path_factory.mktemp("book")
-    monkeypatch_module.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
-    index = run("smoke", out_root=out, strict=True)
-    return out, index
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
+from helpers.run import CHAPTERS, stderr_cells, toc_chapters
 
 
 @pytest.mark.book

@@ -1,0 +1,147 @@
+"""The built book as its readers see it: every page opened in headless Chromium.
+
+Per page: every image loads, math is typeset from the book's own MathJax (no network), Markdown tables are
+tables, no figure shows twice, no unresolved glue or citation is visible, every explorer note has its static
+figure after it, and the console has no errors. A screenshot of each page goes to `_build/screenshots/`.
+
+The smoke book of `make test` is checked by default; set SVD_BROWSER_BOOK to another `_build/html` folder (the
+default build's, say) to check that one. Without Chromium the tests are skipped with a loud reason, or fail where
+SVD_REQUIRE_BROWSER=1 (CI, whose `.ci/run` installs Chromium).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+
+SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
+
+
+def _no_browser(reason: str):
+    message = f"NO BROWSER TEST: {reason}. Install Chromium (apt-get install chromium chromium-driver) and selenium."
+    if os.environ.get("SVD_REQUIRE_BROWSER") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def html_root(request) -> Path:
+    given = os.environ.get("SVD_BROWSER_BOOK")
+    if given:
+        return Path(given)
+    out, _ = request.getfixturevalue("built_book")
+    return out / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def server(html_root):
+    handler = functools.partial(_QuietHandler, directory=str(html_root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _no_browser("selenium is not installed")
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver_path = shutil.which("chromedriver")
+    if not binary or not driver_path:
+        _no_browser("no chromium / chromedriver on PATH")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,2000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def _pages(html_root: Path) -> list[str]:
+    pages = [p.relative_to(html_root).as_posix() for p in html_root.rglob("*.html")
+             if not {"_static", "_sources", "_images"} & set(p.relative_to(html_root).parts) and p.name not in SKIP_PAGES]
+    return sorted(pages)
+
+
+CHECKS = """
+const out = {};
+out.broken_images = [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(-60));
+const srcs = [...document.images].map(i => i.src);
+out.repeated_images = [...new Set(srcs.filter((s, k) => srcs.indexOf(s) !== k))].map(s => s.slice(-60));
+const main = document.querySelector('main') || document.body;
+const text = main.innerText;
+out.raw_math = (text.match(/\\\\\\(|\\\\\\[|\\$\\$/g) || []).length;
+out.math_spans = document.querySelectorAll('span.math, div.math').length;
+out.typeset = document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length;
+out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') && t.includes('|---')).map(t => t.slice(0, 60));
+out.unresolved = (text.match(/\\{glue[^}]*\\}|\\{cite[^}]*\\}|\\?\\?\\?|\\bglue:[a-z]+/g) || []);
+out.notes_without_figure = [...main.querySelectorAll('div.cell')].filter(c => c.innerText.includes('Interactive explorer:')).filter(c => {
+  const next = c.nextElementSibling; return !(next && next.querySelector('img'));
+}).length;
+return out;
+"""
+
+
+def _typeset(driver, timeout: float = 20.0) -> None:
+    """Wait until MathJax has finished with the page (or the page has none)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        done = driver.execute_script(
+            "return !window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0"
+            " && document.readyState === 'complete');")
+        if done:
+            return
+        time.sleep(0.25)
+
+
+def test_every_page_renders_cleanly(browser, server, html_root):
+    pages = _pages(html_root)
+    assert any(p.startswith("book/chapters/") for p in pages), f"no chapter pages under {html_root}"
+    shots = html_root.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    problems = {}
+    for page in pages:
+        browser.get(f"{server}/{page}")
+        _typeset(browser)
+        found = browser.execute_script(CHECKS)
+        errors = [e["message"][:160] for e in browser.get_log("browser")
+                  if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+        browser.save_screenshot(str(shots / (page.replace("/", "_").removesuffix(".html") + ".png")))
+        bad = {k: v for k, v in found.items() if k not in ("math_spans", "typeset") and v}
+        if found["math_spans"] and not found["typeset"]:
+            bad["math_not_typeset"] = found["math_spans"]
+        if errors:
+            bad["console_errors"] = errors[:3]
+        if bad:
+            problems[page] = bad
+    assert not problems, problems
+    assert len(list(shots.glob("*.png"))) >= len(pages)
+
+
+def test_a_removed_image_is_caught(browser, server, html_root, tmp_path):
+    """The check above can fail: a page whose image file is gone reports it."""
+    page = next(p for p in _pages(html_root) if p.startswith("book/chapters/"))
+    browser.get(f"{server}/{page}")
+    browser.execute_script("const i = document.images[0]; i.src = i.src + '.missing';")
+    time.sleep(0.5)
+    assert browser.execute_script(CHECKS)["broken_images"]
