@@ -26,7 +26,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _truncate(args: argparse.Namespace) -> int:
-    from helpers.data import DataError
+    from helpers.data import DataError, chat_ids
     from helpers.decoding import decode
     from helpers.models import load_model, stop_token_ids
     from helpers.truncation import truncate
@@ -36,9 +36,7 @@ def _truncate(args: argparse.Namespace) -> int:
     model, tokenizer, info = load_model(args.model)
     shallow = truncate(model, args.depth, args.method)
     if info.chat and not args.raw:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}], add_generation_prompt=True,
-                                            tokenize=True)
-        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        ids = chat_ids(tokenizer, [{"role": "user", "content": args.prompt}])
     else:
         ids = tokenizer(args.prompt)["input_ids"]
     (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))

@@ -284,6 +284,17 @@ def prompt_text(question: str) -> str:
     return PROMPT_PREFIX + question.strip() + PROMPT_SUFFIX
 
 
+def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
+    """Token ids of `messages` through the chat template, ready for the assistant's turn.
+
+    transformers 4 returns a list of ids; transformers 5 a BatchEncoding (a mapping that is not a dict).
+    """
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys") and "input_ids" in ids:
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
 def build_prompt(tokenizer, question: str, chat: bool | None = None, shots: int = 0) -> list[int]:
     """Token ids of the reference prompt: through the chat template for instruct models, raw text otherwise.
 
@@ -305,8 +316,7 @@ def build_prompt(tokenizer, question: str, chat: bool | None = None, shots: int 
             messages += [{"role": "user", "content": prompt_text(ex.question)},
                          {"role": "assistant", "content": ex.solution}]
         messages.append({"role": "user", "content": prompt_text(question)})
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        return chat_ids(tokenizer, messages)
     text = "".join(f"{prompt_text(ex.question)}\n{ex.solution}\n\n" for ex in examples) + prompt_text(question) + "\n"
     return tokenizer(text)["input_ids"]
 
