@@ -109,10 +109,6 @@ class Run:
     def _size(self) -> int:
         return self.path.stat().st_size if self.path.is_file() else 0
 
-    def reload(self) -> None:
-        """Read the records again (another process may have added some)."""
-        self._load()
-
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold this run's lock file, so that two processes never compute or write the same run at once.
@@ -131,6 +127,7 @@ class Run:
                           "and then reusing its records", file=sys.stderr, flush=True)
                     fcntl.flock(fh, fcntl.LOCK_EX)
             self._lock_fh = fh
+            self._repair_tail()  # only a lock holder writes, so an unfinished last line is an interrupted one
             if self._size() != self._loaded_size:  # another process wrote meanwhile
                 self._load()
         self._lock_depth += 1
@@ -202,7 +199,6 @@ class Run:
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self.locked():
-            self._repair_tail()
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write(line)
                 fh.flush()

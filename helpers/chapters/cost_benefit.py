@@ -16,6 +16,7 @@ import numpy as np
 from helpers.chapters.power_sampling import comparisons_table
 from helpers.cost import (
     Shape,
+    block_ends,
     break_even_depth,
     expected_decoded_tokens,
     flops_share,
@@ -56,8 +57,7 @@ class ReportArithmetic:
 def report_arithmetic() -> ReportArithmetic:
     """8.84× by the report's formula; the four blocks of the same schedule summed exactly."""
     T, B, N = REPORT["length"], REPORT["block_size"], REPORT["mcmc_steps"]
-    blocks = [min(k * B, T) for k in range(1, math.ceil(T / B) + 1)]
-    return ReportArithmetic(report_multiplier(T, B, N), schedule_multiplier(T, B, N), blocks)
+    return ReportArithmetic(report_multiplier(T, B, N), schedule_multiplier(T, B, N), block_ends(T, B))
 
 
 def token_curves(lengths: Sequence[int], block_size: int, mcmc_steps: int, max_new_tokens: int | None = None) -> dict:
