@@ -8,72 +8,150 @@ import time
 
 import torch
 
+SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 0.8,
+                    "power_vs_plain": 0.95}
 
-def bench_sampling(model_name: str = "smollm2-135m", problems: int = 16, max_new_tokens: int = 48,
-                   block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0, shots: int = 2, seed: int = 0,
-                   levels: tuple[int, ...] = (1, 2, 3, 4), baseline: bool = True) -> dict:
-    """Power sampling (lockstep batch, cached prefixes) against plain batched sampling and the reference's pattern.
 
-    Targets: decode throughput of power sampling >= 0.9 of plain batched sampling (issue 10); wall time at least
-    4x below a batch-1 run that re-encodes the prefix for every proposal, as the published code does (issue 4).
-    `baseline=False` skips that batch-1 run, which takes many minutes on a 0.5B model on 2 cores.
+def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
+                   max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
+                   shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
+                   baseline: bool = True) -> dict:
+    """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
+
+    For each model and each problem count n (all n chains in one batch): the published algorithm as its code
+    runs it (`GenerateEngine`, batch 1, timed per problem, so one run of the largest n serves every n); plain
+    batched `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its
+    prefill and decoding timed apart by a streamer; plain
+    sampling and power sampling (both modes) in this project's engine, whose prefill time is measured apart.
+    Prints three ratios against `SAMPLING_TARGETS`.
     """
-    from helpers.data import arithmetic_problems, build_prompt
-    from helpers.decoding import decode, total
-    from helpers.models import load_model, stop_token_ids
-    from helpers.power import CachedEngine, PowerConfig, PrefillEngine, run_chains
+    from helpers.models import load_model
 
-    if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
-        raise ValueError(f"--problems must be an integer of at least 1, got {problems!r}")
+    for n in problems:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"--problems must be integers of at least 1, got {n!r}")
     if not levels:
         raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
+    from helpers.power import PowerConfig
+
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
                       max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
-    model, tokenizer, info = load_model(model_name)
+    report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
+                           "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels)},
+              "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, "
+                         f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+              "targets": {k: ({str(n): t for n, t in v.items()} if isinstance(v, dict) else v)
+                          for k, v in SAMPLING_TARGETS.items()},
+              "models": {}}
+    for name in models:
+        model, tokenizer, info = load_model(name)
+        report["models"][info.name] = _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline)
+    return report
+
+
+def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline) -> dict:
+    from dataclasses import replace
+
+    from helpers.data import arithmetic_problems, build_prompt
+    from helpers.decoding import decode, total
+    from helpers.models import stop_token_ids
+    from helpers.power import CachedEngine, run_chains
+    from helpers.published_sampler import GenerateEngine
+
     stops = stop_token_ids(model, tokenizer)
-    chosen = arithmetic_problems(max(1, problems // len(levels) + 1), levels=levels, seed=seed)[:problems]
+    most = max(problems)
+    chosen = arithmetic_problems(most // len(levels) + 1, levels=levels, seed=seed)[:most]
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in chosen]
     seeds = [seed * 1000 + i for i in range(len(prompts))]
-    decode(model, prompts[:2], 4, stops, temperature=1 / alpha, seeds=seeds[:2])  # warm-up, untimed
+    temperature, length = cfg.temperature, cfg.max_new_tokens
+    decode(model, prompts[:2], 4, stops, temperature=temperature, seeds=seeds[:2])  # warm-up, untimed
+    _generate(model, tokenizer, prompts[:2], 2, temperature)
+    out: dict = {"layers": model.config.num_hidden_layers, "batches": {}}
+    for n in problems:
+        row: dict = {}
+        prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
+        row["generate"] = {"new_tokens": n * length, "prefill_seconds": round(prefill, 2),
+                           "seconds": round(prefill + decoding, 2),
+                           "decode_tokens_per_second": round(n * (length - 1) / decoding, 1)}
+        engine = CachedEngine(model)
+        start = time.perf_counter()
+        plain = decode(model, prompts[:n], length, stops, temperature=temperature, seeds=seeds[:n], engine=engine)
+        row["plain_sampling"] = _rates(total(plain, "decoded_tokens"), time.perf_counter() - start,
+                                       engine.prefill_seconds)
+        for mode in ("exact", "reference"):
+            engine = CachedEngine(model)
+            start = time.perf_counter()
+            chains = run_chains(engine, prompts[:n], stops, replace(cfg, mode=mode), seeds[:n])
+            row[f"power_{mode}"] = _rates(total(chains, "decoded_tokens"), time.perf_counter() - start,
+                                          engine.prefill_seconds)
+            row[f"power_{mode}"]["mean_acceptance"] = round(
+                sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in chains) / n, 3)
+        out["batches"][str(n)] = row
+    if baseline:
+        per_problem = []
+        for prompt, s in zip(prompts, seeds, strict=True):
+            start = time.perf_counter()
+            (chain,) = run_chains(GenerateEngine(model), [prompt], stops, replace(cfg, mode="reference"), [s])
+            per_problem.append((time.perf_counter() - start, chain.decoded_tokens))
+        for n in problems:
+            seconds = sum(t for t, _ in per_problem[:n])
+            out["batches"][str(n)]["published_batch1_generate"] = {
+                "decoded_tokens": sum(k for _, k in per_problem[:n]), "seconds": round(seconds, 2)}
+    out["ratios"] = _ratios(out["batches"])
+    return out
 
-    start = time.perf_counter()
-    plain = decode(model, prompts, max_new_tokens, stops, temperature=1 / alpha, seeds=seeds)
-    plain_seconds = time.perf_counter() - start
 
-    start = time.perf_counter()
-    power = run_chains(CachedEngine(model), prompts, stops, cfg, seeds)
-    power_seconds = time.perf_counter() - start
+def _generate(model, tokenizer, prompts, new_tokens: int, temperature: float) -> tuple[float, float]:
+    """(prefill, decode) seconds of batched `generate` sampling exactly `new_tokens` tokens per left-padded prompt.
 
-    power_tokens = sum(r.decoded_tokens for r in power)
-    plain_rate = total(plain, "decoded_tokens") / plain_seconds
-    power_rate = power_tokens / power_seconds
-    result = {
-        "model": info.name, "problems": len(prompts), "settings": {"alpha": alpha, "block_size": block_size,
-        "mcmc_steps": mcmc_steps, "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels)},
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
-        "plain_sampling": {"tokens": total(plain, "decoded_tokens"), "seconds": round(plain_seconds, 2),
-                           "tokens_per_second": round(plain_rate, 2)},
-        "power_sampling": {"decoded_tokens": power_tokens, "seconds": round(power_seconds, 2),
-                           "tokens_per_second": round(power_rate, 2),
-                           "mean_acceptance": round(sum(sum(r.acceptance) / max(1, len(r.acceptance)) for r in power) / len(power), 3)},
-        "throughput_ratio_vs_plain": round(power_rate / plain_rate, 3),
-        "throughput_target": 0.9,
-    }
-    if not baseline:
-        return result
+    A streamer stamps the moment the first new tokens arrive: before it is the prefill (and the first token),
+    after it the decoding of the other `new_tokens` - 1 tokens per row.
+    """
+    from transformers.generation.streamers import BaseStreamer
+
+    class Clock(BaseStreamer):
+        def __init__(self):
+            self.stamps = []
+
+        def put(self, value):
+            self.stamps.append(time.perf_counter())
+
+        def end(self):
+            self.stamps.append(time.perf_counter())
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    width = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=model.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
+    clock = Clock()
     start = time.perf_counter()
-    slow = [run_chains(PrefillEngine(model), [p], stops, cfg, [s])[0] for p, s in zip(prompts, seeds, strict=True)]
-    slow_seconds = time.perf_counter() - start
-    same = sum(a.tokens == b.tokens for a, b in zip(power, slow, strict=True))
-    result.update({
-        "reference_pattern_batch1": {"decoded_tokens": sum(r.decoded_tokens for r in slow),
-                                     "prefill_tokens": sum(r.prefill_tokens for r in slow),
-                                     "seconds": round(slow_seconds, 2)},
-        "chains_identical_to_baseline": f"{same}/{len(prompts)}",
-        "speedup_vs_reference_pattern": round(slow_seconds / power_seconds, 2),
-        "speedup_target": 4.0,
-    })
-    return result
+    model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                   do_sample=True, temperature=temperature, top_k=0, top_p=1.0, pad_token_id=pad, streamer=clock)
+    first_token = clock.stamps[1]  # stamps: the prompt, then each step's new tokens, then the end
+    return first_token - start, clock.stamps[-1] - first_token
+
+
+def _rates(tokens: int, seconds: float, prefill_seconds: float) -> dict:
+    return {"decoded_tokens": tokens, "seconds": round(seconds, 2), "prefill_seconds": round(prefill_seconds, 2),
+            "tokens_per_second": round(tokens / seconds, 1),
+            "decode_tokens_per_second": round(tokens / (seconds - prefill_seconds), 1)}
+
+
+def _ratios(batches: dict) -> dict:
+    """The three ratios of `SAMPLING_TARGETS` per batch size, each beside its target."""
+    out = {}
+    for n, row in batches.items():
+        ratios = {"power_decode_vs_generate_decode": {
+                      mode: round(row[f"power_{mode}"]["decode_tokens_per_second"]
+                                  / row["generate"]["decode_tokens_per_second"], 2) for mode in ("exact", "reference")},
+                  "power_vs_plain": {
+                      mode: round(row[f"power_{mode}"]["tokens_per_second"]
+                                  / row["plain_sampling"]["tokens_per_second"], 2) for mode in ("exact", "reference")}}
+        if "published_batch1_generate" in row:
+            ratios["power_vs_published"] = round(row["published_batch1_generate"]["seconds"]
+                                                 / row["power_reference"]["seconds"], 2)
+        out[n] = ratios
+    return out
 
 
 def _descendants(root: int) -> list[int]:

@@ -80,13 +80,19 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
-    try:
-        levels = tuple(int(x) for x in args.levels.split(","))
-    except ValueError:
-        raise ValueError(f"--levels must be comma-separated integers such as 1,2,3; got {args.levels!r}") from None
-    print(json.dumps(bench_sampling(args.model, args.problems, args.max_new_tokens, args.block_size, args.steps,
+    levels = _integers(args.levels, "--levels", "1,2,3")
+    problems = _integers(args.problems, "--problems", "16,32")
+    models = tuple(m.strip() for m in args.model.split(",") if m.strip())
+    print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline), indent=2))
     return 0
+
+
+def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated integers such as {example}; got {text!r}") from None
 
 
 def _glued_rows(where: str) -> list[dict]:
@@ -162,8 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
     p.add_argument("what", choices=["sampling", "effective-depth", "throughput"])
-    p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--problems", type=int, default=16)
+    p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
+                   "smollm2-135m,qwen2.5-coder-0.5b")
+    p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "
+                   "e.g. 16,32")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--steps", type=int, default=2)
@@ -173,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-sizes", default="1,8,32,64", help="throughput: comma-separated batch sizes")
     p.add_argument("--no-generate", action="store_true", help="throughput: skip the transformers generate baseline")
     p.add_argument("--levels", default="1,2,3,4", help="sampling: comma-separated arithmetic levels of the problems")
-    p.add_argument("--no-baseline", action="store_true", help="sampling: skip the slow batch-1 reference pattern")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="sampling: skip the slow published sampler (batch-1 generate per proposal)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")

@@ -1,21 +1,27 @@
 """The book's one decode loop, written out so it can be read top to bottom.
 
-Every method decodes through `CachedEngine.extend`: greedy and temperature sampling extend each prompt once,
-power sampling extends its chains again and again from cut points. Rows of different lengths are left-padded
-into one batch; every step feeds one token per live row, keeps only per-token scalars (the chosen token, its
-log-probability under the model at T=1 and under the distribution it was drawn from), and drops a row as soon
-as it emits a stop token or reaches its limit. Each row has its own random generator, so a sample does not
-depend on which other rows share its batch.
+Every method decodes through an engine that runs *programs*: a program is a generator that asks for
+extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
+gets each one back filled in. Plain decoding is a program of one extension; a power-sampling chain asks for
+one per block and one per Metropolis–Hastings move (`helpers.power`).
+
+`CachedEngine` runs many programs at once. Each row owns a slot of a preallocated KV buffer (`SlotCache`);
+every step feeds one token per busy slot and keeps only per-token scalars (the chosen token, its
+log-probability under the model at T=1 and under the distribution it was drawn from). A cut costs nothing:
+a proposal's keys and values go after the row's current ones, and only an accepted proposal is moved into
+place. A row whose extension ends asks its program for the next one at once, and a row whose program ends
+hands its slot to the next waiting row, so the batch stays full. Each row has its own random generator, so a
+sample does not depend on which other rows share its batch, or when.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
 
 MIN_SHARED_PREFIX = 16
 
@@ -24,8 +30,9 @@ MIN_SHARED_PREFIX = 16
 class Completion:
     """What one row produced and what it cost: the result type of a plain decode and of a power-sampling chain.
 
-    Costs shared by a batch (prefill, forward passes, wall time) are split over its rows so that they add up
-    to the batch's totals.
+    A forward pass shared by several rows counts once for each of them (`forward_passes`), while its wall time
+    is split over them (`seconds`), so that the rows' seconds add up to the run's. A prefix encoded once for all
+    rows is split over them in `prefill_tokens` too.
     """
 
     tokens: list[int]  # generated tokens (the stop token included when one was emitted)
@@ -34,7 +41,7 @@ class Completion:
     stopped: bool  # True when the completion ended with a stop token
     decoded_tokens: int = 0  # every sampled token, rejected proposals included
     prefill_tokens: int = 0  # context tokens run through the model besides the newest one of each pass
-    forward_passes: int = 0
+    forward_passes: int = 0  # forward passes this row took part in
     seconds: float = 0.0
     acceptance: list[float] = field(default_factory=list)  # power sampling: acceptance rate of each block's moves
     moves: list[tuple[int, bool]] = field(default_factory=list)  # power sampling: (cut position, accepted)
@@ -52,17 +59,6 @@ def split_evenly(total: int, n: int) -> list[int]:
 def total(completions: Sequence[Completion], name: str) -> float:
     """The sum of one cost field over completions (a batch's total)."""
     return sum(getattr(c, name) for c in completions)
-
-
-def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack token lists into (ids, attention_mask), padding on the left."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = 1
-    return ids.to(device), mask.to(device)
 
 
 def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
@@ -90,7 +86,7 @@ def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Seque
         kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     logq_all = torch.log_softmax(scaled, dim=-1)
-    probs = logq_all.exp().cpu()
+    probs = torch.softmax(scaled, dim=-1).cpu()  # not logq_all.exp(): exp is ~70x slower where results are denormal
     token = torch.tensor([int(torch.multinomial(probs[b], 1, generator=g)) for b, g in enumerate(generators)],
                          device=logits.device)
     return (token.tolist(), logp_all.gather(-1, token[:, None])[:, 0].tolist(),
@@ -99,14 +95,14 @@ def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Seque
 
 @dataclass
 class Row:
-    """A sequence being decoded: its prompt, generated tokens with per-token scalars, RNG and engine state."""
+    """A sequence being decoded: its prompt, generated tokens with per-token scalars, and its RNG."""
 
     prompt: list[int]
     generator: torch.Generator | None = None
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
-    state: object = None  # the engine's per-row memory (a compact KV cache for `CachedEngine`)
+    state: object = None  # set to an extension's `state` when the row adopts that extension's tokens
 
 
 @dataclass
@@ -119,17 +115,47 @@ class Extension:
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
-    state: object = None
+    state: object = None  # the engine's token for "this extension": a row that adopts it copies it to row.state
 
     def append(self, token: int, logp: float, logq: float) -> None:
         self.tokens.append(token)
         self.logp.append(logp)
         self.logq.append(logq)
 
+    @property
+    def prefix_last(self) -> int:
+        """The token the extension starts from: the last kept token, or the prompt's last."""
+        return self.row.tokens[self.keep - 1] if self.keep else self.row.prompt[-1]
+
+
+Program = Generator[Extension, Extension, Completion]
+
+
+@dataclass
+class Task:
+    """A program being run, and what its row has cost so far."""
+
+    index: int
+    row: Row
+    program: Program
+    request: Extension | None = None
+    decoded: int = 0
+    prefill: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+
+    def finish(self, completion: Completion) -> Completion:
+        completion.decoded_tokens, completion.prefill_tokens = self.decoded, self.prefill
+        completion.forward_passes, completion.seconds = self.passes, self.seconds
+        return completion
+
+
+OnDone = Callable[[int, Completion], None]
+
 
 class Engine:
-    """How rows are extended. Every engine counts forward passes and prefill (context tokens run through the
-    model besides the newest one of each pass)."""
+    """Runs programs. Every engine counts forward passes and prefill (context tokens run through the model
+    besides the newest one of each pass)."""
 
     def __init__(self, model):
         self.model = model
@@ -137,153 +163,319 @@ class Engine:
         self.prefill = 0
         self.passes = 0
 
-    def start(self, rows: list[Row]) -> None:
-        """Prepare the rows' engine state before their first extension (nothing by default)."""
+    def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
+            capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+        """Run every (row, program) to its end; `on_done(i, completion)` hears of each as soon as it ends.
 
-    def extend(self, requests: list[Extension], temperature: float, top_k: int, stops: set[int],
-               keep_state: bool = True) -> None:
+        At most `capacity` rows run at once; `room` is how many positions past its prompt a row may need.
+        """
         raise NotImplementedError
 
 
-class CachedEngine(Engine):
-    """The decode loop: extends many rows in one lockstep batch, reusing each row's KV cache up to its cut.
-
-    A row's state is its compact cache: per layer, keys and values of prompt + kept tokens except the last one.
-    A batch left-pads these caches, feeds every row its last token, and decodes one token per live row per step.
-    """
-
-    @torch.inference_mode()
-    def start(self, rows: list[Row]) -> None:
-        """Encode every prompt except its last token, in one batch; a prefix shared by all is encoded once."""
-        todo = [r for r in rows if len(r.prompt) > 1]
-        for row in rows:
-            row.state = []
-        if not todo:
-            return
-        prompts = [r.prompt[:-1] for r in todo]
-        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
-        shared = shared if shared >= MIN_SHARED_PREFIX else 0
-        cache = DynamicCache()
-        if shared:  # the few-shot examples: encode once, copy the cache to every row
-            self.model(input_ids=torch.tensor([prompts[0][:shared]], device=self.device), past_key_values=cache,
-                       use_cache=True)
-            cache.batch_repeat_interleave(len(prompts))
-            self.passes += 1
-        ids, suffix_mask = left_pad([p[shared:] for p in prompts], 0, self.device)
-        mask = torch.cat([torch.ones((len(prompts), shared), dtype=torch.long, device=self.device), suffix_mask], 1)
-        positions = shared + (suffix_mask.cumsum(-1) - 1).clamp(min=0)
-        self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
-        self.passes += 1
-        self.prefill += shared + sum(len(p) - shared for p in prompts)
-        for b, row in enumerate(todo):
-            cols = mask[b].bool().nonzero()[:, 0]
-            row.state = [(layer.keys[b][:, cols].clone(), layer.values[b][:, cols].clone()) for layer in cache.layers]
-
-    def _batch_cache(self, requests: list[Extension], kept: list[int]) -> DynamicCache:
-        """A left-padded cache holding each request's first `kept` cached positions."""
-        cache, width = DynamicCache(), max(kept)
-        template = next((r.row.state for r in requests if r.row.state), None)
-        if width == 0 or template is None:
-            return cache
-        for index, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((len(requests), k0.shape[0], width, k0.shape[-1]))
-            values = v0.new_zeros((len(requests), v0.shape[0], width, v0.shape[-1]))
-            for b, req in enumerate(requests):
-                if kept[b]:
-                    k, v = req.row.state[index]
-                    keys[b, :, width - kept[b]:] = k[:, :kept[b]]
-                    values[b, :, width - kept[b]:] = v[:, :kept[b]]
-            cache.update(keys, values, index)
-        return cache
-
-    @torch.inference_mode()
-    def extend(self, requests: list[Extension], temperature: float, top_k: int, stops: set[int],
-               keep_state: bool = True) -> None:
-        if not requests:
-            return
-        kept = [len(r.row.prompt) + r.keep - 1 for r in requests]  # cached positions each row starts from
-        cache = self._batch_cache(requests, kept)
-        mask = torch.zeros((len(requests), max(kept)), dtype=torch.long, device=self.device)
-        for b, n in enumerate(kept):
-            mask[b, mask.shape[1] - n:] = 1
-        token = torch.tensor([(r.row.prompt + r.row.tokens[:r.keep])[-1] for r in requests], device=self.device)
-        position = torch.tensor(kept, dtype=torch.long, device=self.device)
-        live = list(range(len(requests)))  # batch row -> request index
-        for req, n in zip(requests, kept, strict=True):
-            if req.limit <= 0:  # nothing to decode: the state is the kept prefix
-                req.state = [(k[:, :n].clone(), v[:, :n].clone()) for k, v in req.row.state] if keep_state else None
-        while live:
-            go = [b for b, i in enumerate(live) if len(requests[i].tokens) < requests[i].limit]
-            if len(go) < len(live):  # compact the batch: drop rows that stopped or reached their limit
-                index = torch.tensor(go, dtype=torch.long, device=self.device)
-                live = [live[b] for b in go]
-                if not live:
-                    break
-                cache.batch_select_indices(index)
-                mask, token, position = mask[index], token[index], position[index]
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=position[:, None],
-                             past_key_values=cache, use_cache=True)
-            self.passes += 1
-            chosen, logp, logq = draw(out.logits[:, -1].float(), temperature, top_k,
-                                      [requests[i].row.generator for i in live])
-            for b, i in enumerate(live):
-                req = requests[i]
-                req.append(chosen[b], logp[b], logq[b])
-                if chosen[b] in stops:
-                    req.limit = len(req.tokens)  # a stop token ends the extension
-                if len(req.tokens) >= req.limit and keep_state:  # its cache, the last token not yet fed
-                    cols = mask[b].bool().nonzero()[:, 0]
-                    req.state = [(layer.keys[b][:, cols].clone(), layer.values[b][:, cols].clone())
-                                 for layer in cache.layers]
-            token = torch.tensor(chosen, device=self.device)
-            position = position + 1
-
-
 class SerialEngine(Engine):
-    """Extends one row at a time and keeps nothing between extensions: each one re-encodes its whole prefix.
+    """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded."""
 
-    With `cache_within_proposal` an extension then decodes with a KV cache, as one `generate` call does: the
-    published power-sampling implementation's cost pattern. Without it every token re-encodes everything: the
-    simplest possible engine, against which the others are checked (it also runs models without a KV cache).
-    """
+    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+        out = []
+        for index, (row, program) in enumerate(tasks):
+            task, start, prefill, passes = Task(index, row, program), time.perf_counter(), self.prefill, self.passes
+            try:
+                req = next(program)
+                while True:
+                    self._extend(req, temperature, top_k, stops)
+                    task.decoded += len(req.tokens)
+                    req = program.send(req)
+            except StopIteration as stop:
+                completion = stop.value
+            task.prefill, task.passes = self.prefill - prefill, self.passes - passes
+            task.seconds = time.perf_counter() - start
+            out.append(task.finish(completion))
+            if on_done:
+                on_done(index, out[-1])
+        return out
 
-    cache_within_proposal = False
-
-    @torch.inference_mode()
-    def extend(self, requests: list[Extension], temperature: float, top_k: int, stops: set[int],
-               keep_state: bool = True) -> None:
-        for req in requests:
-            seq = req.row.prompt + req.row.tokens[:req.keep]
-            cache = DynamicCache() if self.cache_within_proposal else None
-            todo = seq
-            while len(req.tokens) < req.limit:
-                out = self.model(input_ids=torch.tensor([todo], device=self.device), past_key_values=cache,
-                                 use_cache=cache is not None)
-                self.prefill += len(todo) - 1
-                self.passes += 1
-                (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), temperature, top_k, [req.row.generator])
-                req.append(token, lp, lq)
-                if token in stops:
-                    break
-                seq.append(token)
-                todo = [token] if cache is not None else seq
+    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+        raise NotImplementedError
 
 
 class ReencodeEngine(SerialEngine):
-    """Every token re-encodes prompt and prefix (no cache at all)."""
+    """Keeps nothing between passes: every token re-encodes prompt and prefix.
+
+    The simplest possible engine, against which the others are checked; it also runs models without a KV cache.
+    """
+
+    @torch.inference_mode()
+    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+        seq = req.row.prompt + req.row.tokens[:req.keep]
+        while len(req.tokens) < req.limit:
+            out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
+            self.prefill += len(seq) - 1
+            self.passes += 1
+            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), temperature, top_k, [req.row.generator])
+            req.append(token, lp, lq)
+            if token in stops:
+                break
+            seq.append(token)
 
 
-class PrefillEngine(SerialEngine):
-    """The reference's pattern: every extension re-encodes its prefix, then decodes with a cache."""
+class SlotCache:
+    """The KV memory of `CachedEngine`: per layer, keys and values of `slots` rows, written in place.
 
-    cache_within_proposal = True
+    It stands in for transformers' cache objects: a model's attention layers call `update` with the new keys
+    and values of a pass, which go to the columns `cols[b]` of slot `rows[b]`, and get back the first `width`
+    columns of the batch's slots to attend over (the engine's mask says which of them each row may see).
+    """
+
+    def __init__(self, model, slots: int, length: int):
+        config = model.config
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        param = next(model.parameters())
+        shape = (config.num_hidden_layers, slots, kv_heads, length, head_dim)
+        self.keys = torch.zeros(shape, dtype=param.dtype, device=param.device)
+        self.values = torch.zeros_like(self.keys)
+        self.rows = self.cols = None
+        self.width = 0
+        self.contiguous = True  # the batch is slots 0..B-1: attend over views, no copy
+
+    @property
+    def length(self) -> int:
+        return self.keys.shape[3]
+
+    def grow(self, length: int) -> None:
+        """Make room for `length` columns per slot (doubling, so that growth is rare)."""
+        if length > self.length:
+            extra = max(length, 2 * self.length) - self.length
+            pad = self.keys.new_zeros((*self.keys.shape[:3], extra, self.keys.shape[4]))
+            self.keys, self.values = torch.cat([self.keys, pad], 3), torch.cat([self.values, pad], 3)
+
+    def point(self, rows: torch.Tensor, cols: torch.Tensor, width: int, contiguous: bool) -> None:
+        """Where the next pass writes: row b's q new tokens go to columns cols[b] of slot rows[b]."""
+        self.rows, self.cols, self.width, self.contiguous = rows[:, None], cols, width, contiguous
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        keys[self.rows, :, self.cols] = key.transpose(1, 2).to(keys.dtype)
+        values[self.rows, :, self.cols] = value.transpose(1, 2).to(values.dtype)
+        if self.contiguous:
+            n = key.shape[0]
+            return keys[:n, :, :self.width], values[:n, :, :self.width]
+        rows = self.rows[:, 0]
+        return keys[rows, :, :self.width], values[rows, :, :self.width]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.width
+
+    def move(self, slot: int, src: int, dst: int, n: int) -> None:
+        """Columns src..src+n of a slot, copied to dst..dst+n (an accepted proposal taking its place)."""
+        for store in (self.keys, self.values):
+            store[:, slot, :, dst:dst + n] = store[:, slot, :, src:src + n].clone()
+
+    def copy_slot(self, src: int, dst: int, n: int) -> None:
+        """The first n columns of slot `src`, copied to slot `dst`."""
+        for store in (self.keys, self.values):
+            store[:, dst, :, :n] = store[:, src, :, :n]
+
+
+class CachedEngine(Engine):
+    """The decode loop: one slot per running row, all busy slots decoding together, finished ones refilled.
+
+    Per slot it tracks `filled` (columns holding the keys and values of the row's adopted sequence, all but
+    its last token) and, for the extension under way, `lo` (columns of the kept prefix), `base` (the first
+    column of the extension's own tokens, after the adopted ones so that a rejected proposal overwrites
+    nothing) and `fed` (tokens fed so far). A pass attends over columns [0, lo) and [base, base + fed].
+    """
+
+    prefill_seconds = 0.0  # wall time spent encoding prompts, the rest of a run's time is decoding
+
+    @torch.inference_mode()
+    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+        if not tasks:
+            return []
+        self.temperature, self.top_k, self.stops, self.on_done = temperature, top_k, stops, on_done
+        todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
+        n_slots = min(capacity or len(todo), len(todo))
+        longest = max(len(t.row.prompt) for t in todo)
+        self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
+        self.slots: list[Task | None] = [None] * n_slots
+        self.filled, self.lo, self.base, self.fed = ([0] * n_slots for _ in range(4))
+        self.results: list[Completion | None] = [None] * len(todo)
+        self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
+        self._encode_shared_prefix(todo)
+        waiting = deque(todo)
+        self._admit(waiting)
+        while any(self.slots):
+            self._step()
+            self._admit(waiting)
+        return self.results
+
+    # ---- prompts -------------------------------------------------------------------------------------
+
+    def _encode_shared_prefix(self, todo: list[Task]) -> None:
+        """Encode the prefix all prompts share (the few-shot examples) once, into the spare last slot."""
+        prompts = [t.row.prompt[:-1] for t in todo if len(t.row.prompt) > 1]
+        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+        self.shared = prompts[0][:shared] if shared >= MIN_SHARED_PREFIX else []
+        if not self.shared:
+            return
+        start = time.perf_counter()
+        spare = len(self.slots)
+        self._forward([spare], [self.shared], [0])
+        users = [t for t in todo if len(t.row.prompt) > 1]  # every one of them starts with the shared prefix
+        seconds = (time.perf_counter() - start) / len(users)
+        for task, share in zip(users, split_evenly(len(self.shared), len(users)), strict=True):
+            task.prefill, task.passes, task.seconds = share, 1, seconds
+        self.prefill += len(self.shared)
+        self.passes += 1
+        self.prefill_seconds += time.perf_counter() - start
+
+    def _admit(self, waiting: deque) -> None:
+        """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
+        free = [s for s, task in enumerate(self.slots) if task is None]
+        group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
+        if not group:
+            self._compact()
+            return
+        start = time.perf_counter()
+        todo = []
+        for s, task in group:
+            self.slots[s] = task
+            prompt, n = task.row.prompt, len(self.shared)
+            self.filled[s] = 0
+            if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
+                self.cache.copy_slot(len(self.slots), s, n)
+                self.filled[s] = n
+            if len(prompt) - 1 > self.filled[s]:
+                todo.append((s, task))
+        if todo:
+            self._forward([s for s, _ in todo], [t.row.prompt[self.filled[s]:-1] for s, t in todo],
+                          [self.filled[s] for s, _ in todo])
+            seconds = (time.perf_counter() - start) / len(todo)
+            for s, task in todo:
+                task.prefill += len(task.row.prompt) - 1 - self.filled[s]
+                task.passes += 1
+                task.seconds += seconds
+                self.prefill += len(task.row.prompt) - 1 - self.filled[s]
+            self.passes += 1
+            self.prefill_seconds += time.perf_counter() - start
+        for s, task in group:
+            self.filled[s] = len(task.row.prompt) - 1
+            self._resume(s, None)
+
+    def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int]) -> None:
+        """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
+        q = max(len(c) for c in chunks)
+        width = max(starts) + q
+        self.cache.grow(width)
+        ids = torch.tensor([c + [0] * (q - len(c)) for c in chunks], device=self.device)
+        begin = torch.tensor(starts, device=self.device)[:, None]
+        cols = begin + torch.arange(q, device=self.device)
+        mask = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
+        self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
+        self.model(input_ids=ids, attention_mask=self._mask(mask[:, None]), position_ids=cols,
+                   past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+
+    def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
+        if not self.eager:
+            return allowed
+        dtype = self.cache.keys.dtype
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min)
+
+    # ---- programs ------------------------------------------------------------------------------------
+
+    def _resume(self, s: int, finished: Extension | None) -> None:
+        """Hand a finished extension back to slot s's program (None: start it) and set up its next request."""
+        task = self.slots[s]
+        while True:
+            if finished is not None:
+                finished.state = marker = object()
+            try:
+                req = task.program.send(finished) if finished is not None else next(task.program)
+            except StopIteration as stop:
+                self.results[task.index] = done = task.finish(stop.value)
+                self.slots[s] = None
+                if self.on_done:
+                    self.on_done(task.index, done)
+                return
+            if finished is not None and task.row.state is marker:  # adopted: its tokens take their place
+                m = len(finished.tokens)
+                if m and self.base[s] != self.lo[s]:
+                    self.cache.move(s, self.base[s], self.lo[s], m)
+                self.filled[s] = self.lo[s] + m
+            self.lo[s] = len(req.row.prompt) + req.keep - 1
+            self.base[s], self.fed[s] = self.filled[s], 0
+            task.request = req
+            if req.limit > 0:
+                self.cache.grow(self.base[s] + req.limit + 1)
+                return
+            finished = req  # nothing to decode
+
+    def _step(self) -> None:
+        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
+        start = time.perf_counter()
+        busy = [s for s, task in enumerate(self.slots) if task is not None]
+        hi = busy[-1] + 1
+        reqs = [self.slots[s].request if self.slots[s] is not None else None for s in range(hi)]
+        feed = [r.prefix_last if r is not None else 0 for r in reqs]
+        lo = [self.lo[s] if reqs[s] is not None else 0 for s in range(hi)]
+        base = [self.base[s] if reqs[s] is not None else 0 for s in range(hi)]
+        col = [b + self.fed[s] if reqs[s] is not None else 0 for s, b in enumerate(base)]
+        for s in busy:  # after the first token, an extension feeds its own previous token
+            if self.fed[s]:
+                feed[s] = reqs[s].tokens[-1]
+        width = max(col) + 1
+        dev = self.device
+        lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))
+        columns = torch.arange(width, device=dev)
+        allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [hi, width]
+        self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
+        position = torch.tensor([lo[s] + self.fed[s] if reqs[s] is not None else 0 for s in range(hi)], device=dev)
+        out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
+                         position_ids=position[:, None], past_key_values=self.cache, use_cache=True)
+        self.passes += 1
+        logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
+        chosen, logp, logq = draw(logits.float(), self.temperature, self.top_k,
+                                  [self.slots[s].row.generator for s in busy])
+        seconds = (time.perf_counter() - start) / len(busy)
+        for b, s in enumerate(busy):
+            task, req = self.slots[s], reqs[s]
+            req.append(chosen[b], logp[b], logq[b])
+            self.fed[s] += 1
+            task.decoded += 1
+            task.passes += 1
+            task.seconds += seconds
+            if chosen[b] in self.stops or len(req.tokens) >= req.limit:
+                self._resume(s, req)
+
+    def _compact(self) -> None:
+        """When no row waits and half the slots below the highest busy one are free, move rows down."""
+        busy = [s for s, task in enumerate(self.slots) if task is not None]
+        if not busy or len(busy) > (busy[-1] + 1) // 2:
+            return
+        free = [s for s in range(busy[-1]) if self.slots[s] is None]
+        for dst, src in zip(free, reversed(busy), strict=False):
+            if dst >= src:
+                break
+            used = max(self.filled[src], self.base[src] + self.fed[src])
+            self.cache.copy_slot(src, dst, used)
+            self.slots[dst], self.slots[src] = self.slots[src], None
+            for name in ("filled", "lo", "base", "fed"):
+                values = getattr(self, name)
+                values[dst] = values[src]
 
 
 def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
            temperature: float = 0.0, top_k: int = 0, seeds: Sequence[int] | None = None,
-           engine: Engine | None = None) -> list[Completion]:
-    """Decode all `prompts` in one lockstep batch (greedy at temperature 0); row b samples with seed `seeds[b]`."""
+           engine: Engine | None = None, batch_size: int | None = None,
+           on_done: OnDone | None = None) -> list[Completion]:
+    """Decode every prompt (greedy at temperature 0); row b samples with seed `seeds[b]`.
+
+    At most `batch_size` rows decode at once (all of them by default); `on_done(b, completion)` hears of each
+    row as soon as it ends.
+    """
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -293,16 +485,15 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     seeds = list(range(len(prompts))) if seeds is None else list(seeds)
     if len(seeds) != len(prompts):
         raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
-    start = time.perf_counter()
-    engine = engine or CachedEngine(model)
     rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None)
             for p, s in zip(prompts, seeds, strict=True)]
-    engine.start(rows)
-    requests = [Extension(r, 0, max_new_tokens) for r in rows]
     stops = set(stop_ids)
-    engine.extend(requests, temperature, top_k, stops, keep_state=False)
-    seconds = (time.perf_counter() - start) / len(requests)
-    return [Completion(q.tokens, q.logp, q.logq, bool(q.tokens) and q.tokens[-1] in stops, len(q.tokens), prefill,
-                       passes, seconds)
-            for q, prefill, passes in zip(requests, split_evenly(engine.prefill, len(requests)),
-                                          split_evenly(engine.passes, len(requests)), strict=True)]
+    tasks = [(row, _extend_once(row, max_new_tokens, stops)) for row in rows]
+    return (engine or CachedEngine(model)).run(tasks, temperature, top_k, stops, batch_size, on_done,
+                                               room=max_new_tokens)
+
+
+def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
+    """The program of plain decoding: one extension of the prompt."""
+    req = yield Extension(row, 0, limit)
+    return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)

@@ -12,32 +12,22 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   block (in the generated tokens only).
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
-The algorithm is written once over an engine of `helpers.decoding`: `CachedEngine` (the book's decode loop)
-runs many chains in one batch and reuses each chain's KV cache up to its cut point; `PrefillEngine` re-encodes
-the prefix at every proposal (the reference's cost); `ReencodeEngine` re-encodes at every token (for checks).
+Each chain is a program (`_chain`) that asks an engine of `helpers.decoding` for extensions: `CachedEngine`
+(the book's decode loop) runs many chains at once, each at its own pace, and keeps each chain's KV cache up
+to its cut point; `ReencodeEngine` re-encodes at every token (for checks). The published code's own cost
+pattern, `generate` per proposal, is in `helpers.published_sampler`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import torch
 
-from helpers.decoding import (
-    CachedEngine,
-    Completion,
-    Engine,
-    Extension,
-    PrefillEngine,
-    ReencodeEngine,
-    Row,
-    split_evenly,
-)
+from helpers.decoding import CachedEngine, Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "PrefillEngine", "ReencodeEngine",
-           "power_sample", "run_chains"]
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
 
 MODES = ("exact", "reference")
 
@@ -106,8 +96,6 @@ def _count(value, low: int) -> bool:
 class Chain(Row):
     """One MH chain: a decoded row plus what the sampler tracks about it."""
 
-    finished: bool = False
-    decoded: int = 0
     acceptance: list[float] = field(default_factory=list)
     moves: list[tuple[int, bool]] = field(default_factory=list)
 
@@ -124,64 +112,58 @@ def _adopt(chain: Chain, req: Extension) -> None:
     chain.state = req.state
 
 
-def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int]) -> list[Completion]:
-    """Power-sample one chain per (prompt, seed) pair, all chains moving in lockstep through the blocks."""
+def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int],
+               batch_size: int | None = None, on_done: OnDone | None = None) -> list[Completion]:
+    """Power-sample one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by default).
+
+    Each chain moves through its blocks on its own: when one of its proposals ends, its next one starts, and
+    when a chain ends the next waiting one takes its place. `on_done(i, completion)` hears of each chain as soon
+    as it ends.
+    """
     cfg.validate()
     if len(prompts) != len(seeds):
         raise ValueError("give one seed per prompt")
     if not prompts or any(not p for p in prompts):
         raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
-    start = time.perf_counter()
     stops = set(stop_ids)
-    alpha = cfg.alpha
     chains = [Chain(list(p), torch.Generator().manual_seed(int(s))) for p, s in zip(prompts, seeds, strict=True)]
-    engine.start(chains)
-    n_blocks = math.ceil(cfg.max_new_tokens / cfg.block_size)
-    for block in range(n_blocks):
+    tasks = [(c, _chain(c, cfg, stops)) for c in chains]
+    return engine.run(tasks, cfg.temperature, cfg.proposal_top_k, stops, batch_size, on_done,
+                      room=2 * cfg.max_new_tokens)  # a proposal is written after the state it may replace
+
+
+def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
+    """One MH chain as a program: it asks the engine for a block's growth and for each move's proposal."""
+    alpha = cfg.alpha
+    for block in range(math.ceil(cfg.max_new_tokens / cfg.block_size)):
         cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
-        active = [c for c in chains if not c.finished]
-        if not active:
-            break
-        grow = [Extension(c, len(c.tokens), cap - len(c.tokens)) for c in active
-                if not (c.tokens and c.tokens[-1] in stops)]  # exact mode: EOS is absorbing
-        engine.extend(grow, cfg.temperature, cfg.proposal_top_k, stops)
-        for req in grow:
-            req.row.decoded += len(req.tokens)
-            _adopt(req.row, req)
-        accepted = {id(c): 0 for c in active}
+        if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
+            _adopt(c, (yield Extension(c, len(c.tokens), cap - len(c.tokens))))
+        accepted = 0
         for _ in range(cfg.mcmc_steps):
-            proposals = []
-            for c in active:
-                t = len(c.tokens)
-                i = int(torch.randint(t, (1,), generator=c.generator))  # cut: regenerate tokens i..
-                proposals.append(Extension(c, i, (t - i) if cfg.mode == "reference" else (cap - i)))
-            engine.extend(proposals, cfg.temperature, cfg.proposal_top_k, stops)
-            for req in proposals:
-                c, i, t, y = req.row, req.keep, len(req.row.tokens), req.tokens
-                c.decoded += len(y)
-                if cfg.mode == "reference":
-                    s = len(y)  # the current window is cut to the proposal's length; no Hastings term
-                    log_r = alpha * sum(req.logp) - alpha * sum(c.logp[i:i + s]) + sum(c.logq[i:i + s]) - sum(req.logq)
-                else:
-                    log_r = (alpha * sum(req.logp) - alpha * sum(c.logp[i:]) + sum(c.logq[i:]) - sum(req.logq)
-                             + math.log(t) - math.log(i + len(y)))
-                accept = math.log(float(torch.rand((), generator=c.generator)) + 1e-300) < log_r
-                c.moves.append((i, accept))
-                if accept:
-                    accepted[id(c)] += 1
-                    _adopt(c, req)
-        for c in active:
-            if cfg.mcmc_steps:
-                c.acceptance.append(accepted[id(c)] / cfg.mcmc_steps)
-            if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
-                end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
-                c.tokens, c.logp, c.logq, c.finished = c.tokens[:end], c.logp[:end], c.logq[:end], True
-    seconds = (time.perf_counter() - start) / len(chains)
-    return [Completion(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
-                       decoded_tokens=c.decoded, prefill_tokens=prefill, forward_passes=passes, seconds=seconds,
-                       acceptance=c.acceptance, moves=c.moves)
-            for c, prefill, passes in zip(chains, split_evenly(engine.prefill, len(chains)),
-                                          split_evenly(engine.passes, len(chains)), strict=True)]
+            t = len(c.tokens)
+            i = int(torch.randint(t, (1,), generator=c.generator))  # cut: regenerate tokens i..
+            req = yield Extension(c, i, (t - i) if cfg.mode == "reference" else (cap - i))
+            y = req.tokens
+            if cfg.mode == "reference":
+                s = len(y)  # the current window is cut to the proposal's length; no Hastings term
+                log_r = alpha * sum(req.logp) - alpha * sum(c.logp[i:i + s]) + sum(c.logq[i:i + s]) - sum(req.logq)
+            else:
+                log_r = (alpha * sum(req.logp) - alpha * sum(c.logp[i:]) + sum(c.logq[i:]) - sum(req.logq)
+                         + math.log(t) - math.log(i + len(y)))
+            accept = math.log(float(torch.rand((), generator=c.generator)) + 1e-300) < log_r
+            c.moves.append((i, accept))
+            if accept:
+                accepted += 1
+                _adopt(c, req)
+        if cfg.mcmc_steps:
+            c.acceptance.append(accepted / cfg.mcmc_steps)
+        if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
+            end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
+            c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
+            break
+    return Completion(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
+                      acceptance=c.acceptance, moves=c.moves)
 
 
 def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> Completion:

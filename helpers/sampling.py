@@ -2,7 +2,7 @@
 
 Methods: greedy, temperature (T=1), low temperature (T=1/α) and power sampling (block-wise MH towards
 p^α, `helpers.power`). Best-of-N by likelihood and majority vote are computed from temperature samples.
-Records are keyed by (problem, sample index) and written as soon as their batch finishes; the store a
+Records are keyed by (problem, sample index) and written as soon as each one ends; the store a
 decode writes to is named by the model and the settings (`decode_settings`), so every chapter that asks for
 the same decode reads the same records.
 """
@@ -94,8 +94,9 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
 
     The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
     content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
-    settings from `power`. Every method runs through the same decode loop (`helpers.decoding.CachedEngine`).
-    Each record also carries `seconds`, its share of the wall time of the batch that computed it.
+    settings from `power`. Every method runs through the same engine (`helpers.decoding.CachedEngine`).
+    At most `batch_size` samples decode at once; a finished one is stored at once and its row goes to the next.
+    Each record also carries `seconds`, its share of the wall time of the passes that computed it.
     """
     settings = decode_settings(method, max_new_tokens=max_new_tokens, shots=shots, seed=seed, alpha=alpha,
                                top_k=top_k, power=power)
@@ -123,23 +124,27 @@ def _stored(run: Run, keys: dict, problems: Sequence[Problem], n_seeds: int) -> 
 
 def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg, max_new_tokens, shots, n_seeds,
                     seed, top_k, batch_size, progress) -> None:
+    """Decode every missing (problem, sample) in one engine run of `batch_size` rows, storing each as it ends."""
     stops = stop_token_ids(model, tokenizer)
     jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
-    prompts = {p.id: build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs}
-    jobs.sort(key=lambda job: len(prompts[job[0].id]))  # similar lengths share a batch: less padding
-    chunks = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
-    for chunk in tqdm(chunks, desc=method, disable=not progress or not chunks, leave=False):
-        chunk_prompts = [prompts[p.id] for p, _ in chunk]
-        seeds = [sample_seed(seed, p.id, s) for p, s in chunk]
+    if not jobs:
+        return
+    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs]
+    seeds = [sample_seed(seed, p.id, s) for p, s in jobs]
+    bar = tqdm(total=len(jobs), desc=method, disable=not progress, leave=False)
+
+    def store(i: int, c: Completion) -> None:
+        (p, s), prompt = jobs[i], prompts[i]
+        run.add(f"{keys[p.id]}#{s}", _record(p, tokenizer, prompt, c), seconds=c.seconds, seed=s)
+        bar.update(1)
+
+    with bar:
         if method == "power":
-            results = run_chains(CachedEngine(model), chunk_prompts, stops, cfg, seeds)
+            run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
         else:
             temperature = {"greedy": 0.0, "temperature": 1.0}.get(method, 1.0 / settings.get("alpha", 1.0))
-            results = decode(model, chunk_prompts, max_new_tokens, stops, temperature, top_k, seeds)
-        records = [_record(p, tokenizer, prompt, c) for (p, _), prompt, c in zip(chunk, chunk_prompts, results, strict=True)]
-        seconds = [c.seconds for c in results]
-        for (p, s), record, sec in zip(chunk, records, seconds, strict=True):
-            run.add(f"{keys[p.id]}#{s}", record, seconds=sec, seed=s)
+            decode(model, prompts, max_new_tokens, stops, temperature, top_k, seeds, batch_size=batch_size,
+                   on_done=store)
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,

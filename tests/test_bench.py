@@ -31,3 +31,38 @@ def test_throughput_bench_decodes_the_same_work_as_generate(tiny_dir):
     for row in report["batches"]:
         assert row["new_tokens"] == row["batch"] * 4
         assert row["decode_tokens_per_second"] > 0 and row["generate_tokens_per_second"] > 0
+
+
+def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
+    """Its log p and log q per token equal those of the re-encoded sequence under the proposal it states."""
+    import torch
+
+    from helpers.power import PowerConfig, run_chains
+    from helpers.published_sampler import GenerateEngine
+
+    model, tokenizer, _ = tiny
+    prompt = tokenizer("Ada has 3 apples .")["input_ids"]
+    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2, max_new_tokens=8, mode="reference", top_k=5)
+    (chain,) = run_chains(GenerateEngine(model), [prompt], [tokenizer.eos_token_id], cfg, [3])
+    assert chain.tokens and chain.decoded_tokens >= len(chain.tokens) and len(chain.moves) == 4
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + chain.tokens])).logits[0, len(prompt) - 1:-1].float()
+    ids = torch.tensor(chain.tokens)[:, None]
+    scaled = logits / cfg.temperature
+    scaled = scaled.masked_fill(scaled < torch.topk(scaled, 5, -1).values[:, -1:], float("-inf"))
+    assert torch.allclose(torch.tensor(chain.logp), torch.log_softmax(logits, -1).gather(-1, ids)[:, 0], atol=1e-4)
+    assert torch.allclose(torch.tensor(chain.logq), torch.log_softmax(scaled, -1).gather(-1, ids)[:, 0], atol=1e-4)
+
+
+def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
+    from helpers.bench import SAMPLING_TARGETS, bench_sampling
+
+    report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0)
+    (model,) = report["models"].values()
+    assert set(model["batches"]) == set(model["ratios"]) == {"2", "3"}
+    for n, row in model["batches"].items():
+        assert row["generate"]["new_tokens"] == int(n) * 8
+        assert row["published_batch1_generate"]["decoded_tokens"] > 0
+        assert set(model["ratios"][n]) == set(SAMPLING_TARGETS)
+        assert all(v > 0 for v in model["ratios"][n]["power_vs_plain"].values())
+    assert report["targets"]["power_vs_published"] == {"16": 7.0, "32": 10.0}

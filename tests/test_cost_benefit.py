@@ -20,9 +20,9 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     calls = []
     plain = sampling.decode
 
-    def watched(model, prompts, max_new_tokens, stops, temperature, *args):
+    def watched(model, prompts, max_new_tokens, stops, temperature, *args, **kwargs):
         calls.append(temperature)
-        return plain(model, prompts, max_new_tokens, stops, temperature, *args)
+        return plain(model, prompts, max_new_tokens, stops, temperature, *args, **kwargs)
 
     def no_chains(*args, **kwargs):
         raise AssertionError("chapter 05 re-ran power sampling instead of reading chapter 04's chains")

@@ -86,6 +86,49 @@ def test_the_cached_loop_equals_re_encoding_every_token(tiny):
     assert total(slow, "forward_passes") == total(slow, "decoded_tokens")  # one full pass per token
 
 
+def test_refilled_rows_decode_as_if_alone(tiny):
+    """More prompts than rows: a finished row's slot goes to the next prompt, and no sample changes."""
+    model, tokenizer, _ = tiny
+    prompts = _prompts(tokenizer) * 2
+    seeds = list(range(20, 28))
+    done = []
+    refilled = decode(model, prompts, 10, [tokenizer.eos_token_id], temperature=1.0, seeds=seeds, batch_size=3,
+                      on_done=lambda i, c: done.append(i))
+    together = decode(model, prompts, 10, [tokenizer.eos_token_id], temperature=1.0, seeds=seeds)
+    assert [c.tokens for c in refilled] == [c.tokens for c in together]
+    assert sorted(done) == list(range(8))
+    assert total(refilled, "prefill_tokens") == sum(len(p) - 1 for p in prompts)
+
+
+def test_truncated_model_decodes_as_when_re_encoded(tiny):
+    from helpers.truncation import truncate
+
+    model, tokenizer, _ = tiny
+    short = truncate(model, 3)
+    prompts = _prompts(tokenizer)
+    cached = decode(short, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
+    slow = decode(short, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4],
+                  engine=decoding.ReencodeEngine(short))
+    assert [c.tokens for c in cached] == [c.tokens for c in slow]
+
+
+def test_the_engine_runs_in_bfloat16(tiny_dir):
+    """The GPU's dtype, on the CPU: the KV buffer takes the model's dtype and greedy decoding agrees with
+    re-encoding every token in that dtype."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.bfloat16).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    prompts = _prompts(tokenizer)
+    engine = decoding.CachedEngine(model)
+    cached = decode(model, prompts, 8, [], engine=engine)
+    slow = decode(model, prompts, 8, [], engine=decoding.ReencodeEngine(model))
+    assert engine.cache.keys.dtype == torch.bfloat16
+    agree = sum(a == b for c, d in zip(cached, slow, strict=True) for a, b in zip(c.tokens, d.tokens, strict=True))
+    assert agree >= 0.9 * 8 * len(prompts)
+    assert all(torch.isfinite(torch.tensor(c.logp)).all() for c in cached)
+
+
 @pytest.mark.parametrize("bad, message", [(dict(max_new_tokens=0), "max_new_tokens"), (dict(prompts=[[]]), "prompt"),
                                           (dict(prompts=[]), "prompt"), (dict(temperature=-1.0), "temperature"),
                                           (dict(seeds=[1]), "one seed per prompt")])

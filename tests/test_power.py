@@ -84,3 +84,22 @@ def test_bad_parameters_raise_clear_errors(tiny, bad):
 def test_empty_prompt_is_rejected(tiny):
     with pytest.raises(ValueError, match="prompt is empty"):
         power_sample(tiny[0], [], [], PowerConfig(alpha=2.0, block_size=2, max_new_tokens=4))
+
+
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
+    """Five chains through two slots: each finished chain's slot goes to the next one, and no sample changes."""
+    model, tokenizer, _ = tiny
+    texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
+    prompts = [tokenizer(t)["input_ids"] for t in texts]
+    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
+    stops = [tokenizer.eos_token_id]
+    seeds = [5, 6, 7, 8, 9]
+    done = []
+    refilled = run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=2,
+                          on_done=lambda i, c: done.append(i))
+    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
+    for a, b in zip(refilled, alone, strict=True):
+        assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
+        assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
+    assert sorted(done) == list(range(5))  # every chain reported as it ended
