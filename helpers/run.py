@@ -215,6 +215,25 @@ def check_job(job: Job, defaults: dict) -> None:
         if outside:
             raise RunError(f"{job.stem}: levels {outside} are not arithmetic levels; the benchmark has levels "
                            f"{sorted(LEVELS)}.")
+    _check_depths(job, literal)
+
+
+def _check_depths(job: Job, literal: dict) -> None:
+    """Explicit depths against the block count of each embedded model the job runs (others are checked on load)."""
+    from helpers.models import KNOWN_MODELS
+
+    depths = job.parameters.get("depths", literal.get("depths"))
+    if not isinstance(depths, list):
+        return
+    models = job.parameters.get("models", literal.get("models")) or []
+    methods = job.parameters.get("methods", literal.get("methods")) or ["stitch"]
+    low = 2 if "stitch" in methods else 1  # a stitched model keeps at least one early block and the last
+    for name in models if isinstance(models, list) else []:
+        blocks = getattr(KNOWN_MODELS.get(name), "blocks", None)
+        outside = sorted(d for d in depths if isinstance(d, int) and blocks and not low <= d <= blocks)
+        if outside:
+            raise RunError(f"{job.stem}: depths {outside} do not fit {name}, which has {blocks} blocks; "
+                           f"depths must lie in {low}..{blocks}.")
 
 
 def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:

@@ -41,6 +41,8 @@ RUNNER = [
     ("negative seed", _plan("seed=-1"), RunError, "'seed' = -1"),
     ("string levels", _plan('levels=["3"]'), RunError, "every entry must be an integer"),
     ("level outside the benchmark", _plan("levels=[1,9]"), RunError, "levels [9]"),
+    ("depth deeper than the model", _plan("depths=[29,31]"), RunError, "depths [31] do not fit smollm2-135m"),
+    ("depth too shallow to stitch", _plan("depths=[1]"), RunError, "depths [1]"),
     ("alpha zero", _plan("alpha=0"), RunError, "'alpha' = 0"),
     ("alpha NaN", _plan("alpha=.nan"), RunError, "finite"),
     ("alpha as text", _plan("alpha=big"), RunError, "'alpha' = 'big'"),
