@@ -221,19 +221,25 @@ def check_job(job: Job, defaults: dict) -> None:
 def _check_depths(job: Job, literal: dict) -> None:
     """Explicit depths against the block count of each embedded model the job runs (others are checked on load)."""
     from helpers.models import KNOWN_MODELS
+    from helpers.truncation import kept_blocks
 
     depths = job.parameters.get("depths", literal.get("depths"))
-    if not isinstance(depths, list):
+    models = job.parameters.get("models", literal.get("models"))
+    if not isinstance(depths, list) or not isinstance(models, list):
         return
-    models = job.parameters.get("models", literal.get("models")) or []
     methods = job.parameters.get("methods", literal.get("methods")) or ["stitch"]
-    low = 2 if "stitch" in methods else 1  # a stitched model keeps at least one early block and the last
-    for name in models if isinstance(models, list) else []:
+    for name in models:
         blocks = getattr(KNOWN_MODELS.get(name), "blocks", None)
-        outside = sorted(d for d in depths if isinstance(d, int) and blocks and not low <= d <= blocks)
-        if outside:
-            raise RunError(f"{job.stem}: depths {outside} do not fit {name}, which has {blocks} blocks; "
-                           f"depths must lie in {low}..{blocks}.")
+        for method in methods if blocks else []:
+            outside = []
+            for d in depths:
+                try:
+                    kept_blocks(blocks, d, method)  # the truncation's own rule for valid depths
+                except ValueError as err:
+                    outside.append((d, str(err)))
+            if outside:
+                raise RunError(f"{job.stem}: depths {[d for d, _ in outside]} do not fit {name}, which has "
+                               f"{blocks} blocks: {outside[0][1]}")
 
 
 def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:
