@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from helpers.multinomial import draw_rows
+
 MIN_SHARED_PREFIX = 16
 
 
@@ -87,8 +89,7 @@ def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Seque
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     logq_all = torch.log_softmax(scaled, dim=-1)
     probs = torch.softmax(scaled, dim=-1).cpu()  # not logq_all.exp(): exp is ~70x slower where results are denormal
-    token = torch.tensor([int(torch.multinomial(probs[b], 1, generator=g)) for b, g in enumerate(generators)],
-                         device=logits.device)
+    token = draw_rows(probs, generators).to(logits.device)  # = torch.multinomial(probs[b], 1) per row, faster
     return (token.tolist(), logp_all.gather(-1, token[:, None])[:, 0].tolist(),
             logq_all.gather(-1, token[:, None])[:, 0].tolist())
 
