@@ -24,6 +24,7 @@ from helpers.lens import (
     effective_depth_overlap,
     logit_lens,
 )
+from helpers.progress import show_bars
 from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
 from helpers.sequences import analysis_sequence
 from helpers.skip_effects import SkipEffects, depth_score, future_splits, later_layer_profile, skip_effects
@@ -67,7 +68,7 @@ def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = 
 
     run = analysis_run("depth_profile", model, root)
     keys = [analysis_key(tokenizer, p) for p in problems]
-    for key, p in tqdm(list(zip(keys, problems, strict=True)), desc="norms and lens", disable=not progress,
+    for key, p in tqdm(list(zip(keys, problems, strict=True)), desc="norms and lens", disable=not show_bars(progress),
                        leave=False):
         if key not in run:
             ids, _ = analysis_sequence(tokenizer, p)
@@ -105,7 +106,7 @@ def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part:
     from tqdm.auto import tqdm
 
     keys = []
-    for p in tqdm(problems, desc=desc, disable=not progress, leave=False):
+    for p in tqdm(problems, desc=desc, disable=not show_bars(progress), leave=False):
         ids, start = analysis_sequence(tokenizer, p)
         keys.append(sequence_key(p.id, ids, start))
         if keys[-1] in run:

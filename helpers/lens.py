@@ -18,6 +18,7 @@ import torch
 from helpers.adapter import adapter
 from helpers.identity import model_identity, sequence_key
 from helpers.metrics import kl_divergence, topk_overlap
+from helpers.progress import show_bars
 from helpers.residual import Capture, capture
 from helpers.store import Run
 
@@ -122,7 +123,7 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
 
     run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
-    for key, (_, ids, start) in tqdm(list(zip(keys, items, strict=True)), desc="logit lens", disable=not progress,
+    for key, (_, ids, start) in tqdm(list(zip(keys, items, strict=True)), desc="logit lens", disable=not show_bars(progress),
                                      leave=False):
         if key in run:
             continue

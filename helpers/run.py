@@ -8,6 +8,7 @@ Any failure stops the run with the notebook and cell named.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -18,12 +19,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from helpers import glued
+from helpers.progress import ENV as PROGRESS_ENV
 from helpers.store import USAGE_ENV
 from helpers.widgets import LIVE_ENV
 
@@ -339,6 +342,21 @@ def _progress(stem: str) -> dict:
             "bar_format": "{desc}: cell {n_fmt}/{total_fmt}, {elapsed} elapsed"}
 
 
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block (a kernel started inside inherits them), then restore them."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False) -> None:
     """Run one notebook with papermill into out_root/book/chapters/."""
     import papermill
@@ -347,27 +365,24 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     target = out_root / CHAPTERS / f"{job.stem}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    previous = os.environ.get(LIVE_ENV)
-    os.environ[LIVE_ENV] = "0"  # the kernel inherits it: explorers print a note, not widgets (see helpers.widgets)
     usage = target.with_suffix(".usage.json")
     usage.unlink(missing_ok=True)
-    os.environ[USAGE_ENV] = str(usage)  # the kernel counts the stored records it reuses and computes
+    # The kernel inherits these: explorers print a note, not widgets (helpers.widgets); no tqdm bar is drawn,
+    # for it would stay in the page as a stale widget (helpers.progress); the kernel counts the stored records
+    # it reuses and computes into `usage`.
+    kernel_env = {LIVE_ENV: "0", PROGRESS_ENV: "0", USAGE_ENV: str(usage)}
     try:
-        papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters, kernel_name="python3",
-                                   cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem), execution_timeout=timeout,
-                                   log_output=False, extra_arguments=KERNEL_ARGUMENTS)
+        with _environment(kernel_env):
+            papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
+                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem),
+                                       execution_timeout=timeout, log_output=False,
+                                       extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as exc:
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None
     except Exception as exc:
         detail = _error_cell(target) if target.is_file() else str(exc)
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
-    finally:
-        os.environ.pop(USAGE_ENV, None)
-        if previous is None:
-            os.environ.pop(LIVE_ENV, None)
-        else:
-            os.environ[LIVE_ENV] = previous
     job.seconds = time.perf_counter() - start
     if usage.is_file():
         job.records = json.loads(usage.read_text())

@@ -23,6 +23,7 @@ from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
 from helpers.power import CachedEngine, PowerConfig, run_chains
+from helpers.progress import show_bars
 from helpers.store import Run
 
 METHODS = ("greedy", "temperature", "low_temperature", "power")
@@ -131,7 +132,7 @@ def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg
         return
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs]
     seeds = [sample_seed(seed, p.id, s) for p, s in jobs]
-    bar = tqdm(total=len(jobs), desc=method, disable=not progress, leave=False)
+    bar = tqdm(total=len(jobs), desc=method, disable=not show_bars(progress), leave=False)
 
     def store(i: int, c: Completion) -> None:
         (p, s), prompt = jobs[i], prompts[i]

@@ -24,6 +24,21 @@ def test_book_builds_with_every_chapter(built_book):
 
 
 @pytest.mark.book
+def test_no_progress_bar_reaches_a_page(built_book):
+    """tqdm bars drawn during the build would stay in the executed notebooks as stale widgets."""
+    out, _ = built_book
+    bar = re.compile(r"\|\s*\d+/\d+ \[|it/s\]")
+    for stem in toc_chapters():
+        nb = json.loads((out / CHAPTERS / f"{stem}.ipynb").read_text())
+        views = [o["data"].get("text/plain", "") for c in nb["cells"] for o in c.get("outputs", [])
+                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        bars = [str(v)[:60] for v in views if bar.search(str(v))]
+        assert not bars, f"{stem} keeps progress bars: {bars[:2]}"
+        html = (out / "_build" / "html" / CHAPTERS / f"{stem}.html").read_text()
+        assert not bar.search(html), f"{stem}'s page shows a progress bar"
+
+
+@pytest.mark.book
 def test_logit_lens_chapter_has_its_figure_and_numbers(built_book):
     out, _ = built_book
     html = (out / "_build" / "html" / CHAPTERS / "02_logit_lens.html").read_text()

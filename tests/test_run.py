@@ -146,3 +146,26 @@ def test_the_closing_table_lists_time_and_records():
     assert "01_a" in table and "12 s" in table and " 5 " in table and " 7" in table
     assert "?" in table.splitlines()[2]  # a chapter that reported no counts says so
     assert "total" in table and "15 s" in table
+
+
+def test_progress_bars_follow_the_environment(monkeypatch):
+    from helpers.progress import ENV, show_bars
+
+    monkeypatch.delenv(ENV, raising=False)
+    assert show_bars() and not show_bars(False)
+    monkeypatch.setenv(ENV, "0")
+    assert not show_bars(True)
+    monkeypatch.setenv(ENV, "1")
+    assert show_bars(True)
+
+
+def test_kernel_environment_is_set_inside_and_restored_after(monkeypatch):
+    import os
+
+    from helpers.run import _environment
+
+    monkeypatch.setenv("SVD_TEST_KEEP", "before")
+    monkeypatch.delenv("SVD_TEST_NEW", raising=False)
+    with _environment({"SVD_TEST_KEEP": "inside", "SVD_TEST_NEW": "0"}):
+        assert os.environ["SVD_TEST_KEEP"] == "inside" and os.environ["SVD_TEST_NEW"] == "0"
+    assert os.environ["SVD_TEST_KEEP"] == "before" and "SVD_TEST_NEW" not in os.environ

@@ -1,0 +1,16 @@
+"""Whether to draw tqdm progress bars: yes in Jupyter and terminals, no while the runner builds the book.
+
+A bar drawn in a notebook is a widget that the executed notebook keeps, so a built page would show a stale
+bar. The runner sets SVD_PROGRESS=0 for the kernels it starts (it prints each chapter's progress itself).
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = "SVD_PROGRESS"
+
+
+def show_bars(progress: bool = True) -> bool:
+    """`progress`, unless the environment turns bars off (SVD_PROGRESS=0)."""
+    return bool(progress) and os.environ.get(ENV, "1").strip() not in ("0", "false", "no")
