@@ -452,9 +452,13 @@ class CachedEngine(Engine):
                 self._resume(s, req)
 
     def _compact(self) -> None:
-        """When no row waits and half the slots below the highest busy one are free, move rows down."""
+        """When no row waits, move the highest rows down into free slots below them.
+
+        A free slot below the highest busy one rides along in every pass at a busy row's cost; moving a row
+        costs one copy of its keys and values, about what one pass spends on one row, so it pays at once.
+        """
         busy = [s for s, task in enumerate(self.slots) if task is not None]
-        if not busy or len(busy) > (busy[-1] + 1) // 2:
+        if not busy or len(busy) == busy[-1] + 1:
             return
         free = [s for s in range(busy[-1]) if self.slots[s] is None]
         for dst, src in zip(free, reversed(busy), strict=False):

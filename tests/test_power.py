@@ -103,3 +103,25 @@ def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
         assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
         assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
     assert sorted(done) == list(range(5))  # every chain reported as it ended
+
+
+def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
+    """Five chains in five slots: as chains end, the highest rows move down into the freed slots."""
+    from helpers.decoding import SlotCache
+
+    model, tokenizer, _ = tiny
+    texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
+    prompts = [tokenizer(t)["input_ids"] for t in texts]
+    cfg = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=2, max_new_tokens=10)
+    stops = [tokenizer.eos_token_id]
+    seeds = [11, 12, 13, 14, 15]
+    moves = []
+    copy_slot = SlotCache.copy_slot
+    monkeypatch.setattr(SlotCache, "copy_slot", lambda self, src, dst, n: (moves.append((src, dst)),
+                                                                         copy_slot(self, src, dst, n)))
+    together = run_chains(CachedEngine(model), prompts, stops, cfg, seeds)
+    assert any(src != len(prompts) for src, _ in moves), "no row was moved down (only shared-prefix copies)"
+    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
+    for a, b in zip(together, alone, strict=True):
+        assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
+        assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
