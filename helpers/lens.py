@@ -125,13 +125,14 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in tqdm(list(zip(keys, items, strict=True)), desc="logit lens", disable=not show_bars(progress),
                                      leave=False):
-        if key in run:
-            continue
-        with run.timed(key) as out:
-            kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
-            out["result"] = {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
+        run.compute(key, lambda ids=ids, start=start: _lens_record(model, ids, start, k, direction))
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
+
+
+def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:
+    kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
+    return {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
 
 
 def lens_table(model, tokenizer, ids: Sequence[int], start: int, n_positions: int = 24, n_top: int = 3) -> dict:

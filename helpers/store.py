@@ -217,11 +217,17 @@ class Run:
             self.add(key, box["result"], time.perf_counter() - start, seed)
 
     def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
-        """Stored result of `key`, computing and storing it first if missing."""
-        if key in self._records:
-            _note("reused", self.hash, key)
-            return self._records[key]["result"]
-        start = time.perf_counter()
-        result = fn()
-        self.add(key, result, time.perf_counter() - start, seed)
+        """Stored result of `key`, computing and storing it first if missing.
+
+        The computation holds the run's lock: a second process on the same run waits for the unit under way,
+        then finds it stored (the lock reloads what another process wrote) instead of computing it again.
+        """
+        if key not in self._records:
+            with self.locked():
+                if key not in self._records:
+                    start = time.perf_counter()
+                    result = fn()
+                    self.add(key, result, time.perf_counter() - start, seed)
+                    return self._records[key]["result"]
+        _note("reused", self.hash, key)
         return self._records[key]["result"]

@@ -244,6 +244,28 @@ def test_a_second_process_waits_and_reuses_the_first_ones_records(tmp_path, caps
     assert "another process is working on exp/" in capsys.readouterr().err
 
 
+
+def test_an_analysis_unit_under_way_elsewhere_is_waited_for_not_recomputed(tmp_path, capsys):
+    """`Run.compute` (chapter 01's analyses, the lens, agreement) holds the lock while it computes."""
+    first, second = Run("exp", {"k": 3}, root=tmp_path), Run("exp", {"k": 3}, root=tmp_path)
+    started, calls = threading.Event(), []
+
+    def slow():
+        started.set()
+        time.sleep(0.5)
+        calls.append("first")
+        return 7
+
+    worker = threading.Thread(target=lambda: first.compute("unit", slow))
+    worker.start()
+    started.wait()
+    assert second.compute("unit", lambda: calls.append("second") or 8) == 7
+    worker.join()
+    assert calls == ["first"]  # computed once, by the process that started it
+    assert len(second.path.read_text().splitlines()) == 1
+    assert "another process is working on exp/" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------------------
 # The real command line: exit code 2, a message naming the input, no traceback
 # --------------------------------------------------------------------------------------------------
