@@ -207,15 +207,6 @@ class Run:
             self._loaded_size = self._size()
         _note("computed", self.hash, key)
 
-    @contextmanager
-    def timed(self, key: str, seed: int | None = None) -> Iterator[dict]:
-        """`with run.timed(key) as out: out["result"] = ...` stores the result with its wall time."""
-        box: dict = {}
-        start = time.perf_counter()
-        yield box
-        if "result" in box:
-            self.add(key, box["result"], time.perf_counter() - start, seed)
-
     def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
         """Stored result of `key`, computing and storing it first if missing.
 

@@ -49,14 +49,17 @@ def test_changed_configuration_recomputes(tmp_path):
     assert "a" not in other and len(other) == 0
 
 
-def test_timed_context_stores_only_finished_units(tmp_path):
+def test_compute_stores_only_finished_units(tmp_path):
     run = Run("exp", {"k": 1}, root=tmp_path)
-    with pytest.raises(RuntimeError), run.timed("x") as out:
+
+    def interrupted():
         raise RuntimeError("interrupted")
-    assert "x" not in run
-    with run.timed("y") as out:
-        out["result"] = [1, 2]
-    assert run.get("y") == [1, 2]
+
+    with pytest.raises(RuntimeError):
+        run.compute("x", interrupted)
+    assert "x" not in run and not Run("exp", {"k": 1}, root=tmp_path).path.exists()
+    assert run.compute("y", lambda: [1, 2]) == [1, 2]
+    assert Run("exp", {"k": 1}, root=tmp_path).get("y") == [1, 2]  # written, and read back by a new reader
 
 
 def test_bad_experiment_name(tmp_path):
