@@ -195,7 +195,7 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
     import threading
     from pathlib import Path
 
-    from helpers.run import run
+    from helpers.run import environment, run
 
     peak = {"kib": 0}
     stop = threading.Event()
@@ -206,9 +206,7 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
                 peak["kib"] = max(peak["kib"], _peak_rss_kib(pid))
             stop.wait(1.0)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        previous = os.environ.get("SVD_RESULTS")
-        os.environ["SVD_RESULTS"] = str(Path(tmp) / "results")
+    with tempfile.TemporaryDirectory() as tmp, environment({"SVD_RESULTS": str(Path(tmp) / "results")}):
         thread = threading.Thread(target=watch, daemon=True)
         thread.start()
         start = time.perf_counter()
@@ -218,10 +216,6 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
             seconds = time.perf_counter() - start
             stop.set()
             thread.join()
-            if previous is None:
-                os.environ.pop("SVD_RESULTS", None)
-            else:
-                os.environ["SVD_RESULTS"] = previous
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux, waited-for children only
     gib = max(peak["kib"], children) / 2**20
     return {"chapter": "01_effective_depth", "profile": profile, "results_store": "empty (fresh temporary folder)",

@@ -24,7 +24,7 @@ from helpers.lens import (
     effective_depth_overlap,
     logit_lens,
 )
-from helpers.progress import show_bars
+from helpers.progress import bar
 from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
 from helpers.sequences import analysis_sequence
 from helpers.skip_effects import SkipEffects, depth_score, future_splits, later_layer_profile, skip_effects
@@ -64,12 +64,9 @@ def profile_one(model, ids: Sequence[int]) -> dict:
 def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
              ) -> list[dict]:
     """`profile_one` for every problem's gold text, stored per problem as it finishes."""
-    from tqdm.auto import tqdm
-
     run = analysis_run("depth_profile", model, root)
     keys = [analysis_key(tokenizer, p) for p in problems]
-    for key, p in tqdm(list(zip(keys, problems, strict=True)), desc="norms and lens", disable=not show_bars(progress),
-                       leave=False):
+    for key, p in bar(list(zip(keys, problems, strict=True)), desc="norms and lens", progress=progress):
         if key not in run:
             ids, _ = analysis_sequence(tokenizer, p)
             run.compute(key, lambda ids=ids: profile_one(model, ids))
@@ -103,10 +100,8 @@ def effective_depths(curve: dict[str, np.ndarray], kl_fraction: float = 0.5, ove
 def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, choose_splits,
                   desc: str, progress: bool) -> list[SkipEffects]:
     """Skip effects per problem, stored as each finishes; `choose_splits(ids, answer_start, problem_seed)`."""
-    from tqdm.auto import tqdm
-
     keys = []
-    for p in tqdm(problems, desc=desc, disable=not show_bars(progress), leave=False):
+    for p in bar(problems, desc=desc, progress=progress):
         ids, start = analysis_sequence(tokenizer, p)
         keys.append(sequence_key(p.id, ids, start))
         if keys[-1] in run:

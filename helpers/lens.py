@@ -18,7 +18,7 @@ import torch
 from helpers.adapter import adapter
 from helpers.identity import model_identity, sequence_key
 from helpers.metrics import kl_divergence, topk_overlap
-from helpers.progress import show_bars
+from helpers.progress import bar
 from helpers.residual import Capture, capture
 from helpers.store import Run
 
@@ -119,12 +119,9 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     chapter that reads the same sequences through the same model reuses them. Returns arrays
     [problems, layers] for 'kl' and 'overlap'.
     """
-    from tqdm.auto import tqdm
-
     run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
-    for key, (_, ids, start) in tqdm(list(zip(keys, items, strict=True)), desc="logit lens", disable=not show_bars(progress),
-                                     leave=False):
+    for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
         run.compute(key, lambda ids=ids, start=start: _lens_record(model, ids, start, k, direction))
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}

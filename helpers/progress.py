@@ -7,6 +7,7 @@ bar. The runner sets SVD_PROGRESS=0 for the kernels it starts (it prints each ch
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 ENV = "SVD_PROGRESS"
 
@@ -14,3 +15,11 @@ ENV = "SVD_PROGRESS"
 def show_bars(progress: bool = True) -> bool:
     """`progress`, unless the environment turns bars off (SVD_PROGRESS=0)."""
     return bool(progress) and os.environ.get(ENV, "1").strip() not in ("0", "false", "no")
+
+
+def bar(iterable: Iterable | None = None, *, desc: str, progress: bool = True, **kwargs):
+    """A `tqdm.auto` bar (a widget in Jupyter, text in a terminal) that vanishes when done, drawn only where
+    `show_bars(progress)` allows."""
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, disable=not show_bars(progress), leave=False, **kwargs)

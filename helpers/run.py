@@ -343,7 +343,7 @@ def _progress(stem: str) -> dict:
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
+def environment(values: dict[str, str]) -> Iterator[None]:
     """Set environment variables for the block (a kernel started inside inherits them), then restore them."""
     previous = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
@@ -372,7 +372,7 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     # it reuses and computes into `usage`.
     kernel_env = {LIVE_ENV: "0", PROGRESS_ENV: "0", USAGE_ENV: str(usage)}
     try:
-        with _environment(kernel_env):
+        with environment(kernel_env):
             papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
                                        kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem),
                                        execution_timeout=timeout, log_output=False,

@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from helpers.data import Problem, build_prompt
 from helpers.decoding import Completion, decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
 from helpers.power import CachedEngine, PowerConfig, run_chains
-from helpers.progress import show_bars
+from helpers.progress import bar
 from helpers.store import Run
 
 METHODS = ("greedy", "temperature", "low_temperature", "power")
@@ -132,14 +130,14 @@ def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg
         return
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs]
     seeds = [sample_seed(seed, p.id, s) for p, s in jobs]
-    bar = tqdm(total=len(jobs), desc=method, disable=not show_bars(progress), leave=False)
+    done = bar(total=len(jobs), desc=method, progress=progress)
 
     def store(i: int, c: Completion) -> None:
         (p, s), prompt = jobs[i], prompts[i]
         run.add(f"{keys[p.id]}#{s}", _record(p, tokenizer, prompt, c), seconds=c.seconds, seed=s)
-        bar.update(1)
+        done.update(1)
 
-    with bar:
+    with done:
         if method == "power":
             run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
         else:

@@ -149,12 +149,15 @@ def test_the_closing_table_lists_time_and_records():
 
 
 def test_progress_bars_follow_the_environment(monkeypatch):
-    from helpers.progress import ENV, show_bars
+    from helpers.progress import ENV, bar, show_bars
 
     monkeypatch.delenv(ENV, raising=False)
     assert show_bars() and not show_bars(False)
+    assert bar(range(2), desc="t", progress=False).disable
     monkeypatch.setenv(ENV, "0")
     assert not show_bars(True)
+    quiet = bar(range(2), desc="t")
+    assert quiet.disable and list(quiet) == [0, 1]
     monkeypatch.setenv(ENV, "1")
     assert show_bars(True)
 
@@ -162,10 +165,10 @@ def test_progress_bars_follow_the_environment(monkeypatch):
 def test_kernel_environment_is_set_inside_and_restored_after(monkeypatch):
     import os
 
-    from helpers.run import _environment
+    from helpers.run import environment
 
     monkeypatch.setenv("SVD_TEST_KEEP", "before")
     monkeypatch.delenv("SVD_TEST_NEW", raising=False)
-    with _environment({"SVD_TEST_KEEP": "inside", "SVD_TEST_NEW": "0"}):
+    with environment({"SVD_TEST_KEEP": "inside", "SVD_TEST_NEW": "0"}):
         assert os.environ["SVD_TEST_KEEP"] == "inside" and os.environ["SVD_TEST_NEW"] == "0"
     assert os.environ["SVD_TEST_KEEP"] == "before" and "SVD_TEST_NEW" not in os.environ
