@@ -22,6 +22,7 @@ import torch
 from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.identity import tag_model
+from helpers.output_head import use_sliced_head
 
 
 def _pip(*requirements: str) -> str:
@@ -349,6 +350,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: tor
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     use_fast_attention(model)
+    use_sliced_head(model)
     tag_model(model, name.strip(), origin)
     config = model.config
     info = ModelInfo(
