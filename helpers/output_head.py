@@ -22,7 +22,7 @@ class SlicedHead(nn.Linear):
     """An `nn.Linear` (same weights, state dict and hooks) whose decode-time product runs in vocabulary slices."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // self.in_features if x.numel() else 0
+        rows = x.numel() // self.in_features
         if not 2 <= rows <= MAX_ROWS or x.device.type != "cpu" or x.dtype != torch.float32 \
                 or self.weight.dtype != torch.float32 or self.bias is not None or torch.is_grad_enabled():
             return F.linear(x, self.weight, self.bias)
