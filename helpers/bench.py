@@ -15,7 +15,7 @@ SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_
 def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
-                   baseline: bool = True) -> dict:
+                   baseline: bool = True, repeats: int = 2) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch): the published algorithm as its code
@@ -23,7 +23,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     batched `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its
     prefill and decoding timed apart by a streamer; plain
     sampling and power sampling (both modes) in this project's engine, whose prefill time is measured apart.
-    Prints three ratios against `SAMPLING_TARGETS`.
+    The batched runs repeat `repeats` times in turn (generate, plain, exact, reference, then again), and each
+    rate is taken over all its repeats: one run of a 20-second job varies by up to 20% on two busy cores, which
+    moved a ratio across its target from one run to the next. Prints three ratios against `SAMPLING_TARGETS`.
     """
     from helpers.models import load_model
 
@@ -32,12 +34,15 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
             raise ValueError(f"--problems must be integers of at least 1, got {n!r}")
     if not levels:
         raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"--repeats must be an integer of at least 1, got {repeats!r}")
     from helpers.power import PowerConfig
 
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
                       max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
     report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
-                           "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels)},
+                           "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels),
+                           "repeats": repeats},
               "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, "
                          f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
               "targets": {k: ({str(n): t for n, t in v.items()} if isinstance(v, dict) else v)
@@ -45,11 +50,12 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
               "models": {}}
     for name in models:
         model, tokenizer, info = load_model(name)
-        report["models"][info.name] = _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline)
+        report["models"][info.name] = _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
+                                                   repeats)
     return report
 
 
-def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline) -> dict:
+def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
     from helpers.data import arithmetic_problems, build_prompt
@@ -68,24 +74,30 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline)
     _generate(model, tokenizer, prompts[:2], 2, temperature)
     out: dict = {"layers": model.config.num_hidden_layers, "batches": {}}
     for n in problems:
-        row: dict = {}
-        prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
-        row["generate"] = {"new_tokens": n * length, "prefill_seconds": round(prefill, 2),
-                           "seconds": round(prefill + decoding, 2),
-                           "decode_tokens_per_second": round(n * (length - 1) / decoding, 1)}
-        engine = CachedEngine(model)
-        start = time.perf_counter()
-        plain = decode(model, prompts[:n], length, stops, temperature=temperature, seeds=seeds[:n], engine=engine)
-        row["plain_sampling"] = _rates(total(plain, "decoded_tokens"), time.perf_counter() - start,
-                                       engine.prefill_seconds)
-        for mode in ("exact", "reference"):
+        runs: dict[str, list[tuple[int, float, float]]] = {}  # per job: (tokens, seconds, prefill seconds) per run
+        acceptance: dict[str, float] = {}
+        for _ in range(repeats):
+            prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
+            runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
             engine = CachedEngine(model)
             start = time.perf_counter()
-            chains = run_chains(engine, prompts[:n], stops, replace(cfg, mode=mode), seeds[:n])
-            row[f"power_{mode}"] = _rates(total(chains, "decoded_tokens"), time.perf_counter() - start,
-                                          engine.prefill_seconds)
-            row[f"power_{mode}"]["mean_acceptance"] = round(
-                sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in chains) / n, 3)
+            plain = decode(model, prompts[:n], length, stops, temperature=temperature, seeds=seeds[:n], engine=engine)
+            runs.setdefault("plain_sampling", []).append(
+                (total(plain, "decoded_tokens"), time.perf_counter() - start, engine.prefill_seconds))
+            for mode in ("exact", "reference"):
+                engine = CachedEngine(model)
+                start = time.perf_counter()
+                chains = run_chains(engine, prompts[:n], stops, replace(cfg, mode=mode), seeds[:n])
+                runs.setdefault(f"power_{mode}", []).append(
+                    (total(chains, "decoded_tokens"), time.perf_counter() - start, engine.prefill_seconds))
+                acceptance[f"power_{mode}"] = round(
+                    sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in chains) / n, 3)
+        row: dict = {name: _rates(each) for name, each in runs.items()}
+        row["generate"] = {"new_tokens": n * length, "prefill_seconds": row["generate"]["prefill_seconds"],
+                           "seconds": row["generate"]["seconds"], "seconds_each": row["generate"]["seconds_each"],
+                           "decode_tokens_per_second": row["generate"]["decode_tokens_per_second"]}
+        for name, value in acceptance.items():
+            row[name]["mean_acceptance"] = value
         out["batches"][str(n)] = row
     if baseline:
         per_problem = []
@@ -131,10 +143,16 @@ def _generate(model, tokenizer, prompts, new_tokens: int, temperature: float) ->
     return first_token - start, clock.stamps[-1] - first_token
 
 
-def _rates(tokens: int, seconds: float, prefill_seconds: float) -> dict:
-    return {"decoded_tokens": tokens, "seconds": round(seconds, 2), "prefill_seconds": round(prefill_seconds, 2),
+def _rates(runs: list[tuple[int, float, float]]) -> dict:
+    """Mean seconds per run and rates over all runs, from (tokens, seconds, prefill seconds) of each run.
+
+    A decode rate counts the time after the prefill; for `generate` the tokens are those decoded after the first.
+    """
+    tokens, seconds, prefill = (sum(column) for column in zip(*runs, strict=True))
+    return {"decoded_tokens": runs[0][0], "seconds": round(seconds / len(runs), 2),
+            "seconds_each": [round(s, 2) for _, s, _ in runs], "prefill_seconds": round(prefill / len(runs), 2),
             "tokens_per_second": round(tokens / seconds, 1),
-            "decode_tokens_per_second": round(tokens / (seconds - prefill_seconds), 1)}
+            "decode_tokens_per_second": round(tokens / (seconds - prefill), 1)}
 
 
 def _ratios(batches: dict) -> dict:

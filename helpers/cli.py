@@ -84,7 +84,8 @@ def _bench(args: argparse.Namespace) -> int:
     problems = _integers(args.problems, "--problems", "16,32")
     models = tuple(m.strip() for m in args.model.split(",") if m.strip())
     print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
-                                    args.alpha, args.shots, levels=levels, baseline=not args.no_baseline), indent=2))
+                                    args.alpha, args.shots, levels=levels, baseline=not args.no_baseline,
+                                    repeats=args.repeats), indent=2))
     return 0
 
 
@@ -183,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", default="1,2,3,4", help="sampling: comma-separated arithmetic levels of the problems")
     p.add_argument("--no-baseline", action="store_true",
                    help="sampling: skip the slow published sampler (batch-1 generate per proposal)")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="sampling: runs of each batched job, taken in turn; rates are over all of them")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from helpers.bench import _descendants, _peak_rss_kib
 
 
@@ -57,7 +59,8 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
 def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
     from helpers.bench import SAMPLING_TARGETS, bench_sampling
 
-    report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0)
+    report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0,
+                            repeats=2)
     (model,) = report["models"].values()
     assert set(model["batches"]) == set(model["ratios"]) == {"2", "3"}
     for n, row in model["batches"].items():
@@ -65,4 +68,16 @@ def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
         assert row["published_batch1_generate"]["decoded_tokens"] > 0
         assert set(model["ratios"][n]) == set(SAMPLING_TARGETS)
         assert all(v > 0 for v in model["ratios"][n]["power_vs_plain"].values())
+        for job in ("generate", "plain_sampling", "power_exact", "power_reference"):
+            each = row[job]["seconds_each"]
+            assert len(each) == 2 and row[job]["seconds"] == pytest.approx(sum(each) / 2, abs=0.011)
     assert report["targets"]["power_vs_published"] == {"16": 7.0, "32": 10.0}
+    assert report["settings"]["repeats"] == 2
+
+
+@pytest.mark.parametrize("repeats", [0, -1, 1.5, True])
+def test_sampling_bench_refuses_a_repeat_count_below_one(tiny_dir, repeats):
+    from helpers.bench import bench_sampling
+
+    with pytest.raises(ValueError, match="--repeats"):
+        bench_sampling((str(tiny_dir),), (2,), repeats=repeats)
