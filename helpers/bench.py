@@ -28,15 +28,15 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     moved a ratio across its target from one run to the next. Prints three ratios against `SAMPLING_TARGETS`.
     """
     from helpers.models import load_model
+    from helpers.power import PowerConfig, is_count
 
     for n in problems:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not is_count(n, 1):
             raise ValueError(f"--problems must be integers of at least 1, got {n!r}")
     if not levels:
         raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+    if not is_count(repeats, 1):
         raise ValueError(f"--repeats must be an integer of at least 1, got {repeats!r}")
-    from helpers.power import PowerConfig
 
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
                       max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
@@ -93,9 +93,8 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
                 acceptance[f"power_{mode}"] = round(
                     sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in chains) / n, 3)
         row: dict = {name: _rates(each) for name, each in runs.items()}
-        row["generate"] = {"new_tokens": n * length, "prefill_seconds": row["generate"]["prefill_seconds"],
-                           "seconds": row["generate"]["seconds"], "seconds_each": row["generate"]["seconds_each"],
-                           "decode_tokens_per_second": row["generate"]["decode_tokens_per_second"]}
+        row["generate"] = {"new_tokens": n * length, **{key: row["generate"][key] for key in (
+            "prefill_seconds", "seconds", "seconds_each", "decode_tokens_per_second")}}
         for name, value in acceptance.items():
             row[name]["mean_acceptance"] = value
         out["batches"][str(n)] = row

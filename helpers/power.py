@@ -27,7 +27,7 @@ import torch
 
 from helpers.decoding import CachedEngine, Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "is_count", "power_sample", "run_chains"]
 
 MODES = ("exact", "reference")
 
@@ -51,13 +51,13 @@ class PowerConfig:
         number = isinstance(self.alpha, int | float) and not isinstance(self.alpha, bool)
         if not number or not self.alpha > 0 or math.isinf(self.alpha):
             raise ValueError(f"alpha must be a positive, finite number (the target is p^alpha), got {self.alpha!r}")
-        if not _count(self.block_size, 1):
+        if not is_count(self.block_size, 1):
             raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
-        if not _count(self.mcmc_steps, 0):
+        if not is_count(self.mcmc_steps, 0):
             raise ValueError(f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not _count(self.top_k, 0):
+        if not is_count(self.top_k, 0):
             raise ValueError(f"top_k must be 0 or a positive integer, got {self.top_k!r}")
         if self.mode == "exact" and self.top_k:
             raise ValueError("exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
@@ -67,7 +67,7 @@ class PowerConfig:
             if need_length:
                 raise ValueError("max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
                                  "helpers.sampling.sample, which sets it")
-        elif not _count(self.max_new_tokens, self.block_size):
+        elif not is_count(self.max_new_tokens, self.block_size):
             raise ValueError(f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
                              f"got {self.max_new_tokens!r}")
         return self
@@ -88,7 +88,8 @@ class PowerConfig:
         return 0
 
 
-def _count(value, low: int) -> bool:
+def is_count(value, low: int) -> bool:
+    """Whether `value` is an integer (not a bool) of at least `low`: the check of every count a user sets."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 

@@ -20,7 +20,7 @@ from helpers.decoding import Completion, decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
-from helpers.power import CachedEngine, PowerConfig, run_chains
+from helpers.power import CachedEngine, PowerConfig, is_count, run_chains
 from helpers.progress import bar
 from helpers.store import Run
 
@@ -53,13 +53,13 @@ def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: i
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not _count(max_new_tokens, 1):
+    if not is_count(max_new_tokens, 1):
         raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}")
-    if not _count(shots, 0):
+    if not is_count(shots, 0):
         raise ValueError(f"shots must be an integer of at least 0, got {shots!r}")
-    if not _count(seed, 0):
+    if not is_count(seed, 0):
         raise ValueError(f"seed must be an integer of at least 0, got {seed!r}")
-    if not _count(top_k, 0):
+    if not is_count(top_k, 0):
         raise ValueError(f"top_k must be 0 (off) or a positive integer, got {top_k!r}")
     if (power is not None) != (method == "power"):
         raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
@@ -101,9 +101,9 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
                                top_k=top_k, power=power)
     if method == "greedy":
         n_seeds = 1
-    if not _count(n_seeds, 1):
+    if not is_count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not _count(batch_size, 1):
+    if not is_count(batch_size, 1):
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     cfg = replace(power, max_new_tokens=max_new_tokens) if power is not None else None
     run = decode_run(model, settings, root)
@@ -157,10 +157,6 @@ def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int,
 def accuracy(records: Sequence[dict]) -> float:
     """Share of correct records (0 for an empty list)."""
     return sum(bool(r["correct"]) for r in records) / len(records) if records else 0.0
-
-
-def _count(value, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 # --------------------------------------------------------------------------------------------------
