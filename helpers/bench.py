@@ -18,7 +18,8 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
                    baseline: bool = True, repeats: int = 2) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
-    For each model and each problem count n (all n chains in one batch): the published algorithm as its code
+    For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
+    turn, the same whichever counts the run holds): the published algorithm as its code
     runs it (`GenerateEngine`, batch 1, timed per problem, so one run of the largest n serves every n); plain
     batched `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its
     prefill and decoding timed apart by a streamer; plain
@@ -58,15 +59,14 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
-    from helpers.data import arithmetic_problems, build_prompt
+    from helpers.data import build_prompt
     from helpers.decoding import decode, total
     from helpers.models import stop_token_ids
     from helpers.power import CachedEngine, run_chains
     from helpers.published_sampler import GenerateEngine
 
     stops = stop_token_ids(model, tokenizer)
-    most = max(problems)
-    chosen = arithmetic_problems(most // len(levels) + 1, levels=levels, seed=seed)[:most]
+    chosen = _problems(levels, max(problems), seed)
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in chosen]
     seeds = [seed * 1000 + i for i in range(len(prompts))]
     temperature, length = cfg.temperature, cfg.max_new_tokens
@@ -110,6 +110,16 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
                 "decoded_tokens": sum(k for _, k in per_problem[:n]), "seconds": round(seconds, 2)}
     out["ratios"] = _ratios(out["batches"])
     return out
+
+
+def _problems(levels, n: int, seed: int) -> list:
+    """`n` arithmetic problems taking the levels in turn (1, 2, 3, 4, 1, 2, ...), so that the first k of them are
+    the same problems, from every level, whatever the largest batch of the run."""
+    from helpers.data import arithmetic_problems
+
+    per_level = n // len(levels) + 1
+    pool = arithmetic_problems(per_level, levels=levels, seed=seed)  # in level order
+    return [pool[j * per_level + i] for i in range(per_level) for j in range(len(levels))][:n]
 
 
 def _generate(model, tokenizer, prompts, new_tokens: int, temperature: float) -> tuple[float, float]:

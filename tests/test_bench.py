@@ -81,3 +81,12 @@ def test_sampling_bench_refuses_a_repeat_count_below_one(tiny_dir, repeats):
 
     with pytest.raises(ValueError, match="--repeats"):
         bench_sampling((str(tiny_dir),), (2,), repeats=repeats)
+
+
+def test_the_benchs_first_problems_mix_every_level_and_do_not_depend_on_the_largest_batch():
+    from helpers.bench import _problems
+
+    most = _problems((1, 2, 3, 4), 32, seed=0)
+    assert [p.id for p in _problems((1, 2, 3, 4), 16, seed=0)] == [p.id for p in most[:16]]
+    levels = [int(p.level) for p in most[:16]]
+    assert sorted(set(levels)) == [1, 2, 3, 4] and all(levels.count(k) == 4 for k in (1, 2, 3, 4))
