@@ -113,13 +113,11 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
 
 
 def _problems(levels, n: int, seed: int) -> list:
-    """`n` arithmetic problems taking the levels in turn (1, 2, 3, 4, 1, 2, ...), so that the first k of them are
-    the same problems, from every level, whatever the largest batch of the run."""
-    from helpers.data import arithmetic_problems
+    """`n` arithmetic problems taking the levels in turn, so that the first k of them are the same problems, from
+    every level, whatever the largest batch of the run."""
+    from helpers.data import arithmetic_problems, interleaved
 
-    per_level = n // len(levels) + 1
-    pool = arithmetic_problems(per_level, levels=levels, seed=seed)  # in level order
-    return [pool[j * per_level + i] for i in range(per_level) for j in range(len(levels))][:n]
+    return interleaved(arithmetic_problems(n // len(levels) + 1, levels=levels, seed=seed), n)
 
 
 def _generate(model, tokenizer, prompts, new_tokens: int, temperature: float) -> tuple[float, float]:
