@@ -151,3 +151,25 @@ def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems
     edited = dataclasses.replace(problems[0], solution=problems[0].solution + " so")
     profiles(tiny[0], tiny[1], [edited], root=tmp_path, progress=False)
     assert len(analysis_run("depth_profile", model, tmp_path)) == 2
+
+
+def test_linear_map_errors_equal_those_of_explicitly_fitted_weights():
+    """fit_maps never forms the weights; its errors must equal those of the ridge weights solved outright."""
+    g = torch.Generator().manual_seed(0)
+    src_train, src_test = torch.randn(3, 40, 6, generator=g), torch.randn(3, 9, 6, generator=g)
+    tgt_train, tgt_test = torch.randn(4, 40, 5, generator=g), torch.randn(4, 9, 5, generator=g)
+    ridge = 0.1
+    errors = fit_maps(src_train, tgt_train, src_test, tgt_test, ridge=ridge)
+    ones = torch.ones(40, 1, dtype=torch.float64)
+    for i in range(3):
+        x = torch.cat([src_train[i].double(), ones], 1)
+        gram = x.T @ x
+        lam = ridge * float(gram.diagonal().mean())
+        x_test = torch.cat([src_test[i].double(), ones[:9]], 1)
+        for j in range(4):
+            weights = torch.linalg.lstsq(torch.cat([x, lam ** 0.5 * torch.eye(7, dtype=torch.float64)]),
+                                         torch.cat([tgt_train[j].double(), torch.zeros(7, 5, dtype=torch.float64)])
+                                         ).solution
+            y = tgt_test[j].double()
+            expected = ((x_test @ weights - y).norm(dim=-1) / y.norm(dim=-1)).mean()
+            assert abs(errors[i, j] - float(expected)) < 1e-9
