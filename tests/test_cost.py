@@ -68,6 +68,7 @@ def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_ch
     return chains, decoded.mean(), decoded.std() / np.sqrt(n_chains)
 
 
+@pytest.mark.toy
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_exact_count_matches_the_sampler_without_eos(mode):
     """No stop token: every answer has max_new_tokens tokens and the sampler's own count is the schedule's."""
@@ -89,6 +90,7 @@ def _fixed_length_toy(length: int):
     return toy
 
 
+@pytest.mark.toy
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_exact_count_matches_the_sampler_when_answers_end_early(mode):
     """EOS at T = 6 < max_new_tokens = 12: reference mode stops after the block holding EOS, exact keeps moving."""

@@ -22,6 +22,7 @@ def _tv(model, target, mode, steps, n=2000):
     return tv_distance(empirical(samples), target)
 
 
+@pytest.mark.toy
 def test_exact_mode_converges_to_the_power_distribution(toy):
     model, dist = toy
     low_temperature_gap = tv_distance(dist["low_temperature"], dist["power"])
@@ -32,6 +33,7 @@ def test_exact_mode_converges_to_the_power_distribution(toy):
     assert no_steps > 4 * converged
 
 
+@pytest.mark.toy
 def test_reference_mode_is_biased(toy):
     model, dist = toy
     assert _tv(model, dist["power"], "reference", 10) > 0.1
@@ -125,3 +127,14 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     for a, b in zip(together, alone, strict=True):
         assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
         assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
+
+
+@pytest.mark.toy
+def test_toy_tests_touch_no_transformers_code():
+    """The `toy` marker's promise, which lets the run on the lowest transformers skip those tests."""
+    import subprocess
+    import sys
+
+    check = "import sys, helpers.power, helpers.toy, helpers.cost; print('transformers' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
