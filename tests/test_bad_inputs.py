@@ -281,10 +281,28 @@ CLI = [
 ]
 
 
+def _main(argv, capsys) -> tuple[int, str]:
+    """`python -m helpers ARGV` in this process (the imports are paid once): (exit status, stderr)."""
+    from helpers.cli import main
+
+    try:
+        status = main(list(argv))
+    except SystemExit as exit:  # argparse's own usage errors
+        status = exit.code
+    return status, capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("case", "argv", "fragment"), CLI, ids=[r[0] for r in CLI])
-def test_command_line_errors_are_one_clear_line(case, argv, fragment):
-    done = subprocess.run([sys.executable, "-m", "helpers", *argv], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+def test_command_line_errors_are_one_clear_line(case, argv, fragment, capsys):
+    status, err = _main(argv, capsys)
+    assert status == 2, f"{case}: exit {status}\n{err[-2000:]}"
+    assert fragment in err and "Traceback" not in err, f"{case}: {err[-2000:]}"
+
+
+def test_the_module_entry_point_exits_with_the_error_status():
+    """The cases above call `helpers.cli.main`; this one runs `python -m helpers` as a user does."""
+    case, argv, fragment = CLI[-1]
+    done = _cli(*argv)
     assert done.returncode == 2, f"{case}: exit {done.returncode}\n{done.stderr[-2000:]}"
     assert fragment in done.stderr and "Traceback" not in done.stderr, f"{case}: {done.stderr[-2000:]}"
 
@@ -302,9 +320,9 @@ def _cli(*argv: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def test_truncate_on_the_command_line(tiny_dir):
+def test_truncate_on_the_command_line(tiny_dir, capsys):
     done = _cli("truncate", "--model", str(tiny_dir), "--method", "naive", "--depth", "3", "--prompt", "Ada has",
                 "--raw", "--max-new-tokens", "2")
     assert done.returncode == 0 and "(blocks 0..2)" in done.stdout, done.stderr[-2000:]
-    done = _cli("truncate", "--model", str(tiny_dir), "--depth", "9", "--prompt", "Ada has")
-    assert done.returncode == 2 and "Traceback" not in done.stderr and "9" in done.stderr, done.stderr[-2000:]
+    status, err = _main(["truncate", "--model", str(tiny_dir), "--depth", "9", "--prompt", "Ada has"], capsys)
+    assert status == 2 and "Traceback" not in err and "9" in err, err[-2000:]
