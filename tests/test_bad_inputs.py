@@ -287,8 +287,8 @@ def _main(argv, capsys) -> tuple[int, str]:
 
     try:
         status = main(list(argv))
-    except SystemExit as exit:  # argparse's own usage errors
-        status = exit.code
+    except SystemExit as stop:  # argparse's own usage errors
+        status = stop.code
     return status, capsys.readouterr().err
 
 
