@@ -19,17 +19,18 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
-    turn, the same whichever counts the run holds): the published algorithm as its code
-    runs it (`GenerateEngine`, batch 1, timed per problem, so one run of the largest n serves every n); plain
-    batched `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its
-    prefill and decoding timed apart by a streamer; plain
-    sampling and power sampling (both modes) in this project's engine, whose prefill time is measured apart.
+    turn, the same whichever counts the run holds): the published algorithm as its code runs it
+    (`GenerateEngine`, batch 1, timed per problem, so one run of the largest n serves every n); plain batched
+    `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its prefill
+    and decoding timed apart by a streamer; plain sampling and power sampling (both modes) in this project's
+    engine, whose prefill time is measured apart.
     The batched runs repeat `repeats` times in turn (generate, plain, exact, reference, then again), and each
     rate is taken over all its repeats: one run of a 20-second job varies by up to 20% on two busy cores, which
     moved a ratio across its target from one run to the next. Prints three ratios against `SAMPLING_TARGETS`.
     """
+    from helpers.checks import is_count
     from helpers.models import load_model
-    from helpers.power import PowerConfig, is_count
+    from helpers.power import PowerConfig
 
     for n in problems:
         if not is_count(n, 1):

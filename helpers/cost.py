@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from helpers.checks import is_count
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -148,9 +150,9 @@ def schedule_multiplier(length: int, block_size: int, mcmc_steps: int, **kwargs)
 def _check_schedule(length: float, block_size: int, mcmc_steps: int) -> None:
     if isinstance(length, bool) or not isinstance(length, int | float) or not 0 < length < math.inf:
         raise ValueError(f"length (tokens per answer) must be a positive, finite number, got {length!r}")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+    if not is_count(block_size, 1):
         raise ValueError(f"block_size must be an integer of at least 1, got {block_size!r}")
-    if isinstance(mcmc_steps, bool) or not isinstance(mcmc_steps, int) or mcmc_steps < 0:
+    if not is_count(mcmc_steps, 0):
         raise ValueError(f"mcmc_steps must be an integer of at least 0, got {mcmc_steps!r}")
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from helpers.checks import is_count
+
 PROMPT_PREFIX = "Can you solve the following math problem? "
 PROMPT_SUFFIX = " Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -245,7 +247,7 @@ def load_problems(name: str, n: int | None = None, levels: Sequence[int] | None 
     For 'arithmetic', `n` is the number per level (None: 10); otherwise the first `n` problems (after level
     filtering; None: all of them).
     """
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+    if n is not None and not is_count(n, 1):
         raise DataError(f"n (problems{' per level' if name == 'arithmetic' else ''}) must be an integer of at least "
                         f"1, or None, got {n!r}.")
     if levels is not None:

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from helpers.checks import is_count
 from helpers.decoding import CachedEngine, Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "is_count", "power_sample", "run_chains"]
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
 
 MODES = ("exact", "reference")
 
@@ -86,11 +87,6 @@ class PowerConfig:
         if self.mode == "reference":
             return self.top_k or 50
         return 0
-
-
-def is_count(value, low: int) -> bool:
-    """Whether `value` is an integer (not a bool) of at least `low`: the check of every count a user sets."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 @dataclass

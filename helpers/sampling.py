@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from helpers.checks import is_count
 from helpers.data import Problem, build_prompt
 from helpers.decoding import Completion, decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
-from helpers.power import CachedEngine, PowerConfig, is_count, run_chains
+from helpers.power import CachedEngine, PowerConfig, run_chains
 from helpers.progress import bar
 from helpers.store import Run
 

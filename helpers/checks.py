@@ -1,0 +1,8 @@
+"""The checks of values a user sets, in one place so that every module accepts and refuses the same things."""
+
+from __future__ import annotations
+
+
+def is_count(value, low: int) -> bool:
+    """Whether `value` is an integer (not a bool) of at least `low`: the check of every count a user sets."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
