@@ -45,16 +45,25 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
                            "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels),
                            "repeats": repeats},
-              "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, "
-                         f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+              "machine": _machine(),
               "targets": {k: ({str(n): t for n, t in v.items()} if isinstance(v, dict) else v)
                           for k, v in SAMPLING_TARGETS.items()},
               "models": {}}
     for name in models:
         model, tokenizer, info = load_model(name)
-        report["models"][info.name] = _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
-                                                   repeats)
+        report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, cfg, problems, shots,
+                                                                             seed, levels, baseline, repeats)}
     return report
+
+
+def _machine() -> str:
+    """The machine in a line: architecture, threads, device, and whether it computes bfloat16 natively."""
+    from helpers.models import default_device
+    from helpers.precision import native_bfloat16
+
+    device = default_device()
+    native = "native bfloat16" if native_bfloat16(device) else "no native bfloat16"
+    return f"{platform.machine()}, {torch.get_num_threads()} threads, {device}, {native}"
 
 
 def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:
@@ -289,5 +298,6 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
                     "generate_tokens_per_second": round(size * max_new_tokens / theirs, 1),
                     "speed_vs_generate": round(theirs / ours, 2)}
         rows.append(row)
-    return {"model": info.name, "layers": info.n_layers, "max_new_tokens": max_new_tokens, "shots": shots,
-            "machine": f"{platform.machine()}, {torch.get_num_threads()} threads", "batches": rows}
+    return {"model": info.name, "dtype": info.dtype, "layers": info.n_layers, "max_new_tokens": max_new_tokens,
+            "shots": shots,
+            "machine": _machine(), "batches": rows}

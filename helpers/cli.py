@@ -20,7 +20,10 @@ from pathlib import Path
 def _cmd_run(args: argparse.Namespace) -> int:
     from helpers.run import REPO, parse_overrides, run
 
-    run(args.profile, parse_overrides(args.param), only=args.only, out_root=Path(args.out) if args.out else REPO,
+    overrides = parse_overrides(args.param)
+    if args.dtype is not None:
+        overrides["dtype"] = args.dtype
+    run(args.profile, overrides, only=args.only, out_root=Path(args.out) if args.out else REPO,
         build=not args.no_build, strict=args.strict)
     return 0
 
@@ -134,6 +137,14 @@ def _notebook_code(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dtype_flag(parser: argparse.ArgumentParser) -> None:
+    from helpers.precision import CHOICES
+
+    parser.add_argument("--dtype", choices=CHOICES, default=None,
+                        help="the models' weights and activations: auto (default: bfloat16 where the hardware "
+                        "computes it natively, float32 elsewhere), float32 or bfloat16")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write book/chapters and _build under this folder instead of the repository")
     p.add_argument("--no-build", action="store_true", help="execute the notebooks but do not build the book")
     p.add_argument("--strict", action="store_true", help="treat stderr output in a notebook as an error")
+    _dtype_flag(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("truncate", help="greedy continuation of a truncated model")
@@ -156,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", required=True, help="the user message (chat models) or raw text")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    _dtype_flag(p)
     p.set_defaults(func=_truncate)
 
     p = sub.add_parser("effective-depth", help="the three effective depths of a model on a problem set, as JSON")
@@ -165,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reduction", choices=("tokens", "prompts"), default="tokens")
     p.add_argument("--kl-fraction", type=float, default=0.5)
     p.add_argument("--overlap-threshold", type=float, default=0.3)
+    _dtype_flag(p)
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
@@ -186,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling: skip the slow published sampler (batch-1 generate per proposal)")
     p.add_argument("--repeats", type=int, default=2,
                    help="sampling: runs of each batched job, taken in turn; rates are over all of them")
+    _dtype_flag(p)
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("glued-diff", help="compare the glued values of two builds (exit 1 when any moved)")
@@ -205,12 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from helpers import precision
     from helpers.data import DataError
     from helpers.models import ModelLoadError
     from helpers.run import RunError
 
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "dtype", None) is not None:
+            precision.use(args.dtype)
         return args.func(args)
     except (RunError, ModelLoadError, DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

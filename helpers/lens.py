@@ -56,8 +56,9 @@ def logit_lens(model, ids: Sequence[int], k: int = 5, direction: str = "layer||f
     final_logp = torch.log_softmax(final_logits, dim=-1)
     taps = [h[start:] for h in cap.inputs] + ([cap.outputs[-1][start:]] if include_output else [])
     kls, overlaps, top_ids, top_probs = [], [], [], []
+    dtype = next(model.parameters()).dtype
     for h in taps:
-        logits = ad.readout(h.to(next(model.parameters()).dtype))
+        logits = ad.readout(h.to(dtype)).float()  # KL and overlap in float32, whatever the weights' dtype
         logp = torch.log_softmax(logits, dim=-1)
         kls.append(kl_divergence(logp, final_logp, direction).cpu())
         overlaps.append(topk_overlap(logits, final_logits, k).cpu())

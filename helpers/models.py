@@ -1,7 +1,8 @@
 """Load the models the book studies: the embedded SmolLM2, any hub id, any local directory.
 
-`load_model(name)` returns `(model, tokenizer, info)`: the model in eval mode (float32 on CPU,
-bfloat16 on a GPU unless told otherwise), its tokenizer, and a `ModelInfo` record of what was loaded.
+`load_model(name)` returns `(model, tokenizer, info)`: the model in eval mode, in the dtype that
+`helpers.precision` chooses (bfloat16 where the hardware computes it natively, float32 elsewhere, unless told
+otherwise), its tokenizer, and a `ModelInfo` record of what was loaded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from helpers import precision
 from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.identity import tag_model
@@ -119,10 +121,6 @@ def cache_dir() -> Path:
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _default_dtype(device: str) -> torch.dtype:
-    return torch.float32 if device == "cpu" else torch.bfloat16
 
 
 def _hub_offline() -> bool:
@@ -313,14 +311,17 @@ def resolve_source(name: str) -> tuple[str, str]:
     )
 
 
-def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: torch.dtype | None = None,
+def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype | None = None,
                offline: bool | None = None):
-    """Load `name` and return (model, tokenizer, ModelInfo); errors say what to do next."""
+    """Load `name` and return (model, tokenizer, ModelInfo); errors say what to do next.
+
+    `dtype`: 'auto', 'float32', 'bfloat16' or a torch dtype; None takes this process's `precision.use` choice.
+    """
     if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("A model name is needed, e.g. 'smollm2-135m'.")
     start = time.perf_counter()
     device = device or default_device()
-    dtype = dtype or _default_dtype(device)
+    dtype = precision.resolve(dtype, device)
     kind, source = resolve_source(name.strip())
     offline = _hub_offline() if offline is None else offline
     if kind == "embedded":
@@ -361,7 +362,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: tor
         hidden_size=int(config.hidden_size),
         vocab_size=int(config.vocab_size),
         n_params=sum(p.numel() for p in model.parameters()),
-        dtype=str(dtype).replace("torch.", ""),
+        dtype=precision.name(dtype),
         device=device,
         chat=bool(getattr(tokenizer, "chat_template", None)),
         load_seconds=round(time.perf_counter() - start, 3),

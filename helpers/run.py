@@ -196,7 +196,16 @@ def check_value(stem: str, name: str, value, default) -> None:
     if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
         raise RunError(f"{where}: the power-sampling exponent must be positive.")
     if name in ("mcmc_steps", "seed", "shots") and _kind(value) == "int" and value < 0:
-        raise RunError(f"{where}: the number of MH steps per block must be 0 or more.")
+        what = {"mcmc_steps": "the number of MH steps per block", "seed": "the seed",
+                "shots": "the number of worked examples"}[name]
+        raise RunError(f"{where}: {what} must be 0 or more.")
+    if name == "dtype":
+        from helpers.precision import check
+
+        try:
+            check(value)
+        except ValueError as err:
+            raise RunError(f"{where}: {err}") from None
 
 
 def check_job(job: Job, defaults: dict) -> None:

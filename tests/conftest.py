@@ -73,18 +73,20 @@ def tiny_dir(request, tmp_path_factory) -> Path:
     return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))
 
 
+# The unit tests' invariants (batch-independence, cache reuse, ...) hold to float32's last bits: their models
+# are float32 on every machine. bfloat16 has tests of its own (test_precision.py).
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
     from helpers.models import load_model
 
-    return load_model(str(tiny_dir), device="cpu")
+    return load_model(str(tiny_dir), device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")
 def smol():
     from helpers.models import load_model
 
-    return load_model("smollm2-135m", device="cpu")
+    return load_model("smollm2-135m", device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,9 @@ RUNNER = [
     ("string for a count", _plan("n_problems=abc"), RunError, "'n_problems' = 'abc'"),
     ("number for a list", _plan("levels=7"), RunError, "'levels' = 7"),
     ("zero count", _plan("n_problems=0"), RunError, "at least 1"),
-    ("negative seed", _plan("seed=-1"), RunError, "'seed' = -1"),
+    ("negative seed", _plan("seed=-1"), RunError, "the seed must be 0 or more"),
+    ("negative shots", _plan("shots=-1"), RunError, "the number of worked examples"),
+    ("unknown dtype", _plan("dtype=float16"), RunError, "auto, float32, bfloat16"),
     ("string levels", _plan('levels=["3"]'), RunError, "every entry must be an integer"),
     ("level outside the benchmark", _plan("levels=[1,9]"), RunError, "levels [9]"),
     ("depth deeper than the model", _plan("depths=[29,31]"), RunError, "depths [31] do not fit smollm2-135m"),
@@ -278,6 +280,8 @@ CLI = [
     ("bench with bad levels", ["bench", "sampling", "--levels", "1,x"], "--levels"),
     ("bench with alpha 0", ["bench", "sampling", "--alpha", "0"], "alpha"),
     ("truncate with no prompt", ["truncate", "--depth", "3", "--prompt", " "], "--prompt"),
+    ("run with an unknown dtype", ["run", "--profile", "smoke", "--dtype", "half", "--no-build"], "--dtype"),
+    ("truncate with an unknown dtype", ["truncate", "--depth", "3", "--prompt", "hi", "--dtype", "fp16"], "--dtype"),
 ]
 
 

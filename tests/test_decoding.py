@@ -113,8 +113,9 @@ def test_truncated_model_decodes_as_when_re_encoded(tiny):
 
 
 def test_the_engine_runs_in_bfloat16(tiny_dir):
-    """The GPU's dtype, on the CPU: the KV buffer takes the model's dtype and greedy decoding agrees with
-    re-encoding every token in that dtype."""
+    """The GPU's dtype, on the CPU: the KV buffer takes the model's dtype, and each greedy token with its recorded
+    log p is what re-encoding the whole sequence in that dtype gives, to bfloat16's resolution. (Comparing two
+    whole greedy decodes instead is fragile: one near-tie decided differently changes every later token.)"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.bfloat16).eval()
@@ -122,11 +123,14 @@ def test_the_engine_runs_in_bfloat16(tiny_dir):
     prompts = _prompts(tokenizer)
     engine = decoding.CachedEngine(model)
     cached = decode(model, prompts, 8, [], engine=engine)
-    slow = decode(model, prompts, 8, [], engine=decoding.ReencodeEngine(model))
     assert engine.cache.keys.dtype == torch.bfloat16
-    agree = sum(a == b for c, d in zip(cached, slow, strict=True) for a, b in zip(c.tokens, d.tokens, strict=True))
-    assert agree >= 0.9 * 8 * len(prompts)
-    assert all(torch.isfinite(torch.tensor(c.logp)).all() for c in cached)
+    for prompt, completion in zip(prompts, cached, strict=True):
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([prompt + completion.tokens])).logits[0, len(prompt) - 1:-1]
+        logp = torch.log_softmax(logits.float(), -1)
+        chosen = logp.gather(-1, torch.tensor(completion.tokens)[:, None])[:, 0]
+        assert (logp.max(-1).values - chosen).max() < 0.1  # the best token, or within a near-tie of it
+        assert (chosen - torch.tensor(completion.logp)).abs().max() < 0.1
 
 
 @pytest.mark.parametrize("bad, message", [(dict(max_new_tokens=0), "max_new_tokens"), (dict(prompts=[[]]), "prompt"),

@@ -1,0 +1,125 @@
+"""The dtype policy: bfloat16 only where the hardware computes it; float32 arithmetic for every statistic; the
+dtype keys every stored run; the samplers stay exact with bfloat16 weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import precision
+from helpers.data import Problem
+from helpers.identity import model_identity
+from helpers.power import PowerConfig, power_sample
+from helpers.sampling import decode_run, decode_settings, solve
+from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+
+
+@pytest.fixture(autouse=True)
+def _restore_choice():
+    before = precision.chosen()
+    yield
+    precision.use(before)
+
+
+@pytest.mark.parametrize("native, expected", [(True, torch.bfloat16), (False, torch.float32)])
+def test_auto_takes_bfloat16_only_where_the_hardware_computes_it(monkeypatch, native, expected):
+    monkeypatch.setattr(precision, "native_bfloat16", lambda device: native)
+    assert precision.resolve("auto", "cpu") == expected
+    assert precision.resolve(None, "cpu") == expected  # the process's choice is 'auto' unless `use` changed it
+    assert precision.resolve("float32", "cpu") == torch.float32  # an explicit choice overrides the policy
+    assert precision.resolve("bfloat16", "cpu") == torch.bfloat16
+    precision.use("float32")
+    assert precision.resolve(None, "cpu") == torch.float32
+
+
+def test_the_cpu_probe_agrees_with_torch():
+    cpu = torch.cpu
+    assert precision.native_bfloat16("cpu") == (cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+    assert precision.native_bfloat16("meta") is False
+
+
+@pytest.mark.parametrize("bad", ["fp16", "float16", "", None, 32, "AUTO"])
+def test_unknown_dtypes_are_refused_with_the_choices(bad):
+    with pytest.raises(ValueError, match="auto, float32, bfloat16"):
+        precision.use(bad)
+    with pytest.raises(ValueError):
+        precision.resolve(torch.float16, "cpu")
+
+
+def test_a_loaded_model_runs_in_the_dtype_asked_for(tiny_dir):
+    from helpers.models import load_model
+
+    model, _, info = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert info.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in model.parameters())
+    precision.use("float32")
+    model, _, info = load_model(str(tiny_dir), device="cpu")
+    assert info.dtype == "float32" and next(model.parameters()).dtype == torch.float32
+
+
+PROBLEMS = [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1),
+            Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
+
+
+def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp_path):
+    from helpers.models import load_model
+
+    model32, tokenizer, _ = tiny
+    model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert model_identity(model16)["dtype"] == "bfloat16" and model_identity(model32)["dtype"] == "float32"
+    settings = decode_settings("greedy", max_new_tokens=6)
+    assert decode_run(model16, settings, root=tmp_path).hash != decode_run(model32, settings, root=tmp_path).hash
+    solve(model32, tokenizer, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
+    assert len(decode_run(model16, settings, root=tmp_path)) == 0  # nothing stored for bfloat16 yet
+    solve(model16, tokenizer, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
+    assert len(decode_run(model16, settings, root=tmp_path)) == 2
+    assert len(decode_run(model32, settings, root=tmp_path)) == 2
+
+
+def test_the_lens_computes_in_float32_from_bfloat16_weights(tiny, tiny_dir):
+    from helpers.lens import logit_lens
+    from helpers.models import load_model
+
+    model32, tokenizer, _ = tiny
+    model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    ids = tokenizer("Ada has 3 apples . Then Ada receives 4 more apples .")["input_ids"]
+    full, half = logit_lens(model32, ids, include_output=True), logit_lens(model16, ids, include_output=True)
+    assert half.kl.dtype == full.kl.dtype == "float32"
+    assert (half.kl >= -1e-6).all() and abs(half.kl[-1]).max() < 1e-3  # the last row reads the model's own output
+    assert abs(half.kl - full.kl).max() < 0.1 * max(1.0, full.kl.max())
+
+
+@pytest.mark.toy
+def test_power_sampling_converges_to_the_bfloat16_models_own_target():
+    """With the model's numbers rounded to bfloat16, the exact sampler targets p^α of the rounded model: its
+    log-probabilities are computed in float32 from those logits."""
+    model = ToyLM(vocab=3, seed=0).to(torch.bfloat16)
+    assert model.table.dtype == torch.bfloat16
+    target = exact_distributions(model, [1], 4, 4.0)["power"]
+    cfg = PowerConfig(alpha=4.0, block_size=2, mcmc_steps=10, max_new_tokens=4, mode="exact")
+    samples = [power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens for s in range(2000)]
+    assert tv_distance(empirical(samples), target) < 0.05
+
+
+def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir):
+    """MH ratios use the engine's numbers: re-encoding the chain's tokens through the same bfloat16 model gives
+    the log p it recorded (to bfloat16's resolution), and every recorded number is a float32 log-probability."""
+    from helpers.models import load_model
+
+    model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    prompt = tokenizer("Ada has 3 apples .")["input_ids"]
+    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2, max_new_tokens=12, mode="exact")
+    chain = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=3)
+    ids = torch.tensor([prompt + chain.tokens])
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+    again = torch.log_softmax(logits, -1).gather(-1, torch.tensor(chain.tokens)[:, None])[:, 0]
+    assert all(lp <= 0 and lq <= 0 for lp, lq in zip(chain.logp, chain.logq, strict=True))
+    assert max(abs(a - b) for a, b in zip(chain.logp, again.tolist(), strict=True)) < 0.1
+
+
+def test_a_profile_or_flag_sets_every_chapters_dtype():
+    from helpers.run import plan
+
+    assert all(job.parameters["dtype"] == "float32" for job in plan("smoke"))  # the test book pins it
+    jobs = plan("smoke", {"dtype": "bfloat16"})  # what `run --dtype bfloat16` passes
+    assert jobs and all(job.parameters["dtype"] == "bfloat16" for job in jobs)
