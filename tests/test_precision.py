@@ -120,6 +120,45 @@ def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir)
 def test_a_profile_or_flag_sets_every_chapters_dtype():
     from helpers.run import plan
 
-    assert all(job.parameters["dtype"] == "float32" for job in plan("smoke"))  # the test book pins it
+    assert all(job.parameters["dtype"] == "float32" for job in plan("smoke") if "dtype" in job.parameters)
     jobs = plan("smoke", {"dtype": "bfloat16"})  # what `run --dtype bfloat16` passes
-    assert jobs and all(job.parameters["dtype"] == "bfloat16" for job in jobs)
+    chapters = [job for job in jobs if job.stem != "06_precision"]  # the appendix runs both
+    assert len(chapters) == 5 and all(job.parameters["dtype"] == "bfloat16" for job in chapters)
+
+
+def test_first_divergence():
+    from helpers.chapters.precision import first_divergence
+
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2  # one stopped earlier
+    assert first_divergence([], []) is None
+
+
+def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_path, monkeypatch):
+    import numpy as np
+
+    from helpers.chapters import precision as appendix
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    c = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS[:1], max_new_tokens=6, shots=0, batch_size=2,
+                                n_lens=1, span=1)
+    assert set(c.correct) == set(c.sweep) == set(c.kl) == {"float32", "bfloat16"}
+    assert c.n_problems == 2 and sorted(c.sweep["float32"]) == [c.n_layers - 1, c.n_layers]
+    assert c.kl["float32"].shape == c.kl["bfloat16"].shape == (1, c.n_layers)
+    values = appendix.comparison_values(c)
+    assert values["dtype_n_problems"] == 2 and 0 <= values["dtype_identical"] <= 2
+    assert np.isclose(values["dtype_kl_max_gap"],
+                      np.abs(c.kl["bfloat16"].mean(0) - c.kl["float32"].mean(0)).max())
+    assert "float32" in values["dtype_sentence"] and "bfloat16" in values["dtype_sentence"]
+    assert "| blocks | float32 | bfloat16 |" in appendix.sweep_table(c)
+
+
+def test_the_appendix_rejects_an_empty_selection(tiny_dir):
+    from helpers.chapters import precision as appendix
+
+    with pytest.raises(ValueError, match="at least one problem"):
+        appendix.compare_dtypes(str(tiny_dir), [], PROBLEMS, max_new_tokens=4, shots=0, batch_size=2, n_lens=1, span=1)
+    with pytest.raises(ValueError, match="n_lens"):
+        appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, max_new_tokens=4, shots=0, batch_size=2, n_lens=3,
+                                span=1)

@@ -1,0 +1,148 @@
+"""Appendix: what running the model in bfloat16 instead of float32 changes, measured side by side.
+
+Both dtypes see the same problems and the same settings: greedy accuracy (paired, problem by problem), how often
+the two greedy decodes agree token for token, the logit lens's KL per layer over the same token sequences (the
+float32 model's own solutions), and chapter 03's critical depth from a stitched sweep in each dtype. Every
+decode and lens curve goes through the results store under its dtype, so the float32 half is shared with the
+chapters wherever their settings coincide.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.data import Problem, build_prompt
+from helpers.lens import lens_over_problems
+from helpers.models import load_model
+from helpers.sampling import accuracy, solve
+from helpers.sequences import solution_sequence
+from helpers.stats import PairedDifference, paired_difference, percent_with_interval
+from helpers.truncation import critical_depth, truncate
+
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass
+class DtypeComparison:
+    """One model in float32 and in bfloat16 (keys of every dict are DTYPES)."""
+
+    model: str
+    n_layers: int
+    correct: dict[str, list[bool]]  # greedy, per problem
+    tokens: dict[str, list[list[int]]]  # greedy tokens, per problem
+    kl: dict[str, np.ndarray]  # [lens problems, layers]: KL(layer || final) over the float32 solutions
+    sweep: dict[str, dict[int, float]]  # stitched greedy accuracy per depth (full depth included)
+    n_sweep: int  # problems of the sweep
+    collapse_fraction: float
+    seconds: dict[str, float]  # wall time of each dtype's part, stored records reused included
+
+    @property
+    def n_problems(self) -> int:
+        return len(self.correct[DTYPES[0]])
+
+    def difference(self) -> PairedDifference:
+        """bfloat16 minus float32 greedy accuracy, paired over the problems."""
+        return paired_difference([float(c) for c in self.correct["bfloat16"]],
+                                 [float(c) for c in self.correct["float32"]])
+
+    def critical(self) -> dict[str, int | None]:
+        return {d: critical_depth(self.sweep[d], self.sweep[d][self.n_layers], self.collapse_fraction)
+                for d in DTYPES}
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first token where two decodes differ (the shorter one's length if one is a prefix of the
+    other); None when they are identical."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Sequence[Problem], *, max_new_tokens: int,
+                   shots: int, batch_size: int, n_lens: int, span: int,
+                   collapse_fraction: float = 0.5) -> DtypeComparison:
+    """Run `name` in each dtype: greedy on `problems`, the lens on the first `n_lens` float32 solutions, and the
+    stitched sweep of the last `span` depths on `sweep_problems`."""
+    if not problems or not sweep_problems:
+        raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
+    if not 1 <= n_lens <= len(problems):
+        raise ValueError(f"n_lens must lie in 1..{len(problems)} (the problems whose solutions the lens reads), "
+                         f"got {n_lens}")
+    correct, tokens, kl, sweep, seconds = {}, {}, {}, {}, {}
+    items = None
+    n_layers = 0
+    for dtype in DTYPES:
+        start = time.perf_counter()
+        model, tokenizer, info = load_model(name, dtype=dtype)
+        n_layers = info.n_layers
+        records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
+        correct[dtype] = [bool(r["correct"]) for r in records]
+        tokens[dtype] = [list(r["tokens"]) for r in records]
+        if items is None:  # the lens reads the same sequences in both dtypes: the float32 model's solutions
+            items = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+                                               solution_tokens=r["tokens"]))
+                     for p, r in list(zip(problems, records, strict=True))[:n_lens]]
+        kl[dtype] = lens_over_problems(model, items)["kl"]
+        sweep[dtype] = {}
+        for depth in range(max(n_layers - span, 2), n_layers + 1):
+            shallow = model if depth == n_layers else truncate(model, depth, "stitch")
+            sweep[dtype][depth] = accuracy(solve(shallow, tokenizer, sweep_problems, max_new_tokens=max_new_tokens,
+                                                 shots=shots, batch_size=batch_size))
+        seconds[dtype] = time.perf_counter() - start
+        del model
+    return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,
+                           seconds)
+
+
+def comparison_values(c: DtypeComparison) -> dict:
+    """The numbers and sentences the appendix glues."""
+    n = c.n_problems
+    diff = c.difference()
+    splits = [first_divergence(a, b) for a, b in zip(c.tokens["float32"], c.tokens["bfloat16"], strict=True)]
+    differing = [s for s in splits if s is not None]
+    same_answer = sum(a == b for a, b in zip(c.correct["float32"], c.correct["bfloat16"], strict=True))
+    kl32, kl16 = c.kl["float32"].mean(0), c.kl["bfloat16"].mean(0)
+    gap = np.abs(kl16 - kl32)
+    crit = c.critical()
+    acc = {d: float(np.mean(c.correct[d])) for d in DTYPES}
+    verdict = ("larger than its noise" if diff.clear else "borderline" if diff.borderline
+               else "within its noise")
+    same_crit = crit["float32"] == crit["bfloat16"]
+    sentence = (
+        f"On {n} problems, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
+        f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
+        f"{verdict}. The two greedy decodes are identical token for token on {n - len(differing)} of {n} "
+        f"problems; where they differ, the first differing token is at position "
+        f"{int(np.median(differing)) if differing else 0} (median). The logit lens's KL per layer moves by at most "
+        f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
+        f"and the critical stitched depth is {_depth(crit['float32'])} in float32 and {_depth(crit['bfloat16'])} "
+        f"in bfloat16{' (the same)' if same_crit else ''}.")
+    return {
+        "dtype_model": c.model, "dtype_n_problems": n,
+        "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],
+        "dtype_diff_points": 100 * diff.mean, "dtype_diff_low": 100 * diff.low, "dtype_diff_high": 100 * diff.high,
+        "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
+        "dtype_identical_share": 100 * (n - len(differing)) / n, "dtype_same_correctness": same_answer,
+        "dtype_kl_max_gap": float(gap.max()), "dtype_kl_max_gap_layer": int(gap.argmax()),
+        "dtype_critical_float32": _depth(crit["float32"]), "dtype_critical_bfloat16": _depth(crit["bfloat16"]),
+        "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
+        "dtype_sentence": sentence,
+    }
+
+
+def _depth(depth: int | None) -> int | str:
+    return depth if depth is not None else "undefined"
+
+
+def sweep_table(c: DtypeComparison) -> str:
+    """Stitched greedy accuracy per depth in each dtype, with 95% intervals (Markdown)."""
+    rows = ["| blocks | " + " | ".join(DTYPES) + " |", "|---" * (len(DTYPES) + 1) + "|"]
+    for d in sorted(c.sweep[DTYPES[0]]):
+        rows.append(f"| {d}{' (full)' if d == c.n_layers else ''} | "
+                    + " | ".join(percent_with_interval(c.sweep[t][d], c.n_sweep) for t in DTYPES) + " |")
+    return "\n".join(rows)
