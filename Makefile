@@ -39,10 +39,11 @@ $(LOWEST)/.stamp: $(STAMP)
 	@touch $@
 
 # The unit tests (not the book) against the lowest supported transformers; the toy-model tests touch no
-# transformers code, so one run of them (in `pytest` above) is enough.
+# transformers code and the `once` tests test nothing version-specific, so one run of them (in `pytest` above)
+# is enough.
 test-lowest: $(LOWEST)/.stamp
 	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS)))) \
-	  $(PY) -m pytest -q -m "not book and not browser and not toy" -p no:cacheprovider
+	  $(PY) -m pytest -q -m "not book and not browser and not toy and not once" -p no:cacheprovider
 
 lint: $(STAMP)
 	$(PY) -m ruff check helpers tests

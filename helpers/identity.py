@@ -1,8 +1,9 @@
 """What identifies a stored computation: the model it ran on, the unit of work, and the settings.
 
 Stored runs are keyed by the inputs of the code that computes them, never by dicts typed beside a call:
-`model_identity` names a model by where it came from, its truncation and its dtype; `problem_key` and
-`sequence_key` name a unit of work by its content, so a changed problem or sequence is a new unit.
+`model_identity` names a model by where it came from, a fingerprint of its weights, its truncation and its
+dtype; `problem_key` and `sequence_key` name a unit of work by its content, so a changed problem or sequence is
+a new unit.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from collections.abc import Sequence
 IDENTITY_ATTRIBUTE = "svd_identity"
 
 
-def tag_model(model, name: str, source: str) -> None:
-    """Record where `model` came from; truncated models built from it inherit the tag."""
-    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source})
+def tag_model(model, name: str, source: str, weights: str | None = None) -> None:
+    """Record where `model` came from and a fingerprint of its weights; truncated models built from it inherit
+    the tag."""
+    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source, "weights": weights})
 
 
 def model_identity(model) -> dict:
-    """{'model', 'source', 'depth', 'truncation', 'dtype'}: everything about a model that changes its numbers.
+    """{'model', 'source', 'weights', 'depth', 'truncation', 'dtype'}: everything about a model that changes its
+    numbers ('weights' fingerprints the files it was loaded from, so other weights under the same name never
+    share its records).
 
     A truncated model at its full depth runs the original blocks, so it has the original's identity.
     Models not loaded by `helpers.models.load_model` are named by their config's path or class.

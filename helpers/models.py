@@ -13,6 +13,8 @@ import importlib.util
 import io
 import json
 import os
+import shutil
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -23,6 +25,7 @@ import torch
 from helpers import precision
 from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
+from helpers.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
 from helpers.identity import tag_model
 from helpers.output_head import use_sliced_head
 
@@ -225,7 +228,11 @@ def _forget_quantization(model) -> None:
 
 
 def _converted_embedded(name: str) -> Path:
-    """Convert the GGUF once to safetensors in the cache (25 s), so later loads take a fraction of a second."""
+    """Convert the GGUF once to safetensors in the cache (10-30 s), so later loads take a fraction of a second.
+
+    The folder gets a manifest of its files' checksums (`helpers.checksums`) and is checked against it at every
+    load; a folder that fails (a damaged or missing file) is converted again and swapped in by renames.
+    """
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -235,24 +242,48 @@ def _converted_embedded(name: str) -> Path:
     major = transformers.__version__.split(".")[0]
     tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{major}".encode()).hexdigest()[:10]
     target = cache_dir() / "models" / f"{name}-{tag}"
-    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
-        return target
+    if target.exists():
+        reason = damage(target)
+        if reason is None:
+            return target
+        if (target / MANIFEST).exists():  # a folder converted before manifests existed is redone quietly
+            print(f"The converted {name} in {target} cannot be trusted ({reason}); converting it again from its "
+                  "GGUF file (about 30 s).", file=sys.stderr)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    # The GGUF reader draws its own tqdm bar on stderr; a notebook must not show it.
-    with quiet_transformers(), no_gguf_bar(), contextlib.redirect_stderr(io.StringIO()):
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                     **_dequantized())
-        _forget_quantization(model)
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
-        model.generation_config.bos_token_id = tokenizer.bos_token_id
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    if not target.exists():
-        tmp.rename(target)
+    try:
+        # The GGUF reader draws its own tqdm bar on stderr; a notebook must not show it.
+        with quiet_transformers(), no_gguf_bar(), contextlib.redirect_stderr(io.StringIO()):
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                         **_dequantized())
+            _forget_quantization(model)
+            model.generation_config.eos_token_id = tokenizer.eos_token_id
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+            model.generation_config.bos_token_id = tokenizer.bos_token_id
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        write_manifest(tmp)
+        _swap_into_place(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a conversion cut short leaves nothing behind
     return target
+
+
+def _swap_into_place(new: Path, target: Path) -> None:
+    """Replace `target` by the folder `new` (renames only); a sound target that another process wrote meanwhile
+    is kept instead."""
+    if target.exists():
+        if damage(target) is None:
+            return
+        old = target.with_name(target.name + f".old{os.getpid()}")
+        target.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        new.rename(target)
+    except OSError:
+        if damage(target) is not None:  # another process's folder appeared and is no better
+            raise
 
 
 def _is_hub_error(exc: BaseException) -> bool:
@@ -325,8 +356,9 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
     kind, source = resolve_source(name.strip())
     offline = _hub_offline() if offline is None else offline
     if kind == "embedded":
-        model, tokenizer = _load_pretrained(str(_converted_embedded(source)), device, dtype, local_only=True)
-        origin = f"embedded:{embedded_gguf(source).name}"
+        folder = _converted_embedded(source)
+        model, tokenizer = _load_pretrained(str(folder), device, dtype, local_only=True)
+        origin, weights = f"embedded:{embedded_gguf(source).name}", weights_fingerprint(folder)
     elif kind == "local":
         check_local_folder(Path(source))
         try:
@@ -335,7 +367,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
             raise ModelLoadError(f"The saved model in {source} could not be loaded ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0][:200]}). Save it again with model.save_pretrained() "
                                  "and tokenizer.save_pretrained().") from exc
-        origin = f"local:{source}"
+        origin, weights = f"local:{source}", weights_fingerprint(Path(source))
     else:
         try:
             model, tokenizer = _load_pretrained(source, device, dtype, local_only=offline)
@@ -348,11 +380,12 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
                 ) from exc
             raise ModelLoadError(f"{source!r} could not be loaded: {exc}") from exc
         origin = f"hub:{source}"
+        weights = f"commit:{getattr(model.config, '_commit_hash', None) or 'unknown'}"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     use_fast_attention(model)
     use_sliced_head(model)
-    tag_model(model, name.strip(), origin)
+    tag_model(model, name.strip(), origin, weights)
     config = model.config
     info = ModelInfo(
         name=name,

@@ -1,0 +1,70 @@
+"""Proven caches: a converted model is trusted only while its files are the ones written, and the store keys
+of everything computed with a model carry a fingerprint of its weights."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from helpers.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
+from helpers.identity import model_identity
+
+
+def _overwrite_middle(path, n: int = 64) -> None:
+    """Zeros over n bytes in the middle of a file: the same size, other content (as `dd conv=notrunc` does)."""
+    with path.open("r+b") as fh:
+        fh.seek(path.stat().st_size // 2)
+        fh.write(b"\0" * n)
+
+
+def test_a_folder_is_sound_until_a_file_changes_or_goes(tiny_dir, tmp_path):
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    assert damage(folder) and "missing" in damage(folder)  # no manifest yet: not trusted
+    write_manifest(folder)
+    assert damage(folder) is None
+    os.utime(folder / "config.json")  # touched, same content: still sound (hashed again, equal)
+    assert damage(folder) is None
+    before = weights_fingerprint(folder)
+    _overwrite_middle(folder / "model.safetensors")
+    assert "model.safetensors changed" in damage(folder)
+    assert weights_fingerprint(folder) != before  # the fingerprint follows the content, not the manifest
+    write_manifest(folder)
+    (folder / "tokenizer_config.json").unlink()
+    assert "tokenizer_config.json is missing" in damage(folder)
+    (folder / MANIFEST).write_text("[1, 2]")
+    assert "unreadable" in damage(folder)
+
+
+def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):
+    from helpers.models import load_model
+    from helpers.sampling import decode_run, decode_settings
+
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    first, _, _ = load_model(str(folder), device="cpu", dtype="float32")
+    settings = decode_settings("greedy", max_new_tokens=4)
+    key = decode_run(first, settings, root=tmp_path).hash
+    assert model_identity(first)["weights"] == weights_fingerprint(folder)
+    _overwrite_middle(folder / "model.safetensors", n=4096)
+    second, _, _ = load_model(str(folder), device="cpu", dtype="float32")
+    assert decode_run(second, settings, root=tmp_path).hash != key
+
+
+@pytest.mark.slow
+@pytest.mark.once  # a real conversion (15-30 s); nothing in it depends on the transformers version
+def test_a_damaged_conversion_is_converted_again_and_never_trusted(smol, tmp_path, monkeypatch, capsys):
+    """The reproduction of the bug: zeros over part of the cached SmolLM2's weights. The load notices, converts
+    again from the GGUF file, leaves no temporary folder, and the weights (and store keys) are the original's."""
+    from helpers.models import _converted_embedded, cache_dir, load_model
+
+    original = _converted_embedded("smollm2-135m")
+    fingerprint = model_identity(smol[0])["weights"]
+    monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
+    copy = cache_dir() / "models" / original.name
+    shutil.copytree(original, copy)
+    _overwrite_middle(copy / "model.safetensors", n=1 << 20)
+    model, _, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
+    assert "cannot be trusted" in capsys.readouterr().err
+    assert damage(copy) is None and model_identity(model)["weights"] == fingerprint
+    assert sorted(p.name for p in copy.parent.iterdir()) == [original.name]  # no .tmp or .old folder left
