@@ -423,12 +423,22 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def _bfloat16_note() -> str:
+    """What `dtype: auto` resolves to on this machine, in words."""
+    from helpers.models import default_device
+    from helpers.precision import native_bfloat16
+
+    device = default_device()
+    return (f"native bfloat16 on {device} (auto = bfloat16)" if native_bfloat16(device)
+            else f"no native bfloat16 on {device} (auto = float32)")
+
+
 def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
     from helpers.store import versions
 
     info = {"profile": profile, "commit": _git_commit(), "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores",
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, {_bfloat16_note()}",
             "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1)}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
