@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+
+MAX_PROBLEMS = 100_000
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -31,12 +34,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _truncate(args: argparse.Namespace) -> int:
     from helpers.data import DataError, chat_ids
     from helpers.decoding import decode
-    from helpers.models import load_model, stop_token_ids
+    from helpers.models import context_length, load_model, stop_token_ids
     from helpers.truncation import truncate
 
     if not args.prompt or not args.prompt.strip():
         raise DataError("--prompt must not be empty")
+    _tokens_fit(args.max_new_tokens, context_length(args.model))  # known models: before loading anything
     model, tokenizer, info = load_model(args.model)
+    _tokens_fit(args.max_new_tokens, getattr(model.config, "max_position_embeddings", None))
     shallow = truncate(model, args.depth, args.method)
     if info.chat and not args.raw:
         ids = chat_ids(tokenizer, [{"role": "user", "content": args.prompt}])
@@ -48,6 +53,15 @@ def _truncate(args: argparse.Namespace) -> int:
           f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0
+
+
+def _tokens_fit(tokens: int, context: int | None) -> None:
+    """--max-new-tokens at least 1 and at most half the model's context (the prompt needs the rest)."""
+    if tokens < 1:
+        raise ValueError(f"--max-new-tokens must be at least 1, got {tokens}")
+    if context and tokens > context // 2:
+        raise ValueError(f"--max-new-tokens {tokens:,} does not fit the model's context of {context:,} tokens with "
+                         f"the prompt; use at most {context // 2:,}")
 
 
 def kept_blocks(kept: list[int]) -> str:
@@ -66,6 +80,14 @@ def _effective_depth(args: argparse.Namespace) -> int:
 
     from helpers.depth import effective_depth_report
 
+    if not 1 <= args.n <= MAX_PROBLEMS:
+        raise ValueError(f"--n must be a number of problems from 1 to {MAX_PROBLEMS:,}, got {args.n}")
+    if not 0 < args.kl_fraction < 1:  # NaN fails every comparison
+        raise ValueError(f"--kl-fraction must lie strictly between 0 and 1 (a share of the KL curve's maximum), got "
+                         f"{args.kl_fraction}")
+    if not 0 <= args.overlap_threshold < 1:
+        raise ValueError(f"--overlap-threshold must lie in [0, 1) (a share of the top-5 tokens), got "
+                         f"{args.overlap_threshold}")
     torch.set_grad_enabled(False)
     print(json.dumps(effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
                                             args.overlap_threshold), indent=2))
@@ -76,7 +98,9 @@ def _bench(args: argparse.Namespace) -> int:
     from helpers.bench import bench_effective_depth, bench_sampling, bench_throughput
 
     if args.what == "throughput":
-        sizes = tuple(int(b) for b in args.batch_sizes.split(","))
+        sizes = _integers(args.batch_sizes, "--batch-sizes", "1,8,32")
+        if any(b < 1 for b in sizes):
+            raise ValueError(f"--batch-sizes must be positive integers such as 1,8,32; got {args.batch_sizes!r}")
         print(json.dumps(bench_throughput(args.model, sizes, args.max_new_tokens, args.shots,
                                           with_generate=not args.no_generate), indent=2))
         return 0
@@ -86,6 +110,8 @@ def _bench(args: argparse.Namespace) -> int:
     levels = _integers(args.levels, "--levels", "1,2,3")
     problems = _integers(args.problems, "--problems", "16,32")
     models = tuple(m.strip() for m in args.model.split(",") if m.strip())
+    if not models:
+        raise ValueError(f"--model needs at least one model name, e.g. smollm2-135m; got {args.model!r}")
     print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline,
                                     repeats=args.repeats), indent=2))
@@ -94,9 +120,10 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in str(text).split(","))
+        values = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         raise ValueError(f"{flag} must be comma-separated integers such as {example}; got {text!r}") from None
+    return values
 
 
 def _glued_rows(where: str) -> list[dict]:
@@ -106,9 +133,21 @@ def _glued_rows(where: str) -> list[dict]:
 
     path = Path(where)
     if path.is_dir():
-        return collect(path, toc_chapters())
+        rows = collect(path, toc_chapters())
+        if not rows:
+            raise DataError(f"{where} holds no executed chapter with glued values (book/chapters after "
+                            "`python -m helpers run`)")
+        return rows
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DataError(f"{where} is not a glued_values.json file: {err}") from None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and {"chapter", "name", "value"} <= set(r)
+                                                 for r in rows):
+            raise DataError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter, "
+                            "name and value")
+        return rows
     raise DataError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
                     "(book/chapters after `python -m helpers run`)")
 
@@ -116,6 +155,8 @@ def _glued_rows(where: str) -> list[dict]:
 def _glued_diff(args: argparse.Namespace) -> int:
     from helpers.glued import diff
 
+    if not (math.isfinite(args.rel) and args.rel >= 0):
+        raise ValueError(f"--rel must be a finite tolerance of 0 or more, got {args.rel}")
     before, after = _glued_rows(args.before), _glued_rows(args.after)
     moved = diff(before, after, rel=args.rel)
     print(json.dumps({"compared": len(before), **moved}, indent=1, ensure_ascii=False, default=str))
@@ -133,7 +174,10 @@ def _install_models(args: argparse.Namespace) -> int:
 def _notebook_code(args: argparse.Namespace) -> int:
     from helpers.notebook_code import measure_all
 
-    print(json.dumps(measure_all(Path(args.folder)), indent=1))
+    folder = Path(args.folder)
+    if not folder.is_dir() or not any(folder.glob("*.ipynb")):
+        raise ValueError(f"{args.folder} is not a folder of notebooks (*.ipynb); the chapters are in notebooks/")
+    print(json.dumps(measure_all(folder), indent=1))
     return 0
 
 
@@ -224,13 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.data import DataError
     from helpers.models import ModelLoadError
     from helpers.run import RunError
+    from helpers.store import StoreError
 
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "dtype", None) is not None:
             precision.use(args.dtype)
         return args.func(args)
-    except (RunError, ModelLoadError, DataError, ValueError) as exc:
+    except (RunError, ModelLoadError, DataError, StoreError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and closed early

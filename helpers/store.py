@@ -77,6 +77,13 @@ def versions() -> dict[str, str]:
             "transformers": transformers.__version__, "helpers": __version__}
 
 
+class StoreError(RuntimeError):
+    """The results store cannot be read or written where it is; the message says what to do."""
+
+
+_REPORTED: set = set()  # (store file, number of unreadable lines) already reported by this process
+
+
 class Run:
     """The records of one experiment under one configuration, keyed by unit of work."""
 
@@ -97,14 +104,24 @@ class Run:
         self._loaded_size = self._size()
         if not self.path.is_file():
             return
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
+        skipped = 0
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if not raw.strip() or not raw.endswith(b"\n"):
+                    continue  # blank, or a last line still being written (or torn, which the lock holder cuts)
                 try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by an interruption: that unit is simply redone
-                if record.get("config_hash") == self.hash and "key" in record:
+                    record = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                    record = None
+                if not (isinstance(record, dict) and isinstance(record.get("key"), str) and "result" in record):
+                    skipped += 1  # damaged: that unit is simply redone
+                    continue
+                if record.get("config_hash") == self.hash:
                     self._records[record["key"]] = record
+        if skipped and (self.path, skipped) not in _REPORTED:
+            _REPORTED.add((self.path, skipped))
+            print(f"[store] skipped {skipped} unreadable line{'s' if skipped > 1 else ''} of {self.path}; the units "
+                  "they held are computed again", file=sys.stderr, flush=True)
 
     def _size(self) -> int:
         return self.path.stat().st_size if self.path.is_file() else 0
@@ -117,8 +134,12 @@ class Run:
         one wrote, so it computes only what is still missing.
         """
         if self._lock_depth == 0:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fh = self.path.with_suffix(".lock").open("a")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fh = self.path.with_suffix(".lock").open("a")
+            except OSError as err:
+                raise StoreError(f"The results store cannot be written at {self.path.parent} ({err.strerror or err}); "
+                                 "set SVD_RESULTS to a folder you can write to.") from None
             if fcntl is not None:
                 try:
                     fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -127,7 +148,11 @@ class Run:
                           "and then reusing its records", file=sys.stderr, flush=True)
                     fcntl.flock(fh, fcntl.LOCK_EX)
             self._lock_fh = fh
-            self._repair_tail()  # only a lock holder writes, so an unfinished last line is an interrupted one
+            try:
+                self._repair_tail()  # only a lock holder writes, so an unfinished last line is an interrupted one
+            except OSError as err:
+                raise StoreError(f"{self.path} cannot be repaired ({err.strerror or err}); make it writable or move "
+                                 "it away (its units are then computed again).") from None
             if self._size() != self._loaded_size:  # another process wrote meanwhile
                 self._load()
         self._lock_depth += 1

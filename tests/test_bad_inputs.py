@@ -50,6 +50,14 @@ RUNNER = [
     ("alpha as text", _plan("alpha=big"), RunError, "'alpha' = 'big'"),
     ("boolean for a count", _plan("n_seeds=true"), RunError, "'n_seeds' = True"),
     ("unknown parameter", _plan("no_such_key=1"), RunError, "no_such_key"),
+    ("unknown model", _plan("models=[foo]"), RunError, "Unknown model 'foo'"),
+    ("no model", _plan("models=[]"), RunError, "name at least one model"),
+    ("unknown dataset", _plan("dataset=foo"), RunError, "unknown problem set"),
+    ("unknown power mode", _plan("power_mode=bogus"), RunError, "mode is one of exact, reference"),
+    ("absurd token limit", _plan("max_new_tokens=100000000000"), RunError, "at most 100,000"),
+    ("tokens beyond the context", _plan("max_new_tokens=20000"), RunError, "context holds 8,192 tokens"),
+    ("absurd problem count", _plan("n_problems=100000000000"), RunError, "at most 100,000"),
+    ("empty --only", lambda: plan("smoke", only=""), RunError, "--only needs a chapter name"),
     ("unknown profile", lambda: load_profile("nope"), RunError, "Unknown profile 'nope'"),
     ("missing profile file", lambda: load_profile("/no/such/profile.yaml"), RunError, "does not exist"),
 ]
@@ -68,6 +76,8 @@ PROFILE_FILES = [
     ("parameters not a mapping", "parameters: [1]\n", "'parameters' must be a mapping"),
     ("timeout not a number", "timeout: abc\n", "timeout"),
     ("unknown top-level key", "paramters: {}\n", "paramters"),
+    ("timeout NaN", "timeout: .nan\n", "positive finite number"),
+    ("timeout infinite", "timeout: .inf\n", "positive finite number"),
 ]
 
 SAMPLING = [
@@ -109,7 +119,30 @@ PROBLEMS = [
     ("no problem at the level", lambda tmp: load_problems(
         _problem_file(tmp, '[{"question": "q", "answer": "1", "level": 2}]'), levels=[5]), "levels are [2]"),
     ("unknown set", lambda tmp: load_problems("mathqa"), "Unknown problem set"),
+    ("null question", lambda tmp: load_problems(_problem_file(tmp, '[{"question": null, "answer": "1"}]')),
+     "Record 1 of problems: its question"),
+    ("list answer", lambda tmp: load_problems(_problem_file(tmp, '{"question": "q", "answer": [1]}\n', ".jsonl")),
+     "its answer"),
+    ("NaN answer", lambda tmp: load_problems(_problem_file(tmp, '[{"question": "q", "answer": NaN}]')), "finite"),
+    ("infinite answer", lambda tmp: load_problems(_problem_file(tmp, '[{"question": "q", "answer": 1e400}]')),
+     "finite"),
+    ("boolean answer", lambda tmp: load_problems(_problem_file(tmp, '[{"question": "q", "answer": true}]')),
+     "its answer"),
+    ("empty question", lambda tmp: load_problems(_problem_file(tmp, '[{"question": " ", "answer": "1"}]')),
+     "empty question"),
+    ("duplicate ids", lambda tmp: load_problems(_problem_file(
+        tmp, '[{"id": "a", "question": "q", "answer": "1"}, {"id": "a", "question": "r", "answer": "2"}]')),
+     "share the id 'a'"),
+    ("deeply nested", lambda tmp: load_problems(_problem_file(tmp, "[" * 100_000 + "]" * 100_000)), "nested too deeply"),
+    ("UTF-16 file", lambda tmp: load_problems(_bytes_file(tmp, '[{"question": "q", "answer": "1"}]'.encode("utf-16"))),
+     "not UTF-8 text"),
 ]
+
+
+def _bytes_file(tmp_path: Path, data: bytes) -> str:
+    path = tmp_path / "problems.json"
+    path.write_bytes(data)
+    return str(path)
 
 
 @pytest.mark.parametrize(("case", "call", "error", "fragment"), RUNNER, ids=[r[0] for r in RUNNER])
@@ -280,6 +313,23 @@ CLI = [
     ("bench with bad levels", ["bench", "sampling", "--levels", "1,x"], "--levels"),
     ("bench with alpha 0", ["bench", "sampling", "--alpha", "0"], "alpha"),
     ("truncate with no prompt", ["truncate", "--depth", "3", "--prompt", " "], "--prompt"),
+    ("run with an empty --only", ["run", "--profile", "smoke", "--only", "", "--no-build"], "--only needs"),
+    ("run with --out under a file", ["run", "--profile", "smoke", "--out", "/etc/hostname/x", "--no-build"], "--out"),
+    ("bench with no model", ["bench", "sampling", "--model", ","], "--model needs at least one"),
+    ("bench throughput batch 0", ["bench", "throughput", "--batch-sizes", "0"], "--batch-sizes"),
+    ("bench throughput negative batch", ["bench", "throughput", "--batch-sizes", "8,-1"], "--batch-sizes"),
+    ("effective-depth absurd n", ["effective-depth", "--n", "100000000000"], "--n must be"),
+    ("effective-depth NaN fraction", ["effective-depth", "--kl-fraction", "nan"], "--kl-fraction"),
+    ("effective-depth fraction 2", ["effective-depth", "--kl-fraction", "2"], "--kl-fraction"),
+    ("effective-depth negative fraction", ["effective-depth", "--kl-fraction", "-1"], "--kl-fraction"),
+    ("effective-depth overlap 5", ["effective-depth", "--overlap-threshold", "5"], "--overlap-threshold"),
+    ("effective-depth overlap NaN", ["effective-depth", "--overlap-threshold", "nan"], "--overlap-threshold"),
+    ("truncate with absurd tokens", ["truncate", "--depth", "3", "--prompt", "hi", "--max-new-tokens", "100000000000"],
+     "--max-new-tokens"),
+    ("truncate with zero tokens", ["truncate", "--depth", "3", "--prompt", "hi", "--max-new-tokens", "0"],
+     "--max-new-tokens must be at least 1"),
+    ("notebook-code on no folder", ["notebook-code", "/nonexistent"], "not a folder of notebooks"),
+    ("glued-diff NaN tolerance", ["glued-diff", "a", "b", "--rel", "nan"], "--rel"),
     ("run with an unknown dtype", ["run", "--profile", "smoke", "--dtype", "half", "--no-build"], "--dtype"),
     ("truncate with an unknown dtype", ["truncate", "--depth", "3", "--prompt", "hi", "--dtype", "fp16"], "--dtype"),
 ]
@@ -330,3 +380,55 @@ def test_truncate_on_the_command_line(tiny_dir, capsys):
     assert done.returncode == 0 and "(blocks 0..2)" in done.stdout, done.stderr[-2000:]
     status, err = _main(["truncate", "--model", str(tiny_dir), "--depth", "9", "--prompt", "Ada has"], capsys)
     assert status == 2 and "Traceback" not in err and "9" in err, err[-2000:]
+
+
+@pytest.mark.parametrize(("case", "content", "fragment"), [
+    ("empty folder", None, "holds no executed chapter"),
+    ("a JSON list of numbers", "[1, 2]", "list of objects with chapter, name and value"),
+    ("an object", '{"chapter": "x"}', "list of objects"),
+    ("broken JSON", "[{", "glued.json is not a glued_values.json file"),
+], ids=lambda v: v if isinstance(v, str) and " " in v else None)
+def test_glued_diff_refuses_what_is_not_a_build(case, content, fragment, tmp_path, capsys):
+    if content is None:
+        target = tmp_path / "empty"
+        target.mkdir()
+    else:
+        target = tmp_path / "glued.json"
+        target.write_text(content)
+    status, err = _main(["glued-diff", str(target), str(target)], capsys)
+    assert status == 2 and fragment in err and "Traceback" not in err, f"{case}: {err}"
+
+
+def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
+    from helpers.run import run
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SVD_RESULTS", str(blocker))
+    with pytest.raises(RunError, match="SVD_RESULTS"):
+        run("smoke", out_root=tmp_path / "out", build=False)
+    assert not (tmp_path / "out" / "book" / "chapters" / "01_effective_depth.ipynb").exists()
+
+
+@pytest.mark.parametrize(("case", "line"), [("a JSON list", b"[1, 2, 3]\n"), ("no result", b'{"key": "k"}\n'),
+                                            ("not UTF-8", b"\xff\xfe{}\n"), ("a key that is not text", b'{"key": 1, "result": 2}\n')])
+def test_store_lines_of_the_wrong_shape_are_skipped_once_with_the_path(case, line, tmp_path, capsys):
+    run = Run("exp", {"a": 1}, root=tmp_path)
+    run.add("good", {"x": 1}, 0.0)
+    with run.path.open("ab") as fh:
+        fh.write(line)
+    again = Run("exp", {"a": 1}, root=tmp_path)
+    assert again.get("good") == {"x": 1} and len(again) == 1, case
+    err = capsys.readouterr().err
+    assert f"skipped 1 unreadable line of {run.path}" in err, case
+    Run("exp", {"a": 1}, root=tmp_path)
+    assert "skipped" not in capsys.readouterr().err  # said once per process
+    again.add("more", {"x": 2}, 0.0)  # the damaged line blocks nothing
+    assert Run("exp", {"a": 1}, root=tmp_path).get("more") == {"x": 2}
+
+
+def test_a_profile_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_bytes(b"description: \xff\xfe\n")
+    with pytest.raises(RunError, match="not UTF-8"):
+        load_profile(str(path))
