@@ -381,15 +381,38 @@ def stderr_cells(nb_path: Path) -> list[str]:
     return found
 
 
-def _tag_injected_cell(nb_path: Path) -> None:
-    """Collapse papermill's injected-parameters cell in the book (readers can still open it)."""
+def parameters_as_run(defaults_source: str, values: dict, profile: str | None) -> str:
+    """The parameters cell's source with `values` in place of its literal defaults (comments kept): what a
+    reader of the page should see, since a chapter ran with these and not with the notebook's smoke defaults."""
+    lines = defaults_source.splitlines()
+    for node in ast.parse(defaults_source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name in values and node.value.lineno == node.value.end_lineno:
+            line = lines[node.lineno - 1]
+            lines[node.lineno - 1] = (line[:node.value.col_offset] + repr(values[name])
+                                      + line[node.value.end_col_offset:])
+    body = [line for line in lines if not line.startswith("# Parameters")]
+    head = f"# Parameters this page ran with (profile {profile!r})." if profile else "# Parameters this page ran with."
+    return "\n".join([head, *body])
+
+
+def _show_build_parameters(nb_path: Path, values: dict) -> None:
+    """On the page, the parameters the chapter ran with: papermill's injected cell shows the whole set (defaults
+    merged with the profile's values), and the notebook's own cell of smoke defaults is left out of the page."""
     import nbformat
 
     nb = nbformat.read(nb_path, as_version=4)
-    for cell in nb.cells:
-        tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "hide-input" not in tags:
-            tags.append("hide-input")
+    own = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    injected = next((c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])), None)
+    if own is None:
+        return
+    if injected is None:  # nothing overridden: the notebook's own cell is what ran
+        return
+    injected.source = parameters_as_run(own.source, values, values.get("profile"))
+    injected.metadata["tags"] = [t for t in injected.metadata.get("tags", []) if t != "hide-input"]
+    own.metadata["tags"] = [*own.metadata.get("tags", []), "remove-cell"]
     nbformat.write(nb, nb_path)
 
 
@@ -449,7 +472,7 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     if usage.is_file():
         job.records = json.loads(usage.read_text())
         usage.unlink()
-    _tag_injected_cell(target)
+    _show_build_parameters(target, job.parameters)
     noisy = stderr_cells(target)
     if noisy:
         message = f"{job.stem} wrote to stderr in " + "; ".join(noisy)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers.run import CHAPTERS, stderr_cells, toc_chapters
+from helpers.run import CHAPTERS, REPO, stderr_cells, toc_chapters
 
 
 @pytest.mark.book
@@ -102,3 +102,18 @@ def test_related_reading_cites_every_method(built_book):
         assert name in text
     assert "??" not in text and "{cite" not in text  # every citation resolved
     assert text.count(", 2025]") >= 6  # author-year citations rendered
+
+
+@pytest.mark.book
+def test_a_chapter_page_shows_the_profiles_parameters_once(built_book):
+    """The page shows the parameters the chapter ran with (the profile's), not the notebook's own cell beside."""
+    import yaml
+
+    out, _ = built_book
+    html = (out / "_build" / "html" / CHAPTERS / "04_power_sampling.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    assert text.count("Parameters this page ran with (profile &#39;smoke&#39;)") + text.count(
+        "Parameters this page ran with (profile 'smoke')") == 1
+    assert "the literal values are the smoke profile" not in text
+    profile = yaml.safe_load((REPO / "notebooks" / "profiles" / "smoke.yaml").read_text())
+    assert f"max_new_tokens = {profile['parameters']['max_new_tokens']}" in text

@@ -172,3 +172,31 @@ def test_kernel_environment_is_set_inside_and_restored_after(monkeypatch):
     with environment({"SVD_TEST_KEEP": "inside", "SVD_TEST_NEW": "0"}):
         assert os.environ["SVD_TEST_KEEP"] == "inside" and os.environ["SVD_TEST_NEW"] == "0"
     assert os.environ["SVD_TEST_KEEP"] == "before" and "SVD_TEST_NEW" not in os.environ
+
+
+def test_a_chapter_page_shows_the_parameters_it_ran_with(tmp_path):
+    """Not the notebook's smoke defaults as if they were: the injected cell shows the whole set, visibly, and the
+    notebook's own parameters cell is left out of the page."""
+    import nbformat
+
+    from helpers.run import _show_build_parameters
+
+    nb = nbformat.v4.new_notebook()
+    own = nbformat.v4.new_code_cell('# Parameters (the literal values are the smoke profile).\nprofile = "smoke"\n'
+                                    'alpha = 4.0  # the exponent\nblock_size = 16\nn_seeds = 2')
+    own.metadata["tags"] = ["parameters"]
+    injected = nbformat.v4.new_code_cell('# Parameters\nprofile = "default"\nalpha = 2.0\n')
+    injected.metadata["tags"] = ["injected-parameters", "hide-input"]
+    nb.cells = [own, injected, nbformat.v4.new_code_cell("print(alpha)")]
+    path = tmp_path / "04.ipynb"
+    nbformat.write(nb, path)
+    _show_build_parameters(path, {"profile": "default", "alpha": 2.0, "block_size": 40})
+    shown = nbformat.read(path, as_version=4).cells
+    assert "remove-cell" in shown[0].metadata["tags"]
+    assert "hide-input" not in shown[1].metadata["tags"]
+    text = shown[1].source
+    assert "profile 'default'" in text and "alpha = 2.0  # the exponent" in text and "block_size = 40" in text
+    assert "n_seeds = 2" in text and "4.0" not in text  # defaults the profile left alone are shown too
+    namespace: dict = {}
+    exec(text, namespace)  # still runnable: the page's cell reproduces the run's values
+    assert (namespace["alpha"], namespace["block_size"], namespace["n_seeds"]) == (2.0, 40, 2)
