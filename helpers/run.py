@@ -305,8 +305,18 @@ def _check_depths(job: Job, literal: dict) -> None:
                                f"{blocks} blocks: {outside[0][1]}")
 
 
+def in_checkout(root: Path = REPO) -> bool:
+    """Whether `helpers` runs from a checkout of the repository, beside the book's notebooks and _toc.yml."""
+    return (root / "_toc.yml").is_file() and NOTEBOOKS.is_dir()
+
+
 def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:
     """The jobs of a run; every profile and -p key must be a parameter of the notebooks it goes to."""
+    if not in_checkout(root):
+        raise RunError(f"The book runs from a checkout of the repository: its chapters (notebooks/), profiles and "
+                       f"_toc.yml are not part of the installed package (helpers is installed at {REPO / 'helpers'}). "
+                       "Clone the repository and run `make book` (or `python -m helpers run`) there; the library "
+                       "itself (helpers.models, helpers.power, ...) works anywhere.")
     spec = load_profile(profile)
     stems = toc_chapters(root)
     if spec.get("chapters"):  # a profile that covers only some chapters (e.g. a model too slow for the rest)

@@ -19,10 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # not on POSIX: no lock, one process at a time is then the user's to ensure
-    fcntl = None
+from filelock import FileLock, Timeout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,8 +42,11 @@ def _write_usage(path: str) -> None:
 
 
 def results_root() -> Path:
-    """Where results go: $SVD_RESULTS, else `results/` at the top of the repository."""
-    return Path(os.environ.get("SVD_RESULTS") or REPO_ROOT / "results")
+    """Where results go: $SVD_RESULTS, else `results/` at the top of the repository (in a checkout) or in the
+    working folder (an installed package, whose folder is no place for data)."""
+    if os.environ.get("SVD_RESULTS"):
+        return Path(os.environ["SVD_RESULTS"])
+    return (REPO_ROOT if (REPO_ROOT / "_toc.yml").is_file() else Path.cwd()) / "results"
 
 
 def _canonical(obj: Any) -> Any:
@@ -96,7 +96,7 @@ class Run:
         self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
-        self._lock_fh = None
+        self._lock = None
         self._load()
 
     def _load(self) -> None:
@@ -136,23 +136,23 @@ class Run:
         if self._lock_depth == 0:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fh = self.path.with_suffix(".lock").open("a")
+                lock = FileLock(self.path.with_suffix(".lock"))
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
+                          "and then reusing its records", file=sys.stderr, flush=True)
+                    lock.acquire()
             except OSError as err:
                 raise StoreError(f"The results store cannot be written at {self.path.parent} ({err.strerror or err}); "
                                  "set SVD_RESULTS to a folder you can write to.") from None
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
-                          "and then reusing its records", file=sys.stderr, flush=True)
-                    fcntl.flock(fh, fcntl.LOCK_EX)
-            self._lock_fh = fh
             try:
                 self._repair_tail()  # only a lock holder writes, so an unfinished last line is an interrupted one
             except OSError as err:
+                lock.release()
                 raise StoreError(f"{self.path} cannot be repaired ({err.strerror or err}); make it writable or move "
                                  "it away (its units are then computed again).") from None
+            self._lock = lock
             if self._size() != self._loaded_size:  # another process wrote meanwhile
                 self._load()
         self._lock_depth += 1
@@ -161,10 +161,8 @@ class Run:
         finally:
             self._lock_depth -= 1
             if self._lock_depth == 0:
-                if fcntl is not None:
-                    fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
-                self._lock_fh.close()
-                self._lock_fh = None
+                self._lock.release()
+                self._lock = None
 
     def _repair_tail(self) -> None:
         """Cut a last line that an interruption left unfinished (no newline), so the file stays valid JSONL."""
