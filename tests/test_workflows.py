@@ -44,3 +44,22 @@ def test_the_book_workflow_builds_the_default_book_and_deploys_it():
     assert any(s.startswith("actions/cache") for s in steps) and any("upload-pages-artifact" in s for s in steps)
     assert book["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages")
     assert book[True]["push"]["branches"] == ["main"]  # PyYAML reads the key `on` as True
+
+
+def test_workflows_grant_least_privilege_keep_a_cut_off_store_and_take_cpu_torch():
+    book = yaml.safe_load((WORKFLOWS / "book.yml").read_text())
+    tests = yaml.safe_load((WORKFLOWS / "tests.yml").read_text())
+    assert book["permissions"] == tests["permissions"] == {"contents": "read"}
+    assert book["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert "permissions" not in book["jobs"]["build"]  # the job that installs third-party wheels gets no write
+    save = next(s for s in book["jobs"]["build"]["steps"] if s.get("uses", "").startswith("actions/cache/save"))
+    assert save["if"] == "always()"
+    for flow in (book, tests):
+        assert "download.pytorch.org/whl/cpu" in flow["env"]["PIP_EXTRA_INDEX_URL"]
+        job = next(iter(flow["jobs"].values()))
+        make_test = next(s for s in job["steps"] if s.get("run") == "make test")
+        assert make_test["env"]["SVD_REQUIRE_BROWSER"] == "1"
+        node20 = ("actions/checkout@v4", "actions/setup-python@v5", "actions/cache@v4", "actions/configure-pages@v5",
+                  "actions/upload-pages-artifact@v3", "actions/deploy-pages@v4")
+        uses = [s.get("uses", "") for j in flow["jobs"].values() for s in j["steps"]]
+        assert not any(u.startswith(node20) for u in uses)
