@@ -190,7 +190,8 @@ def _dtype_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m helpers", description=__doc__,
+    prog = "search-vs-depth" if Path(sys.argv[0]).name == "search-vs-depth" else "python -m helpers"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
