@@ -12,6 +12,7 @@ import threading
 _BOX_OPENERS = ("\\boxed", "\\fbox")
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?")
 _INT = re.compile(r"^[+-]?\d+$")
+_SCIENTIFIC = re.compile(r"^([+-]?)(\d+)(?:\.(\d+))?[eE]\+?(\d{1,4})$")  # 1e30, 2.5E3 (exponents below 10^4)
 # math-verify guards against pathological inputs with a signal-based timeout, which works only in the main
 # thread; elsewhere it runs without one and logs a warning each call, which we do not want in a notebook.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -62,6 +63,13 @@ def _plain_int(answer: str) -> str | None:
     s = answer.strip().strip("$").strip()
     s = re.sub(r"^\\text\{(.*)\}$", r"\1", s).strip()
     s = s.replace(",", "").replace("\\!", "").replace("{}", "")
+    scientific = _SCIENTIFIC.match(s)
+    if scientific:  # an integer written with an exponent: 1e30 is 1 followed by 30 zeros
+        sign, whole, fraction, exponent = scientific.groups()
+        fraction, exponent = (fraction or "").rstrip("0"), int(exponent)
+        if len(fraction) > exponent:
+            return None  # not an integer (2.55e1)
+        s = sign + whole + fraction + "0" * (exponent - len(fraction))
     if not _INT.match(s):
         return None
     sign, digits = ("-" if s[0] == "-" else ""), s.lstrip("+-").lstrip("0") or "0"
@@ -80,12 +88,26 @@ def is_equivalent(predicted: str | None, gold: str) -> bool:
         return predicted.strip() == gold.strip()  # too long to be a real answer; never worth a symbolic check
     if threading.current_thread() is threading.main_thread():
         return _math_verify(predicted, gold, TIMEOUT_SECONDS)
-    # math-verify's own timeout uses signals, which only the main thread has: bound the call from outside
-    box: list[bool] = []
-    worker = threading.Thread(target=lambda: box.append(_math_verify(predicted, gold, None)), daemon=True)
-    worker.start()
-    worker.join(TIMEOUT_SECONDS)
-    return bool(box and box[0])  # still running after the limit: counted as wrong, the thread is left behind
+    return _math_verify_in_a_process(predicted, gold)
+
+
+def _math_verify_in_a_process(predicted: str, gold: str) -> bool:
+    """math-verify bounded from outside a main thread: its timeout needs signals, which only the main thread
+    has, and a thread cannot be stopped (an expression like 9^(9^(9^9)) holds the interpreter for minutes).
+    A child interpreter can: it is killed at the limit, the answer counted wrong, and nothing is left running.
+    (A fresh interpreter, not multiprocessing, which would re-import the caller's unguarded main module.)"""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from helpers.grading import _math_verify; a = json.load(sys.stdin); "
+            f"print(json.dumps(_math_verify(a[0], a[1], {TIMEOUT_SECONDS})))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], input=json.dumps([predicted, gold]), text=True,
+                              capture_output=True, timeout=TIMEOUT_SECONDS + 10)  # + the child's start-up
+        return done.returncode == 0 and json.loads(done.stdout.strip() or "false") is True
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        return False  # killed at the limit (subprocess.run kills and reaps the child), or unreadable: wrong
 
 
 def _math_verify(predicted: str, gold: str, timeout: int | None) -> bool:
