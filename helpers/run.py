@@ -204,7 +204,7 @@ def check_value(stem: str, name: str, value, default) -> None:
     if name == "power_mode" and value not in POWER_MODES:
         raise RunError(f"{where}: the power-sampling mode is one of {', '.join(POWER_MODES)}.")
     if name in ("models", "map_models", "cost_models") and isinstance(value, list):
-        _check_models(where, value, allow_empty=name == "map_models")
+        _check_models(where, value, allow_empty=name != "models")  # an empty map_models or cost_models: none
     if name == "dataset" and isinstance(value, str):
         _check_dataset(where, value)
     if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
