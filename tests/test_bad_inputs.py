@@ -447,3 +447,26 @@ def test_a_profile_that_is_not_utf8_is_named(tmp_path):
     path.write_bytes(b"description: \xff\xfe\n")
     with pytest.raises(RunError, match="not UTF-8"):
         load_profile(str(path))
+
+
+def test_a_store_file_that_cannot_be_written_is_named(tmp_path):
+    import shutil as sh
+
+    run = Run("exp", {"a": 1}, root=tmp_path)
+    run.add("done", 1, 0.0)
+    if not sh.which("chattr") or subprocess.run(["chattr", "+i", str(run.path)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not available here (it needs root and a file system that supports it)")
+    try:
+        from helpers.store import StoreError
+
+        again = Run("exp", {"a": 1}, root=tmp_path)
+        assert again.get("done") == 1  # reading still works
+        with pytest.raises(StoreError, match=f"{run.path} cannot be repaired"):
+            again.add("next", 2, 0.0)
+    finally:
+        subprocess.run(["chattr", "-i", str(run.path)], capture_output=True)
+
+
+def test_an_out_folder_that_cannot_be_made_stops_the_run_before_any_chapter(tmp_path, capsys):
+    status, err = _main(["run", "--profile", "smoke", "--out", "/proc/no-such-folder", "--no-build"], capsys)
+    assert status == 2 and "--out: cannot write into /proc/no-such-folder" in err and "Traceback" not in err
