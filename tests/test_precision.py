@@ -162,3 +162,19 @@ def test_the_appendix_rejects_an_empty_selection(tiny_dir):
     with pytest.raises(ValueError, match="n_lens"):
         appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, max_new_tokens=4, shots=0, batch_size=2, n_lens=3,
                                 span=1)
+
+
+def test_differing_critical_depths_are_explained_by_their_counts():
+    import numpy as np
+
+    from helpers.chapters.precision import DtypeComparison, comparison_values
+
+    sweep = {"float32": {22: 1 / 16, 23: 5 / 16, 24: 10 / 16}, "bfloat16": {22: 2 / 16, 23: 4 / 16, 24: 10 / 16}}
+    c = DtypeComparison("m", 24, {"float32": [True, False], "bfloat16": [True, False]},
+                        {"float32": [[1, 2], [3]], "bfloat16": [[1, 2], [4]]},
+                        {d: np.zeros((1, 24)) for d in ("float32", "bfloat16")}, sweep, 16, 0.5,
+                        {"float32": 1.0, "bfloat16": 2.0})
+    values = comparison_values(c)
+    assert (values["dtype_critical_float32"], values["dtype_critical_bfloat16"]) == (23, 24)
+    assert "solves 5 of 16 problems in float32 and 4 in bfloat16" in values["dtype_sentence"]
+    assert "differ by 1 problem(s)" in values["dtype_sentence"] and values["dtype_identical"] == 1

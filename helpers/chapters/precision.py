@@ -121,7 +121,7 @@ def comparison_values(c: DtypeComparison) -> dict:
         f"{int(np.median(differing)) if differing else 0} (median). The logit lens's KL per layer moves by at most "
         f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
         f"and the critical stitched depth is {_depth(crit['float32'])} in float32 and {_depth(crit['bfloat16'])} "
-        f"in bfloat16{' (the same)' if same_crit else ''}.")
+        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)}")
     return {
         "dtype_model": c.model, "dtype_n_problems": n,
         "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],
@@ -133,6 +133,20 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
         "dtype_sentence": sentence,
     }
+
+
+def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
+    """Where the two critical depths differ, the counts behind them: how far each format is from the rule's line."""
+    if crit["float32"] == crit["bfloat16"] or None in crit.values():
+        return ""
+    depth = min(crit.values())
+    solved = {d: round(c.sweep[d][depth] * c.n_sweep) for d in DTYPES}
+    full = {d: round(c.sweep[d][c.n_layers] * c.n_sweep) for d in DTYPES}
+    return (f" At {depth} blocks the stitched model solves {solved['float32']} of {c.n_sweep} problems in float32 and "
+            f"{solved['bfloat16']} in bfloat16, against {full['float32']} and {full['bfloat16']} at full depth; the "
+            f"critical depth asks for at least {c.collapse_fraction:.0%} of the full model's accuracy, a line that one "
+            f"problem of {c.n_sweep} can cross; here the formats differ by "
+            f"{abs(solved['float32'] - solved['bfloat16'])} problem(s) at that depth.")
 
 
 def _depth(depth: int | None) -> int | str:
