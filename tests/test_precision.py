@@ -95,9 +95,14 @@ def test_power_sampling_converges_to_the_bfloat16_models_own_target():
     model = ToyLM(vocab=3, seed=0).to(torch.bfloat16)
     assert model.table.dtype == torch.bfloat16
     target = exact_distributions(model, [1], 4, 4.0)["power"]
-    cfg = PowerConfig(alpha=4.0, block_size=2, mcmc_steps=10, max_new_tokens=4, mode="exact")
-    samples = [power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens for s in range(2000)]
-    assert tv_distance(empirical(samples), target) < 0.05
+
+    def tv(steps: int, n: int = 1000) -> float:
+        cfg = PowerConfig(alpha=4.0, block_size=2, mcmc_steps=steps, max_new_tokens=4, mode="exact")
+        return tv_distance(empirical(power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens
+                                     for s in range(n)), target)
+
+    # 1,000 chains leave about 0.04 of sampling noise; the proposal alone (no MH step) is 0.4 away.
+    assert tv(10) < 0.06 and tv(0) > 0.3
 
 
 def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir):
