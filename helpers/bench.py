@@ -59,11 +59,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 def _machine() -> str:
     """The machine in a line: architecture, threads, device, and whether it computes bfloat16 natively."""
     from helpers.models import default_device
-    from helpers.precision import native_bfloat16
+    from helpers.precision import describe
 
-    device = default_device()
-    native = "native bfloat16" if native_bfloat16(device) else "no native bfloat16"
-    return f"{platform.machine()}, {torch.get_num_threads()} threads, {device}, {native}"
+    return f"{platform.machine()}, {torch.get_num_threads()} threads, {describe(default_device())}"
 
 
 def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:

@@ -44,6 +44,13 @@ def native_bfloat16(device: str) -> bool:
     return False
 
 
+def describe(device: str) -> str:
+    """Whether `device` computes bfloat16 natively and what 'auto' means there, in words (run pages, benches)."""
+    if native_bfloat16(device):
+        return f"native bfloat16 on {device} (auto = bfloat16)"
+    return f"no native bfloat16 on {device} (auto = float32)"
+
+
 def use(choice: str) -> str:
     """Set this process's dtype choice (what `resolve(None, ...)` and `load_model` use); returns it."""
     global _chosen

@@ -416,9 +416,7 @@ def _show_build_parameters(nb_path: Path, values: dict) -> None:
     nb = nbformat.read(nb_path, as_version=4)
     own = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
     injected = next((c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])), None)
-    if own is None:
-        return
-    if injected is None:  # nothing overridden: the notebook's own cell is what ran
+    if own is None or injected is None:  # no injected cell: the notebook's own cell is what ran
         return
     injected.source = parameters_as_run(own.source, values, values.get("profile"))
     injected.metadata["tags"] = [t for t in injected.metadata.get("tags", []) if t != "hide-input"]
@@ -509,22 +507,15 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def _bfloat16_note() -> str:
-    """What `dtype: auto` resolves to on this machine, in words."""
-    from helpers.models import default_device
-    from helpers.precision import native_bfloat16
-
-    device = default_device()
-    return (f"native bfloat16 on {device} (auto = bfloat16)" if native_bfloat16(device)
-            else f"no native bfloat16 on {device} (auto = float32)")
-
-
 def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
+    from helpers.models import default_device
+    from helpers.precision import describe
     from helpers.store import versions
 
     info = {"profile": profile, "commit": _git_commit(), "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, {_bfloat16_note()}",
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
+                       f"{describe(default_device())}",
             "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1)}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
