@@ -12,6 +12,10 @@ a proposal's keys and values go after the row's current ones, and only an accept
 place. A row whose extension ends asks its program for the next one at once, and a row whose program ends
 hands its slot to the next waiting row, so the batch stays full. Each row has its own random generator, so a
 sample does not depend on which other rows share its batch, or when.
+
+A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the group
+may make some rows copies of others (resampling, `helpers.smc`), and the engine copies their decoding state
+(the KV cache of `CachedEngine`) before every row goes on.
 """
 
 from __future__ import annotations
@@ -105,6 +109,13 @@ class Row:
     logq: list[float] = field(default_factory=list)
     state: object = None  # set to an extension's `state` when the row adopts that extension's tokens
 
+    def adopt(self, req: Extension) -> None:
+        """Take a finished extension's tokens in place of everything after its first `keep` generated ones."""
+        self.tokens = self.tokens[:req.keep] + req.tokens
+        self.logp = self.logp[:req.keep] + req.logp
+        self.logq = self.logq[:req.keep] + req.logq
+        self.state = req.state
+
 
 @dataclass
 class Extension:
@@ -129,7 +140,27 @@ class Extension:
         return self.row.tokens[self.keep - 1] if self.keep else self.row.prompt[-1]
 
 
-Program = Generator[Extension, Extension, Completion]
+class Group:
+    """Rows that meet at barriers: when all `size` have yielded a `Barrier`, the engine calls `release`.
+
+    `release` may change rows (copy one row's tokens into another) and returns the (source, destination) pairs
+    whose engine state the engine must copy too, so that a destination continues exactly as its source would.
+    """
+
+    size: int
+
+    def release(self) -> list[tuple[Row, Row]]:
+        raise NotImplementedError
+
+
+@dataclass
+class Barrier:
+    """A program's request to wait for the rest of its group; the engine sends the barrier back to resume it."""
+
+    group: Group
+
+
+Program = Generator[Extension | Barrier, Extension | Barrier, Completion]
 
 
 @dataclass
@@ -139,7 +170,8 @@ class Task:
     index: int
     row: Row
     program: Program
-    request: Extension | None = None
+    request: Extension | None = None  # None while the row waits at a barrier
+    reply: Extension | Barrier | None = None  # what to send the program when it resumes (serial engines)
     decoded: int = 0
     prefill: int = 0
     passes: int = 0
@@ -174,29 +206,53 @@ class Engine:
 
 
 class SerialEngine(Engine):
-    """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded."""
+    """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded.
+
+    A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
+    """
 
     def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
-        out = []
-        for index, (row, program) in enumerate(tasks):
-            task, start, prefill, passes = Task(index, row, program), time.perf_counter(), self.prefill, self.passes
+        out: list[Completion | None] = [None] * len(tasks)
+        queue = deque(Task(index, row, program) for index, (row, program) in enumerate(tasks))
+        arrived: dict[int, list[Task]] = {}
+        while queue:
+            task = queue.popleft()
+            start, prefill, passes = time.perf_counter(), self.prefill, self.passes
             try:
-                req = next(program)
-                while True:
+                req = task.program.send(task.reply) if task.reply is not None else next(task.program)
+                while isinstance(req, Extension):
                     self._extend(req, temperature, top_k, stops)
                     task.decoded += len(req.tokens)
-                    req = program.send(req)
+                    req = task.program.send(req)
+                completion = None
             except StopIteration as stop:
                 completion = stop.value
-            task.prefill, task.passes = self.prefill - prefill, self.passes - passes
-            task.seconds = time.perf_counter() - start
-            out.append(task.finish(completion))
-            if on_done:
-                on_done(index, out[-1])
+            task.prefill += self.prefill - prefill
+            task.passes += self.passes - passes
+            task.seconds += time.perf_counter() - start
+            if completion is not None:
+                out[task.index] = task.finish(completion)
+                if on_done:
+                    on_done(task.index, out[task.index])
+                continue
+            task.reply = req  # a barrier: wait for the group
+            members = arrived.setdefault(id(req.group), [])
+            members.append(task)
+            if len(members) == req.group.size:
+                del arrived[id(req.group)]
+                req.group.release()  # nothing is kept between passes, so there is no state to copy
+                queue.extend(members)
+        if arrived:
+            raise RuntimeError(_STRANDED)
         return out
 
     def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
         raise NotImplementedError
+
+
+_STRANDED = ("Rows are waiting at a barrier that the rest of their group can never reach: every row of a group "
+             "must run in the same engine run, and at most `capacity` rows run at once. Give a capacity that is a "
+             "multiple of the group size.")
 
 
 class ReencodeEngine(SerialEngine):
@@ -303,10 +359,13 @@ class CachedEngine(Engine):
         self.filled, self.lo, self.base, self.fed = ([0] * n_slots for _ in range(4))
         self.results: list[Completion | None] = [None] * len(todo)
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
+        self.arrived: dict[int, list[Task]] = {}  # group -> rows waiting at its barrier
         self._encode_shared_prefix(todo)
         waiting = deque(todo)
         self._admit(waiting)
         while any(self.slots):
+            if all(task is None or task.request is None for task in self.slots):
+                raise RuntimeError(_STRANDED)
             self._step()
             self._admit(waiting)
         return self.results
@@ -387,11 +446,13 @@ class CachedEngine(Engine):
 
     # ---- programs ------------------------------------------------------------------------------------
 
-    def _resume(self, s: int, finished: Extension | None) -> None:
-        """Hand a finished extension back to slot s's program (None: start it) and set up its next request."""
+    def _resume(self, s: int, finished: Extension | Barrier | None) -> None:
+        """Hand a finished extension (or a passed barrier) back to slot s's program (None: start it) and set up
+        its next request."""
         task = self.slots[s]
+        marker = None
         while True:
-            if finished is not None:
+            if isinstance(finished, Extension):
                 finished.state = marker = object()
             try:
                 req = task.program.send(finished) if finished is not None else next(task.program)
@@ -401,11 +462,17 @@ class CachedEngine(Engine):
                 if self.on_done:
                     self.on_done(task.index, done)
                 return
-            if finished is not None and task.row.state is marker:  # adopted: its tokens take their place
+            if marker is not None and task.row.state is marker:  # adopted: its tokens take their place
                 m = len(finished.tokens)
                 if m and self.base[s] != self.lo[s]:
                     self.cache.move(s, self.base[s], self.lo[s], m)
                 self.filled[s] = self.lo[s] + m
+            if isinstance(req, Barrier):
+                task.request = None
+                self.lo[s] = self.base[s] = self.filled[s]
+                self.fed[s] = 0
+                self._arrive(task, req)
+                return
             self.lo[s] = len(req.row.prompt) + req.keep - 1
             self.base[s], self.fed[s] = self.filled[s], 0
             task.request = req
@@ -414,12 +481,37 @@ class CachedEngine(Engine):
                 return
             finished = req  # nothing to decode
 
+    def _arrive(self, task: Task, barrier: Barrier) -> None:
+        """A row reached its group's barrier; when the last one arrives, the group releases them all.
+
+        A destination row of the release gets its source's keys and values, so that it continues exactly as the
+        source would; the copies' wall time is split over the group's rows.
+        """
+        group = barrier.group
+        members = self.arrived.setdefault(id(group), [])
+        members.append(task)
+        if len(members) < group.size:
+            return
+        del self.arrived[id(group)]
+        start = time.perf_counter()
+        slot_of = {id(t.row): s for s, t in enumerate(self.slots) if t is not None}
+        for source, destination in group.release():
+            src, dst = slot_of[id(source)], slot_of[id(destination)]
+            self.cache.copy_slot(src, dst, self.filled[src])
+            for name in ("filled", "lo", "base"):
+                getattr(self, name)[dst] = getattr(self, name)[src]
+        seconds = (time.perf_counter() - start) / len(members)
+        for member in members:
+            member.seconds += seconds
+        for member in members:
+            self._resume(slot_of[id(member.row)], barrier)
+
     def _step(self) -> None:
         """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
         start = time.perf_counter()
-        busy = [s for s, task in enumerate(self.slots) if task is not None]
+        busy = [s for s, task in enumerate(self.slots) if task is not None and task.request is not None]
         hi = busy[-1] + 1
-        reqs = [self.slots[s].request if self.slots[s] is not None else None for s in range(hi)]
+        reqs = [self.slots[s].request if self.slots[s] is not None else None for s in range(hi)]  # None: idle
         feed = [r.prefix_last if r is not None else 0 for r in reqs]
         lo = [self.lo[s] if reqs[s] is not None else 0 for s in range(hi)]
         base = [self.base[s] if reqs[s] is not None else 0 for s in range(hi)]

@@ -102,13 +102,6 @@ class Chain(Row):
 # --------------------------------------------------------------------------------------------------
 
 
-def _adopt(chain: Chain, req: Extension) -> None:
-    chain.tokens = chain.tokens[:req.keep] + req.tokens
-    chain.logp = chain.logp[:req.keep] + req.logp
-    chain.logq = chain.logq[:req.keep] + req.logq
-    chain.state = req.state
-
-
 def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int],
                batch_size: int | None = None, on_done: OnDone | None = None) -> list[Completion]:
     """Power-sample one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by default).
@@ -135,7 +128,7 @@ def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
     for block in range(math.ceil(cfg.max_new_tokens / cfg.block_size)):
         cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
         if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
-            _adopt(c, (yield Extension(c, len(c.tokens), cap - len(c.tokens))))
+            c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0
         for _ in range(cfg.mcmc_steps):
             t = len(c.tokens)
@@ -152,7 +145,7 @@ def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
             c.moves.append((i, accept))
             if accept:
                 accepted += 1
-                _adopt(c, req)
+                c.adopt(req)
         if cfg.mcmc_steps:
             c.acceptance.append(accepted / cfg.mcmc_steps)
         if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):

@@ -1,0 +1,186 @@
+"""Sequential Monte Carlo towards p^α: it converges in K, one particle is low temperature, resampling copies
+a parent exactly (tokens and KV cache), and bad settings fail before any work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.decoding import Barrier, CachedEngine, Extension, Group, ReencodeEngine, decode
+from helpers.smc import (
+    ParticleGroup,
+    SMCConfig,
+    _ancestors,
+    effective_sample_size,
+    run_smc,
+    smc_sample,
+    systematic_resample,
+)
+from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+
+ALPHA, T, N = 2.0, 4, 1000
+
+
+@pytest.fixture(scope="module")
+def toy():
+    model = ToyLM(vocab=3, seed=0)
+    return model, exact_distributions(model, [1], T, ALPHA)
+
+
+def _tv(model, target, particles, threshold=0.5):
+    cfg = SMCConfig(alpha=ALPHA, particles=particles, block_size=1, ess_threshold=threshold, max_new_tokens=T)
+    out = run_smc(ReencodeEngine(model), [[1]] * N, [EOS], cfg, list(range(N)))
+    return tv_distance(empirical(c.tokens for c in out), target), sum(c.resamples for c in out)
+
+
+def _noise_floor(target, n=N, repeats=20):
+    """The mean distance that n exact draws from the target leave by chance."""
+    rng = np.random.default_rng(0)
+    keys = list(target)
+    w = np.array([target[k] for k in keys])
+    return float(np.mean([tv_distance(empirical(keys[i] for i in rng.choice(len(keys), size=n, p=w / w.sum())),
+                                      target) for _ in range(repeats)]))
+
+
+@pytest.mark.toy
+def test_smc_converges_to_the_power_distribution_as_particles_grow(toy):
+    model, dist = toy
+    gap = tv_distance(dist["low_temperature"], dist["power"])
+    noise = _noise_floor(dist["power"])
+    one, _ = _tv(model, dist["power"], 1)
+    two, _ = _tv(model, dist["power"], 2)
+    eight, _ = _tv(model, dist["power"], 8)
+    assert abs(one - gap) < 0.05  # one particle is the proposal: low-temperature sampling
+    assert one > two > eight
+    assert eight < 3 * noise < gap / 4
+    resampled, n_resamples = _tv(model, dist["power"], 8, threshold=1.0)  # resample at every meeting
+    assert n_resamples > N and resampled < 3 * noise
+
+
+def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
+    model, tokenizer, _ = tiny
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is"]]
+    stops, seeds = [tokenizer.eos_token_id], [3, 4, 5]
+    cfg = SMCConfig(alpha=2.0, particles=1, block_size=3, max_new_tokens=10)
+    smc = run_smc(CachedEngine(model), prompts, stops, cfg, seeds)
+    low = decode(model, prompts, 10, stops, temperature=0.5, seeds=seeds)
+    for a, b in zip(smc, low, strict=True):
+        assert a.tokens == b.tokens and a.resamples == 0
+        assert max(abs(x - y) for x, y in zip(a.logq, b.logq, strict=True)) < 1e-5
+
+
+def test_resampled_particles_continue_exactly_as_their_parents_would(tiny):
+    """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree."""
+    model, tokenizer, _ = tiny
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
+    stops = [tokenizer.eos_token_id]
+    cfg = SMCConfig(alpha=2.0, particles=4, block_size=3, ess_threshold=1.0, max_new_tokens=12)
+    cached = run_smc(CachedEngine(model), prompts, stops, cfg, [7, 8])
+    reencoded = run_smc(ReencodeEngine(model), prompts, stops, cfg, [7, 8])
+    assert sum(c.resamples for c in cached) >= 2
+    for a, b in zip(cached, reencoded, strict=True):
+        assert a.resamples == b.resamples and a.chosen == b.chosen and a.tokens == b.tokens
+        assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
+        assert np.allclose(a.log_weights, b.log_weights, atol=1e-3)
+        assert a.prefill_tokens < b.prefill_tokens  # the cache was used, not rebuilt
+
+
+def test_batches_of_whole_problems_give_the_same_samples(tiny):
+    model, tokenizer, _ = tiny
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is", "How many"]]
+    stops, seeds = [tokenizer.eos_token_id], [1, 2, 3, 4]
+    cfg = SMCConfig(alpha=2.0, particles=3, block_size=4, ess_threshold=0.9, max_new_tokens=10)
+    done = []
+    together = run_smc(CachedEngine(model), prompts, stops, cfg, seeds)
+    in_twos = run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=7, on_done=lambda i, c: done.append(i))
+    smaller = run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=1)  # rounded up to one problem
+    for a, b, c in zip(together, in_twos, smaller, strict=True):
+        assert a.tokens == b.tokens == c.tokens and a.chosen == b.chosen == c.chosen
+        assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
+    assert sorted(done) == [0, 1, 2, 3]
+
+
+def test_accounting_counts_every_particle(tiny):
+    model, tokenizer, _ = tiny
+    cfg = SMCConfig(alpha=2.0, particles=3, block_size=4, max_new_tokens=8)
+    out = smc_sample(model, tokenizer("Ada has")["input_ids"], [], cfg, seed=0)
+    assert len(out.particles) == 3 and len(out.log_weights) == 3
+    assert all(len(p.tokens) == 8 for p in out.particles)
+    assert out.decoded_tokens == 3 * 8  # resampling copies tokens; it decodes none
+    assert out.seconds > 0 and out.forward_passes >= 8
+
+
+def test_systematic_resampling_gives_each_particle_its_share():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        k = int(rng.integers(1, 12))
+        log_w = rng.normal(0, 3, size=k)
+        counts = systematic_resample(log_w, float(rng.random()))
+        expected = k * np.exp(log_w - np.logaddexp.reduce(log_w))
+        assert counts.sum() == k
+        assert np.all(counts >= np.floor(expected) - 1e-9) and np.all(counts <= np.ceil(expected) + 1e-9)
+        parent = _ancestors(counts)
+        assert [parent.count(j) for j in range(k)] == counts.tolist()
+        assert all(parent[j] == j for j in range(k) if counts[j] > 0)  # survivors keep their slots
+
+
+def test_effective_sample_size():
+    assert effective_sample_size(np.zeros(5)) == pytest.approx(5)
+    assert effective_sample_size(np.array([0.0, -800.0, -900.0])) == pytest.approx(1)
+    assert effective_sample_size(np.array([1000.0, 1000.0])) == pytest.approx(2)  # no overflow
+
+
+def test_a_release_copies_parents_and_resets_weights():
+    import torch
+
+    from helpers.smc import Particle
+
+    ps = [Particle([1], None, tokens=[5 + j], logp=[-1.0], logq=[-0.5], log_weight=w)
+          for j, w in enumerate([0.0, -50.0, -50.0, 0.0])]
+    cfg = SMCConfig(alpha=2.0, particles=4, block_size=1, ess_threshold=0.9, max_new_tokens=4)
+    group = ParticleGroup(ps, cfg, {0}, torch.Generator().manual_seed(0))
+    copies = group.release()
+    assert group.resamples == 1 and len(copies) == 2
+    assert {src.tokens[0] for src, _ in copies} <= {5, 8}
+    for src, dst in copies:
+        assert dst.tokens == src.tokens and dst.tokens is not src.tokens
+    assert sorted(p.tokens[0] for p in ps) == [5, 5, 8, 8]
+    assert len({p.log_weight for p in ps}) == 1 and ps[0].log_weight == pytest.approx(np.log(0.5), abs=1e-9)
+
+
+@pytest.mark.parametrize("bad", [dict(alpha=0), dict(alpha=float("nan")), dict(particles=0), dict(particles=2.5),
+                                 dict(block_size=0), dict(ess_threshold=1.5), dict(ess_threshold=-0.1),
+                                 dict(ess_threshold=True), dict(max_new_tokens=0)])
+def test_bad_settings_raise_clear_errors(tiny, bad):
+    cfg = SMCConfig(**{"alpha": 2.0, "particles": 2, "block_size": 4, "max_new_tokens": 8, **bad})
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        smc_sample(tiny[0], [1, 2], [], cfg)
+
+
+def test_empty_prompt_and_unset_length_are_rejected(tiny):
+    with pytest.raises(ValueError, match="prompt is empty"):
+        smc_sample(tiny[0], [], [], SMCConfig(alpha=2.0, max_new_tokens=4))
+    with pytest.raises(ValueError, match="max_new_tokens is not set"):
+        smc_sample(tiny[0], [1], [], SMCConfig(alpha=2.0))
+
+
+class _Pair(Group):
+    size = 2
+
+    def release(self):
+        return []
+
+
+def _waits(row):
+    yield Extension(row, 0, 2)
+    yield Barrier(_Pair())
+    return None
+
+
+@pytest.mark.parametrize("engine", [CachedEngine, ReencodeEngine])
+def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
+    from helpers.decoding import Row
+
+    row = Row([1, 2])
+    with pytest.raises(RuntimeError, match="barrier"):
+        engine(tiny[0]).run([(row, _waits(row))], 0.0, 0, set())
