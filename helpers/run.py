@@ -159,7 +159,7 @@ def parse_overrides(pairs: list[str]) -> dict:
 MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book comes near it
 POWER_MODES = ("exact", "reference")
 COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
-          "probe_stride", "depth_splits")  # names (or prefixes) of parameters that count something: at least 1
+          "probe_stride", "depth_splits", "smc_particles", "smc_block_size")  # names (or prefixes) of parameters that count something: at least 1
 
 
 def _kind(value) -> str:
@@ -213,6 +213,12 @@ def check_value(stem: str, name: str, value, default) -> None:
         what = {"mcmc_steps": "the number of MH steps per block", "seed": "the seed",
                 "shots": "the number of worked examples"}[name]
         raise RunError(f"{where}: {what} must be 0 or more.")
+    if name == "smc_ess_threshold" and _kind(value) in ("int", "float") and not 0 <= value <= 1:
+        raise RunError(f"{where}: SMC resamples when the effective sample size falls below this share of the "
+                       "particles; give a number from 0 (never) to 1 (whenever the weights differ).")
+    if name == "toy_particles" and isinstance(value, list) and (not value or any(
+            _kind(k) != "int" or not 1 <= k <= 1024 for k in value)):
+        raise RunError(f"{where}: give at least one particle count, each an integer from 1 to 1,024.")
     if name == "dtype":
         from helpers.precision import check
 

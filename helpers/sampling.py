@@ -1,7 +1,7 @@
 """Every decoding method of the book behind one call, with per-sample records kept in the results store.
 
-Methods: greedy, temperature (T=1), low temperature (T=1/α) and power sampling (block-wise MH towards
-p^α, `helpers.power`). Best-of-N by likelihood and majority vote are computed from temperature samples.
+Methods: greedy, temperature (T=1), low temperature (T=1/α), power sampling (block-wise MH towards
+p^α, `helpers.power`) and SMC (K particles towards p^α, `helpers.smc`). Best-of-N by likelihood and majority vote are computed from temperature samples.
 Records are keyed by (problem, sample index) and written as soon as each one ends; the store a
 decode writes to is named by the model and the settings (`decode_settings`), so every chapter that asks for
 the same decode reads the same records.
@@ -23,20 +23,28 @@ from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
 from helpers.power import CachedEngine, PowerConfig, run_chains
 from helpers.progress import bar
+from helpers.smc import SMCCompletion, SMCConfig, run_smc
 from helpers.store import Run
 
-METHODS = ("greedy", "temperature", "low_temperature", "power")
+METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
 PROMPT_FORMAT = 1  # bump when `build_prompt` changes what a prompt looks like: stored decodes then recompute
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
     text = tokenizer.decode(c.tokens, skip_special_tokens=True)
     predicted = extract_answer(text)
-    return {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": c.tokens,
-            "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
-            "n_tokens": len(c.tokens), "sum_logp": c.sum_logp, "stopped": c.stopped,
-            "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
-            "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
+    record = {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": c.tokens,
+              "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
+              "n_tokens": len(c.tokens), "sum_logp": c.sum_logp, "stopped": c.stopped,
+              "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
+              "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
+    if isinstance(c, SMCCompletion):  # every particle's answer and weight, the returned one at `chosen`
+        answers = [extract_answer(tokenizer.decode(p.tokens, skip_special_tokens=True)) for p in c.particles]
+        record.update(chosen=c.chosen, resamples=c.resamples, ess=c.ess, particles=[
+            {"predicted": a, "correct": is_equivalent(a, problem.answer), "log_weight": w, "n_tokens": len(p.tokens),
+             "sum_logp": p.sum_logp, "stopped": p.stopped}
+            for a, w, p in zip(answers, c.log_weights, c.particles, strict=True)])
+    return record
 
 
 def sample_seed(base: int, problem_id: str, index: int) -> int:
@@ -45,7 +53,7 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
 
 
 def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: int = 0, alpha: float | None = None,
-                    top_k: int = 0, power: PowerConfig | None = None) -> dict:
+                    top_k: int = 0, power: PowerConfig | None = None, smc: SMCConfig | None = None) -> dict:
     """The settings of a decode that change its numbers (and nothing else), validated.
 
     Greedy decoding depends on no seed, α or top-k, so every chapter that decodes greedily with the same
@@ -64,6 +72,8 @@ def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: i
         raise ValueError(f"top_k must be 0 (off) or a positive integer, got {top_k!r}")
     if (power is not None) != (method == "power"):
         raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
+    if (smc is not None) != (method == "smc"):
+        raise ValueError("SMC needs smc=SMCConfig(...), and only SMC takes one")
     settings = {"method": method, "max_new_tokens": max_new_tokens, "shots": shots, "prompt_format": PROMPT_FORMAT}
     if method == "greedy":
         return settings
@@ -73,6 +83,12 @@ def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: i
             raise ValueError(f"power.max_new_tokens ({power.max_new_tokens}) differs from max_new_tokens "
                              f"({max_new_tokens}); set one of them")
         return {**settings, "seed": seed, **power.as_dict()}
+    if method == "smc":
+        smc.validate(need_length=False)
+        if smc.max_new_tokens not in (None, max_new_tokens):
+            raise ValueError(f"smc.max_new_tokens ({smc.max_new_tokens}) differs from max_new_tokens "
+                             f"({max_new_tokens}); set one of them")
+        return {**settings, "seed": seed, **smc.as_dict()}
     if method == "low_temperature":
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < math.inf:
             raise ValueError(f"low-temperature sampling draws at T = 1/alpha: alpha must be a positive, finite "
@@ -88,25 +104,27 @@ def decode_run(model, settings: dict, root: Path | None = None) -> Run:
 
 def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_new_tokens: int, shots: int = 0,
            n_seeds: int = 1, seed: int = 0, alpha: float | None = None, top_k: int = 0,
-           power: PowerConfig | None = None, batch_size: int = 16, progress: bool = True,
+           power: PowerConfig | None = None, smc: SMCConfig | None = None, batch_size: int = 16, progress: bool = True,
            root: Path | None = None) -> list[list[dict]]:
     """records[problem][sample] for `method`; missing ones are computed in batches and stored as they finish.
 
     The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
     content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
-    settings from `power`. Every method runs through the same engine (`helpers.decoding.CachedEngine`).
+    settings from `power`, SMC from `smc` (whose `batch_size` counts particles, rounded to whole problems).
+    Every method runs through the same engine (`helpers.decoding.CachedEngine`).
     At most `batch_size` samples decode at once; a finished one is stored at once and its row goes to the next.
     Each record also carries `seconds`, its share of the wall time of the passes that computed it.
     """
     settings = decode_settings(method, max_new_tokens=max_new_tokens, shots=shots, seed=seed, alpha=alpha,
-                               top_k=top_k, power=power)
+                               top_k=top_k, power=power, smc=smc)
     if method == "greedy":
         n_seeds = 1
     if not is_count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
     if not is_count(batch_size, 1):
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    cfg = replace(power, max_new_tokens=max_new_tokens) if power is not None else None
+    given = power if power is not None else smc
+    cfg = replace(given, max_new_tokens=max_new_tokens) if given is not None else None
     run = decode_run(model, settings, root)
     keys = {p.id: problem_key(p) for p in problems}
     if all(f"{keys[p.id]}#{s}" in run for p in problems for s in range(n_seeds)):
@@ -141,6 +159,8 @@ def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg
     with done:
         if method == "power":
             run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
+        elif method == "smc":
+            run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
         else:
             temperature = {"greedy": 0.0, "temperature": 1.0}.get(method, 1.0 / settings.get("alpha", 1.0))
             decode(model, prompts, max_new_tokens, stops, temperature, top_k, seeds, batch_size=batch_size,

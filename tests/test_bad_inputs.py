@@ -23,6 +23,7 @@ from helpers.models import ModelLoadError, load_model
 from helpers.power import PowerConfig
 from helpers.run import RunError, load_profile, parse_overrides, plan
 from helpers.sampling import decode_settings
+from helpers.smc import SMCConfig
 from helpers.store import Run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +55,10 @@ RUNNER = [
     ("no model", _plan("models=[]"), RunError, "name at least one model"),
     ("unknown dataset", _plan("dataset=foo"), RunError, "unknown problem set"),
     ("unknown power mode", _plan("power_mode=bogus"), RunError, "mode is one of exact, reference"),
+    ("no SMC particles", _plan("smc_particles=0"), RunError, "at least 1"),
+    ("ESS threshold above 1", _plan("smc_ess_threshold=2"), RunError, "from 0 (never) to 1"),
+    ("no toy particle counts", _plan("toy_particles=[]"), RunError, "at least one particle count"),
+    ("a toy particle count of 0", _plan("toy_particles=[1,0]"), RunError, "each an integer from 1"),
     ("absurd token limit", _plan("max_new_tokens=100000000000"), RunError, "at most 100,000"),
     ("tokens beyond the context", _plan("max_new_tokens=20000"), RunError, "context holds 8,192 tokens"),
     ("absurd problem count", _plan("n_problems=100000000000"), RunError, "at most 100,000"),
@@ -91,6 +96,11 @@ SAMPLING = [
     ("negative MH steps", lambda: PowerConfig(mcmc_steps=-1).validate(need_length=False), "mcmc_steps"),
     ("unknown mode", lambda: PowerConfig(mode="fast").validate(need_length=False), "mode"),
     ("unknown method", lambda: decode_settings("beam", max_new_tokens=8), "method"),
+    ("SMC without its settings", lambda: decode_settings("smc", max_new_tokens=8), "SMC needs smc="),
+    ("SMC settings on greedy", lambda: decode_settings("greedy", max_new_tokens=8, smc=SMCConfig()), "only SMC"),
+    ("SMC with no particles", lambda: SMCConfig(particles=0).validate(need_length=False), "particles"),
+    ("SMC lengths that disagree", lambda: decode_settings("smc", max_new_tokens=8, smc=SMCConfig(max_new_tokens=9)),
+     "differs"),
     ("zero tokens", lambda: decode_settings("greedy", max_new_tokens=0), "max_new_tokens"),
 ]
 
