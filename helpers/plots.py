@@ -166,15 +166,25 @@ def heatmap(matrix: np.ndarray, xlabel: str, ylabel: str, title: str | None = No
 
 
 def toy_convergence(result):
-    """TV distance to p^α against MH steps per block for both modes, with low temperature and the noise floor."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    """TV distance to p^α against MH steps per block for both modes and, beside it, against SMC's particle
+    count, with low temperature and the noise floor on both."""
+    panels = 2 if result.particles else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 if panels == 1 else 10, 3.2), sharey=True, squeeze=False)
+    ax = axes[0, 0]
     for i, (mode, tv) in enumerate(result.tv.items()):
-        ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"power sampling, {mode}")
-    ax.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
-    ax.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
+        ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"MH, {mode} mode")
     ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
-           title=f"Toy model, α = {result.alpha:g}, {result.n_chains} chains")
-    ax.legend(fontsize=8)
+           title=f"Metropolis–Hastings, α = {result.alpha:g}, {result.n_chains} chains")
+    if result.particles:
+        right = axes[0, 1]
+        right.plot(result.particles, result.smc_tv, "s-", color=PALETTE[2], label="SMC (systematic resampling)")
+        right.set_xscale("log", base=2)
+        right.set_xticks(result.particles, [str(k) for k in result.particles])
+        right.set(xlabel="particles (K)", title=f"SMC, α = {result.alpha:g}, {result.n_chains} samples")
+    for a in axes[0]:
+        a.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
+        a.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
+        a.legend(fontsize=8)
     return finish(fig)
 
 
@@ -197,7 +207,8 @@ def toy_distributions(tables, alpha: float, ax=None):
     return finish(fig) if own else ax
 
 
-def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling")),
+def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
+                            ("smc", "power sampling (SMC)")),
                 title: str | None = None):
     """Accuracy of each method at each depth of one model, with 95% Wilson intervals."""
     from helpers.stats import wilson
@@ -466,14 +477,14 @@ def accuracy_at_compute(points, front):
 
     fig, ax = plt.subplots(figsize=(8.5, 4.2))
     depths = sorted({p.depth for p in points}, reverse=True)
-    shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*"}
+    shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
     for p in points:
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
         kind = p.method.split("-")[0]
         marker = shapes.get(p.method, {"best": "s", "majority": "D"}.get(kind, "x"))
         lo, hi = wilson(p.accuracy * p.n_problems, p.n_problems)
         ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
-                    fmt=marker, ms=11 if p.method == "power" else 6, color=colour, capsize=2, lw=0.7,
+                    fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
                     mfc="white" if p.matched else colour, alpha=0.9)
         below = kind == "majority"  # best-of-k and majority-of-k often share a point: one label above, one below
         ax.annotate(p.method, (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(5, -8 if below else 3),

@@ -131,10 +131,12 @@ def _scores(accuracy: float, n: int = 20, offset: int = 0) -> list[float]:
     return [1.0 if (i - offset) % n < k else 0.0 for i in range(n)]
 
 
-def _row(depth: int, greedy: float, power: float, low: float = 0.2) -> power_sampling.DepthRow:
-    acc = {"greedy": greedy, "low": low, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power}
+def _row(depth: int, greedy: float, power: float, low: float = 0.2, smc: float = 0.25) -> power_sampling.DepthRow:
+    acc = {"greedy": greedy, "low": low, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power,
+           "smc": smc}
     scores = {key: _scores(a) for key, a in acc.items()}
-    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, depth / 6, scores=scores)
+    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, 40.0, depth / 6, scores=scores,
+                                   resamples=1.5)
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
@@ -148,7 +150,8 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
     assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling.results_table(rows).splitlines()
-    assert len(table) == 5 and "50% [30–70]" in table[2] and table[1].count("|---") == 10
+    assert len(table) == 5 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
+    assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
 
 
 def test_paired_comparisons_name_what_the_prose_compares():
@@ -162,6 +165,23 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert power_sampling.verdict(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
+    assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
+    assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
+
+
+def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
+    from helpers.smc import SMCConfig
+
+    rows = [_row(6, 0.5, 0.55, smc=0.55), _row(4, 0.0, 1.0, low=0.0, smc=0.0)]
+    text = power_sampling.smc_sentence(rows, SMCConfig(alpha=2.0, particles=4, block_size=16))
+    assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
+    assert "1.5 times per sample on average" in text
+    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74], for 40 and 35 decoded tokens per sample" in text
+    assert "SMC − MH = +0 points [+0, +0], better on 0 and worse on 0 of 20 problems, p = 1: within the noise" in text
+    assert "At 4 blocks SMC scored 0% [0–16] and MH 100% [84–100]" in text
+    assert "SMC − MH = -100 points" in text and "larger than its noise" in text
+    assert text.endswith("Against the full model's greedy 50% [30–70], SMC at 4 blocks differs by -50 points [-70, -30], "
+                         "better on 0 and worse on 10 of 20 problems, p = 0.002: larger than its noise.")
 
 
 def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
@@ -238,10 +258,11 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     # a correct answer counts as correct even when the sample ran to the limit
     assert outcome_shares(cut) == {"correct": 0.25, "wrong answer": 0.25, "no answer": 0.25, "cut off": 0.25}
     rows = [_row(6, 0.5, 0.75), _row(4, 0.0, 0.25)]
-    rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full)}
-    rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}
+    rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full), "smc": outcome_shares(full)}
+    rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     table = power_sampling.outcomes_table(rows).splitlines()
-    assert len(table) == 6 and table[4] == "| 4/6 | greedy | 25% | 25% | 25% | 25% |"
+    assert len(table) == 7 and table[5] == "| 4/6 | greedy | 25% | 25% | 25% | 25% |"
+    assert table[4] == "| 6/6 | smc | 75% | 25% | 0% | 0% |"
     sentence = power_sampling.failure_sentence(rows)
     assert "At 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
     assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order

@@ -8,15 +8,17 @@ import helpers.sampling as sampling
 from helpers.chapters import cost_benefit as ch
 from helpers.chapters.power_sampling import compare_methods
 from helpers.power import PowerConfig
+from helpers.smc import SMCConfig
 from tests.test_sampling import PROBLEMS
 
 POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2)
+SMC = SMCConfig(alpha=2.0, particles=3, block_size=4)
 SETTINGS = dict(n_seeds=2, max_new_tokens=8, shots=0, seed=0, batch_size=4)
 
 
 def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, **SETTINGS)
+    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, SMC, **SETTINGS)
     calls = []
     plain = sampling.decode
 
@@ -29,7 +31,8 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sampling, "decode", watched)
     monkeypatch.setattr(sampling, "run_chains", no_chains)
-    m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, matched=True, **SETTINGS)
+    monkeypatch.setattr(sampling, "run_smc", no_chains)
+    m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, **SETTINGS)
     # only new temperature-1 samples (the compute-matched baselines) and greedy at the break-even depth
     assert set(calls) <= {1.0, 0.0}
     assert calls.count(0.0) <= 1
@@ -37,6 +40,9 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     for r in rows:
         assert by[(r.depth, "power")].accuracy == pytest.approx(r.accuracy["power"])
         assert by[(r.depth, "greedy")].accuracy == pytest.approx(r.accuracy["greedy"])
+        assert by[(r.depth, "SMC")].accuracy == pytest.approx(r.accuracy["smc"])
+        smc_matched = by[(r.depth, "best-of-3")]  # K = 3 temperature-1 samples: as many candidates as SMC draws
+        assert smc_matched.matched and smc_matched.samples == 3
         k = m.matched_k[r.depth]
         if k > 1:
             matched = by[(r.depth, f"majority-of-{k}")]
@@ -45,6 +51,15 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
             assert matched.tokens == pytest.approx(k * single.tokens, rel=0.5)  # k samples' worth of tokens
             assert k * single.tokens >= by[(r.depth, "power")].tokens * 0.5
     assert all(p.seconds >= 0 and p.flops > 0 for p in m.points)
+    labels = [label for label, _ in ch.matched_comparisons(m, "SMC")]
+    assert labels == ["SMC − best-of-3, both at 4", "SMC − majority-of-3, both at 4",
+                      "SMC − best-of-3, both at 3", "SMC − majority-of-3, both at 3"]
+    values = ch.smc_values(m)
+    smc_tokens = sum(r["decoded_tokens"] for r in m.smc_records[4]) / len(m.smc_records[4])
+    assert values["smc_multiplier"] == pytest.approx(smc_tokens / m.greedy_tokens[4])
+    assert values["smc_conclusion_holds"] == (values["smc_needed_saving"] > 100 * (1 - ch.flops_share(
+        m.config, 3, m.context)))
+    assert values["smc_verdict"].startswith("With K = 3 particles")
 
 
 def _point(method: str, flops: float, accuracy: float, depth: int = 4) -> ch.Point:
@@ -59,6 +74,7 @@ def test_pareto_front_keeps_only_points_better_than_every_cheaper_one():
     assert [p.method for p in front] == ["greedy", "majority-of-3", "big"]
     assert "No power-sampled point is on this front" in ch.front_sentence(points)
     assert "Power sampling is on this front" in ch.front_sentence([_point("power", 1.0, 0.9), *points])
+    assert "Power sampling (SMC) is on this front" in ch.front_sentence([_point("SMC", 1.0, 0.9), *points])
 
 
 def test_report_arithmetic_is_glued_with_both_counts():

@@ -2,7 +2,7 @@
 
 Everything here is read from chapter 04's stored decodes (`helpers.sampling.sample` finds them by their
 settings); the only new decoding is the extra temperature-1 samples that give best-of-k and majority vote
-the same token budget as one power sample.
+the same token budget as one power sample (MH) or K particles (SMC).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from helpers.data import Problem
 from helpers.models import load_model
 from helpers.power import PowerConfig
 from helpers.sampling import mean_accuracy, per_problem, sample
+from helpers.smc import SMCConfig
 from helpers.stats import PairedDifference, paired_difference, percent_with_interval, wilson
 from helpers.truncation import truncate
 
@@ -114,7 +115,7 @@ class Measured:
     power: PowerConfig
     max_new_tokens: int
     points: list[Point]
-    power_records: dict[int, list[dict]]  # depth -> every power-sampled record
+    power_records: dict[int, list[dict]]  # depth -> every power-sampled record (MH)
     greedy_tokens: dict[int, float]  # depth -> greedy tokens per answer
     matched_k: dict[int, int]  # depth -> k samples that cost one power sample
     context: float  # mean prompt + half an answer: the context a generated token attends to
@@ -122,6 +123,8 @@ class Measured:
     config: object = field(repr=False)
     break_even: int | None = None  # deepest model whose power sampling costs no more than full greedy
     break_even_accuracy: float | None = None  # stitched greedy accuracy there (None: not run)
+    smc: SMCConfig | None = None
+    smc_records: dict[int, list[dict]] = field(default_factory=dict)  # depth -> every SMC record
 
 
 def _mean(records: Sequence[dict], key: str) -> float:
@@ -140,13 +143,14 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
                  samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
 
 
-def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig, *,
-            n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig,
+            smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
             matched: bool = True) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
-    sample / temperature tokens per sample), so that best-of-k and majority-of-k spend what power sampling does.
+    sample / temperature tokens per sample), so that best-of-k and majority-of-k spend what power sampling does,
+    and to K samples, SMC's particle count, so that they draw as many candidates as SMC does.
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
     whether the model still works there.
     """
@@ -163,29 +167,34 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
                                 n_seeds=n_seeds, **common),
             "T=1": sample(m, tokenizer, problems, method="temperature", n_seeds=n_seeds, **common),
             "power": sample(m, tokenizer, problems, method="power", power=power, n_seeds=n_seeds, **common),
+            "SMC": sample(m, tokenizer, problems, method="smc", smc=smc, n_seeds=n_seeds, **common),
         }
         per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
         matched_k[depth] = k = max(1, math.ceil(per_power / max(per_plain, 1.0)))
-        if matched and k > n_seeds:
-            runs["T=1 (k)"] = [per[:k] for per in sample(m, tokenizer, problems, method="temperature", n_seeds=k,
-                                                         **common)]
-        elif matched:
-            runs["T=1 (k)"] = [per[:k] for per in runs["T=1"]]
+        if matched:
+            most = max(k, smc.particles)
+            warm = sample(m, tokenizer, problems, method="temperature", n_seeds=most, **common) \
+                if most > n_seeds else runs["T=1"]
+            runs["T=1 (k)"] = [per[:k] for per in warm]
+            runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
         decoded[depth] = runs
     every = [r for runs in decoded.values() for v in runs.values() for per in v for r in per]
     context = _mean(every, "prompt_tokens") + _mean(every, "n_tokens") / 2
     points = []
     for depth, runs in decoded.items():
         at = (name, depth, L, model_cost(model.config, depth, context).flops_per_token)
-        points += [_point(at, method, runs[method]) for method in ("greedy", "low temp.", "T=1", "power")]
+        points += [_point(at, method, runs[method]) for method in ("greedy", "low temp.", "T=1", "power", "SMC")]
         k = matched_k[depth] if "T=1 (k)" in runs else None
-        if n_seeds > 1 and n_seeds != k:
+        big = smc.particles if "T=1 (K)" in runs else None
+        if n_seeds > 1 and n_seeds not in (k, big):
             points += [_point(at, f"best-of-{n_seeds}", runs["T=1"], n_seeds, "best_of_n"),
                        _point(at, f"majority-of-{n_seeds}", runs["T=1"], n_seeds, "majority")]
-        if k is not None and k > 1:
-            points += [_point(at, f"best-of-{k}", runs["T=1 (k)"], k, "best_of_n", matched=True),
-                       _point(at, f"majority-of-{k}", runs["T=1 (k)"], k, "majority", matched=True)]
+        for size, key in ((k, "T=1 (k)"), (big, "T=1 (K)")):
+            if size is not None and size > 1 and not any(p.depth == depth and p.samples == size and p.matched
+                                                         for p in points):
+                points += [_point(at, f"best-of-{size}", runs[key], size, "best_of_n", matched=True),
+                           _point(at, f"majority-of-{size}", runs[key], size, "majority", matched=True)]
     greedy_tokens = {d: _mean([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
     multiplier = _mean([r for per in decoded[L]["power"] for r in per], "decoded_tokens") / max(greedy_tokens[L], 1e-9)
     even = break_even_depth(model.config, multiplier, context)
@@ -196,7 +205,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     measured = Measured(name, L, power, max_new_tokens, points,
                         {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
-                        model.config, even, even_accuracy)
+                        model.config, even, even_accuracy, smc,
+                        {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()})
     del model
     return measured
 
@@ -317,9 +327,11 @@ def front_sentence(points: Sequence[Point]) -> str:
     front = pareto_front(points)
     parts = [f"{p.method} at {p.depth} blocks ({p.flops / 1e9:.3g} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
              for p in front]
-    power_on = [p for p in front if p.method == "power"]
+    power_on = sorted({p.method for p in front if p.method in ("power", "SMC")})
     text = "Cheapest first, the methods that beat every cheaper one are: " + "; ".join(parts) + ". "
-    text += ("Power sampling is on this front." if power_on else
+    names = {("power",): "Power sampling", ("SMC",): "Power sampling (SMC)", ("SMC", "power"): "Power sampling, "
+             "by MH and by SMC,"}
+    text += (f"{names[tuple(power_on)]} is on this front." if power_on else
              "No power-sampled point is on this front: at every budget a cheaper or equal-cost method did at least "
              "as well.")
     widths = [wilson(p.accuracy * p.n_problems, p.n_problems) for p in front]
@@ -329,46 +341,87 @@ def front_sentence(points: Sequence[Point]) -> str:
     return text
 
 
-def matched_comparisons(m: Measured) -> list[tuple[str, PairedDifference]]:
-    """Power sampling against the compute-matched best-of-k and majority-of-k at each depth, paired by problem."""
+def matched_comparisons(m: Measured, method: str = "power") -> list[tuple[str, PairedDifference]]:
+    """`method` (power: MH; SMC) against the best-of-k and majority-of-k that spend as much at each depth, paired
+    by problem: k = `matched_k` for MH's tokens, K = the particle count for SMC's."""
     out = []
     for depth in sorted(m.matched_k, reverse=True):
-        power = next(p for p in m.points if p.depth == depth and p.method == "power")
+        mine = next(p for p in m.points if p.depth == depth and p.method == method)
+        size = m.matched_k[depth] if method == "power" else m.smc.particles
         for p in m.points:
-            if p.depth == depth and p.matched:
-                out.append((f"power − {p.method}, both at {depth}", paired_difference(power.scores, p.scores)))
+            if p.depth == depth and p.matched and p.samples == size:
+                out.append((f"{method} − {p.method}, both at {depth}", paired_difference(mine.scores, p.scores)))
     return out
 
 
 def matched_sentence(m: Measured) -> str:
-    """What the paired tests against the compute-matched baselines support, depth by depth."""
-    parts = []
-    for depth in sorted(m.matched_k, reverse=True):
-        tests = [(label, d) for label, d in matched_comparisons(m) if label.endswith(f"both at {depth}")]
-        if not tests:
-            continue
-        k = m.matched_k[depth]
-        clear = [d for _, d in tests if d.clear]
-        if len(clear) == len(tests):
-            sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
-            numbers = "; ".join(f"{label.split(',')[0].removeprefix('power − ')} {100 * d.mean:+.0f} points "
-                                f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], p = {d.p_value:.2g}" for label, d in tests)
-            parts.append(f"at {depth} blocks power sampling {sign} both {k}-sample baselines by more than the noise "
-                         f"({numbers})")
-        elif clear:
-            parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")
-        else:
-            parts.append(f"at {depth} blocks the differences stay within the noise")
-    if not parts:
+    """What the paired tests against the compute-matched baselines support, depth by depth, for MH and for SMC."""
+    out = []
+    for method, name in (("power", "MH power sampling"), ("SMC", "SMC")):
+        parts = []
+        tests_all = matched_comparisons(m, method)
+        for depth in sorted(m.matched_k, reverse=True):
+            tests = [(label, d) for label, d in tests_all if label.endswith(f"both at {depth}")]
+            if not tests:
+                continue
+            clear = [d for _, d in tests if d.clear]
+            if len(clear) == len(tests):
+                sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
+                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {100 * d.mean:+.0f} points "
+                                    f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], p = {d.p_value:.2g}"
+                                    for label, d in tests)
+                parts.append(f"at {depth} blocks {name} {sign} both baselines by more than the noise ({numbers})")
+            elif clear:
+                parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")
+            else:
+                parts.append(f"at {depth} blocks the differences stay within the noise")
+        if parts:
+            out.append(f"{name} against best-of-k and majority-of-k given as many samples as it costs: "
+                       + "; ".join(parts) + ".")
+    if not out:
         return "No compute-matched baseline was run."
-    return ("Against best-of-k and majority-of-k given the same tokens (k temperature-1 samples per power sample): "
-            + "; ".join(parts) + ". These baselines draw at temperature 1, where this model is much weaker than "
-            "greedy, so they are the budget-matched alternatives, not the strongest ones.")
+    return (" ".join(out) + " These baselines draw at temperature 1, where this model is much weaker than greedy, so "
+            "they are the budget-matched alternatives, not the strongest ones.")
 
 
 def matched_table(m: Measured) -> str:
-    """`matched_comparisons` as chapter 04's paired-test table."""
-    return comparisons_table(matched_comparisons(m))
+    """`matched_comparisons` of MH and of SMC as chapter 04's paired-test table."""
+    return comparisons_table(matched_comparisons(m) + matched_comparisons(m, "SMC"))
+
+
+# --------------------------------------------------------------------------------------------------
+# The report's question with the cheaper sampler
+# --------------------------------------------------------------------------------------------------
+
+
+def smc_values(m: Measured) -> dict:
+    """SMC's measured token multiplier, the saving truncation would need to pay for it, the break-even depth,
+    and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
+    L, cut = m.n_layers, min(m.greedy_tokens)
+    smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
+    mult = smc_tokens / max(m.greedy_tokens[L], 1e-9)
+    mh = multiplier_values(m)["multiplier_vs_greedy"]
+    needed = 1 - 1 / mult if mult > 1 else 0.0
+    saved = 1 - flops_share(m.config, cut, m.context)
+    even = break_even_depth(m.config, mult, m.context)
+    holds = saved < needed
+    where = (f"no depth of {m.model} breaks even" if even is None else
+             f"the break-even depth is {even} of {L} blocks (removing {L - even})")
+    than = "less than" if mult < mh else "more than"
+    sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
+                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer: {than} MH at this build's settings "
+                f"({mh:.2f} times, N = {m.power.mcmc_steps}) and far less than MH at the report's (about fourteen "
+                "times). To cost no more than full-depth greedy "
+                f"decoding, truncation would have to save {100 * needed:.0f}% of the FLOPs per token; {where}. "
+                f"The stitched {cut}-block model saves {100 * saved:.1f}%. ")
+    sentence += ("So the report's conclusion holds for SMC too: truncation does not save enough to "
+                 "pay for the search, because any search that draws K complete candidates costs about K decodes, and "
+                 "removing a block or two saves a few percent of one." if holds else
+                 "So with SMC the report's conclusion no longer holds on this model: the truncation saves more than the "
+                 "search costs.")
+    return {"smc_multiplier": mult, "smc_tokens": smc_tokens, "smc_needed_saving": 100 * needed,
+            "smc_break_even": even if even is not None else 0, "smc_particles": m.smc.particles,
+            "smc_conclusion_holds": holds, "smc_verdict": sentence}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from helpers.sampling import (
     sample,
     tokens_per_problem,
 )
+from helpers.smc import SMCConfig, run_smc
 from helpers.stats import PairedDifference, paired_difference, percent_with_interval
 from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 from helpers.truncation import truncate
@@ -32,7 +33,8 @@ EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
 
 @dataclass
 class ToyConvergence:
-    """Total-variation distance to p^α against MH steps on the enumerable toy model, for both modes."""
+    """Total-variation distance to p^α on the enumerable toy model: against MH steps for both modes, and
+    against the number of SMC particles."""
 
     alpha: float
     steps: list[int]
@@ -41,15 +43,23 @@ class ToyConvergence:
     low_temperature_gap: float  # exact TV(low temperature, p^α)
     noise_floor: float  # TV of n_chains exact draws from p^α itself
     tables: dict[float, dict[str, dict]]  # α -> exact p, p^α and low-temperature distributions (explorer)
+    particles: list[int] = field(default_factory=list)  # SMC particle counts K
+    smc_tv: list[float] = field(default_factory=list)  # SMC's distance per entry of `particles`
 
     def glue_values(self) -> dict:
-        return {"toy_exact_tv": self.tv["exact"][-1], "toy_reference_tv": self.tv["reference"][-1],
-                "toy_low_gap": self.low_temperature_gap, "toy_noise": self.noise_floor,
-                "toy_steps_max": self.steps[-1]}
+        values = {"toy_exact_tv": self.tv["exact"][-1], "toy_reference_tv": self.tv["reference"][-1],
+                  "toy_low_gap": self.low_temperature_gap, "toy_noise": self.noise_floor,
+                  "toy_steps_max": self.steps[-1]}
+        if self.particles:
+            values.update(toy_smc_tv=self.smc_tv[-1], toy_smc_k=self.particles[-1], toy_smc_tv_one=self.smc_tv[0],
+                          toy_smc_k_one=self.particles[0])
+        return values
 
 
-def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int = 0) -> ToyConvergence:
-    """Run `n_chains` chains per (mode, N) on the toy model and measure how close they come to p^α."""
+def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int = 0,
+                    particles: Sequence[int] = ()) -> ToyConvergence:
+    """Run `n_chains` chains per (mode, N) on the toy model and measure how close they come to p^α; the same
+    for `n_chains` SMC samples per particle count K (ESS checked after every token)."""
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
     tv: dict[str, list[float]] = {}
@@ -64,9 +74,14 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
     weights = np.array([dist["power"][k] for k in keys])
     draws = rng.choice(len(keys), size=n_chains, p=weights / weights.sum())
     noise = tv_distance(empirical(keys[i] for i in draws), dist["power"])
+    smc_tv = []
+    for k in particles:
+        cfg = SMCConfig(alpha=alpha, particles=k, block_size=1, max_new_tokens=TOY_MAX_TOKENS)
+        out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+        smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
     tables = {a: exact_distributions(toy, [1], TOY_MAX_TOKENS, a) for a in EXPLORER_ALPHAS}
     return ToyConvergence(alpha, list(steps), n_chains, tv, tv_distance(dist["low_temperature"], dist["power"]),
-                          noise, tables)
+                          noise, tables, list(particles), smc_tv)
 
 
 @dataclass
@@ -77,25 +92,28 @@ class DepthRow:
     depth: int
     n_layers: int
     n_problems: int
-    accuracy: dict[str, float]  # greedy, low, temperature, best_of_n, majority, power
+    accuracy: dict[str, float]  # greedy, low, temperature, best_of_n, majority, power, smc
     acceptance: float
     tokens_greedy: float
     tokens_power: float
+    tokens_smc: float
     flops_share: float  # FLOPs per token of this depth / the full model's
     pass_at_k: dict[str, list[float]] = field(default_factory=dict)  # temperature, power -> pass@1..n
     scores: dict[str, list[float]] = field(default_factory=dict)  # method -> per-problem score, problem order
     n_seeds: int = 1
-    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power -> share per outcome
+    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
+    resamples: float = 0.0  # SMC: resampling events per sample
 
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
-           ("majority", "majority"), ("power", "power"))
+           ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
-                    power: PowerConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
+                    power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int) -> list[DepthRow]:
-    """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority) and power sampling at every depth.
+    """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
+    depth.
 
     `depths` are stitched depths tried besides the full model (None: the depth just below it). Every decode
     is stored by `helpers.sampling.sample`, so the greedy records of chapter 03 are read, not recomputed.
@@ -112,34 +130,39 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
             low = sample(m, tokenizer, problems, method="low_temperature", alpha=power.alpha, n_seeds=n_seeds, **common)
             warm = sample(m, tokenizer, problems, method="temperature", n_seeds=n_seeds, **common)
             chains = sample(m, tokenizer, problems, method="power", power=power, n_seeds=n_seeds, **common)
+            particles = sample(m, tokenizer, problems, method="smc", smc=smc, n_seeds=n_seeds, **common)
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
             rows.append(DepthRow(
                 model=name, depth=depth, n_layers=n_layers, n_problems=len(problems),
                 accuracy={"greedy": mean_accuracy(greedy), "low": mean_accuracy(low),
                           "temperature": mean_accuracy(warm), "best_of_n": best_of_n(warm),
-                          "majority": majority_vote(warm), "power": mean_accuracy(chains)},
+                          "majority": majority_vote(warm), "power": mean_accuracy(chains),
+                          "smc": mean_accuracy(particles)},
                 acceptance=float(np.mean(rates)) if rates else float("nan"),
                 tokens_greedy=tokens_per_problem(greedy), tokens_power=tokens_per_problem(chains),
+                tokens_smc=tokens_per_problem(particles),
                 flops_share=model_cost(model.config, depth).flops_per_token / full_flops,
                 pass_at_k={"temperature": [pass_at_k(warm, k) for k in range(1, n_seeds + 1)],
                            "power": [pass_at_k(chains, k) for k in range(1, n_seeds + 1)]},
                 scores={"greedy": per_problem(greedy), "low": per_problem(low), "temperature": per_problem(warm),
                         "best_of_n": per_problem(warm, "best_of_n"), "majority": per_problem(warm, "majority"),
-                        "power": per_problem(chains)},
+                        "power": per_problem(chains), "smc": per_problem(particles)},
                 n_seeds=n_seeds,
-                outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains)}))
+                outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains),
+                          "smc": outcome_shares(particles)},
+                resamples=float(np.mean([r["resamples"] for per in particles for r in per]))))
         del model
     return rows
 
 
 def results_table(rows: Sequence[DepthRow]) -> str:
     """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
-    lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | acceptance | tokens/sample "
-             "(greedy → power) |", "|---" * (len(COLUMNS) + 4) + "|"]
+    lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
+             "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
     for r in rows:
         cells = [percent_with_interval(r.accuracy[key], r.n_problems) for key, _ in COLUMNS]
         lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
-                     + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} → {r.tokens_power:.0f} |")
+                     + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
     return "\n".join(lines)
 
 
@@ -148,7 +171,7 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
     mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
     lines = ["| depth | method | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
     for r in mine:
-        for method in ("greedy", "power"):
+        for method in (m for m in ("greedy", "power", "smc") if m in r.outcomes):
             shares = r.outcomes[method]
             lines.append(f"| {r.depth}/{r.n_layers} | {method} | "
                          + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + " |")
@@ -178,13 +201,15 @@ def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
     mine = [r for r in rows if r.model == rows[0].model]
     full = next(r for r in mine if r.depth == r.n_layers)
     out = []
-    for r in mine:
-        if r.depth < r.n_layers:
-            out.append((f"power at {r.depth} − greedy at {full.depth} (full)",
-                        paired_difference(r.scores["power"], full.scores["greedy"])))
+    for method, name in (("power", "power"), ("smc", "SMC")):
+        for r in mine:
+            if r.depth < r.n_layers:
+                out.append((f"{name} at {r.depth} − greedy at {full.depth} (full)",
+                            paired_difference(r.scores[method], full.scores["greedy"])))
     for r in mine:
         out.append((f"power − low temperature, both at {r.depth}", paired_difference(r.scores["power"], r.scores["low"])))
         out.append((f"power − greedy, both at {r.depth}", paired_difference(r.scores["power"], r.scores["greedy"])))
+        out.append((f"SMC − power, both at {r.depth}", paired_difference(r.scores["smc"], r.scores["power"])))
     return out
 
 
@@ -254,3 +279,30 @@ def acceptance_sentence(rows: Sequence[DepthRow], power: PowerConfig) -> str:
              "plain sampling at T = 1 here")
     return (f"With α = {power.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
             f"chains accepted {rates} of their proposals, {moved}.")
+
+
+def _short(d: PairedDifference) -> str:
+    word = "larger than its noise" if d.clear else "borderline" if d.borderline else "within the noise"
+    return (f"{100 * d.mean:+.0f} points [{100 * d.low:+.0f}, {100 * d.high:+.0f}], better on {d.better} and worse on "
+            f"{d.worse} of {d.n} problems, p = {d.p_value:.2g}: {word}")
+
+
+def smc_sentence(rows: Sequence[DepthRow], smc: SMCConfig) -> str:
+    """SMC against MH at each depth of the first model (accuracy, paired difference, tokens per sample), then
+    SMC on the best truncation against the full model's greedy decoding."""
+    mine = [r for r in rows if r.model == rows[0].model]
+    full = next(r for r in mine if r.depth == r.n_layers)
+    text = (f"SMC ran K = {smc.particles} particles (α = {smc.alpha:g}); they met every {smc.block_size} tokens and "
+            f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
+            f"{np.mean([r.resamples for r in mine]):.1f} times per sample on average. ")
+    for r in mine:
+        d = paired_difference(r.scores["smc"], r.scores["power"])
+        text += (f"At {r.depth} blocks SMC scored {percent_with_interval(r.accuracy['smc'], r.n_problems)} and MH "
+                 f"{percent_with_interval(r.accuracy['power'], r.n_problems)}, for {r.tokens_smc:.0f} and "
+                 f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
+    best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["smc"], r.depth), default=None)
+    if best is not None:
+        d = paired_difference(best.scores["smc"], full.scores["greedy"])
+        text += (f"Against the full model's greedy {percent_with_interval(full.accuracy['greedy'], full.n_problems)}, "
+                 f"SMC at {best.depth} blocks differs by {_short(d)}.")
+    return text.strip()
