@@ -28,9 +28,13 @@ book: $(STAMP)
 	$(PY) -m helpers run --profile $(PROFILE)
 	@echo "Open _build/html/index.html"
 
+# Two pytest workers (pytest-xdist): one builds and checks the smoke book, the other runs the unit tests beside it
+# (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
 	$(MAKE) --no-print-directory test-lowest
 
 $(LOWEST)/.stamp: $(STAMP)
@@ -43,7 +47,7 @@ $(LOWEST)/.stamp: $(STAMP)
 # is enough.
 test-lowest: $(LOWEST)/.stamp
 	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS)))) \
-	  $(PY) -m pytest -q -m "not book and not browser and not toy and not once" -p no:cacheprovider
+	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not toy and not once" -p no:cacheprovider
 
 # The sampling benchmark as the README reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
 BENCH_ARGS ?= --model smollm2-135m,qwen2.5-coder-0.5b --problems 16,32

@@ -9,6 +9,10 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers share the machine with the book's notebook kernels: one thread per test process, or their
+    # spinning thread pools take the cores from each other (the kernels keep torch's own choice).
+    torch.set_num_threads(1)
 
 CORPUS = [
     "Ada has 3 apples . Then Ada receives 4 more apples . How many apples does Ada have now ?",
@@ -99,3 +103,26 @@ def built_book(tmp_path_factory):
         mp.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
         index = run("smoke", out_root=out, strict=True)
     return out, index
+
+
+
+BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The built book's tests first, so that under pytest-xdist the longest work starts at once."""
+    book = [item for item in items if item.nodeid.startswith(BOOK_FILES)]
+    items[:] = book + [item for item in items if not item.nodeid.startswith(BOOK_FILES)]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`make test` runs two workers): every test of the built book in one worker, so that the
+    session's book is built once, and each other test on whichever worker is free. (xdist's own `loadgroup` does
+    not group on pytest 9.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BookTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "book" if nodeid.startswith(BOOK_FILES) else nodeid
+
+    return BookTogether(config, log)

@@ -60,6 +60,10 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     assert values["smc_conclusion_holds"] == (values["smc_needed_saving"] > 100 * (1 - ch.flops_share(
         m.config, 3, m.context)))
     assert values["smc_verdict"].startswith("With K = 3 particles")
+    needs, multipliers = ch.budgets(m, 14.5)
+    assert list(multipliers.values()) == pytest.approx([ch.multiplier_values(m)["multiplier_vs_greedy"],
+                                                        values["smc_multiplier"], 14.5])
+    assert list(needs.values())[2] == pytest.approx(1 - 1 / 14.5) and all(0 <= v < 1 for v in needs.values())
 
 
 def _point(method: str, flops: float, accuracy: float, depth: int = 4) -> ch.Point:

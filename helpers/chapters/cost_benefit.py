@@ -263,6 +263,17 @@ def build_configs(names: Sequence[str]) -> dict:
     return {**configs, **qwen25_math_configs()}
 
 
+def budgets(m: Measured, report_total: float) -> tuple[dict[str, float], dict[str, float]]:
+    """The searches chapter 05 prices: ({label: the FLOP saving each needs to cost no more than full-depth greedy},
+    {label: its token multiplier}) for this build's MH and SMC and the report's MH (`report_total` times)."""
+    mh, smc = multiplier_values(m)["multiplier_vs_greedy"], smc_values(m)["smc_multiplier"]
+    multipliers = {f"MH ×{mh:.2f}": mh, f"SMC ×{smc:.2f}": smc, f"×{report_total:.1f}": report_total}
+    owner = {f"MH ×{mh:.2f}": "this build's MH", f"SMC ×{smc:.2f}": "this build's SMC",
+             f"×{report_total:.1f}": "the report's MH"}
+    needs = {f"needed at {owner[label]} ×{x:.2f}": 1 - 1 / max(x, 1.0) for label, x in multipliers.items()}
+    return needs, multipliers
+
+
 def savings_table(configs: dict, context: float, multipliers: dict[str, float]) -> str:
     """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier."""
     heads = list(multipliers)
