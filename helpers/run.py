@@ -209,9 +209,9 @@ def check_value(stem: str, name: str, value, default) -> None:
         _check_dataset(where, value)
     if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
         raise RunError(f"{where}: the power-sampling exponent must be positive.")
-    if name in ("mcmc_steps", "seed", "shots") and _kind(value) == "int" and value < 0:
+    if name in ("mcmc_steps", "seed", "shots", "smc_bridge_tokens") and _kind(value) == "int" and value < 0:
         what = {"mcmc_steps": "the number of MH steps per block", "seed": "the seed",
-                "shots": "the number of worked examples"}[name]
+                "shots": "the number of worked examples", "smc_bridge_tokens": "the length of SMC's exponent bridge"}[name]
         raise RunError(f"{where}: {what} must be 0 or more.")
     if name == "smc_ess_threshold" and _kind(value) in ("int", "float") and not 0 <= value <= 1:
         raise RunError(f"{where}: SMC resamples when the effective sample size falls below this share of the "

@@ -16,6 +16,12 @@ own random generator, so copies of one parent diverge from the next token on.
 
 When every particle has finished, one is returned, drawn with probability ∝ its weight; all K are kept. As K
 grows the returned completion's law approaches p^α; with K = 1 it is low-temperature sampling, draw for draw.
+
+Optional exponent bridging (`bridge_tokens` = R > 0, Power-SMC's schedule): the intermediate targets are
+p(x_1..t)^a_t with a_t rising linearly from 1 to α over the first R tokens, which spreads the weights' change
+over the early tokens; a finished completion's target is p^α at once, so the final target is unchanged. A
+token t then adds (a_t − a_{t−1})·log p(x_<t) + a_t·log p(x_t | x_<t) − log q(x_t | x_<t), with a_t = α for a
+completion's last token.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class SMCConfig:
     particles: int = 8
     block_size: int = 32  # tokens between the particles' meetings, where the ESS is checked
     ess_threshold: float = 0.5  # resample when ESS < ess_threshold · particles (0: never, 1: at every meeting)
+    bridge_tokens: int = 0  # exponent bridging over this many first tokens (0: off, the target from the start)
     max_new_tokens: int | None = None
 
     def validate(self, need_length: bool = True) -> SMCConfig:
@@ -57,6 +64,9 @@ class SMCConfig:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
             raise ValueError(f"ess_threshold must be a number from 0 (never resample) to 1 (resample whenever the "
                              f"weights differ), got {threshold!r}")
+        if not is_count(self.bridge_tokens, 0):
+            raise ValueError(f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
+                             f"{self.bridge_tokens!r}")
         if self.max_new_tokens is None:
             if need_length:
                 raise ValueError("max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
@@ -67,12 +77,19 @@ class SMCConfig:
 
     def as_dict(self) -> dict:
         """The settings that change a sample's numbers, for store keys (the length is keyed by its caller)."""
-        return {"alpha": float(self.alpha), "particles": self.particles, "block_size": self.block_size,
-                "ess_threshold": float(self.ess_threshold), "resampling": RESAMPLING}
+        settings = {"alpha": float(self.alpha), "particles": self.particles, "block_size": self.block_size,
+                    "ess_threshold": float(self.ess_threshold), "resampling": RESAMPLING}
+        return {**settings, "bridge_tokens": self.bridge_tokens} if self.bridge_tokens else settings
 
     @property
     def temperature(self) -> float:
         return 1.0 / self.alpha
+
+    def exponent(self, t: int) -> float:
+        """The exponent of the intermediate target after t generated tokens (α throughout without bridging)."""
+        if not self.bridge_tokens:
+            return float(self.alpha)
+        return 1.0 + (self.alpha - 1.0) * min(t, self.bridge_tokens) / self.bridge_tokens
 
 
 @dataclass
@@ -167,15 +184,27 @@ class ParticleGroup(Group):
 
 def _particle(p: Particle, group: ParticleGroup, cfg: SMCConfig) -> Program:
     """One particle as a program: grow a block from the proposal, add its log weight, meet the others."""
-    alpha = cfg.alpha
     while not group.done:
         if not p.finished and len(p.tokens) < cfg.max_new_tokens and not (p.tokens and p.tokens[-1] in group.stops):
             cap = min((len(p.tokens) // cfg.block_size + 1) * cfg.block_size, cfg.max_new_tokens)
-            req = yield Extension(p, len(p.tokens), cap - len(p.tokens))
-            p.adopt(req)
-            p.log_weight += sum(alpha * lp - lq for lp, lq in zip(req.logp, req.logq, strict=True))
+            start = len(p.tokens)
+            p.adopt((yield Extension(p, start, cap - start)))
+            p.log_weight += _weight_gain(p, start, cfg, group.stops)
         yield Barrier(group)
     return Completion(tokens=p.tokens, logp=p.logp, logq=p.logq, stopped=bool(p.tokens) and p.tokens[-1] in group.stops)
+
+
+def _weight_gain(p: Particle, start: int, cfg: SMCConfig, stops: set[int]) -> float:
+    """The log weight that tokens start.. of a particle add: α·log p − log q each (= log Z_t) without bridging."""
+    if not cfg.bridge_tokens:
+        return sum(cfg.alpha * lp - lq for lp, lq in zip(p.logp[start:], p.logq[start:], strict=True))
+    gain, prefix, n = 0.0, sum(p.logp[:start]), len(p.tokens)
+    for t in range(start, n):
+        last = t + 1 == n and (p.tokens[t] in stops or n >= cfg.max_new_tokens)
+        before, now = cfg.exponent(t), (cfg.alpha if last else cfg.exponent(t + 1))
+        gain += (now - before) * prefix + now * p.logp[t] - p.logq[t]
+        prefix += p.logp[t]
+    return gain
 
 
 def particle_seeds(seed: int, particles: int) -> tuple[list[int], int]:

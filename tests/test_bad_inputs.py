@@ -58,6 +58,7 @@ RUNNER = [
     ("no SMC particles", _plan("smc_particles=0"), RunError, "at least 1"),
     ("ESS threshold above 1", _plan("smc_ess_threshold=2"), RunError, "from 0 (never) to 1"),
     ("no toy particle counts", _plan("toy_particles=[]"), RunError, "at least one particle count"),
+    ("negative SMC bridge", _plan("smc_bridge_tokens=-3"), RunError, "exponent bridge must be 0 or more"),
     ("a toy particle count of 0", _plan("toy_particles=[1,0]"), RunError, "each an integer from 1"),
     ("absurd token limit", _plan("max_new_tokens=100000000000"), RunError, "at most 100,000"),
     ("tokens beyond the context", _plan("max_new_tokens=20000"), RunError, "context holds 8,192 tokens"),

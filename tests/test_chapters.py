@@ -165,6 +165,11 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert power_sampling.verdict(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
+    from helpers.power import PowerConfig
+    from helpers.smc import SMCConfig
+
+    prose = power_sampling.prose_values(rows, PowerConfig(alpha=2.0, block_size=4), SMCConfig(alpha=2.0))
+    assert set(prose) == set(power_sampling.PROSE) and prose["comparisons_table"] == "\n".join(table)
     assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 

@@ -27,8 +27,9 @@ def toy():
     return model, exact_distributions(model, [1], T, ALPHA)
 
 
-def _tv(model, target, particles, threshold=0.5):
-    cfg = SMCConfig(alpha=ALPHA, particles=particles, block_size=1, ess_threshold=threshold, max_new_tokens=T)
+def _tv(model, target, particles, threshold=0.5, bridge=0):
+    cfg = SMCConfig(alpha=ALPHA, particles=particles, block_size=1, ess_threshold=threshold, bridge_tokens=bridge,
+                    max_new_tokens=T)
     out = run_smc(ReencodeEngine(model), [[1]] * N, [EOS], cfg, list(range(N)))
     return tv_distance(empirical(c.tokens for c in out), target), sum(c.resamples for c in out)
 
@@ -55,6 +56,30 @@ def test_smc_converges_to_the_power_distribution_as_particles_grow(toy):
     assert eight < 3 * noise < gap / 4
     resampled, n_resamples = _tv(model, dist["power"], 8, threshold=1.0)  # resample at every meeting
     assert n_resamples > N and resampled < 3 * noise
+
+
+@pytest.mark.toy
+def test_exponent_bridging_keeps_the_target(toy):
+    """Resampling at every token against the bridged targets p^a_t (a_t from 1 to α over 2 tokens): the returned
+    completions still follow p^α (bridging costs more finite-K bias here, hence 16 particles)."""
+    model, dist = toy
+    bridged, n_resamples = _tv(model, dist["power"], 16, threshold=1.0, bridge=2)
+    assert n_resamples > N and bridged < 3 * _noise_floor(dist["power"])
+
+
+def test_without_resampling_bridging_changes_no_final_weight(tiny):
+    """The bridged increments telescope: with no resampling every particle ends with log p^α − log q, bridged or
+    not, so the tokens and the final weights agree."""
+    model, tokenizer, _ = tiny
+    prompt, stops = tokenizer("Ada has 3 apples .")["input_ids"], [tokenizer.eos_token_id]
+    plain, bridged = (smc_sample(model, prompt, stops, SMCConfig(alpha=3.0, particles=3, block_size=2, ess_threshold=0,
+                                                                 bridge_tokens=b, max_new_tokens=9), seed=4)
+                      for b in (0, 5))
+    assert [p.tokens for p in plain.particles] == [p.tokens for p in bridged.particles]
+    assert np.allclose(plain.log_weights, bridged.log_weights, atol=1e-6)
+    expected = [3.0 * sum(p.logp) - sum(p.logq) for p in plain.particles]
+    assert np.allclose(plain.log_weights, expected, atol=1e-6)
+    assert "bridge_tokens" not in SMCConfig().as_dict() and SMCConfig(bridge_tokens=5).as_dict()["bridge_tokens"] == 5
 
 
 def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
@@ -150,7 +175,7 @@ def test_a_release_copies_parents_and_resets_weights():
 
 @pytest.mark.parametrize("bad", [dict(alpha=0), dict(alpha=float("nan")), dict(particles=0), dict(particles=2.5),
                                  dict(block_size=0), dict(ess_threshold=1.5), dict(ess_threshold=-0.1),
-                                 dict(ess_threshold=True), dict(max_new_tokens=0)])
+                                 dict(ess_threshold=True), dict(max_new_tokens=0), dict(bridge_tokens=-1)])
 def test_bad_settings_raise_clear_errors(tiny, bad):
     cfg = SMCConfig(**{"alpha": 2.0, "particles": 2, "block_size": 4, "max_new_tokens": 8, **bad})
     with pytest.raises(ValueError, match=next(iter(bad))):

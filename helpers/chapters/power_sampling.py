@@ -306,3 +306,13 @@ def smc_sentence(rows: Sequence[DepthRow], smc: SMCConfig) -> str:
         text += (f"Against the full model's greedy {percent_with_interval(full.accuracy['greedy'], full.n_problems)}, "
                  f"SMC at {best.depth} blocks differs by {_short(d)}.")
     return text.strip()
+
+
+PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")
+
+
+def prose_values(rows: Sequence[DepthRow], power: PowerConfig, smc: SMCConfig) -> dict[str, str]:
+    """The chapter's glued tables and sentences after its figure, every one Markdown (`PROSE`)."""
+    return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
+            acceptance_sentence(rows, power), "outcomes_table": outcomes_table(rows),
+            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, smc)}
