@@ -421,8 +421,8 @@ def smc_values(m: Measured) -> dict:
     than = "less than" if mult < mh else "more than"
     sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
                 f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer: {than} MH at this build's settings "
-                f"({mh:.2f} times, N = {m.power.mcmc_steps}) and far less than MH at the report's (about fourteen "
-                "times). To cost no more than full-depth greedy "
+                f"({mh:.2f} times, N = {m.power.mcmc_steps}) and far less than MH at the report's "
+                f"({report_arithmetic().exact + 1:.1f} times by the exact count). To cost no more than full-depth greedy "
                 f"decoding, truncation would have to save {100 * needed:.0f}% of the FLOPs per token; {where}. "
                 f"The stitched {cut}-block model saves {100 * saved:.1f}%. ")
     sentence += ("So the report's conclusion holds for SMC too: truncation does not save enough to "
