@@ -259,6 +259,7 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
             "peak_rss_gib": round(gib, 2), "peak_rss_target_gib": gib_target, "within_memory": gib < gib_target}
 
 
+@torch.no_grad()  # for the run only: a caller's autograd mode is left as it was
 def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
                      max_new_tokens: int = 32, shots: int = 2, with_generate: bool = True) -> dict:
     """Greedy decode throughput per batch size: our decode loop beside `transformers`' `generate` (left-padded).
@@ -270,7 +271,6 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     from helpers.decoding import decode
     from helpers.models import load_model
 
-    torch.set_grad_enabled(False)
     model, tokenizer, info = load_model(model_name)
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
     warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]

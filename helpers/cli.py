@@ -88,9 +88,10 @@ def _effective_depth(args: argparse.Namespace) -> int:
     if not 0 <= args.overlap_threshold < 1:
         raise ValueError(f"--overlap-threshold must lie in [0, 1) (a share of the top-5 tokens), got "
                          f"{args.overlap_threshold}")
-    torch.set_grad_enabled(False)
-    print(json.dumps(effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
-                                            args.overlap_threshold), indent=2))
+    with torch.no_grad():  # not set_grad_enabled(False): main() runs inside other programs (and tests) too
+        report = effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
+                                        args.overlap_threshold)
+    print(json.dumps(report, indent=2))
     return 0
 
 

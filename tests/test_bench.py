@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from helpers.bench import _descendants, _peak_rss_kib
 
@@ -33,6 +34,7 @@ def test_throughput_bench_decodes_the_same_work_as_generate(tiny_dir):
     for row in report["batches"]:
         assert row["new_tokens"] == row["batch"] * 4
         assert row["decode_tokens_per_second"] > 0 and row["generate_tokens_per_second"] > 0
+    assert torch.is_grad_enabled()  # the bench turns autograd off for its own run only
 
 
 def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):

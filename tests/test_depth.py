@@ -134,7 +134,7 @@ def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
     assert set(report["effective_depth"]) == {"cosine", "kl", "overlap"}
     assert main(["effective-depth", "--model", str(tiny_dir), "--n", "0"]) == 2
     assert "--n" in capsys.readouterr().err
-    torch.set_grad_enabled(True)
+    assert torch.is_grad_enabled()  # the command line leaves the caller's autograd mode alone
 
 
 def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems, tmp_path):

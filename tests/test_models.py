@@ -27,7 +27,7 @@ def test_runs_against_the_transformers_it_was_asked_for():
 
     expected = os.environ.get("SVD_EXPECT_TRANSFORMERS")
     if not expected:
-        pytest.skip("SVD_EXPECT_TRANSFORMERS is not set (only `make test-lowest` sets it)")
+        pytest.skip("SVD_EXPECT_TRANSFORMERS is not set (only the run on the lowest transformers sets it)")
     assert transformers.__version__ == expected
 
 
