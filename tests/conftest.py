@@ -115,6 +115,18 @@ def pytest_collection_modifyitems(config, items):
     items[:] = book + [item for item in items if not item.nodeid.startswith(BOOK_FILES)]
 
 
+_YIELDED = []
+
+
+def pytest_runtest_setup(item):
+    """Under pytest-xdist a worker that runs unit tests lowers its priority (once): the book's worker, whose
+    notebook kernels are the session's longest work, gets the cores first and the unit tests fill the gaps."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and not item.nodeid.startswith(BOOK_FILES) and not _YIELDED:
+        if hasattr(os, "nice"):
+            os.nice(10)
+        _YIELDED.append(True)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (`make test` runs two workers): every test of the built book in one worker, so that the
     session's book is built once, and each other test on whichever worker is free. (xdist's own `loadgroup` does
