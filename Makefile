@@ -33,11 +33,10 @@ book: $(STAMP)
 # (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-# The unit tests on the lowest supported transformers run inside the session (tests/test_lowest.py), on the core
-# that the book's worker leaves idle.
-test: $(STAMP) $(LOWEST)/.stamp
+test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST)) SVD_LOWEST_VERSION=$(LOWEST_VERSION) $(PY) -m pytest -n $(PYTEST_WORKERS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
+	$(MAKE) --no-print-directory test-lowest
 
 $(LOWEST)/.stamp: $(STAMP)
 	rm -rf $(LOWEST)
