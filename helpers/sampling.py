@@ -39,7 +39,8 @@ def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> di
               "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
               "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
     if isinstance(c, SMCCompletion):  # every particle's answer and weight, the returned one at `chosen`
-        answers = [extract_answer(tokenizer.decode(p.tokens, skip_special_tokens=True)) for p in c.particles]
+        answers = [predicted if i == c.chosen else extract_answer(tokenizer.decode(p.tokens, skip_special_tokens=True))
+                   for i, p in enumerate(c.particles)]  # the returned particle's text is decoded above already
         record.update(chosen=c.chosen, resamples=c.resamples, ess=c.ess, particles=[
             {"predicted": a, "correct": is_equivalent(a, problem.answer), "log_weight": w, "n_tokens": len(p.tokens),
              "sum_logp": p.sum_logp, "stopped": p.stopped}
