@@ -14,7 +14,7 @@ LOWEST_VERSION := $(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS))))
 .PHONY: setup book test test-lowest lint bench clean
 
 $(STAMP): pyproject.toml Makefile
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed (found %d.%d)" % sys.version_info[:2])'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found %d.%d)" % sys.version_info[:2])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0

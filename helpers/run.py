@@ -27,6 +27,7 @@ import yaml
 
 from helpers import glued
 from helpers.progress import ENV as PROGRESS_ENV
+from helpers.source_links import BRANCH_ENV, URL_ENV, Repository, SourceLinkError, repository
 from helpers.store import USAGE_ENV
 from helpers.widgets import LIVE_ENV
 
@@ -610,12 +611,24 @@ def install_mathjax(out_root: Path) -> None:
         shutil.copy2(source / name, target / Path(name).name)
 
 
-def build_book(out_root: Path) -> Path:
-    """jupyter-book build -W --keep-going; raise with the warnings when it fails."""
+def source_repository() -> Repository | None:
+    """The repository the book's buttons link to (helpers.source_links), or None; a bad address is a RunError."""
+    try:
+        return repository()
+    except SourceLinkError as err:
+        raise RunError(str(err)) from None
+
+
+def build_book(out_root: Path, repo: Repository | None = None) -> Path:
+    """jupyter-book build -W --keep-going; raise with the warnings when it fails. With a repository (a
+    helpers.source_links.Repository) the pages get repository, issue, edit and launch buttons."""
     install_mathjax(out_root)
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "-W", "--keep-going", "-q"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in (URL_ENV, BRANCH_ENV)}
+    if repo is not None:
+        env.update({URL_ENV: repo.url, BRANCH_ENV: repo.branch})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "WARNING" in l or "ERROR" in l or "rror" in l]
         raise RunError("jupyter-book build failed:\n" + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
@@ -632,6 +645,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
 
     writable(out_root / CHAPTERS, "--out")
     writable(results_root(), "SVD_RESULTS (the results store)")
+    repo = source_repository() if build else None
     prepare_root(out_root)
     for job in jobs:
         print(f"[run] {job.stem} ({profile}) ...", flush=True)
@@ -651,6 +665,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         raise RunError(f"Cannot build the book: chapters {missing} have not been executed yet. Run the whole "
                        f"profile once (python -m helpers run --profile {profile}) before using --only.")
     print("[run] building the book ...", flush=True)
-    index = build_book(out_root)
-    print(f"[run] book ready: {index}")
+    index = build_book(out_root, repo)
+    print(f"[run] book ready: {index}" + (f" (buttons link to {repo.url}, branch {repo.branch})" if repo else
+                                          " (no repository buttons: set SVD_REPOSITORY_URL to add them)"))
     return index

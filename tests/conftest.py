@@ -93,6 +93,9 @@ def smol():
     return load_model("smollm2-135m", device="cpu", dtype="float32")
 
 
+BOOK_REPOSITORY = "https://github.com/example-org/search-versus-depth"  # a stand-in: links are checked as paths
+
+
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory):
     """The smoke book, computed afresh and built strictly once per session: (output root, index.html)."""
@@ -101,6 +104,8 @@ def built_book(tmp_path_factory):
     out = tmp_path_factory.mktemp("book")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
+        mp.setenv("SVD_REPOSITORY_URL", BOOK_REPOSITORY)  # the pages get repository, edit and launch buttons
+        mp.setenv("SVD_REPOSITORY_BRANCH", "main")
         index = run("smoke", out_root=out, strict=True)
     return out, index
 

@@ -436,6 +436,16 @@ def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_pat
     assert not (tmp_path / "out" / "book" / "chapters" / "01_effective_depth.ipynb").exists()
 
 
+def test_a_bad_repository_address_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
+    from helpers.run import run
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("SVD_REPOSITORY_URL", "github.com/org")
+    with pytest.raises(RunError, match=r"SVD_REPOSITORY_URL='github\.com/org' is not a repository address"):
+        run("smoke", out_root=tmp_path / "out")
+    assert not (tmp_path / "out" / "book" / "chapters" / "01_effective_depth.ipynb").exists()
+
+
 @pytest.mark.parametrize(("case", "line"), [("a JSON list", b"[1, 2, 3]\n"), ("no result", b'{"key": "k"}\n'),
                                             ("not UTF-8", b"\xff\xfe{}\n"), ("a key that is not text", b'{"key": 1, "result": 2}\n')])
 def test_store_lines_of_the_wrong_shape_are_skipped_once_with_the_path(case, line, tmp_path, capsys):

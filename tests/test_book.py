@@ -115,5 +115,39 @@ def test_a_chapter_page_shows_the_profiles_parameters_once(built_book):
     assert text.count("Parameters this page ran with (profile &#39;smoke&#39;)") + text.count(
         "Parameters this page ran with (profile 'smoke')") == 1
     assert "the literal values are the smoke profile" not in text
+    assert "check_setup" not in text and "Binder guarantees" not in text  # the launch cell is for notebooks only
     profile = yaml.safe_load((REPO / "notebooks" / "profiles" / "smoke.yaml").read_text())
     assert f"max_new_tokens = {profile['parameters']['max_new_tokens']}" in text
+
+
+@pytest.mark.book
+def test_every_repository_and_launch_link_names_a_tracked_file(built_book):
+    """Edit, source and Binder links lead to files git tracks (the chapters' notebooks/, not the generated copies)."""
+    import subprocess
+    from urllib.parse import parse_qs, unquote, urlparse
+
+    from tests.conftest import BOOK_REPOSITORY
+
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                                 check=True).stdout.split())
+    out, _ = built_book
+    pages = sorted((out / "_build" / "html").rglob("*.html"))
+    named: dict[str, set[str]] = {}
+    for page in pages:
+        for href in re.findall(r'href="([^"]+)"', page.read_text()):
+            href = href.replace("&amp;", "&")
+            if href.startswith(BOOK_REPOSITORY + "/"):
+                rest = href[len(BOOK_REPOSITORY) + 1:]
+                kind, _, path = rest.partition("/main/")
+                if kind in ("edit", "blob"):
+                    named.setdefault(kind, set()).add(unquote(path.split("?")[0]))
+                else:
+                    assert rest.startswith("issues/new?"), href
+            elif href.startswith("https://mybinder.org/v2/gh/example-org/search-versus-depth/main?"):
+                urlpath = parse_qs(urlparse(href).query)["urlpath"][0]
+                assert urlpath.startswith("lab/tree/"), href
+                named.setdefault("binder", set()).add(urlpath.removeprefix("lab/tree/"))
+    assert named["edit"] >= {"book/intro.md", "notebooks/04_power_sampling.ipynb"}
+    assert {f"notebooks/{s}.ipynb" for s in toc_chapters(REPO)} <= named["binder"]
+    for kind, paths in named.items():
+        assert paths <= tracked, (kind, sorted(paths - tracked))

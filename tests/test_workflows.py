@@ -51,7 +51,10 @@ def test_workflows_grant_least_privilege_keep_a_cut_off_store_and_take_cpu_torch
     tests = yaml.safe_load((WORKFLOWS / "tests.yml").read_text())
     assert book["permissions"] == tests["permissions"] == {"contents": "read"}
     assert book["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
-    assert "permissions" not in book["jobs"]["build"]  # the job that installs third-party wheels gets no write
+    build = book["jobs"]["build"]
+    assert build["permissions"] == {"contents": "read", "pages": "read"}  # it installs third-party wheels: no write
+    make_book = next(s for s in build["steps"] if s.get("run") == "make book")
+    assert make_book["env"]["SVD_BASE_URL"] == "${{ steps.pages.outputs.base_url }}"  # the book's html_baseurl
     save = next(s for s in book["jobs"]["build"]["steps"] if s.get("uses", "").startswith("actions/cache/save"))
     assert save["if"] == "always()"
     for flow in (book, tests):

@@ -1,0 +1,45 @@
+"""The first cell of a notebook opened by hand: what it installs and what it says about memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import launch
+from helpers.run import NOTEBOOKS, RunError, toc_chapters
+
+
+def test_each_profiles_memory_is_its_largest_model_plus_the_kernel():
+    assert launch.profile_memory("smoke") == pytest.approx(launch.PEAK_GIB["smollm2-135m"] + launch.KERNEL_GIB)
+    assert launch.profile_memory("default") == pytest.approx(launch.PEAK_GIB["qwen2.5-coder-0.5b"] + launch.KERNEL_GIB)
+    assert launch.profile_memory("paper") is None  # hub models: not sized here
+
+
+def test_binder_is_told_that_smoke_fits_and_default_does_not():
+    lines = launch.advice(launch.BINDER_GIB, ["smoke", "default", "paper"])
+    assert lines[0].startswith("  smoke: about 1.6 GiB, fits")
+    assert lines[1].startswith("  default: about 3.5 GiB, does not fit")
+    assert "hub models" in lines[2]
+
+
+def test_outside_a_checkout_the_cell_says_how_to_get_one(monkeypatch):
+    monkeypatch.setattr("helpers.run.in_checkout", lambda root=None: False)
+    with pytest.raises(RunError, match="git clone"):
+        launch.check_setup("smoke")
+
+
+def test_the_cell_installs_only_what_is_missing_and_names_the_profile(monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr("helpers.run.install_models", lambda profile: asked.append(profile) or [])
+    launch.check_setup("smoke")
+    out = capsys.readouterr().out
+    assert asked == ["smoke"] and "Set up for the 'smoke' profile." in out and "smoke: about 1.6 GiB" in out
+
+
+@pytest.mark.parametrize("stem", toc_chapters())
+def test_every_chapter_opens_with_the_launch_cell_after_its_parameters(stem):
+    cells = json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert "parameters" in code[0]["metadata"]["tags"]
+    assert code[1]["metadata"]["tags"] == ["remove-cell"] and "check_setup(profile)" in "".join(code[1]["source"])
