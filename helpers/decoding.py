@@ -5,13 +5,10 @@ extensions of its row (`Extension`: keep the first k generated tokens, then deco
 gets each one back filled in. Plain decoding is a program of one extension; a power-sampling chain asks for
 one per block and one per Metropolis–Hastings move (`helpers.power`).
 
-`CachedEngine` runs many programs at once. Each row owns a slot of a preallocated KV buffer (`SlotCache`);
-every step feeds one token per busy slot and keeps only per-token scalars (the chosen token, its
-log-probability under the model at T=1 and under the distribution it was drawn from). A cut costs nothing:
-a proposal's keys and values go after the row's current ones, and only an accepted proposal is moved into
-place. A row whose extension ends asks its program for the next one at once, and a row whose program ends
-hands its slot to the next waiting row, so the batch stays full. Each row has its own random generator, so a
-sample does not depend on which other rows share its batch, or when.
+Engines, all behind `Engine.run`: `helpers.slot_engine.CachedEngine` (the transformers decode loop, many
+programs at once on KV slots), `ReencodeEngine` here (re-encodes every prefix; the check on the others) and
+`helpers.vllm_engine.VLLMEngine` (vLLM, with prefix caching). Each engine hands back, per token, the token, its
+log-probability under the model at T=1 and under the distribution it was drawn from.
 
 A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the group
 may make some rows copies of others (resampling, `helpers.smc`), and the engine copies their decoding state
@@ -275,295 +272,6 @@ class ReencodeEngine(SerialEngine):
             seq.append(token)
 
 
-class SlotCache:
-    """The KV memory of `CachedEngine`: per layer, keys and values of `slots` rows, written in place.
-
-    It stands in for transformers' cache objects: a model's attention layers call `update` with the new keys
-    and values of a pass, which go to the columns `cols[b]` of slot `rows[b]`, and get back the first `width`
-    columns of the batch's slots to attend over (the engine's mask says which of them each row may see).
-    """
-
-    def __init__(self, model, slots: int, length: int):
-        config = model.config
-        heads = config.num_attention_heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        param = next(model.parameters())
-        shape = (config.num_hidden_layers, slots, kv_heads, length, head_dim)
-        self.keys = torch.zeros(shape, dtype=param.dtype, device=param.device)
-        self.values = torch.zeros_like(self.keys)
-        self.rows = self.cols = None
-        self.width = 0
-        self.contiguous = True  # the batch is slots 0..B-1: attend over views, no copy
-
-    @property
-    def length(self) -> int:
-        return self.keys.shape[3]
-
-    def grow(self, length: int) -> None:
-        """Make room for `length` columns per slot (doubling, so that growth is rare)."""
-        if length > self.length:
-            extra = max(length, 2 * self.length) - self.length
-            pad = self.keys.new_zeros((*self.keys.shape[:3], extra, self.keys.shape[4]))
-            self.keys, self.values = torch.cat([self.keys, pad], 3), torch.cat([self.values, pad], 3)
-
-    def point(self, rows: torch.Tensor, cols: torch.Tensor, width: int, contiguous: bool) -> None:
-        """Where the next pass writes: row b's q new tokens go to columns cols[b] of slot rows[b]."""
-        self.rows, self.cols, self.width, self.contiguous = rows[:, None], cols, width, contiguous
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
-        keys, values = self.keys[layer_idx], self.values[layer_idx]
-        keys[self.rows, :, self.cols] = key.transpose(1, 2).to(keys.dtype)
-        values[self.rows, :, self.cols] = value.transpose(1, 2).to(values.dtype)
-        if self.contiguous:
-            n = key.shape[0]
-            return keys[:n, :, :self.width], values[:n, :, :self.width]
-        rows = self.rows[:, 0]
-        return keys[rows, :, :self.width], values[rows, :, :self.width]
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.width
-
-    def move(self, slot: int, src: int, dst: int, n: int) -> None:
-        """Columns src..src+n of a slot, copied to dst..dst+n (an accepted proposal taking its place)."""
-        for store in (self.keys, self.values):
-            store[:, slot, :, dst:dst + n] = store[:, slot, :, src:src + n].clone()
-
-    def copy_slot(self, src: int, dst: int, n: int) -> None:
-        """The first n columns of slot `src`, copied to slot `dst`."""
-        for store in (self.keys, self.values):
-            store[:, dst, :, :n] = store[:, src, :, :n]
-
-
-class CachedEngine(Engine):
-    """The decode loop: one slot per running row, all busy slots decoding together, finished ones refilled.
-
-    Per slot it tracks `filled` (columns holding the keys and values of the row's adopted sequence, all but
-    its last token) and, for the extension under way, `lo` (columns of the kept prefix), `base` (the first
-    column of the extension's own tokens, after the adopted ones so that a rejected proposal overwrites
-    nothing) and `fed` (tokens fed so far). A pass attends over columns [0, lo) and [base, base + fed].
-    """
-
-    prefill_seconds = 0.0  # wall time spent encoding prompts, the rest of a run's time is decoding
-
-    @torch.inference_mode()
-    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
-        if not tasks:
-            return []
-        self.temperature, self.top_k, self.stops, self.on_done = temperature, top_k, stops, on_done
-        todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
-        n_slots = min(capacity or len(todo), len(todo))
-        longest = max(len(t.row.prompt) for t in todo)
-        self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
-        self.slots: list[Task | None] = [None] * n_slots
-        self.filled, self.lo, self.base, self.fed = ([0] * n_slots for _ in range(4))
-        self.results: list[Completion | None] = [None] * len(todo)
-        self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
-        self.arrived: dict[int, list[Task]] = {}  # group -> rows waiting at its barrier
-        self._encode_shared_prefix(todo)
-        waiting = deque(todo)
-        self._admit(waiting)
-        while any(self.slots):
-            if all(task is None or task.request is None for task in self.slots):
-                raise RuntimeError(_STRANDED)
-            self._step()
-            self._admit(waiting)
-        return self.results
-
-    # ---- prompts -------------------------------------------------------------------------------------
-
-    def _encode_shared_prefix(self, todo: list[Task]) -> None:
-        """Encode the prefix all prompts share (the few-shot examples) once, into the spare last slot."""
-        prompts = [t.row.prompt[:-1] for t in todo if len(t.row.prompt) > 1]
-        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
-        self.shared = prompts[0][:shared] if shared >= MIN_SHARED_PREFIX else []
-        if not self.shared:
-            return
-        start = time.perf_counter()
-        spare = len(self.slots)
-        self._forward([spare], [self.shared], [0])
-        users = [t for t in todo if len(t.row.prompt) > 1]  # every one of them starts with the shared prefix
-        seconds = (time.perf_counter() - start) / len(users)
-        for task, share in zip(users, split_evenly(len(self.shared), len(users)), strict=True):
-            task.prefill, task.passes, task.seconds = share, 1, seconds
-        self.prefill += len(self.shared)
-        self.passes += 1
-        self.prefill_seconds += time.perf_counter() - start
-
-    def _admit(self, waiting: deque) -> None:
-        """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
-        free = [s for s, task in enumerate(self.slots) if task is None]
-        group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
-        if not group:
-            self._compact()
-            return
-        start = time.perf_counter()
-        todo = []
-        for s, task in group:
-            self.slots[s] = task
-            prompt, n = task.row.prompt, len(self.shared)
-            self.filled[s] = 0
-            if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
-                self.cache.copy_slot(len(self.slots), s, n)
-                self.filled[s] = n
-            if len(prompt) - 1 > self.filled[s]:
-                todo.append((s, task))
-        if todo:
-            self._forward([s for s, _ in todo], [t.row.prompt[self.filled[s]:-1] for s, t in todo],
-                          [self.filled[s] for s, _ in todo])
-            seconds = (time.perf_counter() - start) / len(todo)
-            for s, task in todo:
-                task.prefill += len(task.row.prompt) - 1 - self.filled[s]
-                task.passes += 1
-                task.seconds += seconds
-                self.prefill += len(task.row.prompt) - 1 - self.filled[s]
-            self.passes += 1
-            self.prefill_seconds += time.perf_counter() - start
-        for s, task in group:
-            self.filled[s] = len(task.row.prompt) - 1
-            self._resume(s, None)
-
-    def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int]) -> None:
-        """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
-        q = max(len(c) for c in chunks)
-        width = max(starts) + q
-        self.cache.grow(width)
-        ids = torch.tensor([c + [0] * (q - len(c)) for c in chunks], device=self.device)
-        begin = torch.tensor(starts, device=self.device)[:, None]
-        cols = begin + torch.arange(q, device=self.device)
-        mask = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
-        self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
-        self.model(input_ids=ids, attention_mask=self._mask(mask[:, None]), position_ids=cols,
-                   past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-
-    def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
-        if not self.eager:
-            return allowed
-        dtype = self.cache.keys.dtype
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-            ~allowed, torch.finfo(dtype).min)
-
-    # ---- programs ------------------------------------------------------------------------------------
-
-    def _resume(self, s: int, finished: Extension | Barrier | None) -> None:
-        """Hand a finished extension (or a passed barrier) back to slot s's program (None: start it) and set up
-        its next request."""
-        task = self.slots[s]
-        marker = None
-        while True:
-            if isinstance(finished, Extension):
-                finished.state = marker = object()
-            try:
-                req = task.program.send(finished) if finished is not None else next(task.program)
-            except StopIteration as stop:
-                self.results[task.index] = done = task.finish(stop.value)
-                self.slots[s] = None
-                if self.on_done:
-                    self.on_done(task.index, done)
-                return
-            if marker is not None and task.row.state is marker:  # adopted: its tokens take their place
-                m = len(finished.tokens)
-                if m and self.base[s] != self.lo[s]:
-                    self.cache.move(s, self.base[s], self.lo[s], m)
-                self.filled[s] = self.lo[s] + m
-            if isinstance(req, Barrier):
-                task.request = None
-                self.lo[s] = self.base[s] = self.filled[s]
-                self.fed[s] = 0
-                self._arrive(task, req)
-                return
-            self.lo[s] = len(req.row.prompt) + req.keep - 1
-            self.base[s], self.fed[s] = self.filled[s], 0
-            task.request = req
-            if req.limit > 0:
-                self.cache.grow(self.base[s] + req.limit + 1)
-                return
-            finished = req  # nothing to decode
-
-    def _arrive(self, task: Task, barrier: Barrier) -> None:
-        """A row reached its group's barrier; when the last one arrives, the group releases them all.
-
-        A destination row of the release gets its source's keys and values, so that it continues exactly as the
-        source would; the copies' wall time is split over the group's rows.
-        """
-        group = barrier.group
-        members = self.arrived.setdefault(id(group), [])
-        members.append(task)
-        if len(members) < group.size:
-            return
-        del self.arrived[id(group)]
-        start = time.perf_counter()
-        slot_of = {id(t.row): s for s, t in enumerate(self.slots) if t is not None}
-        for source, destination in group.release():
-            src, dst = slot_of[id(source)], slot_of[id(destination)]
-            self.cache.copy_slot(src, dst, self.filled[src])
-            for name in ("filled", "lo", "base"):
-                getattr(self, name)[dst] = getattr(self, name)[src]
-        seconds = (time.perf_counter() - start) / len(members)
-        for member in members:
-            member.seconds += seconds
-        for member in members:
-            self._resume(slot_of[id(member.row)], barrier)
-
-    def _step(self) -> None:
-        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
-        start = time.perf_counter()
-        busy = [s for s, task in enumerate(self.slots) if task is not None and task.request is not None]
-        hi = busy[-1] + 1
-        reqs = [self.slots[s].request if self.slots[s] is not None else None for s in range(hi)]  # None: idle
-        feed = [r.prefix_last if r is not None else 0 for r in reqs]
-        lo = [self.lo[s] if reqs[s] is not None else 0 for s in range(hi)]
-        base = [self.base[s] if reqs[s] is not None else 0 for s in range(hi)]
-        col = [b + self.fed[s] if reqs[s] is not None else 0 for s, b in enumerate(base)]
-        for s in busy:  # after the first token, an extension feeds its own previous token
-            if self.fed[s]:
-                feed[s] = reqs[s].tokens[-1]
-        width = max(col) + 1
-        dev = self.device
-        lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))
-        columns = torch.arange(width, device=dev)
-        allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [hi, width]
-        self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
-        position = torch.tensor([lo[s] + self.fed[s] if reqs[s] is not None else 0 for s in range(hi)], device=dev)
-        out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
-                         position_ids=position[:, None], past_key_values=self.cache, use_cache=True)
-        self.passes += 1
-        logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
-        chosen, logp, logq = draw(logits.float(), self.temperature, self.top_k,
-                                  [self.slots[s].row.generator for s in busy])
-        seconds = (time.perf_counter() - start) / len(busy)
-        for b, s in enumerate(busy):
-            task, req = self.slots[s], reqs[s]
-            req.append(chosen[b], logp[b], logq[b])
-            self.fed[s] += 1
-            task.decoded += 1
-            task.passes += 1
-            task.seconds += seconds
-            if chosen[b] in self.stops or len(req.tokens) >= req.limit:
-                self._resume(s, req)
-
-    def _compact(self) -> None:
-        """When no row waits, move the highest rows down into free slots below them.
-
-        A free slot below the highest busy one rides along in every pass at a busy row's cost; moving a row
-        costs one copy of its keys and values, about what one pass spends on one row, so it pays at once.
-        """
-        busy = [s for s, task in enumerate(self.slots) if task is not None]
-        if not busy or len(busy) == busy[-1] + 1:
-            return
-        free = [s for s in range(busy[-1]) if self.slots[s] is None]
-        for dst, src in zip(free, reversed(busy), strict=False):
-            if dst >= src:
-                break
-            used = max(self.filled[src], self.base[src] + self.fed[src])
-            self.cache.copy_slot(src, dst, used)
-            self.slots[dst], self.slots[src] = self.slots[src], None
-            for name in ("filled", "lo", "base", "fed"):
-                values = getattr(self, name)
-                values[dst] = values[src]
-
-
 def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
            temperature: float = 0.0, top_k: int = 0, seeds: Sequence[int] | None = None,
            engine: Engine | None = None, batch_size: int | None = None,
@@ -586,11 +294,15 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
             for p, s in zip(prompts, seeds, strict=True)]
     stops = set(stop_ids)
     tasks = [(row, _extend_once(row, max_new_tokens, stops)) for row in rows]
-    return (engine or CachedEngine(model)).run(tasks, temperature, top_k, stops, batch_size, on_done,
-                                               room=max_new_tokens)
+    if engine is None:
+        from helpers.slot_engine import CachedEngine
+
+        engine = CachedEngine(model)
+    return engine.run(tasks, temperature, top_k, stops, batch_size, on_done, room=max_new_tokens)
 
 
 def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
     """The program of plain decoding: one extension of the prompt."""
     req = yield Extension(row, 0, limit)
     return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)
+

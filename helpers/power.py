@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import torch
 
 from helpers.checks import is_count
-from helpers.decoding import CachedEngine, Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
+from helpers.decoding import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
+from helpers.slot_engine import CachedEngine
 
 __all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
 

@@ -112,7 +112,7 @@ def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_ne
     The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
     content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
     settings from `power`, SMC from `smc` (whose `batch_size` counts particles, rounded to whole problems).
-    Every method runs through the same engine (`helpers.decoding.CachedEngine`).
+    Every method runs through the same engine (`helpers.slot_engine.CachedEngine` unless `engine` names another).
     At most `batch_size` samples decode at once; a finished one is stored at once and its row goes to the next.
     Each record also carries `seconds`, its share of the wall time of the passes that computed it.
     """

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from helpers.checks import is_count
-from helpers.decoding import Barrier, CachedEngine, Completion, Engine, Extension, Group, OnDone, Program, Row
+from helpers.decoding import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
+from helpers.slot_engine import CachedEngine
 
 RESAMPLING = "systematic"
 

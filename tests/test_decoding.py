@@ -7,6 +7,7 @@ import torch
 
 import helpers.decoding as decoding
 from helpers.decoding import decode, shared_prefix_length, split_evenly, total
+from helpers.slot_engine import CachedEngine
 
 
 def _prompts(tokenizer):
@@ -121,7 +122,7 @@ def test_the_engine_runs_in_bfloat16(tiny_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.bfloat16).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     prompts = _prompts(tokenizer)
-    engine = decoding.CachedEngine(model)
+    engine = CachedEngine(model)
     cached = decode(model, prompts, 8, [], engine=engine)
     assert engine.cache.keys.dtype == torch.bfloat16
     for prompt, completion in zip(prompts, cached, strict=True):

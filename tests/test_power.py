@@ -109,7 +109,7 @@ def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
 
 def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     """Five chains in five slots: as chains end, the highest rows move down into the freed slots."""
-    from helpers.decoding import SlotCache
+    from helpers.slot_engine import SlotCache
 
     model, tokenizer, _ = tiny
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
