@@ -204,6 +204,8 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
     if name == "power_mode" and value not in POWER_MODES:
         raise RunError(f"{where}: the power-sampling mode is one of {', '.join(POWER_MODES)}.")
+    if name == "engine" and isinstance(value, str):
+        _check_engine(where, value)
     if name in ("models", "map_models", "cost_models") and isinstance(value, list):
         _check_models(where, value, allow_empty=name != "models")  # an empty map_models or cost_models: none
     if name == "dataset" and isinstance(value, str):
@@ -241,6 +243,21 @@ def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
         try:
             resolve_source(name)
         except ModelLoadError as err:
+            raise RunError(f"{where}: {err}") from None
+
+
+def _check_engine(where: str, name: str) -> None:
+    """The engine exists, and vLLM is installed where it is asked for (helpers.vllm_engine says how)."""
+    from helpers.decode_settings import ENGINES
+
+    if name not in ENGINES:
+        raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}.")
+    if name == "vllm":
+        from helpers.vllm_engine import VLLMUnavailable, require_vllm
+
+        try:
+            require_vllm()
+        except VLLMUnavailable as err:
             raise RunError(f"{where}: {err}") from None
 
 

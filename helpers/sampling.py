@@ -3,8 +3,8 @@
 Methods: greedy, temperature (T=1), low temperature (T=1/α), power sampling (block-wise MH towards
 p^α, `helpers.power`) and SMC (K particles towards p^α, `helpers.smc`). Best-of-N by likelihood and majority vote are computed from temperature samples.
 Records are keyed by (problem, sample index) and written as soon as each one ends; the store a
-decode writes to is named by the model and the settings (`decode_settings`), so every chapter that asks for
-the same decode reads the same records.
+decode writes to is named by the model, the settings (`helpers.decode_settings.DecodeSettings`) and the engine,
+so every chapter that asks for the same decode reads the same records.
 """
 
 from __future__ import annotations
@@ -12,22 +12,22 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from helpers.checks import is_count
 from helpers.data import Problem, build_prompt
+from helpers.decode_settings import METHODS, DecodeSettings, check_engine, engine_key
 from helpers.decoding import Completion, decode
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
-from helpers.power import CachedEngine, PowerConfig, run_chains
+from helpers.power import run_chains
 from helpers.progress import bar
-from helpers.smc import SMCCompletion, SMCConfig, run_smc
+from helpers.slot_engine import CachedEngine
+from helpers.smc import SMCCompletion, run_smc
 from helpers.store import Run
 
-METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
-PROMPT_FORMAT = 1  # bump when `build_prompt` changes what a prompt looks like: stored decodes then recompute
+__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_methods", "solve"]
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
@@ -53,126 +53,93 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
     return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
 
 
-def decode_settings(method: str, *, max_new_tokens: int, shots: int = 0, seed: int = 0, alpha: float | None = None,
-                    top_k: int = 0, power: PowerConfig | None = None, smc: SMCConfig | None = None) -> dict:
-    """The settings of a decode that change its numbers (and nothing else), validated.
+def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "transformers") -> Run:
+    """The store of one model's decodes under `settings` on `engine` (see `helpers.decode_settings`)."""
+    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine)}, root=root)
 
-    Greedy decoding depends on no seed, α or top-k, so every chapter that decodes greedily with the same
-    model, prompt and length shares one record set. Which problems and how many samples are asked for are
-    not settings: records are stored per problem and sample, and a larger request reuses the smaller one's.
+
+def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
+           batch_size: int = 16, progress: bool = True, root: Path | None = None, engine: str = "transformers",
+           **fields) -> list[list[dict]]:
+    """records[problem][sample] for `settings` (or a `DecodeSettings(**fields)`: method=..., max_new_tokens=...);
+    missing ones are computed in batches and stored as they finish.
+
+    The store key comes from the model (`model_identity`), the settings and the engine; records are keyed by
+    problem content and sample index. `engine` is 'transformers' (`helpers.slot_engine.CachedEngine`) or 'vllm'
+    (`helpers.vllm_engine`, which runs the model from a checkpoint written for it). At most `batch_size` samples
+    decode at once (SMC's counts particles, rounded to whole problems); a finished one is stored at once and its
+    row goes to the next. Each record also carries `seconds`, its share of the wall time of the passes that
+    computed it. Greedy decoding takes one sample per problem whatever `n_seeds` says.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not is_count(max_new_tokens, 1):
-        raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}")
-    if not is_count(shots, 0):
-        raise ValueError(f"shots must be an integer of at least 0, got {shots!r}")
-    if not is_count(seed, 0):
-        raise ValueError(f"seed must be an integer of at least 0, got {seed!r}")
-    if not is_count(top_k, 0):
-        raise ValueError(f"top_k must be 0 (off) or a positive integer, got {top_k!r}")
-    if (power is not None) != (method == "power"):
-        raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
-    if (smc is not None) != (method == "smc"):
-        raise ValueError("SMC needs smc=SMCConfig(...), and only SMC takes one")
-    settings = {"method": method, "max_new_tokens": max_new_tokens, "shots": shots, "prompt_format": PROMPT_FORMAT}
-    if method == "greedy":
-        return settings
-    if method == "power":
-        power.validate(need_length=False)
-        if power.max_new_tokens not in (None, max_new_tokens):
-            raise ValueError(f"power.max_new_tokens ({power.max_new_tokens}) differs from max_new_tokens "
-                             f"({max_new_tokens}); set one of them")
-        return {**settings, "seed": seed, **power.as_dict()}
-    if method == "smc":
-        smc.validate(need_length=False)
-        if smc.max_new_tokens not in (None, max_new_tokens):
-            raise ValueError(f"smc.max_new_tokens ({smc.max_new_tokens}) differs from max_new_tokens "
-                             f"({max_new_tokens}); set one of them")
-        return {**settings, "seed": seed, **smc.as_dict()}
-    if method == "low_temperature":
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < math.inf:
-            raise ValueError(f"low-temperature sampling draws at T = 1/alpha: alpha must be a positive, finite "
-                             f"number, got {alpha!r}")
-        return {**settings, "seed": seed, "alpha": float(alpha), "top_k": top_k}
-    return {**settings, "seed": seed, "top_k": top_k}
-
-
-def decode_run(model, settings: dict, root: Path | None = None) -> Run:
-    """The store of one model's decodes under `settings` (from `decode_settings`)."""
-    return Run("decode", {**model_identity(model), **settings}, root=root)
-
-
-def sample(model, tokenizer, problems: Sequence[Problem], *, method: str, max_new_tokens: int, shots: int = 0,
-           n_seeds: int = 1, seed: int = 0, alpha: float | None = None, top_k: int = 0,
-           power: PowerConfig | None = None, smc: SMCConfig | None = None, batch_size: int = 16, progress: bool = True,
-           root: Path | None = None) -> list[list[dict]]:
-    """records[problem][sample] for `method`; missing ones are computed in batches and stored as they finish.
-
-    The store key comes from the model (`model_identity`) and `decode_settings`; records are keyed by problem
-    content and sample index. `alpha` is the low-temperature method's T = 1/α; power sampling takes all of its
-    settings from `power`, SMC from `smc` (whose `batch_size` counts particles, rounded to whole problems).
-    Every method runs through the same engine (`helpers.slot_engine.CachedEngine` unless `engine` names another).
-    At most `batch_size` samples decode at once; a finished one is stored at once and its row goes to the next.
-    Each record also carries `seconds`, its share of the wall time of the passes that computed it.
-    """
-    settings = decode_settings(method, max_new_tokens=max_new_tokens, shots=shots, seed=seed, alpha=alpha,
-                               top_k=top_k, power=power, smc=smc)
-    if method == "greedy":
-        n_seeds = 1
+    if settings is None:
+        settings = DecodeSettings(**fields)
+    elif fields:
+        raise ValueError(f"give the settings either as DecodeSettings or as fields, not both: {sorted(fields)}")
+    check_engine(engine)
+    n_seeds = n_seeds if settings.samples else 1
     if not is_count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
     if not is_count(batch_size, 1):
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    given = power if power is not None else smc
-    cfg = replace(given, max_new_tokens=max_new_tokens) if given is not None else None
-    run = decode_run(model, settings, root)
+    run = decode_run(model, settings, root, engine)
     keys = {p.id: problem_key(p) for p in problems}
-    if all(f"{keys[p.id]}#{s}" in run for p in problems for s in range(n_seeds)):
-        return _stored(run, keys, problems, n_seeds)
-    with run.locked():  # another process on the same decode: wait for it, then compute only what is missing
-        _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg, max_new_tokens, shots, n_seeds,
-                        seed, top_k, batch_size, progress)
-    return _stored(run, keys, problems, n_seeds)
-
-
-def _stored(run: Run, keys: dict, problems: Sequence[Problem], n_seeds: int) -> list[list[dict]]:
+    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
+    if jobs:
+        with run.locked():  # another process on the same decode: wait for it, then compute only what is missing
+            jobs = [(p, s) for p, s in jobs if f"{keys[p.id]}#{s}" not in run]
+            if jobs:
+                _decode(model, tokenizer, jobs, keys, run, settings, batch_size, progress, engine)
     return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
             for p in problems]
 
 
-def _decode_missing(model, tokenizer, problems, run, keys, method, settings, cfg, max_new_tokens, shots, n_seeds,
-                    seed, top_k, batch_size, progress) -> None:
-    """Decode every missing (problem, sample) in one engine run of `batch_size` rows, storing each as it ends."""
+def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: dict[str, DecodeSettings], *,
+                   n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None
+                   ) -> dict[str, list[list[dict]]]:
+    """records[problem][sample] for each named decode (`helpers.decode_settings.chapter_settings`): the one call
+    through which chapters 04 and 05 decode, so that 05 reads 04's records by construction."""
+    return {name: sample(model, tokenizer, problems, s, n_seeds=n_seeds, batch_size=batch_size, engine=engine,
+                         root=root) for name, s in settings.items()}
+
+
+def _decode(model, tokenizer, jobs, keys, run: Run, settings: DecodeSettings, batch_size: int, progress: bool,
+            engine: str) -> None:
+    """Decode the (problem, sample) jobs in one engine run of `batch_size` rows, storing each as it ends."""
     stops = stop_token_ids(model, tokenizer)
-    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
-    if not jobs:
-        return
-    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p, _ in jobs]
-    seeds = [sample_seed(seed, p.id, s) for p, s in jobs]
-    done = bar(total=len(jobs), desc=method, progress=progress)
+    prompts = [build_prompt(tokenizer, p.question, shots=settings.shots) for p, _ in jobs]
+    seeds = [sample_seed(settings.seed, p.id, s) for p, s in jobs]
+    done = bar(total=len(jobs), desc=settings.method, progress=progress)
 
     def store(i: int, c: Completion) -> None:
         (p, s), prompt = jobs[i], prompts[i]
         run.add(f"{keys[p.id]}#{s}", _record(p, tokenizer, prompt, c), seconds=c.seconds, seed=s)
         done.update(1)
 
+    runner = engine_for(model, tokenizer, engine)
     with done:
-        if method == "power":
-            run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
-        elif method == "smc":
-            run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=batch_size, on_done=store)
+        if settings.method == "power":
+            run_chains(runner, prompts, stops, settings.power, seeds, batch_size=batch_size, on_done=store)
+        elif settings.method == "smc":
+            run_smc(runner, prompts, stops, settings.smc, seeds, batch_size=batch_size, on_done=store)
         else:
-            temperature = {"greedy": 0.0, "temperature": 1.0}.get(method, 1.0 / settings.get("alpha", 1.0))
-            decode(model, prompts, max_new_tokens, stops, temperature, top_k, seeds, batch_size=batch_size,
-                   on_done=store)
+            decode(model, prompts, settings.max_new_tokens, stops, settings.temperature, settings.top_k, seeds,
+                   engine=runner, batch_size=batch_size, on_done=store)
+
+
+def engine_for(model, tokenizer, engine: str = "transformers"):
+    """The engine that runs `model`'s decodes: the transformers slot engine, or vLLM on a checkpoint of it."""
+    if check_engine(engine) == "vllm":
+        from helpers.vllm_engine import VLLMEngine
+
+        return VLLMEngine.for_model(model, tokenizer)
+    return CachedEngine(model)
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,
           batch_size: int = 16, progress: bool = True, root: Path | None = None) -> list[dict]:
     """One greedy record per problem: the completion, its answer, whether it is right, what it cost."""
-    records = sample(model, tokenizer, problems, method="greedy", max_new_tokens=max_new_tokens, shots=shots,
-                     batch_size=batch_size, progress=progress, root=root)
+    records = sample(model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots), batch_size=batch_size,
+                     progress=progress, root=root)
     return [per_problem[0] for per_problem in records]
 
 

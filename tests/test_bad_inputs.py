@@ -19,10 +19,10 @@ import pytest
 
 from helpers import grading
 from helpers.data import DataError, load_problems
+from helpers.decode_settings import DecodeSettings
 from helpers.models import ModelLoadError, load_model
 from helpers.power import PowerConfig
 from helpers.run import RunError, load_profile, parse_overrides, plan
-from helpers.sampling import decode_settings
 from helpers.smc import SMCConfig
 from helpers.store import Run
 
@@ -87,22 +87,22 @@ PROFILE_FILES = [
 ]
 
 SAMPLING = [
-    ("low temperature alpha 0", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=0), "alpha"),
-    ("low temperature alpha NaN", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=math.nan),
+    ("low temperature alpha 0", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=0), "alpha"),
+    ("low temperature alpha NaN", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=math.nan),
      "alpha"),
-    ("low temperature alpha True", lambda: decode_settings("low_temperature", max_new_tokens=8, alpha=True), "alpha"),
+    ("low temperature alpha True", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=True), "alpha"),
     ("power alpha infinite", lambda: PowerConfig(alpha=math.inf, max_new_tokens=8, block_size=4).validate(), "alpha"),
     ("power alpha True", lambda: PowerConfig(alpha=True, max_new_tokens=8, block_size=4).validate(), "alpha"),
     ("block size 0", lambda: PowerConfig(block_size=0).validate(need_length=False), "block_size"),
     ("negative MH steps", lambda: PowerConfig(mcmc_steps=-1).validate(need_length=False), "mcmc_steps"),
     ("unknown mode", lambda: PowerConfig(mode="fast").validate(need_length=False), "mode"),
-    ("unknown method", lambda: decode_settings("beam", max_new_tokens=8), "method"),
-    ("SMC without its settings", lambda: decode_settings("smc", max_new_tokens=8), "SMC needs smc="),
-    ("SMC settings on greedy", lambda: decode_settings("greedy", max_new_tokens=8, smc=SMCConfig()), "only SMC"),
+    ("unknown method", lambda: DecodeSettings("beam", max_new_tokens=8), "method"),
+    ("SMC without its settings", lambda: DecodeSettings("smc", max_new_tokens=8), "SMC needs smc="),
+    ("SMC settings on greedy", lambda: DecodeSettings("greedy", max_new_tokens=8, smc=SMCConfig()), "only SMC"),
     ("SMC with no particles", lambda: SMCConfig(particles=0).validate(need_length=False), "particles"),
-    ("SMC lengths that disagree", lambda: decode_settings("smc", max_new_tokens=8, smc=SMCConfig(max_new_tokens=9)),
+    ("SMC lengths that disagree", lambda: DecodeSettings("smc", max_new_tokens=8, smc=SMCConfig(max_new_tokens=9)),
      "differs"),
-    ("zero tokens", lambda: decode_settings("greedy", max_new_tokens=0), "max_new_tokens"),
+    ("zero tokens", lambda: DecodeSettings("greedy", max_new_tokens=0), "max_new_tokens"),
 ]
 
 

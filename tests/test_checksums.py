@@ -39,11 +39,11 @@ def test_a_folder_is_sound_until_a_file_changes_or_goes(tiny_dir, tmp_path):
 
 def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):
     from helpers.models import load_model
-    from helpers.sampling import decode_run, decode_settings
+    from helpers.sampling import DecodeSettings, decode_run
 
     folder = shutil.copytree(tiny_dir, tmp_path / "m")
     first, _, _ = load_model(str(folder), device="cpu", dtype="float32")
-    settings = decode_settings("greedy", max_new_tokens=4)
+    settings = DecodeSettings("greedy", max_new_tokens=4)
     key = decode_run(first, settings, root=tmp_path).hash
     assert model_identity(first)["weights"] == weights_fingerprint(folder)
     _overwrite_middle(folder / "model.safetensors", n=4096)

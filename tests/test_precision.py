@@ -10,7 +10,7 @@ from helpers import precision
 from helpers.data import Problem
 from helpers.identity import model_identity
 from helpers.power import PowerConfig, power_sample
-from helpers.sampling import decode_run, decode_settings, solve
+from helpers.sampling import DecodeSettings, decode_run, solve
 from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 
@@ -66,7 +66,7 @@ def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp
     model32, tokenizer, _ = tiny
     model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
     assert model_identity(model16)["dtype"] == "bfloat16" and model_identity(model32)["dtype"] == "float32"
-    settings = decode_settings("greedy", max_new_tokens=6)
+    settings = DecodeSettings("greedy", max_new_tokens=6)
     assert decode_run(model16, settings, root=tmp_path).hash != decode_run(model32, settings, root=tmp_path).hash
     solve(model32, tokenizer, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
     assert len(decode_run(model16, settings, root=tmp_path)) == 0  # nothing stored for bfloat16 yet

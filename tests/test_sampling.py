@@ -10,7 +10,7 @@ import helpers.sampling as sampling
 from helpers.data import Problem
 from helpers.identity import model_identity
 from helpers.power import PowerConfig
-from helpers.sampling import decode_run, decode_settings, sample, solve
+from helpers.sampling import DecodeSettings, decode_run, sample, solve
 from helpers.truncation import truncate
 
 PROBLEMS = [Problem(id=f"p{i}", question=q, answer=a, level=lvl)
@@ -25,7 +25,7 @@ def _hash(model, method="temperature", **kw):
         args.setdefault("power", POWER)
     if method == "low_temperature":
         args.setdefault("alpha", 2.0)
-    return decode_run(model, decode_settings(method, **args)).hash
+    return decode_run(model, DecodeSettings(method, **args)).hash
 
 
 def test_every_setting_that_changes_numbers_changes_the_key(tiny):
@@ -56,11 +56,11 @@ def test_every_setting_that_changes_numbers_changes_the_key(tiny):
 def test_problem_content_and_selection_name_the_units(tiny, tmp_path):
     model, tokenizer, _ = tiny
     solve(model, tokenizer, PROBLEMS[:2], max_new_tokens=6, root=tmp_path, progress=False)
-    run = decode_run(model, decode_settings("greedy", max_new_tokens=6), root=tmp_path)
+    run = decode_run(model, DecodeSettings("greedy", max_new_tokens=6), root=tmp_path)
     assert len(run) == 2
     edited = dataclasses.replace(PROBLEMS[0], question="Ada has 4 apples .")
     solve(model, tokenizer, [edited, PROBLEMS[2]], max_new_tokens=6, root=tmp_path, progress=False)
-    assert len(decode_run(model, decode_settings("greedy", max_new_tokens=6), root=tmp_path)) == 4
+    assert len(decode_run(model, DecodeSettings("greedy", max_new_tokens=6), root=tmp_path)) == 4
 
 
 def test_a_later_chapter_reuses_an_earlier_chapters_greedy_decode(tiny, tmp_path, monkeypatch):

@@ -27,12 +27,15 @@ from helpers.cost import (
     schedule_multiplier,
 )
 from helpers.data import Problem
+from helpers.decode_settings import chapter_settings
 from helpers.models import load_model
 from helpers.power import PowerConfig
-from helpers.sampling import mean_accuracy, per_problem, sample
+from helpers.sampling import mean_accuracy, per_problem, sample, sample_methods
 from helpers.smc import SMCConfig
 from helpers.stats import PairedDifference, paired_difference, percent_with_interval, wilson
 from helpers.truncation import truncate
+
+LABELS = {"greedy": "greedy", "low_temperature": "low temp.", "temperature": "T=1", "power": "power", "smc": "SMC"}
 
 REPORT = {"alpha": 2.0, "mcmc_steps": 10, "block_size": 192, "length": 679}  # the report's §4.2.4 settings
 
@@ -145,36 +148,32 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
 
 def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig,
             smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-            matched: bool = True) -> Measured:
+            matched: bool = True, engine: str = "transformers") -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
     sample / temperature tokens per sample), so that best-of-k and majority-of-k spend what power sampling does,
     and to K samples, SMC's particle count, so that they draw as many candidates as SMC does.
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
-    whether the model still works there.
+    whether the model still works there. The decodes are chapter 04's: the same settings
+    (`helpers.decode_settings.chapter_settings`) through the same call, on the same `engine`.
     """
     model, tokenizer, info = load_model(name)
     L = info.n_layers
-    common = dict(max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size, seed=seed)
+    settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    common = dict(batch_size=batch_size, engine=engine)
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
     for depth in sorted({L, *(depths if depths is not None else [L - 1])}, reverse=True):
         m = model if depth == L else truncate(model, depth, "stitch")
-        runs = {
-            "greedy": sample(m, tokenizer, problems, method="greedy", **common),
-            "low temp.": sample(m, tokenizer, problems, method="low_temperature", alpha=power.alpha,
-                                n_seeds=n_seeds, **common),
-            "T=1": sample(m, tokenizer, problems, method="temperature", n_seeds=n_seeds, **common),
-            "power": sample(m, tokenizer, problems, method="power", power=power, n_seeds=n_seeds, **common),
-            "SMC": sample(m, tokenizer, problems, method="smc", smc=smc, n_seeds=n_seeds, **common),
-        }
+        by_method = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, **common)
+        runs = {label: by_method[method] for method, label in LABELS.items()}
         per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
         matched_k[depth] = k = max(1, math.ceil(per_power / max(per_plain, 1.0)))
         if matched:
             most = max(k, smc.particles)
-            warm = sample(m, tokenizer, problems, method="temperature", n_seeds=most, **common) \
+            warm = sample(m, tokenizer, problems, settings["temperature"], n_seeds=most, **common) \
                 if most > n_seeds else runs["T=1"]
             runs["T=1 (k)"] = [per[:k] for per in warm]
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
@@ -201,7 +200,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     even_accuracy = None
     if even is not None and 2 <= even < L:
         shallow = truncate(model, even, "stitch")
-        even_accuracy = mean_accuracy(sample(shallow, tokenizer, problems, method="greedy", **common))
+        even_accuracy = mean_accuracy(sample(shallow, tokenizer, problems, settings["greedy"], **common))
     measured = Measured(name, L, power, max_new_tokens, points,
                         {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,

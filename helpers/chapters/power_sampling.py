@@ -9,6 +9,7 @@ import numpy as np
 
 from helpers.cost import model_cost
 from helpers.data import Problem
+from helpers.decode_settings import chapter_settings
 from helpers.models import load_model
 from helpers.power import PowerConfig, ReencodeEngine, run_chains
 from helpers.sampling import (
@@ -19,7 +20,7 @@ from helpers.sampling import (
     outcome_shares,
     pass_at_k,
     per_problem,
-    sample,
+    sample_methods,
     tokens_per_problem,
 )
 from helpers.smc import SMCConfig, run_smc
@@ -111,26 +112,25 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
                     power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
-                    batch_size: int) -> list[DepthRow]:
+                    batch_size: int, engine: str = "transformers") -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
     depth.
 
     `depths` are stitched depths tried besides the full model (None: the depth just below it). Every decode
     is stored by `helpers.sampling.sample`, so the greedy records of chapter 03 are read, not recomputed.
+    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.decode_settings`).
     """
     rows = []
-    common = dict(max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size, seed=seed)
+    settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     for name in models:
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
         for depth in sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True):
             m = model if depth == n_layers else truncate(model, depth, "stitch")
-            greedy = sample(m, tokenizer, problems, method="greedy", **common)
-            low = sample(m, tokenizer, problems, method="low_temperature", alpha=power.alpha, n_seeds=n_seeds, **common)
-            warm = sample(m, tokenizer, problems, method="temperature", n_seeds=n_seeds, **common)
-            chains = sample(m, tokenizer, problems, method="power", power=power, n_seeds=n_seeds, **common)
-            particles = sample(m, tokenizer, problems, method="smc", smc=smc, n_seeds=n_seeds, **common)
+            runs = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine)
+            greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
+            chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
             rows.append(DepthRow(
                 model=name, depth=depth, n_layers=n_layers, n_problems=len(problems),

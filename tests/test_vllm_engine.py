@@ -1,0 +1,177 @@
+"""The vLLM engine, verified as the transformers engine is: exact targets on an enumerable model, the published
+algorithm's law, per-token log p and log q, and greedy decodes that agree with the transformers engine.
+
+These run where vLLM is installed (`make test-vllm`, an environment of its own: vLLM's CPU build pins its own
+transformers); elsewhere they are skipped, unless SVD_REQUIRE_VLLM=1 makes a missing vLLM a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.decoding import decode
+from helpers.power import PowerConfig, run_chains
+from helpers.slot_engine import CachedEngine
+from helpers.smc import SMCConfig, run_smc
+from helpers.toy import empirical, sequence_logprob, tv_distance
+
+pytestmark = pytest.mark.vllm
+
+try:
+    from helpers.vllm_engine import VLLMEngine, require_vllm
+
+    VERSION = require_vllm()
+except Exception as err:
+    if os.environ.get("SVD_REQUIRE_VLLM") == "1":
+        raise
+    pytest.skip(f"vLLM is not usable here ({err})", allow_module_level=True)
+
+ALPHA, T, N = 2.0, 3, 2000  # exponent, completion length, chains (or samples) per law
+PROMPT = [0, 1]
+
+
+def _noise_floor(target: dict, n: int = N, repeats: int = 20) -> float:
+    """The mean distance n exact draws from `target` leave by chance."""
+    rng = np.random.default_rng(0)
+    keys = list(target)
+    w = np.array([target[k] for k in keys])
+    return float(np.mean([tv_distance(empirical(keys[i] for i in rng.choice(len(keys), size=n, p=w / w.sum())),
+                                      target) for _ in range(repeats)]))
+
+
+@pytest.fixture(scope="module")
+def six(tmp_path_factory):
+    """A random Llama with a vocabulary of 6 whose 216 completions of 3 tokens can be enumerated, its exact
+    laws, and a vLLM engine on its checkpoint."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from helpers.checkpoints import write_checkpoint
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=6, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=64,
+                         bos_token_id=0, eos_token_id=5, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)  # peaked enough that p^α and T = 1/α sampling differ by 10x the noise
+    folder = write_checkpoint(model, None, tmp_path_factory.mktemp("six") / "model")
+    seqs = list(itertools.product(range(6), repeat=T))
+    logp = torch.tensor([sequence_logprob(model, PROMPT, s) for s in seqs])
+    low = torch.tensor([sequence_logprob(model, PROMPT, s, 1 / ALPHA) for s in seqs])
+    laws = {"power": dict(zip(seqs, torch.softmax(ALPHA * logp, 0).tolist(), strict=True)),
+            "low": dict(zip(seqs, low.exp().tolist(), strict=True))}
+    engine = VLLMEngine(folder, dtype="float32", max_model_len=64)
+    yield model, laws, engine
+    VLLMEngine.shutdown()
+
+
+def test_exact_power_sampling_on_vllm_reaches_p_alpha(six, record_property):
+    _model, laws, engine = six
+    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
+    chains = run_chains(engine, [PROMPT] * N, [], cfg, list(range(N)))
+    tv = tv_distance(empirical(c.tokens for c in chains), laws["power"])
+    noise, gap = _noise_floor(laws["power"]), tv_distance(laws["low"], laws["power"])
+    record_property("tv_exact", tv), record_property("noise", noise), record_property("gap", gap)
+    print(f"vLLM exact MH: TV {tv:.4f}, noise floor {noise:.4f}, low-temperature gap {gap:.4f}")
+    assert gap > 5 * noise  # the test can tell the target from plain low-temperature sampling
+    assert tv < 2 * noise
+
+
+def test_smc_on_vllm_reaches_p_alpha(six):
+    """Resampling at every token (threshold 1), so that rows are copied at every barrier."""
+    _model, laws, engine = six
+    cfg = SMCConfig(alpha=ALPHA, particles=8, block_size=1, ess_threshold=1.0, max_new_tokens=T)
+    out = run_smc(engine, [PROMPT] * N, [], cfg, list(range(N)))
+    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["power"]), _noise_floor(laws["power"])
+    print(f"vLLM SMC (K = 8): TV {tv:.4f}, noise floor {noise:.4f}")
+    assert tv < 2 * noise and sum(c.resamples for c in out) > 0
+
+
+def test_low_temperature_sampling_on_vllm_has_the_tempered_law(six):
+    model, laws, engine = six
+    out = decode(model, [PROMPT] * N, T, [], temperature=1 / ALPHA, seeds=list(range(N)), engine=engine)
+    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["low"]), _noise_floor(laws["low"])
+    print(f"vLLM T = 1/α: TV {tv:.4f}, noise floor {noise:.4f}")
+    assert tv < 2 * noise
+
+
+def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
+    """No closed form: vLLM's samples against the transformers engine's, at the two-sample noise floor."""
+    model, _laws, engine = six
+    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=4, mode="reference", max_new_tokens=T)
+    ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], cfg, list(range(N))))
+    theirs = empirical(c.tokens for c in run_chains(CachedEngine(model), [PROMPT] * N, [], cfg, list(range(N))))
+    floor = float(np.mean([tv_distance(empirical(_draw(theirs, N, seed)), empirical(_draw(theirs, N, seed + 99)))
+                           for seed in range(10)]))
+    tv = tv_distance(ours, theirs)
+    print(f"vLLM reference mode against the transformers engine: TV {tv:.4f}, two-sample floor {floor:.4f}")
+    assert tv < 2 * floor
+
+
+def _draw(law: dict, n: int, seed: int) -> list:
+    keys = list(law)
+    w = np.array([law[k] for k in keys])
+    return [keys[i] for i in np.random.default_rng(seed).choice(len(keys), size=n, p=w / w.sum())]
+
+
+def test_every_token_carries_the_models_log_p_and_the_proposals_log_q(six):
+    model, _, engine = six
+    out = decode(model, [PROMPT, [0, 2, 3], [0, 4]], 6, [], temperature=0.7, top_k=3, seeds=[1, 2, 3], engine=engine)
+    for prompt, c in zip([PROMPT, [0, 2, 3], [0, 4]], out, strict=True):
+        with torch.inference_mode():
+            logits = model(torch.tensor([prompt + c.tokens])).logits[0, len(prompt) - 1:-1].float()
+        tokens = torch.tensor(c.tokens)[:, None]
+        scaled = logits / 0.7
+        scaled = scaled.masked_fill(scaled < torch.topk(scaled, 3, -1).values[:, -1:], float("-inf"))
+        logp = torch.log_softmax(logits, -1).gather(-1, tokens)[:, 0]
+        logq = torch.log_softmax(scaled, -1).gather(-1, tokens)[:, 0]
+        assert torch.allclose(torch.tensor(c.logp), logp, atol=1e-4)
+        assert torch.allclose(torch.tensor(c.logq), logq, atol=1e-4)
+
+
+def test_greedy_and_stop_tokens_agree_with_the_transformers_engine(six):
+    model, _, engine = six
+    prompts = [PROMPT, [0, 2, 3], [0, 4]]
+    ours, theirs = decode(model, prompts, 8, [], engine=engine), decode(model, prompts, 8, [])
+    assert [c.tokens for c in ours] == [c.tokens for c in theirs]
+    stop = {ours[0].tokens[2]}  # a token the first decode emits: it ends there, and is kept
+    ours, theirs = decode(model, prompts, 8, stop, engine=engine), decode(model, prompts, 8, stop)
+    assert [c.tokens for c in ours] == [c.tokens for c in theirs] and ours[0].stopped and ours[0].tokens[-1] in stop
+
+
+def _near_tie(model, prompt: list[int], tokens: list[int], at: int, margin: float = 1e-3) -> bool:
+    """Whether the two best logits at position `at` of a greedy decode are within `margin` of each other."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([prompt + tokens[:at]])).logits[0, -1].float()
+    top = torch.topk(logits, 2).values
+    return float(top[0] - top[1]) < margin * max(1.0, float(top[0].abs()))
+
+
+@pytest.mark.parametrize("depth", [None, 20])
+def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp_path):
+    """SmolLM2 in float32, whole and stitched to 20 blocks (a truncated checkpoint vLLM loads as a plain Llama),
+    through `helpers.sampling.sample`: token for token, or diverging only at a near-tie of the two best logits."""
+    from helpers.data import load_problems
+    from helpers.models import load_model
+    from helpers.sampling import DecodeSettings, sample
+    from helpers.truncation import truncate
+
+    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
+    model = model if depth is None else truncate(model, depth, "stitch")
+    problems = load_problems("arithmetic", n=2, levels=[1, 2, 3, 4], seed=0)
+    settings = DecodeSettings("greedy", max_new_tokens=48, shots=2)
+    ours = sample(model, tokenizer, problems, settings, engine="vllm", root=tmp_path, progress=False)
+    theirs = sample(model, tokenizer, problems, settings, root=tmp_path, progress=False)
+    from helpers.data import build_prompt
+
+    for problem, a, b in zip(problems, ours, theirs, strict=True):
+        a, b = a[0]["tokens"], b[0]["tokens"]
+        if a != b:
+            at = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+            assert _near_tie(model, build_prompt(tokenizer, problem.question, shots=2), b, at), (problem.id, at)
+    assert len(list((tmp_path / "decode").glob("*.jsonl"))) == 2  # the two engines' records are keyed apart
