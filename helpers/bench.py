@@ -10,12 +10,13 @@ import torch
 
 SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 0.8,
                     "power_vs_plain": 0.95}
+ENGINE_TARGET = {"vllm_power_vs_transformers_power": 1.5}  # decoded tokens per second, exact mode, same dtype
 
 
 def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
-                   baseline: bool = True, repeats: int = 2) -> dict:
+                   baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("transformers",)) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
@@ -27,8 +28,13 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     The batched runs repeat `repeats` times in turn (generate, plain, exact, reference, then again), and each
     rate is taken over all its repeats: one run of a 20-second job varies by up to 20% on two busy cores, which
     moved a ratio across its target from one run to the next. Prints three ratios against `SAMPLING_TARGETS`.
+
+    With `engines` naming 'vllm' too, each batch also runs greedy decoding and power sampling (both modes) on
+    the transformers engine and on vLLM, in turn, and prints vLLM's rates against the transformers engine's
+    (`ENGINE_TARGET`); the vLLM engine's start-up is timed apart.
     """
     from helpers.checks import is_count
+    from helpers.decode_settings import check_engine
     from helpers.models import load_model
     from helpers.power import PowerConfig
 
@@ -39,6 +45,14 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
         raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
     if not is_count(repeats, 1):
         raise ValueError(f"--repeats must be an integer of at least 1, got {repeats!r}")
+    if not engines or "transformers" not in engines:
+        raise ValueError(f"--engine must include transformers (the baseline of every ratio), got {engines!r}")
+    for engine in engines:
+        check_engine(engine)
+    if "vllm" in engines:
+        from helpers.vllm_engine import require_vllm
+
+        require_vllm()  # before any model is loaded: says what to install
 
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
                       max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
@@ -53,7 +67,56 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
         model, tokenizer, info = load_model(name)
         report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, cfg, problems, shots,
                                                                              seed, levels, baseline, repeats)}
+        if "vllm" in engines:
+            report["models"][info.name]["engines"] = _bench_engines(model, tokenizer, cfg, problems, shots, seed,
+                                                                     levels, repeats)
+    if "vllm" in engines:
+        report["targets"].update(ENGINE_TARGET)
     return report
+
+
+def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats) -> dict:
+    """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side."""
+    from dataclasses import replace
+
+    from helpers.data import build_prompt
+    from helpers.decoding import decode, total
+    from helpers.models import stop_token_ids
+    from helpers.power import run_chains
+    from helpers.slot_engine import CachedEngine
+    from helpers.vllm_engine import VLLMEngine
+
+    stops = stop_token_ids(model, tokenizer)
+    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in _problems(levels, max(problems), seed)]
+    seeds = [seed * 1000 + i for i in range(len(prompts))]
+    start = time.perf_counter()
+    vllm = VLLMEngine.for_model(model, tokenizer)
+    out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
+    make = {"transformers": lambda: CachedEngine(model), "vllm": lambda: vllm}
+    decode(model, prompts[:2], 4, stops, temperature=cfg.temperature, seeds=seeds[:2], engine=vllm)  # warm-up
+    for n in problems:
+        runs: dict[str, list[tuple[int, float, float]]] = {}
+        for _ in range(repeats):
+            for engine_name, engine_of in make.items():
+                engine = engine_of()
+                begin = time.perf_counter()
+                greedy = decode(model, prompts[:n], cfg.max_new_tokens, stops, engine=engine)
+                runs.setdefault(f"{engine_name}_greedy", []).append(
+                    (total(greedy, "decoded_tokens"), time.perf_counter() - begin, 0.0))
+                for mode in ("exact", "reference"):
+                    engine = engine_of()
+                    begin = time.perf_counter()
+                    chains = run_chains(engine, prompts[:n], stops, replace(cfg, mode=mode), seeds[:n])
+                    runs.setdefault(f"{engine_name}_power_{mode}", []).append(
+                        (total(chains, "decoded_tokens"), time.perf_counter() - begin, 0.0))
+        row = {name: {k: v for k, v in _rates(each).items() if not k.startswith(("prefill", "decode_"))}
+               for name, each in runs.items()}
+        row["ratios"] = {f"vllm_{job}_vs_transformers_{job}": round(
+            row[f"vllm_{job}"]["tokens_per_second"] / row[f"transformers_{job}"]["tokens_per_second"], 2)
+            for job in ("greedy", "power_exact", "power_reference")}
+        out["batches"][str(n)] = row
+    VLLMEngine.shutdown()
+    return out
 
 
 def _machine() -> str:

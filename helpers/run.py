@@ -247,18 +247,23 @@ def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
 
 
 def _check_engine(where: str, name: str) -> None:
-    """The engine exists, and vLLM is installed where it is asked for (helpers.vllm_engine says how)."""
     from helpers.decode_settings import ENGINES
 
     if name not in ENGINES:
         raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}.")
-    if name == "vllm":
-        from helpers.vllm_engine import VLLMUnavailable, require_vllm
 
-        try:
-            require_vllm()
-        except VLLMUnavailable as err:
-            raise RunError(f"{where}: {err}") from None
+
+def check_engines(jobs: list[Job]) -> None:
+    """Before any chapter runs: vLLM is installed where a chapter asks for it (helpers.vllm_engine says how)."""
+    wanting = [job.stem for job in jobs if job.parameters.get("engine") == "vllm"]
+    if not wanting:
+        return
+    from helpers.vllm_engine import VLLMUnavailable, require_vllm
+
+    try:
+        require_vllm()
+    except VLLMUnavailable as err:
+        raise RunError(f"{', '.join(wanting)}: parameter 'engine' = 'vllm': {err}") from None
 
 
 def _check_dataset(where: str, name: str) -> None:
@@ -657,6 +662,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     """Execute the profile's chapters and build the book; returns the path of index.html."""
     jobs = plan(profile, overrides, only)
     check_models(jobs)
+    check_engines(jobs)
     timeout = load_profile(profile).get("timeout")
     from helpers.store import results_root
 

@@ -45,6 +45,9 @@ class VLLMUnavailable(RuntimeError):
 
 def require_vllm() -> str:
     """vLLM's version, when an engine can be built here; else VLLMUnavailable saying what to install."""
+    # vLLM logs to stdout at INFO by default: a notebook's outputs and the benches' JSON stay clean of it
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         import vllm
     except Exception as err:  # ImportError, or a broken install (a CUDA torchvision beside a CPU torch)
@@ -130,10 +133,14 @@ class VLLMEngine(Engine):
         self.folder = str(folder)
         self.prefill = self.passes = 0
         self.prefill_seconds = 0.0
+        if not torch.cuda.is_available():
+            # CPU: no graph capture; KV blocks of 32 tokens (the CPU backend's default is 128, and the prefix cache
+            # reuses whole blocks only: with 128, a proposal re-encoded up to 127 kept tokens; measured on SmolLM2,
+            # 16 MH chains, 9,691 -> 2,715 prefill tokens and 1.5x the decode rate)
+            engine_args = {"enforce_eager": True, "block_size": 32, **engine_args}
         self.llm = LLM(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
                        max_model_len=max_model_len, logprobs_mode="raw_logprobs",
-                       logits_processors=[_normaliser_class()], enable_prefix_caching=True,
-                       **{"enforce_eager": not torch.cuda.is_available(), **engine_args})
+                       logits_processors=[_normaliser_class()], enable_prefix_caching=True, **engine_args)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self._ids = itertools.count()
 

@@ -50,12 +50,14 @@ def _tokenizer(chat: bool):
     return fast
 
 
-def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0) -> Path:
-    """Save a randomly initialised tiny `llama` or `qwen2` model with a word-level tokenizer to `path`."""
+def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0, hidden_size: int = 32) -> Path:
+    """Save a randomly initialised tiny `llama` or `qwen2` model with a word-level tokenizer to `path` (4 heads of
+    hidden_size / 4: vLLM's CPU attention wants heads of 32 or more)."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
     tokenizer = _tokenizer(chat=kind == "qwen2")
-    common = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=n_layers,
+    common = dict(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                  num_hidden_layers=n_layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                   bos_token_id=tokenizer.bos_token_id)

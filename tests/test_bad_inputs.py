@@ -7,6 +7,7 @@ traceback is printed. The results store's behaviour under interruption and concu
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -55,6 +56,7 @@ RUNNER = [
     ("no model", _plan("models=[]"), RunError, "name at least one model"),
     ("unknown dataset", _plan("dataset=foo"), RunError, "unknown problem set"),
     ("unknown power mode", _plan("power_mode=bogus"), RunError, "mode is one of exact, reference"),
+    ("unknown engine", _plan("engine=sglang"), RunError, "the engine is one of transformers, vllm"),
     ("no SMC particles", _plan("smc_particles=0"), RunError, "at least 1"),
     ("ESS threshold above 1", _plan("smc_ess_threshold=2"), RunError, "from 0 (never) to 1"),
     ("no toy particle counts", _plan("toy_particles=[]"), RunError, "at least one particle count"),
@@ -434,6 +436,16 @@ def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_pat
     with pytest.raises(RunError, match="SVD_RESULTS"):
         run("smoke", out_root=tmp_path / "out", build=False)
     assert not (tmp_path / "out" / "book" / "chapters" / "01_effective_depth.ipynb").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_the_vllm_engine_without_vllm_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
+    from helpers.run import run
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    with pytest.raises(RunError, match=r"engine' = 'vllm': the vllm engine needs vLLM.*make vllm-env"):
+        run("smoke", parse_overrides(["engine=vllm"]), only="04_power_sampling", out_root=tmp_path / "out")
+    assert not (tmp_path / "out" / "book" / "chapters" / "04_power_sampling.ipynb").exists()
 
 
 def test_a_bad_repository_address_stops_the_run_before_any_chapter(tmp_path, monkeypatch):

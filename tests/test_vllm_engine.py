@@ -175,3 +175,39 @@ def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp
             at = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
             assert _near_tie(model, build_prompt(tokenizer, problem.question, shots=2), b, at), (problem.id, at)
     assert len(list((tmp_path / "decode").glob("*.jsonl"))) == 2  # the two engines' records are keyed apart
+
+
+def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_path, monkeypatch):
+    """Chapter 04's decodes under the `paper` profile's settings (engine vllm, alpha 2, N = 10, B = 192, reference
+    mode, SMC with K = 16), with a tiny local model, one arithmetic problem and 200 tokens in place of the hub
+    models, MATH500 and 3,072 tokens."""
+    from helpers.chapters.power_sampling import compare_methods
+    from helpers.data import load_problems
+    from helpers.run import plan
+    from tests.conftest import make_tiny
+
+    folder = make_tiny("qwen2", tmp_path / "tiny", n_layers=4, hidden_size=128)
+    small = {"models": [str(folder)], "dataset": "arithmetic", "levels": [1], "n_problems": 1, "n_seeds": 1,
+             "max_new_tokens": 200, "depths": [3], "dtype": "float32"}
+    (job,) = plan("paper", small, only="04_power_sampling")
+    p = job.parameters
+    assert (p["engine"], p["alpha"], p["mcmc_steps"], p["block_size"], p["power_mode"], p["smc_particles"]) == (
+        "vllm", 2.0, 10, 192, "reference", 16)
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    problems = load_problems(p["dataset"], n=p["n_problems"], levels=p["levels"], seed=p["seed"])
+    power = PowerConfig(alpha=p["alpha"], block_size=p["block_size"], mcmc_steps=p["mcmc_steps"], mode=p["power_mode"])
+    smc = SMCConfig(p["alpha"], p["smc_particles"], p["smc_block_size"], p["smc_ess_threshold"])
+    rows = compare_methods(p["models"], problems, p["depths"], power, smc, n_seeds=p["n_seeds"],
+                           max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"],
+                           batch_size=p["batch_size"], engine=p["engine"])
+    assert [r.depth for r in rows] == [4, 3]
+    assert all(r.tokens_power > r.tokens_greedy and r.tokens_smc >= p["smc_particles"] for r in rows)
+    from helpers.decode_settings import chapter_settings
+    from helpers.models import load_model
+    from helpers.sampling import decode_run
+
+    model = load_model(str(folder), dtype="float32")[0]
+    settings = chapter_settings(power, smc, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
+    for s in settings.values():  # every decode stored under vLLM's key, none under the transformers engine's
+        assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
+    assert len(list((tmp_path / "results" / "decode").glob("*.jsonl"))) == 10  # five decodes at two depths
