@@ -41,10 +41,11 @@ book: $(STAMP)
 # (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-# The vLLM environment installs in the background meanwhile (mostly downloads), and its tests run last.
+# The vLLM environment installs in the background meanwhile, at the lowest CPU priority (the smoke book's kernels
+# are the critical path), and its tests run last.
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	@$(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
+	@nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
 	  $(PY) -m pytest -n $(PYTEST_WORKERS) && $(MAKE) --no-print-directory test-lowest; status=$$?; \
 	  if ! wait $$vllm; then tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; fi; \
 	  test $$status -eq 0 && $(MAKE) --no-print-directory test-vllm

@@ -7,7 +7,11 @@ pages leave the cell out; in a book run it finds nothing to install.
 
 from __future__ import annotations
 
+import os
+
 import psutil
+
+BOOK_RUN_ENV = "SVD_BOOK_RUN"  # set by the book runner for its kernels: it has checked the models itself
 
 # Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a 4 × 256-token forward pass,
 # measured with `/usr/bin/time -f %M` on the CPU: SmolLM2 1.2, Qwen 0.5B 3.1. The 1.5B is scaled from the 0.5B
@@ -39,7 +43,13 @@ def advice(total_gib: float, profiles: list[str]) -> list[str]:
 
 
 def check_setup(profile: str = "smoke") -> None:
-    """Install what the notebook's parameters (`profile`) need and print which profiles fit this machine."""
+    """Install what the notebook's parameters (`profile`) need and print which profiles fit this machine.
+
+    In a book run (`python -m helpers run`) it does nothing: the runner has installed and checked the profile's
+    models before any chapter, and the cell is left out of the page.
+    """
+    if os.environ.get(BOOK_RUN_ENV) == "1":
+        return
     from helpers.run import RunError, available_profiles, in_checkout, install_models
 
     if not in_checkout():

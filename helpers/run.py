@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from helpers import glued
+from helpers.launch import BOOK_RUN_ENV
 from helpers.progress import ENV as PROGRESS_ENV
 from helpers.source_links import BRANCH_ENV, URL_ENV, Repository, SourceLinkError, repository
 from helpers.store import USAGE_ENV
@@ -491,8 +492,8 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     usage.unlink(missing_ok=True)
     # The kernel inherits these: explorers print a note, not widgets (helpers.widgets); no tqdm bar is drawn,
     # for it would stay in the page as a stale widget (helpers.progress); the kernel counts the stored records
-    # it reuses and computes into `usage`.
-    kernel_env = {LIVE_ENV: "0", PROGRESS_ENV: "0", USAGE_ENV: str(usage)}
+    # it reuses and computes into `usage`; the launch cell (helpers.launch) has nothing to do.
+    kernel_env = {LIVE_ENV: "0", PROGRESS_ENV: "0", USAGE_ENV: str(usage), BOOK_RUN_ENV: "1"}
     try:
         with environment(kernel_env):
             papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
