@@ -21,9 +21,14 @@ differ from the transformers engine's: decodes on vLLM are stored under their ow
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import os
+import sys
+import tempfile
 import time
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,9 +50,13 @@ class VLLMUnavailable(RuntimeError):
 
 def require_vllm() -> str:
     """vLLM's version, when an engine can be built here; else VLLMUnavailable saying what to install."""
-    # vLLM logs to stdout at INFO by default: a notebook's outputs and the benches' JSON stay clean of it
+    # vLLM logs to stdout at INFO by default: the benches' JSON and a chapter's page stay clean of it (set
+    # VLLM_LOGGING_LEVEL=INFO to see it again)
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
+    # logged while vLLM is imported, before its logging is set up (so at any level): Triton has no CPU backend here
+    logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
     try:
         import vllm
     except Exception as err:  # ImportError, or a broken install (a CUDA torchvision beside a CPU torch)
@@ -58,6 +67,26 @@ def require_vllm() -> str:
         raise VLLMUnavailable(f"vLLM {vllm.__version__} is installed; the vllm engine is tested with "
                               f"{', '.join(f'{a}.{b}' for a, b in SUPPORTED)}: {INSTALL}.")
     return vllm.__version__
+
+
+@contextlib.contextmanager
+def _native_stderr_held():
+    """vLLM's start-up writes native warnings (NUMA binding, Triton) to file descriptor 2, past Python's streams:
+    hold them in a file, and show them only when the start fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _normaliser_class():
@@ -138,9 +167,10 @@ class VLLMEngine(Engine):
             # reuses whole blocks only: with 128, a proposal re-encoded up to 127 kept tokens; measured on SmolLM2,
             # 16 MH chains, 9,691 -> 2,715 prefill tokens and 1.5x the decode rate)
             engine_args = {"enforce_eager": True, "block_size": 32, **engine_args}
-        self.llm = LLM(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
-                       max_model_len=max_model_len, logprobs_mode="raw_logprobs",
-                       logits_processors=[_normaliser_class()], enable_prefix_caching=True, **engine_args)
+        with _native_stderr_held():
+            self.llm = LLM(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
+                           max_model_len=max_model_len, logprobs_mode="raw_logprobs",
+                           logits_processors=[_normaliser_class()], enable_prefix_caching=True, **engine_args)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self._ids = itertools.count()
 
