@@ -79,16 +79,12 @@ def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats
     """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side."""
     from dataclasses import replace
 
-    from helpers.data import build_prompt
     from helpers.decoding import decode, total
-    from helpers.models import stop_token_ids
     from helpers.power import run_chains
     from helpers.slot_engine import CachedEngine
     from helpers.vllm_engine import VLLMEngine
 
-    stops = stop_token_ids(model, tokenizer)
-    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in _problems(levels, max(problems), seed)]
-    seeds = [seed * 1000 + i for i in range(len(prompts))]
+    stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
     start = time.perf_counter()
     vllm = VLLMEngine.for_model(model, tokenizer)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
@@ -130,16 +126,11 @@ def _machine() -> str:
 def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
-    from helpers.data import build_prompt
     from helpers.decoding import decode, total
-    from helpers.models import stop_token_ids
     from helpers.power import CachedEngine, run_chains
     from helpers.published_sampler import GenerateEngine
 
-    stops = stop_token_ids(model, tokenizer)
-    chosen = _problems(levels, max(problems), seed)
-    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in chosen]
-    seeds = [seed * 1000 + i for i in range(len(prompts))]
+    stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
     temperature, length = cfg.temperature, cfg.max_new_tokens
     decode(model, prompts[:2], 4, stops, temperature=temperature, seeds=seeds[:2])  # warm-up, untimed
     _generate(model, tokenizer, prompts[:2], 2, temperature)
@@ -181,6 +172,15 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
                 "decoded_tokens": sum(k for _, k in per_problem[:n]), "seconds": round(seconds, 2)}
     out["ratios"] = _ratios(out["batches"])
     return out
+
+
+def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:
+    """The sampling benches' stop tokens, `n` prompts (`_problems`) and one seed per prompt."""
+    from helpers.data import build_prompt
+    from helpers.models import stop_token_ids
+
+    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in _problems(levels, n, seed)]
+    return stop_token_ids(model, tokenizer), prompts, [seed * 1000 + i for i in range(n)]
 
 
 def _problems(levels, n: int, seed: int) -> list:

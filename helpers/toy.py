@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -74,3 +75,17 @@ def empirical(samples: Iterable[Sequence[int]]) -> dict[tuple[int, ...], float]:
 def tv_distance(a: dict, b: dict) -> float:
     """Total-variation distance between two distributions given as {outcome: probability}."""
     return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
+
+
+def draw_exact(law: dict, n: int, rng) -> list:
+    """`n` independent draws from a distribution given as {outcome: probability} (a numpy Generator's choice)."""
+    keys = list(law)
+    weights = np.array([law[k] for k in keys])
+    return [keys[i] for i in rng.choice(len(keys), size=n, p=weights / weights.sum())]
+
+
+def noise_floor(law: dict, n: int, repeats: int = 20, seed: int = 0) -> float:
+    """The mean total-variation distance that `n` exact draws from `law` leave by chance (over `repeats` tries)."""
+    rng = np.random.default_rng(seed)
+    return float(np.mean([tv_distance(empirical(draw_exact(law, n, rng)), law) for _ in range(repeats)]))
+

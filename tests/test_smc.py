@@ -17,7 +17,7 @@ from helpers.smc import (
     smc_sample,
     systematic_resample,
 )
-from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+from helpers.toy import EOS, ToyLM, empirical, exact_distributions, noise_floor, tv_distance
 
 ALPHA, T, N = 2.0, 4, 1000
 
@@ -35,20 +35,11 @@ def _tv(model, target, particles, threshold=0.5, bridge=0):
     return tv_distance(empirical(c.tokens for c in out), target), sum(c.resamples for c in out)
 
 
-def _noise_floor(target, n=N, repeats=20):
-    """The mean distance that n exact draws from the target leave by chance."""
-    rng = np.random.default_rng(0)
-    keys = list(target)
-    w = np.array([target[k] for k in keys])
-    return float(np.mean([tv_distance(empirical(keys[i] for i in rng.choice(len(keys), size=n, p=w / w.sum())),
-                                      target) for _ in range(repeats)]))
-
-
 @pytest.mark.toy
 def test_smc_converges_to_the_power_distribution_as_particles_grow(toy):
     model, dist = toy
     gap = tv_distance(dist["low_temperature"], dist["power"])
-    noise = _noise_floor(dist["power"])
+    noise = noise_floor(dist["power"], N)
     one, _ = _tv(model, dist["power"], 1)
     two, _ = _tv(model, dist["power"], 2)
     eight, _ = _tv(model, dist["power"], 8)
@@ -65,7 +56,7 @@ def test_exponent_bridging_keeps_the_target(toy):
     completions still follow p^α (bridging costs more finite-K bias here, hence 16 particles)."""
     model, dist = toy
     bridged, n_resamples = _tv(model, dist["power"], 16, threshold=1.0, bridge=2)
-    assert n_resamples > N and bridged < 3 * _noise_floor(dist["power"])
+    assert n_resamples > N and bridged < 3 * noise_floor(dist["power"], N)
 
 
 def test_without_resampling_bridging_changes_no_final_weight(tiny):

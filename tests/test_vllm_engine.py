@@ -18,7 +18,7 @@ from helpers.decoding import decode
 from helpers.power import PowerConfig, run_chains
 from helpers.slot_engine import CachedEngine
 from helpers.smc import SMCConfig, run_smc
-from helpers.toy import empirical, sequence_logprob, tv_distance
+from helpers.toy import draw_exact, empirical, noise_floor, sequence_logprob, tv_distance
 
 pytestmark = pytest.mark.vllm
 
@@ -33,15 +33,6 @@ except Exception as err:
 
 ALPHA, T, N = 2.0, 3, 1000  # exponent, completion length, chains (or samples) per law
 PROMPT = [0, 1]
-
-
-def _noise_floor(target: dict, n: int = N, repeats: int = 20) -> float:
-    """The mean distance n exact draws from `target` leave by chance."""
-    rng = np.random.default_rng(0)
-    keys = list(target)
-    w = np.array([target[k] for k in keys])
-    return float(np.mean([tv_distance(empirical(keys[i] for i in rng.choice(len(keys), size=n, p=w / w.sum())),
-                                      target) for _ in range(repeats)]))
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def test_exact_power_sampling_on_vllm_reaches_p_alpha(six, record_property):
     cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
     chains = run_chains(engine, [PROMPT] * N, [], cfg, list(range(N)))
     tv = tv_distance(empirical(c.tokens for c in chains), laws["power"])
-    noise, gap = _noise_floor(laws["power"]), tv_distance(laws["low"], laws["power"])
+    noise, gap = noise_floor(laws["power"], N), tv_distance(laws["low"], laws["power"])
     record_property("tv_exact", tv), record_property("noise", noise), record_property("gap", gap)
     print(f"vLLM exact MH: TV {tv:.4f}, noise floor {noise:.4f}, low-temperature gap {gap:.4f}")
     assert gap > 5 * noise  # the test can tell the target from plain low-temperature sampling
@@ -87,7 +78,7 @@ def test_smc_on_vllm_reaches_p_alpha(six):
     _model, laws, engine = six
     cfg = SMCConfig(alpha=ALPHA, particles=8, block_size=1, ess_threshold=1.0, max_new_tokens=T)
     out = run_smc(engine, [PROMPT] * N, [], cfg, list(range(N)))
-    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["power"]), _noise_floor(laws["power"])
+    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["power"]), noise_floor(laws["power"], N)
     print(f"vLLM SMC (K = 8): TV {tv:.4f}, noise floor {noise:.4f}")
     assert tv < 2 * noise and sum(c.resamples for c in out) > 0
 
@@ -95,7 +86,7 @@ def test_smc_on_vllm_reaches_p_alpha(six):
 def test_low_temperature_sampling_on_vllm_has_the_tempered_law(six):
     model, laws, engine = six
     out = decode(model, [PROMPT] * N, T, [], temperature=1 / ALPHA, seeds=list(range(N)), engine=engine)
-    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["low"]), _noise_floor(laws["low"])
+    tv, noise = tv_distance(empirical(c.tokens for c in out), laws["low"]), noise_floor(laws["low"], N)
     print(f"vLLM T = 1/α: TV {tv:.4f}, noise floor {noise:.4f}")
     assert tv < 2 * noise
 
@@ -106,17 +97,13 @@ def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
     cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=4, mode="reference", max_new_tokens=T)
     ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], cfg, list(range(N))))
     theirs = empirical(c.tokens for c in run_chains(CachedEngine(model), [PROMPT] * N, [], cfg, list(range(N))))
-    floor = float(np.mean([tv_distance(empirical(_draw(theirs, N, seed)), empirical(_draw(theirs, N, seed + 99)))
+    floor = float(np.mean([tv_distance(empirical(draw_exact(theirs, N, np.random.default_rng(seed))),
+                                       empirical(draw_exact(theirs, N, np.random.default_rng(seed + 99))))
                            for seed in range(10)]))
     tv = tv_distance(ours, theirs)
     print(f"vLLM reference mode against the transformers engine: TV {tv:.4f}, two-sample floor {floor:.4f}")
     assert tv < 2 * floor
 
-
-def _draw(law: dict, n: int, seed: int) -> list:
-    keys = list(law)
-    w = np.array([law[k] for k in keys])
-    return [keys[i] for i in np.random.default_rng(seed).choice(len(keys), size=n, p=w / w.sum())]
 
 
 def test_every_token_carries_the_models_log_p_and_the_proposals_log_q(six):

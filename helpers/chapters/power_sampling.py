@@ -25,7 +25,7 @@ from helpers.sampling import (
 )
 from helpers.smc import SMCConfig, run_smc
 from helpers.stats import PairedDifference, paired_difference, percent_with_interval
-from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+from helpers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 from helpers.truncation import truncate
 
 TOY_MAX_TOKENS = 4
@@ -70,11 +70,8 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
             cfg = PowerConfig(alpha=alpha, block_size=2, mcmc_steps=n, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
             chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
             tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
-    rng = np.random.default_rng(seed)  # the distance that sampling noise alone leaves with this many draws
-    keys = list(dist["power"])
-    weights = np.array([dist["power"][k] for k in keys])
-    draws = rng.choice(len(keys), size=n_chains, p=weights / weights.sum())
-    noise = tv_distance(empirical(keys[i] for i in draws), dist["power"])
+    # the distance that sampling noise alone leaves with this many draws
+    noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
     smc_tv = []
     for k in particles:
         cfg = SMCConfig(alpha=alpha, particles=k, block_size=1, max_new_tokens=TOY_MAX_TOKENS)
