@@ -68,3 +68,26 @@ def no_gguf_bar():
         yield
     finally:
         module.tqdm = original
+
+
+@contextlib.contextmanager
+def native_stderr_held():
+    """Hold what native code writes to file descriptor 2 (past Python's streams) in a file; show it only when
+    the block fails. vLLM's start-up writes such warnings (NUMA binding, Triton)."""
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -211,7 +211,7 @@ class SerialEngine(Engine):
     def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
         out: list[Completion | None] = [None] * len(tasks)
         queue = deque(Task(index, row, program) for index, (row, program) in enumerate(tasks))
-        arrived: dict[int, list[Task]] = {}
+        barriers = Barriers()
         while queue:
             task = queue.popleft()
             start, prefill, passes = time.perf_counter(), self.prefill, self.passes
@@ -233,18 +233,37 @@ class SerialEngine(Engine):
                     on_done(task.index, out[task.index])
                 continue
             task.reply = req  # a barrier: wait for the group
-            members = arrived.setdefault(id(req.group), [])
-            members.append(task)
-            if len(members) == req.group.size:
-                del arrived[id(req.group)]
+            members = barriers.arrive(task, req)
+            if members:
                 req.group.release()  # nothing is kept between passes, so there is no state to copy
                 queue.extend(members)
-        if arrived:
-            raise RuntimeError(_STRANDED)
+        barriers.check()
         return out
 
     def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
         raise NotImplementedError
+
+
+class Barriers:
+    """Rows waiting at their groups' barriers, for an engine's run."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, list[Task]] = {}  # id(group) -> the rows that have arrived
+
+    def arrive(self, task: Task, barrier: Barrier) -> list[Task]:
+        """The group's rows once the last has arrived (the engine then calls `release` and resumes them all);
+        until then, an empty list."""
+        members = self.waiting.setdefault(id(barrier.group), [])
+        members.append(task)
+        if len(members) < barrier.group.size:
+            return []
+        del self.waiting[id(barrier.group)]
+        return members
+
+    def check(self) -> None:
+        """Raise if rows wait for a group whose other rows will never come."""
+        if self.waiting:
+            raise RuntimeError(_STRANDED)
 
 
 _STRANDED = ("Rows are waiting at a barrier that the rest of their group can never reach: every row of a group "

@@ -22,6 +22,7 @@ from helpers.decoding import (
     _STRANDED,
     MIN_SHARED_PREFIX,
     Barrier,
+    Barriers,
     Completion,
     Engine,
     Extension,
@@ -132,7 +133,7 @@ class CachedEngine(Engine):
         self.slots = [Slot() for _ in range(n_slots)]
         self.results: list[Completion | None] = [None] * len(todo)
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
-        self.arrived: dict[int, list[Task]] = {}  # group -> rows waiting at its barrier
+        self.barriers = Barriers()
         self._encode_shared_prefix(todo)
         waiting = deque(todo)
         self._admit(waiting)
@@ -261,15 +262,12 @@ class CachedEngine(Engine):
         A destination row of the release gets its source's keys and values, so that it continues exactly as the
         source would; the copies' wall time is split over the group's rows.
         """
-        group = barrier.group
-        members = self.arrived.setdefault(id(group), [])
-        members.append(task)
-        if len(members) < group.size:
+        members = self.barriers.arrive(task, barrier)
+        if not members:
             return
-        del self.arrived[id(group)]
         start = time.perf_counter()
         slot_of = {id(slot.task.row): s for s, slot in enumerate(self.slots) if slot.task is not None}
-        for source, destination in group.release():
+        for source, destination in barrier.group.release():
             src, dst = slot_of[id(source)], slot_of[id(destination)]
             self.cache.copy_slot(src, dst, self.slots[src].filled)
             self.slots[dst].take_place_of(self.slots[src])

