@@ -10,8 +10,9 @@ that records each draw's normaliser wherever vLLM runs the model.
 
 **Several GPUs.** With `data_parallel_size` > 1 (by default, every visible GPU), the engine is vLLM's
 `AsyncLLM` with that many data-parallel engine cores, one per GPU in processes of its own, and each request is
-routed by vLLM's `data_parallel_rank`: a row keeps its rank, so that its proposals find their prefixes in that
-core's prefix cache (an SMC copy takes its source's rank). With one, the engine core runs in this process.
+routed by vLLM's `data_parallel_rank`: a problem's rows share a core, and a row keeps it, so that its proposals
+find their prefixes in that core's prefix cache (an SMC copy takes its source's rank); `capacity` counts rows per
+core. With one core, it runs in this process.
 
 Random draws are vLLM's, seeded per request from the row's own generator, so results are reproducible but
 differ from the transformers engine's: decodes on vLLM are stored under their own key
@@ -72,6 +73,17 @@ def require_vllm() -> str:
 def visible_gpus() -> int:
     """How many GPUs this process sees (CUDA_VISIBLE_DEVICES narrows it); at least 1, the CPU."""
     return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+
+
+def engine_cores(prompts: Sequence[Sequence[int]], size: int) -> list[int]:
+    """The data-parallel engine core of each row: a problem's rows (chains, particles, seeds: one prompt) share
+    one, so that they share its prefix cache, and successive problems go round the cores; with fewer distinct
+    prompts than cores, the rows themselves go round."""
+    seen: dict[tuple[int, ...], int] = {}
+    keys = [seen.setdefault(tuple(prompt), len(seen)) for prompt in prompts]
+    if len(seen) < size:
+        keys = list(range(len(prompts)))
+    return [key % size for key in keys]
 
 
 def gpu_share(margin: float = 0.05) -> float:
@@ -167,7 +179,7 @@ class VLLMEngine(Engine):
     """Runs programs on one vLLM engine (one checkpoint folder): in this process, or over `data_parallel_size`
     engine cores (by default one per visible GPU).
 
-    `capacity` rows run at once (all by default); each row has at most one request in flight. A row waiting at a
+    `capacity` rows per engine core run at once (all by default); each row has at most one request in flight. A row waiting at a
     barrier has none; when its group has arrived, `Group.release` makes some rows copies of others, and nothing
     else need be copied: the copies' next requests share their sources' prefixes, which vLLM's prefix cache holds.
     """
@@ -249,8 +261,9 @@ class VLLMEngine(Engine):
         results: list[Completion | None] = [None] * len(tasks)
         waiting = deque(Task(i, row, program) for i, (row, program) in enumerate(tasks))
         live: dict[str, tuple[Task, Extension, int]] = {}  # request id -> (task, extension, prompt length)
-        # rows in contiguous blocks per engine core: a problem's chains or particles share its prompt's prefix
-        rank = {id(row): i * self.data_parallel_size // max(len(tasks), 1) for i, (row, _) in enumerate(tasks)}
+        cores = engine_cores([row.prompt for row, _ in tasks], self.data_parallel_size)
+        rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
+        capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
         barriers = Barriers()
         running = 0
 
@@ -297,7 +310,7 @@ class VLLMEngine(Engine):
                 reply = req  # nothing to decode
 
         while waiting or live:
-            while waiting and running < (capacity or len(tasks)):
+            while waiting and running < capacity:
                 running += 1
                 advance(waiting.popleft(), None)
             if not live:
