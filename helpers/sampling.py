@@ -75,13 +75,12 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
         settings = DecodeSettings(**fields)
     elif fields:
         raise ValueError(f"give the settings either as DecodeSettings or as fields, not both: {sorted(fields)}")
-    check_engine(engine)
+    run = decode_run(model, settings, root, engine)  # checks the engine's name
     n_seeds = n_seeds if settings.samples else 1
     if not is_count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
     if not is_count(batch_size, 1):
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    run = decode_run(model, settings, root, engine)
     keys = {p.id: problem_key(p) for p in problems}
     jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
     if jobs:

@@ -116,6 +116,9 @@ class _InProcess:
         """One engine step; the requests it finished."""
         return [out for out in self.engine.step() if out.finished]
 
+    def reset_prefix_cache(self) -> None:
+        self.engine.reset_prefix_cache()
+
     def shutdown(self) -> None:
         self.engine.engine_core.shutdown()
 
@@ -160,6 +163,9 @@ class _DataParallel:
             if isinstance(out, BaseException):
                 raise RuntimeError(f"a vLLM request failed: {type(out).__name__}: {out}") from out
         return outs
+
+    def reset_prefix_cache(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.llm.reset_prefix_cache(), self.loop).result()
 
     def shutdown(self) -> None:
         async def stop():
@@ -244,6 +250,10 @@ class VLLMEngine(Engine):
             cls._current.close()
             cls._current = None
             gc.collect()
+
+    def reset_prefix_cache(self) -> None:
+        """Empty vLLM's prefix cache (the benches time each job from a cold cache, as the slot engine starts)."""
+        self._backend.reset_prefix_cache()
 
     def close(self) -> None:
         """Stop this engine's vLLM (and its engine cores' processes) and remove its records."""

@@ -25,6 +25,15 @@ LOGZ_KEY = "svd_logz"  # SamplingParams.extra_args key: the request id whose dra
 DIR_ENV = "SVD_VLLM_LOGZ_DIR"
 
 
+def logsumexp(x: torch.Tensor) -> torch.Tensor:
+    """torch.logsumexp over the last axis, 10x faster on a CPU where logits spread widely (as at T < 1): terms
+    below e^-80 of the largest are raised to e^-80 before exp, whose results would otherwise be subnormal and slow
+    (measured: 16 x 151,936 logits of spread 20, 25 ms -> 2.3 ms). The sum moves by at most V e^-80 < 1e-29 of
+    itself, far below float32's resolution."""
+    top = x.amax(-1, keepdim=True)
+    return (x - top).clamp_(min=-80.0).exp_().sum(-1).log_() + top[..., 0]
+
+
 class LogNormaliser(LogitsProcessor):
     """Records log Z_T per sampled row and generated-token index; changes no logit. Not argmax-invariant on
     purpose: vLLM then applies it to the raw float32 logits, before temperature."""
@@ -69,7 +78,7 @@ class LogNormaliser(LogitsProcessor):
             if 0 < k < scaled.shape[-1]:
                 kth = torch.topk(scaled[b], k).values[-1]
                 scaled[b] = scaled[b].masked_fill(scaled[b] < kth, float("-inf"))
-        logz = (torch.logsumexp(scaled, -1) - torch.logsumexp(raw, -1) / temperature[:, 0]).tolist()
+        logz = (logsumexp(scaled) - logsumexp(raw) / temperature[:, 0]).tolist()
         if self.out is None:
             self.out = open(Path(self.folder) / f"{os.getpid()}.logz", "a", encoding="ascii")  # noqa: SIM115
         self.out.write("".join(f"{rid} {len(outputs)} {z.hex()}\n"

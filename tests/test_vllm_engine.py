@@ -219,3 +219,14 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     for s in settings.values():  # every decode stored under vLLM's key, none under the transformers engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
     assert len(list((tmp_path / "results" / "decode").glob("*.jsonl"))) == 10  # five decodes at two depths
+
+
+def test_the_normalisers_logsumexp_is_torchs_where_logits_spread_widely():
+    """The log-normaliser's faster logsumexp (no subnormal exps) gives torch's, masked (-inf) tokens included."""
+    from helpers.vllm_logz import logsumexp
+
+    generator = torch.Generator().manual_seed(0)
+    for spread in (1.0, 20.0, 400.0):
+        x = torch.randn(4, 5000, generator=generator) * spread
+        x[1, 100:] = float("-inf")  # a top-k row
+        assert torch.allclose(logsumexp(x), torch.logsumexp(x, -1), rtol=1e-6, atol=1e-6)
