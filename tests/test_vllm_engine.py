@@ -106,25 +106,42 @@ def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
     assert tv < 2 * floor
 
 
-def test_two_data_parallel_engine_cores_give_the_single_engines_chains(six):
+def test_two_data_parallel_engine_cores_give_the_single_engines_chains_and_particles(six):
     """vLLM's data parallelism (two engine cores, processes of their own, as on two GPUs): every core samples, its
-    log-normaliser's records reach this process, and each chain is the one-process engine's, token for token and
-    weight for weight (vLLM seeds each request; whose core runs it does not matter), so the exactness shown above
-    holds there too."""
+    log-normaliser's records reach this process, and each MH chain and SMC sample is the one-process engine's, move
+    for move (vLLM seeds each request; whose core runs it does not matter), so the exactness shown above holds
+    there too. The SMC groups' rows start on alternate cores, so resampling copies rows across cores."""
     _model, _laws, single = six
-    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
+    power = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
+    smc = SMCConfig(alpha=ALPHA, particles=8, block_size=1, ess_threshold=1.0, max_new_tokens=T)
     n = N // 5
     engine = VLLMEngine(single.folder, dtype="float32", max_model_len=64, data_parallel_size=2, kv_cache_gib=1)
     try:
-        ours = run_chains(engine, [PROMPT] * n, [], cfg, list(range(n)))
+        chains = run_chains(engine, [PROMPT] * n, [], power, list(range(n)))
+        particles = run_smc(engine, [PROMPT] * (n // 4), [], smc, list(range(n // 4)))
         writers = {path.stem for path in Path(engine._records.name).glob("*.logz")}
     finally:
         engine.close()
-    theirs = run_chains(single, [PROMPT] * n, [], cfg, list(range(n)))
     assert len(writers) == 2 and str(os.getpid()) not in writers  # both cores sampled, neither in this process
-    assert [c.tokens for c in ours] == [c.tokens for c in theirs]
-    assert [c.moves for c in ours] == [c.moves for c in theirs]  # every MH decision alike
-    assert np.allclose([c.logq for c in ours], [c.logq for c in theirs], atol=1e-5)
+    theirs = run_chains(single, [PROMPT] * n, [], power, list(range(n)))
+    assert [c.tokens for c in chains] == [c.tokens for c in theirs]
+    assert [c.moves for c in chains] == [c.moves for c in theirs]  # every MH decision alike
+    assert np.allclose([c.logq for c in chains], [c.logq for c in theirs], atol=1e-5)
+    theirs = run_smc(single, [PROMPT] * (n // 4), [], smc, list(range(n // 4)))
+    assert [c.tokens for c in particles] == [c.tokens for c in theirs]
+    assert [c.resamples for c in particles] == [c.resamples for c in theirs] and sum(c.resamples for c in theirs)
+
+
+def test_rows_that_share_a_prompt_encode_it_once(six):
+    """Rows admitted together would each encode their shared prompt (vLLM's prefix cache shares only blocks of
+    earlier steps): the engine encodes it once first, so four rows cost one prompt plus their partial blocks."""
+    model, _, engine = six
+    prompt = [0] + [1, 2, 3, 4] * 10  # 41 tokens: one full KV block of 32 and 9 more
+    engine.reset_prefix_cache()
+    before = engine.prefill
+    out = decode(model, [prompt] * 4, 3, [], temperature=1.0, seeds=[1, 2, 3, 4], engine=engine)
+    assert engine.prefill - before == 40 + 4 * 8  # the warm-up's 40, then each row's 8 past the cached block
+    assert sum(c.prefill_tokens for c in out) == engine.prefill - before
 
 
 def test_every_token_carries_the_models_log_p_and_the_proposals_log_q(six):
