@@ -42,13 +42,18 @@ book: $(STAMP)
 PYTEST_WORKERS ?= 2
 
 # The vLLM environment installs in the background meanwhile, at the lowest CPU priority (the smoke book's kernels
-# are the critical path), and its tests run last.
+# are the critical path). Then the vLLM tests run beside the run on the lowest transformers (much of theirs is
+# vLLM's processes starting), their output shown when both have ended.
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
 	@nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
-	  $(PY) -m pytest -n $(PYTEST_WORKERS) && $(MAKE) --no-print-directory test-lowest; status=$$?; \
+	  $(PY) -m pytest -n $(PYTEST_WORKERS); status=$$?; \
 	  if ! wait $$vllm; then tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; fi; \
-	  test $$status -eq 0 && $(MAKE) --no-print-directory test-vllm
+	  test $$status -eq 0 || exit $$status; \
+	  $(MAKE) --no-print-directory test-vllm > $(VENV)/test-vllm.log 2>&1 & engine=$$!; \
+	  $(MAKE) --no-print-directory test-lowest; lowest=$$?; \
+	  wait $$engine; engine=$$?; cat $(VENV)/test-vllm.log; \
+	  test $$lowest -eq 0 && test $$engine -eq 0
 
 $(LOWEST)/.stamp: $(STAMP)
 	rm -rf $(LOWEST)
