@@ -8,15 +8,19 @@ import time
 
 import torch
 
-SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 0.8,
+SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 1.0,
                     "power_vs_plain": 0.95}
+# Power sampling's decoding rate on Qwen2.5-Coder-0.5B in float32 at the book's batch (64 rows or more): half of
+# what the matrix unit of 2 Zen 3 cores allows that model (about 180 tokens/s), issue 36.
+DECODE_RATE_TARGET = {"model": "qwen2.5-coder-0.5b", "dtype": "float32", "min_rows": 64, "tokens_per_second": 90.0}
 ENGINE_TARGET = {"vllm_power_vs_transformers_power": 1.5}  # decoded tokens per second, exact mode, same dtype
 
 
 def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
-                   baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("transformers",)) -> dict:
+                   baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("transformers",),
+                   particles: int = 4) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
@@ -37,6 +41,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     from helpers.decode_settings import check_engine
     from helpers.models import load_model
     from helpers.power import PowerConfig
+    from helpers.smc import SMCConfig
 
     for n in problems:
         if not is_count(n, 1):
@@ -56,17 +61,21 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 
     cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
                       max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
+    smc = SMCConfig(alpha=alpha, particles=particles, block_size=block_size, max_new_tokens=max_new_tokens).validate()
     report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
                            "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels),
-                           "repeats": repeats},
+                           "repeats": repeats, "smc_particles": particles},
               "machine": _machine(),
               "targets": {k: ({str(n): t for n, t in v.items()} if isinstance(v, dict) else v)
                           for k, v in SAMPLING_TARGETS.items()},
               "models": {}}
     for name in models:
         model, tokenizer, info = load_model(name)
-        report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, cfg, problems, shots,
+        report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, cfg, smc, problems, shots,
                                                                              seed, levels, baseline, repeats)}
+        if info.name == DECODE_RATE_TARGET["model"] and info.dtype == DECODE_RATE_TARGET["dtype"]:
+            report["models"][info.name]["decode_rate_target"] = _decode_rate_verdict(
+                report["models"][info.name]["batches"])
         if "vllm" in engines:
             report["models"][info.name]["engines"] = _bench_engines(model, tokenizer, cfg, problems, shots, seed,
                                                                      levels, repeats)
@@ -145,7 +154,17 @@ def _machine() -> str:
     return f"{platform.machine()}, {torch.get_num_threads()} threads, {describe(default_device())}"
 
 
-def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline, repeats) -> dict:
+def _decode_rate_verdict(batches: dict) -> dict:
+    """Power sampling's decoding rate (both modes) at each batch of `DECODE_RATE_TARGET['min_rows']` rows or more,
+    against its target."""
+    target = DECODE_RATE_TARGET["tokens_per_second"]
+    rates = {n: {mode: row[f"power_{mode}"]["decode_tokens_per_second"] for mode in ("exact", "reference")}
+             for n, row in batches.items() if int(n) >= DECODE_RATE_TARGET["min_rows"]}
+    return {**DECODE_RATE_TARGET, "rates": rates,
+            "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
+
+
+def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
     from helpers.decoding import decode, total
@@ -160,22 +179,18 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}  # per job: (tokens, seconds, prefill seconds) per run
         acceptance: dict[str, float] = {}
+        jobs = _batch_jobs(model, prompts[:n], stops, seeds[:n], cfg, smc)
         for _ in range(repeats):
             prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
             runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
-            engine = CachedEngine(model)
-            start = time.perf_counter()
-            plain = decode(model, prompts[:n], length, stops, temperature=temperature, seeds=seeds[:n], engine=engine)
-            runs.setdefault("plain_sampling", []).append(
-                (total(plain, "decoded_tokens"), time.perf_counter() - start, engine.prefill_seconds))
-            for mode in ("exact", "reference"):
+            for name, job in jobs.items():
                 engine = CachedEngine(model)
                 start = time.perf_counter()
-                chains = run_chains(engine, prompts[:n], stops, replace(cfg, mode=mode), seeds[:n])
-                runs.setdefault(f"power_{mode}", []).append(
-                    (total(chains, "decoded_tokens"), time.perf_counter() - start, engine.prefill_seconds))
-                acceptance[f"power_{mode}"] = round(
-                    sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in chains) / n, 3)
+                done = job(engine)
+                runs.setdefault(name, []).append(
+                    (total(done, "decoded_tokens"), time.perf_counter() - start, engine.prefill_seconds))
+                if name.startswith("power_"):
+                    acceptance[name] = round(sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in done) / n, 3)
         row: dict = {name: _rates(each) for name, each in runs.items()}
         row["generate"] = {"new_tokens": n * length, **{key: row["generate"][key] for key in (
             "prefill_seconds", "seconds", "seconds_each", "decode_tokens_per_second")}}
@@ -194,6 +209,27 @@ def _bench_model(model, tokenizer, cfg, problems, shots, seed, levels, baseline,
                 "decoded_tokens": sum(k for _, k in per_problem[:n]), "seconds": round(seconds, 2)}
     out["ratios"] = _ratios(out["batches"])
     return out
+
+
+def _batch_jobs(model, prompts, stops, seeds, cfg, smc) -> dict:
+    """The jobs of one batch of `len(prompts)` rows on the slot engine, by name: greedy decoding, plain sampling at
+    T = 1/α, power sampling in both modes (a chain per prompt) and SMC (K particles for each of the first n // K
+    prompts, so that it too decodes n rows at once)."""
+    from dataclasses import replace
+
+    from helpers.decoding import decode
+    from helpers.power import run_chains
+    from helpers.smc import run_smc
+
+    n, length = len(prompts), cfg.max_new_tokens
+    groups = max(1, n // smc.particles)
+    return {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
+            "plain_sampling": lambda engine: decode(model, prompts, length, stops, temperature=cfg.temperature,
+                                                    seeds=seeds, engine=engine),
+            "power_exact": lambda engine: run_chains(engine, prompts, stops, replace(cfg, mode="exact"), seeds),
+            "power_reference": lambda engine: run_chains(engine, prompts, stops, replace(cfg, mode="reference"),
+                                                         seeds),
+            "smc": lambda engine: run_smc(engine, prompts[:groups], stops, smc, seeds[:groups])}
 
 
 def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:

@@ -116,7 +116,7 @@ def _bench(args: argparse.Namespace) -> int:
     engines = tuple(e.strip() for e in args.engine.split(",") if e.strip())
     print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline,
-                                    repeats=args.repeats, engines=engines), indent=2))
+                                    repeats=args.repeats, engines=engines, particles=args.particles), indent=2))
     return 0
 
 
@@ -247,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling: skip the slow published sampler (batch-1 generate per proposal)")
     p.add_argument("--repeats", type=int, default=2,
                    help="sampling: runs of each batched job, taken in turn; rates are over all of them")
+    p.add_argument("--particles", type=int, default=4,
+                   help="sampling: SMC's particles per problem (its batch of n rows holds n // particles problems)")
     p.add_argument("--engine", default="transformers",
                    help="sampling: transformers, or transformers,vllm to time vLLM beside it (run from the vLLM "
                         "environment: .venv-vllm/bin/python -m helpers bench sampling --engine transformers,vllm)")

@@ -3,7 +3,8 @@ power-sampling or SMC settings), and which engine runs it.
 
 A decode's store key derives from its settings, its model's identity and its engine. The transformers engines
 (`CachedEngine`, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
-share one key, the key the book has always used. vLLM computes with its own kernels and its own random streams,
+share one key; a sampled decode's key also names how tokens are drawn from a seed (`helpers.categorical`), so the
+records of an earlier draw are never mixed with this one's. vLLM computes with its own kernels and its own random streams,
 so its records are keyed apart (`engine: vllm`): one engine's records are never read back as another's.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from helpers.categorical import VERSION as DRAW
 from helpers.checks import is_count
 from helpers.power import PowerConfig
 from helpers.smc import SMCConfig
@@ -100,10 +102,14 @@ class DecodeSettings:
         return {**settings, "seed": self.seed, "top_k": self.top_k}
 
 
-def engine_key(engine: str) -> dict:
-    """The engine's part of a store key: nothing for the transformers engines (the book's records), else its name."""
+def engine_key(engine: str, samples: bool = False) -> dict:
+    """The engine's part of a store key: for the transformers engines, how a sampled decode draws its tokens
+    (`helpers.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was); for vLLM,
+    its name."""
     check_engine(engine)
-    return {} if engine == "transformers" else {"engine": engine}
+    if engine != "transformers":
+        return {"engine": engine}
+    return {"draw": DRAW} if samples else {}
 
 
 def check_engine(engine: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from helpers.multinomial import draw_rows
+from helpers.categorical import draw
 
 MIN_SHARED_PREFIX = 16
 
@@ -71,28 +71,6 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     while n < limit and all(p[n] == first[n] for p in prompts):
         n += 1
     return n
-
-
-def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Sequence[torch.Generator | None]
-         ) -> tuple[list[int], list[float], list[float]]:
-    """One token per row of float32 `logits` [B, V]: (tokens, log p at T=1, log q of the draw), as lists.
-
-    Temperature 0 is greedy (log q = 0). `top_k` > 0 restricts a draw to the k most likely tokens. Row b draws
-    with `generators[b]` (CPU generators, so a seed means the same thing on every device).
-    """
-    logp_all = torch.log_softmax(logits, dim=-1)
-    if temperature == 0:
-        token = logits.argmax(dim=-1)
-        return token.tolist(), logp_all.gather(-1, token[:, None])[:, 0].tolist(), [0.0] * len(token)
-    scaled = logits / temperature
-    if top_k and top_k < scaled.shape[-1]:
-        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    logq_all = torch.log_softmax(scaled, dim=-1)
-    probs = torch.softmax(scaled, dim=-1).cpu()  # not logq_all.exp(): exp is ~70x slower where results are denormal
-    token = draw_rows(probs, generators).to(logits.device)  # = torch.multinomial(probs[b], 1) per row, faster
-    return (token.tolist(), logp_all.gather(-1, token[:, None])[:, 0].tolist(),
-            logq_all.gather(-1, token[:, None])[:, 0].tolist())
 
 
 @dataclass

@@ -55,7 +55,7 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
 
 def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "transformers") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.decode_settings`)."""
-    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine)}, root=root)
+    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root)
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,

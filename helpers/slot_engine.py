@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers.categorical import draw
 from helpers.decoding import (
     _STRANDED,
     MIN_SHARED_PREFIX,
@@ -27,7 +28,6 @@ from helpers.decoding import (
     Engine,
     Extension,
     Task,
-    draw,
     shared_prefix_length,
     split_evenly,
 )

@@ -70,7 +70,7 @@ def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
         assert row["published_batch1_generate"]["decoded_tokens"] > 0
         assert set(model["ratios"][n]) == set(SAMPLING_TARGETS)
         assert all(v > 0 for v in model["ratios"][n]["power_vs_plain"].values())
-        for job in ("generate", "plain_sampling", "power_exact", "power_reference"):
+        for job in ("generate", "greedy", "plain_sampling", "power_exact", "power_reference", "smc"):
             each = row[job]["seconds_each"]
             assert len(each) == 2 and row[job]["seconds"] == pytest.approx(sum(each) / 2, abs=0.011)
     assert report["targets"]["power_vs_published"] == {"16": 7.0, "32": 10.0}

@@ -42,11 +42,13 @@ def test_smc_converges_to_the_power_distribution_as_particles_grow(toy):
     noise = noise_floor(dist["power"], N)
     one, _ = _tv(model, dist["power"], 1)
     two, _ = _tv(model, dist["power"], 2)
-    eight, _ = _tv(model, dist["power"], 8)
+    # SMC's finite-K bias is still about 1.5x the noise floor at K = 8 (pooled over 10,000 samples: 0.030 against
+    # a floor of 0.020 for 1,000), so one seed set landed anywhere from 0.015 to 0.063; at K = 16 it is well inside
+    sixteen, _ = _tv(model, dist["power"], 16)
     assert abs(one - gap) < 0.05  # one particle is the proposal: low-temperature sampling
-    assert one > two > eight
-    assert eight < 3 * noise < gap / 4
-    resampled, n_resamples = _tv(model, dist["power"], 8, threshold=1.0)  # resample at every meeting
+    assert one > two > sixteen
+    assert sixteen < 3 * noise < gap / 4
+    resampled, n_resamples = _tv(model, dist["power"], 16, threshold=1.0)  # resample at every meeting
     assert n_resamples > N and resampled < 3 * noise
 
 
