@@ -12,6 +12,7 @@ its batch, or when.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -89,7 +90,8 @@ class SlotCache:
         """Where the next pass writes: row b's q new tokens go to columns cols[b] of slot rows[b]."""
         self.rows, self.cols, self.width, self.contiguous = rows[:, None], cols, width, contiguous
 
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, cache_kwargs=None):
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *_, **__):
+        # What else transformers passes (cache_kwargs in 4.x and early 5.x, kwargs= from 5.24) is unused here.
         keys, values = self.keys[layer_idx], self.values[layer_idx]
         keys[self.rows, :, self.cols] = key.transpose(1, 2).to(keys.dtype)
         values[self.rows, :, self.cols] = value.transpose(1, 2).to(values.dtype)
@@ -113,6 +115,11 @@ class SlotCache:
             store[:, dst, :, :n] = store[:, src, :, :n]
 
 
+def cache_keyword(model) -> str:
+    """The name a model's forward takes its KV cache by: `cache` from transformers 5.24, `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class CachedEngine(Engine):
     """The decode loop: one `Slot` per running row, all busy slots decoding together, finished ones refilled.
 
@@ -130,6 +137,7 @@ class CachedEngine(Engine):
         n_slots = min(capacity or len(todo), len(todo))
         longest = max(len(t.row.prompt) for t in todo)
         self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
+        self.cache_kw = cache_keyword(self.model)
         self.slots = [Slot() for _ in range(n_slots)]
         self.results: list[Completion | None] = [None] * len(todo)
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
@@ -208,7 +216,7 @@ class CachedEngine(Engine):
         mask = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
         self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
         self.model(input_ids=ids, attention_mask=self._mask(mask[:, None]), position_ids=cols,
-                   past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+                   use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache})
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
@@ -297,7 +305,7 @@ class CachedEngine(Engine):
         self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
         position = torch.tensor([slot.lo + slot.fed if slot else 0 for slot in live], device=dev)
         out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
-                         position_ids=position[:, None], past_key_values=self.cache, use_cache=True)
+                         position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
         self.passes += 1
         logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
         chosen, logp, logq = draw(logits.float(), self.temperature, self.top_k,
