@@ -218,7 +218,7 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     width = 0.8 / len(keys)
     for i, (key, label) in enumerate(keys):
         acc = np.array([r.accuracy[key] for r in rows])
-        lo, hi = np.array([wilson(a * r.n_problems, r.n_problems) for a, r in zip(acc, rows, strict=True)]).T
+        lo, hi = np.array([wilson(a * r.count(key), r.count(key)) for a, r in zip(acc, rows, strict=True)]).T
         ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
                yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
     ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
@@ -238,6 +238,30 @@ def pass_at_k_curves(rows):
         ax.set_xticks(ks)
     ax.set(xlabel="k", ylabel="pass@k [%]", title="pass@k")
     ax.legend(fontsize=7, ncol=2)
+    return finish(fig)
+
+
+def steps_sweep(sweep):
+    """Accuracy of MH power sampling against its steps per block N (95% Wilson intervals), with the decoded tokens
+    per answer on a second axis."""
+    from helpers.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.3))
+    x = np.arange(len(sweep.steps))
+    acc = np.array(sweep.accuracy)
+    lo, hi = np.array([wilson(a * sweep.n_problems, sweep.n_problems) for a in acc]).T
+    ax.errorbar(x, 100 * acc, yerr=100 * np.array([acc - lo, hi - acc]), fmt="o-", color=PALETTE[0], capsize=3,
+                label="accuracy (95% interval)")
+    ax.set_xticks(x, [f"N = {n}" + (" (proposal)" if n == 0 else "") for n in sweep.steps])
+    ax.set(ylabel="accuracy [%]", ylim=(0, 100),
+           title=f"{sweep.model} at {sweep.depth} of {sweep.n_layers} blocks: MH steps per block")
+    cost = ax.twinx()
+    cost.plot(x, sweep.tokens, "s--", color=PALETTE[1], label="decoded tokens per answer")
+    cost.set_ylabel("decoded tokens per answer", color=PALETTE[1])
+    cost.set_ylim(0, 1.15 * max(sweep.tokens))
+    cost.grid(False)
+    lines = ax.get_legend_handles_labels(), cost.get_legend_handles_labels()
+    ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=8, loc="upper left")
     return finish(fig)
 
 

@@ -100,3 +100,10 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, n_boot: int = 1
     low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     better, worse = int((d > 0).sum()), int((d < 0).sum())
     return PairedDifference(float(d.mean()), float(low), float(high), len(d), better, worse, sign_flip_test(d))
+
+
+def paired_prefix(a: Sequence[float], b: Sequence[float], **kwargs) -> PairedDifference:
+    """`paired_difference` over the problems both methods ran, where scores are kept in one problem order and a
+    method run on a subset ran on the first k problems of it (the chapters' `search_problems`)."""
+    n = min(len(a), len(b))
+    return paired_difference(list(a)[:n], list(b)[:n], **kwargs)

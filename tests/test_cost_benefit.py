@@ -86,3 +86,43 @@ def test_report_arithmetic_is_glued_with_both_counts():
     assert values["report_formula"] == pytest.approx(8.84, abs=0.005)
     assert values["report_exact"] == pytest.approx(13.5, abs=0.05)
     assert values["report_blocks"] == "192, 384, 576, 679"
+
+
+def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(tiny_dir, tmp_path, monkeypatch):
+    """With search_problems = 2 of 3: the headline (MH at the stitched depth, greedy at the full one) on every
+    problem, MH at the full depth and SMC on the first two of the chapters' order; chapter 05 decodes no search
+    again, and its matched baselines stay on the subset."""
+    from helpers.chapters.power_sampling import search_limits, search_order, steps_sweep
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    order = search_order(PROBLEMS, 2)
+    assert [p.level for p in order] == [1, 2, 3] and search_order(PROBLEMS, None) == PROBLEMS
+    assert search_limits(4, 4, 2) == {"power": 2, "smc": 2} and search_limits(3, 4, 2) == {"smc": 2}
+    assert search_limits(3, 4, None) == {}
+    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, SMC, search_problems=2, **SETTINGS)
+    full, cut = rows
+    assert (full.depth, cut.depth) == (4, 3)
+    assert (full.count("power"), full.count("smc"), full.count("greedy")) == (2, 2, 3)
+    assert (cut.count("power"), cut.count("smc"), cut.count("low")) == (3, 2, 3)
+    assert "[" in full.interval("power")
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("chapter 05 re-ran a search instead of reading chapter 04's")
+
+    monkeypatch.setattr(sampling, "run_chains", no_search)
+    monkeypatch.setattr(sampling, "run_smc", no_search)
+    m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, search_problems=2, **SETTINGS)
+    by = {(p.depth, p.method): p for p in m.points}
+    assert by[(3, "power")].n_problems == 3 and by[(4, "power")].n_problems == 2
+    assert all(p.n_problems == 2 for p in m.points if p.matched)
+    assert ch.matched_comparisons(m)  # paired over the problems both ran
+    monkeypatch.undo()
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    sweep = steps_sweep(str(tiny_dir), PROBLEMS, 3, POWER, [0, 1], n_seeds=2, max_new_tokens=8, shots=0, seed=0,
+                        batch_size=4, search_problems=2)
+    assert sweep.steps == [0, 1] and sweep.n_problems == 2 and sweep.chapter_steps == 2
+    assert set(sweep.scores) == {0, 1, 2}  # the chapter's own N is read for the other mode's comparison
+    assert sweep.scores[2] == cut.scores["power"][:2]  # the chapter's records, not new ones
+    assert sweep.other_mode == "reference" and len(sweep.other_scores) == 2
+    values = sweep.glue_values()
+    assert values["steps_top"] == 1 and values["steps_base"] == 0 and "reference mode" in values["steps_sentence"]

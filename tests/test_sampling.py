@@ -103,3 +103,14 @@ def test_power_sampling_settings_have_one_home(tiny, tmp_path):
     records = sample(model, tokenizer, PROBLEMS[:1], method="power", max_new_tokens=8, power=POWER, root=tmp_path,
                      progress=False)
     assert records[0][0]["decoded_tokens"] >= records[0][0]["n_tokens"] >= 1
+
+
+def test_sample_methods_limits_are_checked_before_any_decode(tiny):
+    from helpers.sampling import DecodeSettings, sample_methods
+
+    model, tokenizer, _ = tiny
+    settings = {"greedy": DecodeSettings("greedy", 8)}
+    with pytest.raises(ValueError, match="not asked for"):
+        sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"power": 2})
+    with pytest.raises(ValueError, match="at least 1"):
+        sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"greedy": 0})

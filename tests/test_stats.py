@@ -55,3 +55,13 @@ def test_bad_input_is_refused():
         paired_difference([1, 0], [1])
     with pytest.raises(ValueError, match="non-empty"):
         paired_difference([], [])
+
+
+def test_paired_prefix_pairs_the_problems_both_methods_ran():
+    from helpers.stats import paired_difference, paired_prefix
+
+    all_five, first_three = [1.0, 0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+    assert paired_prefix(all_five, first_three) == paired_difference(all_five[:3], first_three)
+    assert paired_prefix(first_three, all_five).n == 3
+    with pytest.raises(ValueError, match="non-empty"):
+        paired_prefix([], all_five)

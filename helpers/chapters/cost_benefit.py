@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.chapters.power_sampling import comparisons_table
+from helpers.chapters.power_sampling import comparisons_table, search_limits, search_order
 from helpers.cost import (
     Shape,
     block_ends,
@@ -32,7 +32,7 @@ from helpers.models import load_model
 from helpers.power import PowerConfig
 from helpers.sampling import mean_accuracy, per_problem, sample, sample_methods
 from helpers.smc import SMCConfig
-from helpers.stats import PairedDifference, paired_difference, percent_with_interval, wilson
+from helpers.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
 from helpers.truncation import truncate
 
 LABELS = {"greedy": "greedy", "low_temperature": "low temp.", "temperature": "T=1", "power": "power", "smc": "SMC"}
@@ -75,6 +75,16 @@ def token_curves(lengths: Sequence[int], block_size: int, mcmc_steps: int, max_n
         "reference": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps) for t in T]),
         "exact": np.array([expected_decoded_tokens(int(t), block_size, mcmc_steps, mode="exact",
                                                    max_new_tokens=max_new_tokens) for t in T]),
+    }
+
+
+def token_panels(power: PowerConfig, max_new_tokens: int) -> dict[str, dict]:
+    """The token-count figure's two panels: the report's settings, and this build's (its MH mode named)."""
+    return {
+        f"the report: N = {REPORT['mcmc_steps']}, B = {REPORT['block_size']}": token_curves(
+            range(16, 1025, 16), REPORT["block_size"], REPORT["mcmc_steps"]),
+        f"this build: N = {power.mcmc_steps}, B = {power.block_size}, {power.mode} mode": token_curves(
+            range(1, max(max_new_tokens, 1) + 1), power.block_size, power.mcmc_steps, max_new_tokens),
     }
 
 
@@ -148,7 +158,7 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
 
 def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig,
             smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-            matched: bool = True, engine: str = "transformers") -> Measured:
+            matched: bool = True, engine: str = "transformers", search_problems: int | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
@@ -156,8 +166,11 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     and to K samples, SMC's particle count, so that they draw as many candidates as SMC does.
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
     whether the model still works there. The decodes are chapter 04's: the same settings
-    (`helpers.decode_settings.chapter_settings`) through the same call, on the same `engine`.
+    (`helpers.decode_settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
+    (`search_problems`: chapter 04's `search_order` and `search_limits`); the matched baselines, being off the
+    headline, run on the searches' subset.
     """
+    problems = search_order(problems, search_problems)
     model, tokenizer, info = load_model(name)
     L = info.n_layers
     settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
@@ -166,15 +179,17 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     matched_k: dict[int, int] = {}
     for depth in sorted({L, *(depths if depths is not None else [L - 1])}, reverse=True):
         m = model if depth == L else truncate(model, depth, "stitch")
-        by_method = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, **common)
+        limits = search_limits(depth, L, search_problems)
+        by_method = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, limits=limits, **common)
         runs = {label: by_method[method] for method, label in LABELS.items()}
         per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
         matched_k[depth] = k = max(1, math.ceil(per_power / max(per_plain, 1.0)))
         if matched:
             most = max(k, smc.particles)
-            warm = sample(m, tokenizer, problems, settings["temperature"], n_seeds=most, **common) \
-                if most > n_seeds else runs["T=1"]
+            mh_problems = problems[:search_problems or len(problems)]  # off the headline: the searches' subset
+            warm = sample(m, tokenizer, mh_problems, settings["temperature"], n_seeds=most, **common) \
+                if most > n_seeds else runs["T=1"][:len(mh_problems)]
             runs["T=1 (k)"] = [per[:k] for per in warm]
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
         decoded[depth] = runs
@@ -239,6 +254,11 @@ def multiplier_sentence(m: Measured) -> str:
 # --------------------------------------------------------------------------------------------------
 # What truncation saves
 # --------------------------------------------------------------------------------------------------
+
+
+def multiplier_glue(m: Measured) -> dict:
+    """`multiplier_values` and the sentence that states them, as the token-count section glues them."""
+    return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m)}
 
 
 def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndarray]]:
@@ -360,7 +380,7 @@ def matched_comparisons(m: Measured, method: str = "power") -> list[tuple[str, P
         size = m.matched_k[depth] if method == "power" else m.smc.particles
         for p in m.points:
             if p.depth == depth and p.matched and p.samples == size:
-                out.append((f"{method} − {p.method}, both at {depth}", paired_difference(mine.scores, p.scores)))
+                out.append((f"{method} − {p.method}, both at {depth}", paired_prefix(mine.scores, p.scores)))
     return out
 
 
@@ -397,6 +417,21 @@ def matched_sentence(m: Measured) -> str:
 def matched_table(m: Measured) -> str:
     """`matched_comparisons` of MH and of SMC as chapter 04's paired-test table."""
     return comparisons_table(matched_comparisons(m) + matched_comparisons(m, "SMC"))
+
+
+def front_values(m: Measured) -> dict:
+    """The equal-compute section's glued values: the Pareto front's sentence, the matched table and verdict."""
+    return {"front_sentence": front_sentence(m.points), "matched_table": matched_table(m),
+            "matched_sentence": matched_sentence(m), "matched_k": m.matched_k[m.n_layers]}
+
+
+def net_cost_settings(m: Measured, power: PowerConfig) -> dict[str, dict[str, float]]:
+    """The net-cost figure's two settings: the report's (N = 10, B = 192, T = 679) and this build's, at its
+    measured mean answer length."""
+    build = {"length": max(1.0, round(multiplier_values(m)["power_length"])), "block_size": power.block_size,
+             "mcmc_steps": power.mcmc_steps}
+    report = f"report (N = {REPORT['mcmc_steps']}, B = {REPORT['block_size']}, T = {REPORT['length']})"
+    return {report: REPORT, f"this build (N = {power.mcmc_steps}, B = {power.block_size})": build}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from helpers.cost import model_cost
-from helpers.data import Problem
-from helpers.decode_settings import chapter_settings
+from helpers.data import Problem, interleaved
+from helpers.decode_settings import DecodeSettings, chapter_settings
 from helpers.models import load_model
 from helpers.power import PowerConfig, ReencodeEngine, run_chains
 from helpers.sampling import (
@@ -20,11 +20,12 @@ from helpers.sampling import (
     outcome_shares,
     pass_at_k,
     per_problem,
+    sample,
     sample_methods,
     tokens_per_problem,
 )
 from helpers.smc import SMCConfig, run_smc
-from helpers.stats import PairedDifference, paired_difference, percent_with_interval
+from helpers.stats import PairedDifference, paired_prefix, percent_with_interval
 from helpers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 from helpers.truncation import truncate
 
@@ -102,21 +103,55 @@ class DepthRow:
     outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
     resamples: float = 0.0  # SMC: resampling events per sample
 
+    def count(self, key: str) -> int:
+        """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
+        return len(self.scores[key]) if key in self.scores else self.n_problems
+
+    def interval(self, key: str) -> str:
+        """The method's accuracy with its 95% Wilson interval over the problems it ran on."""
+        return percent_with_interval(self.accuracy[key], self.count(key))
+
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
+def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:
+    """The chapters' problem order: as given, or, when the searches run on a subset, levels taken in turn, so that
+    the first `search_problems` cover every level alike. Every method's scores keep this order."""
+    if search_problems is None:
+        return list(problems)
+    if isinstance(search_problems, bool) or not isinstance(search_problems, int) or search_problems < 1:
+        raise ValueError(f"search_problems must be a number of problems of at least 1, or None (all), got "
+                         f"{search_problems!r}")
+    return interleaved(problems, None)
+
+
+def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dict[str, int]:
+    """Which decodes run on the first `search_problems` problems only, at `depth`: the searches off the headline.
+
+    The headline, MH at a stitched depth against greedy at the full depth, runs on every problem, as do the cheap
+    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. One
+    function, so that chapter 05 reads exactly the records chapter 04 wrote.
+    """
+    if search_problems is None:
+        return {}
+    return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
+
+
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
                     power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
-                    batch_size: int, engine: str = "transformers") -> list[DepthRow]:
+                    batch_size: int, engine: str = "transformers", search_problems: int | None = None
+                    ) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
     depth.
 
     `depths` are stitched depths tried besides the full model (None: the depth just below it). Every decode
     is stored by `helpers.sampling.sample`, so the greedy records of chapter 03 are read, not recomputed.
-    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.decode_settings`).
+    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.decode_settings`). With `search_problems`, the
+    searches off the headline run on that many problems only (`search_limits`).
     """
+    problems = search_order(problems, search_problems)
     rows = []
     settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     for name in models:
@@ -125,7 +160,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
         full_flops = model_cost(model.config).flops_per_token
         for depth in sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True):
             m = model if depth == n_layers else truncate(model, depth, "stitch")
-            runs = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine)
+            runs = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine,
+                                  limits=search_limits(depth, n_layers, search_problems))
             greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
             chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
@@ -157,7 +193,7 @@ def results_table(rows: Sequence[DepthRow]) -> str:
     lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
              "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
     for r in rows:
-        cells = [percent_with_interval(r.accuracy[key], r.n_problems) for key, _ in COLUMNS]
+        cells = [r.interval(key) for key, _ in COLUMNS]
         lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
     return "\n".join(lines)
@@ -202,11 +238,11 @@ def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
         for r in mine:
             if r.depth < r.n_layers:
                 out.append((f"{name} at {r.depth} − greedy at {full.depth} (full)",
-                            paired_difference(r.scores[method], full.scores["greedy"])))
+                            paired_prefix(r.scores[method], full.scores["greedy"])))
     for r in mine:
-        out.append((f"power − low temperature, both at {r.depth}", paired_difference(r.scores["power"], r.scores["low"])))
-        out.append((f"power − greedy, both at {r.depth}", paired_difference(r.scores["power"], r.scores["greedy"])))
-        out.append((f"SMC − power, both at {r.depth}", paired_difference(r.scores["smc"], r.scores["power"])))
+        out.append((f"power − low temperature, both at {r.depth}", paired_prefix(r.scores["power"], r.scores["low"])))
+        out.append((f"power − greedy, both at {r.depth}", paired_prefix(r.scores["power"], r.scores["greedy"])))
+        out.append((f"SMC − power, both at {r.depth}", paired_prefix(r.scores["smc"], r.scores["power"])))
     return out
 
 
@@ -235,7 +271,7 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
         sentence = "No truncated depth was tested."
     else:
         b = best.accuracy["power"]
-        d = paired_difference(best.scores["power"], full.scores["greedy"])
+        d = paired_prefix(best.scores["power"], full.scores["greedy"])
         outcome = "above" if b > g else "equal to" if b == g else "below"
         noise = ("larger than its noise (the 95% interval excludes zero and the paired test rejects), so the data "
                  "support it" if d.clear else
@@ -251,10 +287,10 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
                       "Not shown either way: power sampling reaches the full model's greedy accuracy, but these "
                       "problems cannot tell a win from a tie. ")
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
-                    f"{percent_with_interval(b, best.n_problems)}, {outcome} the full {full.n_layers}-block model's "
-                    f"greedy {percent_with_interval(g, full.n_problems)}. The paired difference is "
+                    f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
+                    f"greedy {full.interval('greedy')}. The paired difference is "
                     f"{d.describe()}, which is {noise}. (Power sampling on the full model: "
-                    f"{percent_with_interval(p, full.n_problems)}.) The report saw 65.0% against 61.0% for "
+                    f"{full.interval('power')}.) The report saw 65.0% against 61.0% for "
                     "Qwen2.5-Math-1.5B and 79.0% against 71.0% for Qwen2.5-Math-7B, power sampling at 26 of 28 layers "
                     "against full-depth greedy, on 100 MATH500 problems, where an interval is about ±9 points."
                     f" The power-sampled answer cost {best.tokens_power / max(best.tokens_greedy, 1):.1f} times the "
@@ -293,16 +329,116 @@ def smc_sentence(rows: Sequence[DepthRow], smc: SMCConfig) -> str:
             f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
             f"{np.mean([r.resamples for r in mine]):.1f} times per sample on average. ")
     for r in mine:
-        d = paired_difference(r.scores["smc"], r.scores["power"])
-        text += (f"At {r.depth} blocks SMC scored {percent_with_interval(r.accuracy['smc'], r.n_problems)} and MH "
-                 f"{percent_with_interval(r.accuracy['power'], r.n_problems)}, for {r.tokens_smc:.0f} and "
+        d = paired_prefix(r.scores["smc"], r.scores["power"])
+        text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
+                 f"{r.interval('power')}, for {r.tokens_smc:.0f} and "
                  f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
     best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["smc"], r.depth), default=None)
     if best is not None:
-        d = paired_difference(best.scores["smc"], full.scores["greedy"])
-        text += (f"Against the full model's greedy {percent_with_interval(full.accuracy['greedy'], full.n_problems)}, "
+        d = paired_prefix(best.scores["smc"], full.scores["greedy"])
+        text += (f"Against the full model's greedy {full.interval('greedy')}, "
                  f"SMC at {best.depth} blocks differs by {_short(d)}.")
     return text.strip()
+
+
+@dataclass
+class StepsSweep:
+    """MH power sampling at one depth for several numbers of steps per block N (0: the proposal alone), and the
+    other MH mode at the chapter's own N on the same problems."""
+
+    model: str
+    depth: int
+    n_layers: int
+    steps: list[int]
+    accuracy: list[float]  # per entry of `steps`
+    tokens: list[float]  # decoded tokens per answer, rejected proposals included
+    scores: dict[int, list[float]]  # N -> per-problem score (share of correct seeds), problem order
+    n_problems: int
+    n_seeds: int
+    mode: str
+    chapter_steps: int  # the chapter's own N
+    other_mode: str | None = None
+    other_accuracy: float = float("nan")
+    other_tokens: float = float("nan")
+    other_scores: list[float] = field(default_factory=list)
+
+    def difference(self) -> tuple[int, int, PairedDifference]:
+        """(largest N, the N it is set against, their paired difference): the largest against N = 1 when both were
+        run, else against the smallest."""
+        top = max(self.steps)
+        base = 1 if 1 in self.steps and top != 1 else min(self.steps)
+        return top, base, paired_prefix(self.scores[top], self.scores[base])
+
+    def glue_values(self) -> dict:
+        top, base, d = self.difference()
+        at = dict(zip(self.steps, self.accuracy, strict=True))
+        cost = dict(zip(self.steps, self.tokens, strict=True))
+        sentence = (f"At {self.depth} of {self.n_layers} blocks, MH power sampling ({self.mode} mode) scored "
+                    + ", ".join(f"{percent_with_interval(at[n], self.n_problems)} with N = {n}" for n in self.steps)
+                    + f" ({self.n_problems} problems, {self.n_seeds} seeds each). N = {top} spent "
+                    f"{cost[top]:.0f} decoded tokens per answer against {cost[base]:.0f} for N = {base}; the paired "
+                    f"difference N = {top} − N = {base} is {d.describe()}, {_verdict_word(d)}.")
+        values = {"steps_depth": self.depth, "steps_top": top, "steps_base": base,
+                  "steps_difference": round(100 * d.mean, 1)}
+        if self.other_mode is not None:
+            mine = self.scores[self.chapter_steps]
+            o = paired_prefix(self.other_scores, mine)
+            sentence += (f" The {self.other_mode} mode at the chapter's N = {self.chapter_steps} scored "
+                         f"{percent_with_interval(self.other_accuracy, len(self.other_scores))} for "
+                         f"{self.other_tokens:.0f} decoded tokens per answer; {self.other_mode} − {self.mode} is "
+                         f"{o.describe()}, {_verdict_word(o)}.")
+            values["mode_difference"] = round(100 * o.mean, 1)
+        return {**values, "steps_sentence": sentence}
+
+
+def _verdict_word(d: PairedDifference) -> str:
+    return ("larger than its noise" if d.clear else "borderline" if d.borderline else
+            "within its noise: these problems cannot tell the two apart")
+
+
+def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, power: PowerConfig,
+                steps: Sequence[int], *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+                engine: str = "transformers", search_problems: int | None = None, other_mode: bool = True
+                ) -> StepsSweep:
+    """Does N matter? MH power sampling of `model_name` stitched to `depth` blocks (None: one below full) with each
+    number of steps per block in `steps`, all else as `power`, on the first `search_problems` problems of the
+    chapters' order (all: None); with `other_mode`, the other MH mode at the chapter's N too. Runs the chapter
+    already made (its own N) are read from the store."""
+    if not steps or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in steps):
+        raise ValueError(f"steps must be a non-empty list of integers of at least 0 (MH steps per block), got "
+                         f"{steps!r}")
+    subset = search_order(problems, search_problems)[:search_problems]
+    model, tokenizer, info = load_model(model_name)
+    depth = info.n_layers - 1 if depth is None else depth
+    m = model if depth == info.n_layers else truncate(model, depth, "stitch")
+
+    def run(cfg: PowerConfig) -> list[list[dict]]:
+        settings = DecodeSettings("power", max_new_tokens, shots, seed, power=cfg)
+        return sample(m, tokenizer, subset, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine)
+
+    ordered = sorted(set(steps) | {power.mcmc_steps})
+    accuracy, tokens, scores = [], [], {}
+    for n in ordered:
+        records = run(replace(power, mcmc_steps=n))
+        accuracy.append(mean_accuracy(records))
+        tokens.append(tokens_per_problem(records))
+        scores[n] = per_problem(records)
+    keep = [i for i, n in enumerate(ordered) if n in steps]
+    sweep = StepsSweep(model_name, depth, info.n_layers, [ordered[i] for i in keep], [accuracy[i] for i in keep],
+                       [tokens[i] for i in keep], scores, len(subset), n_seeds, power.mode, power.mcmc_steps)
+    if other_mode and power.mcmc_steps > 0:
+        other = "reference" if power.mode == "exact" else "exact"
+        records = run(replace(power, mode=other, top_k=0))
+        sweep.other_mode, sweep.other_accuracy = other, mean_accuracy(records)
+        sweep.other_tokens, sweep.other_scores = tokens_per_problem(records), per_problem(records)
+    return sweep
+
+
+def critical_depth(rows: Sequence[DepthRow]) -> int | None:
+    """The deepest stitched depth the chapter tested for its first model (the critical depth in the profiles that
+    take it from chapter 03), or None when only the full model ran."""
+    mine = [r.depth for r in rows if r.model == rows[0].model and r.depth < r.n_layers]
+    return max(mine) if mine else None
 
 
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")
