@@ -95,21 +95,30 @@ def profile_path(name: str) -> Path:
     return path
 
 
-def load_profile(name: str) -> dict:
-    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}."""
+def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
+    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}.
+
+    A profile may name a `base` profile: it starts from the base's parameters, notebook sections, timeout and
+    chapters, and its own values replace the base's key by key (a notebook's section merged, not replaced).
+    """
+    if name in _seen:
+        raise RunError(f"Profile {name!r} is its own base (through {' -> '.join((*_seen, name))}); a base must end "
+                       "in a profile without one.")
     path = profile_path(name)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     except yaml.YAMLError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        data = {}  # an empty file: said below, with what a profile holds
     if not isinstance(data, dict):
         raise RunError(f"Profile {name!r} must be a mapping with keys such as parameters and notebooks, "
                        f"got a {type(data).__name__}.")
-    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters"}
+    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters", "base"}
     if unknown:
-        raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, "
+        raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, base, "
                        "parameters, notebooks, timeout, chapters.")
     data["parameters"] = data.get("parameters") or {}
     data["notebooks"] = data.get("notebooks") or {}
@@ -127,7 +136,25 @@ def load_profile(name: str) -> dict:
                        f"{timeout!r}.")
     if data.get("chapters") is not None and not isinstance(data["chapters"], list):
         raise RunError(f"Profile {name!r}: chapters must be a list of chapter names, got {data['chapters']!r}.")
+    if not any(data.get(k) for k in ("parameters", "notebooks", "base", "chapters")):
+        raise RunError(f"Profile {name!r} ({path}) sets nothing: a profile holds parameters (for every chapter), "
+                       "notebooks (per chapter: {stem: {parameter: value}}), the chapters it runs, or a base "
+                       "profile to start from, e.g. 'base: default' and 'parameters: {n_problems: 4}'.")
+    if "base" in data:
+        if not isinstance(data["base"], str) or not data["base"].strip():
+            raise RunError(f"Profile {name!r}: base names the profile it starts from (e.g. default), got "
+                           f"{data['base']!r}.")
+        data = _on_base(load_profile(data["base"].strip(), (*_seen, name)), data)
     return data
+
+
+def _on_base(base: dict, own: dict) -> dict:
+    """A profile's own values laid over its base's, key by key (notebook sections merged)."""
+    notebooks = {stem: {**(base["notebooks"].get(stem) or {}), **(own["notebooks"].get(stem) or {})}
+                 for stem in {**base["notebooks"], **own["notebooks"]}}
+    merged = {**base, **{k: v for k, v in own.items() if k != "base"}}
+    merged.update(parameters={**base["parameters"], **own["parameters"]}, notebooks=notebooks)
+    return merged
 
 
 def notebook_parameters(stem: str) -> dict:
@@ -220,9 +247,11 @@ def check_value(stem: str, name: str, value, default) -> None:
     if name == "smc_ess_threshold" and _kind(value) in ("int", "float") and not 0 <= value <= 1:
         raise RunError(f"{where}: SMC resamples when the effective sample size falls below this share of the "
                        "particles; give a number from 0 (never) to 1 (whenever the weights differ).")
-    if name == "toy_particles" and isinstance(value, list) and (not value or any(
-            _kind(k) != "int" or not 1 <= k <= 1024 for k in value)):
-        raise RunError(f"{where}: give at least one particle count, each an integer from 1 to 1,024.")
+    if name == "search_problems" and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
+        raise RunError(f"{where}: the searches' subset is a number of problems of at least 1 (or null: every "
+                       "problem).")
+    if name in LIST_RANGES or name in LIST_CHOICES:
+        _check_list(where, name, value)
     if name == "dtype":
         from helpers.precision import check
 
@@ -230,6 +259,42 @@ def check_value(stem: str, name: str, value, default) -> None:
             check(value)
         except ValueError as err:
             raise RunError(f"{where}: {err}") from None
+
+
+LIST_RANGES = {  # list parameters of integers: (lowest, highest) entry, and what an entry is
+    "levels": (1, 100, "a difficulty level"), "sweep_levels": (1, 100, "a difficulty level"),
+    "depths": (1, MAX_COUNT, "a number of blocks to keep"),
+    "sweep_steps": (0, 1000, "a number of MH steps per block"), "toy_steps": (0, 1000, "a number of MH steps per block"),
+    "toy_particles": (1, 1024, "a particle count"),
+}
+LIST_CHOICES = {"methods": "truncations", "skip_parts": "parts", "ig_components": "components"}  # lists of names
+
+
+def _choices(name: str) -> tuple[str, ...]:
+    """The names a list parameter may hold, from the module that defines them."""
+    if name == "methods":
+        from helpers.truncation import METHODS
+        return METHODS
+    if name == "skip_parts":
+        from helpers.interventions import PARTS
+        return PARTS
+    from helpers.attribution import COMPONENTS
+    return COMPONENTS
+
+
+def _check_list(where: str, name: str, value) -> None:
+    """A list parameter, entry by entry: a non-empty list of integers in range, or of known names."""
+    if name in LIST_RANGES:
+        lo, hi, what = LIST_RANGES[name]
+        example = "[23]" if name == "depths" else f"[{lo}, {lo + 1}]"
+        if not isinstance(value, list) or not value or any(_kind(v) != "int" or not lo <= v <= hi for v in value):
+            none = " or null (the depth just below the full model)" if name == "depths" else ""
+            raise RunError(f"{where}: give a non-empty list, each entry {what}, an integer from {lo:,} to {hi:,}, "
+                           f"e.g. {example}{none}.")
+        return
+    choices = _choices(name)
+    if not isinstance(value, list) or not value or any(not isinstance(v, str) or v not in choices for v in value):
+        raise RunError(f"{where}: give a non-empty list of {LIST_CHOICES[name]} from {', '.join(choices)}.")
 
 
 def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
@@ -591,6 +656,16 @@ def install_models(profile: str) -> list[str]:
     return missing
 
 
+def model_cache() -> Path:
+    """The converted models' folder (`helpers.models.cache_dir`), its refusal as the runner's error."""
+    from helpers.models import ModelLoadError, cache_dir
+
+    try:
+        return cache_dir()
+    except ModelLoadError as err:
+        raise RunError(str(err)) from None
+
+
 def writable(folder: Path, what: str) -> None:
     """Create `folder` if needed and prove a file can be written there, before any chapter runs."""
     import tempfile
@@ -669,6 +744,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
 
     writable(out_root / CHAPTERS, "--out")
     writable(results_root(), "SVD_RESULTS (the results store)")
+    writable(model_cache(), "SVD_CACHE (the converted models)")
     repo = source_repository() if build else None
     prepare_root(out_root)
     for job in jobs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from helpers.checks import is_count
@@ -48,6 +48,13 @@ def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> di
     return record
 
 
+RECORD_SHAPE = {"id": str, "text": str, "tokens": [int], "predicted": (str, type(None)), "correct": bool,
+                "n_tokens": int, "sum_logp": float, "stopped": bool, "decoded_tokens": int, "prefill_tokens": int,
+                "acceptance": (float, type(None))}  # `_record`, as the store checks it
+SMC_SHAPE = {**RECORD_SHAPE, "chosen": int, "resamples": float, "particles": [
+    {"predicted": (str, type(None)), "correct": bool, "log_weight": float, "n_tokens": int}]}
+
+
 def sample_seed(base: int, problem_id: str, index: int) -> int:
     """The seed of sample `index` of a problem: fixed by (base seed, problem, index), not by batch composition."""
     return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
@@ -55,7 +62,8 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
 
 def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "transformers") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.decode_settings`)."""
-    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root)
+    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
+               shape=SMC_SHAPE if settings.method == "smc" else RECORD_SHAPE)
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
@@ -93,12 +101,21 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
 
 
 def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: dict[str, DecodeSettings], *,
-                   n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None
-                   ) -> dict[str, list[list[dict]]]:
+                   n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None,
+                   limits: Mapping[str, int] | None = None) -> dict[str, list[list[dict]]]:
     """records[problem][sample] for each named decode (`helpers.decode_settings.chapter_settings`): the one call
-    through which chapters 04 and 05 decode, so that 05 reads 04's records by construction."""
-    return {name: sample(model, tokenizer, problems, s, n_seeds=n_seeds, batch_size=batch_size, engine=engine,
-                         root=root) for name, s in settings.items()}
+    through which chapters 04 and 05 decode, so that 05 reads 04's records by construction.
+
+    `limits[name]` = k runs that decode on the first k problems only (the others on all of them)."""
+    limits = dict(limits or {})
+    unknown = sorted(set(limits) - set(settings))
+    if unknown:
+        raise ValueError(f"limits name decodes that are not asked for: {unknown}; the decodes are {sorted(settings)}")
+    for name, k in limits.items():
+        if not is_count(k, 1):
+            raise ValueError(f"limits[{name!r}] must be a number of problems of at least 1, got {k!r}")
+    return {name: sample(model, tokenizer, list(problems)[:limits.get(name, len(problems))], s, n_seeds=n_seeds,
+                         batch_size=batch_size, engine=engine, root=root) for name, s in settings.items()}
 
 
 def _decode(model, tokenizer, jobs, keys, run: Run, settings: DecodeSettings, batch_size: int, progress: bool,

@@ -39,7 +39,7 @@ def test_parameter_cell_defaults_equal_the_smoke_profile(stem):
         assert defaults[key] == value, f"{stem}: {key} defaults to {defaults[key]!r}, smoke sets {value!r}"
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "default", "full", "paper"])
 def test_profiles_only_use_known_keys(profile):
     jobs = plan(profile)
     assert [j.stem for j in jobs] == toc_chapters()
@@ -63,6 +63,47 @@ def test_default_profile_runs_the_qwen_model_with_smollm2_as_the_contrast():
     assert jobs["04_power_sampling"]["models"] == ["qwen2.5-coder-0.5b"]
     assert jobs["03_stitch_and_preserve"]["models"] == ["qwen2.5-coder-0.5b", "smollm2-135m"]
     assert jobs["04_power_sampling"]["alpha"] == 2.0
+
+
+def test_a_profile_on_a_base_takes_the_bases_settings_where_it_sets_none(tmp_path, monkeypatch):
+    import helpers.run as run
+
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump({
+        "timeout": 60, "parameters": {"models": ["smollm2-135m"], "shots": 2, "seed": 0},
+        "notebooks": {"04_power_sampling": {"alpha": 2.0, "mcmc_steps": 1}}}))
+    (tmp_path / "child.yaml").write_text(yaml.safe_dump({
+        "base": "parent", "parameters": {"seed": 3}, "notebooks": {"04_power_sampling": {"mcmc_steps": 10}}}))
+    (tmp_path / "loop.yaml").write_text(yaml.safe_dump({"base": "loop"}))
+    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    child = load_profile("child")
+    assert child["timeout"] == 60 and child["parameters"] == {"models": ["smollm2-135m"], "shots": 2, "seed": 3}
+    assert child["notebooks"]["04_power_sampling"] == {"alpha": 2.0, "mcmc_steps": 10}
+    four = next(j for j in plan("child") if j.stem == "04_power_sampling").parameters
+    assert (four["alpha"], four["mcmc_steps"], four["seed"]) == (2.0, 10, 3)
+    with pytest.raises(RunError, match="its own base"):
+        load_profile("loop")
+    (tmp_path / "orphan.yaml").write_text(yaml.safe_dump({"base": "nowhere"}))
+    with pytest.raises(RunError, match="Unknown profile 'nowhere'"):
+        load_profile("orphan")
+
+
+def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_chapters():
+    full, default = ({j.stem: j.parameters for j in plan(p)} for p in ("full", "default"))
+    four = full["04_power_sampling"]
+    assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
+    assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
+    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):
+        assert {k: v for k, v in full[stem].items() if k != "profile"} == \
+            {k: v for k, v in default[stem].items() if k != "profile"}
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("search_problems", 0, "at least 1"), ("search_problems", "many", "at least 1"),
+    ("sweep_steps", [0, -1], "from 0 to 1,000"), ("sweep_steps", [], "non-empty list"),
+    ("toy_steps", [-1], "from 0 to 1,000")])
+def test_search_parameters_are_checked_before_any_chapter_runs(key, value, message):
+    with pytest.raises(RunError, match=message):
+        plan("smoke", {key: value}, only="04_power_sampling")
 
 
 def test_unknown_override_is_rejected_with_its_name():
@@ -129,10 +170,11 @@ def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypat
 def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
     """Chapter 05 reads chapter 04's records from the store; different settings would silently decode anew."""
     decode_keys = {"models", "dataset", "n_problems", "levels", "shots", "seed", "depths", "alpha", "block_size",
-                   "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds"}
+                   "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds", "smc_particles", "smc_block_size",
+                   "smc_ess_threshold", "smc_bridge_tokens", "search_problems", "engine"}
     from helpers.run import notebook_parameters
 
-    for profile in ("smoke", "default", "paper"):
+    for profile in ("smoke", "default", "full", "paper"):
         jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
         four, five = jobs["04_power_sampling"], jobs["05_cost"]
         assert {k: four.get(k) for k in decode_keys} == {k: five.get(k) for k in decode_keys}, profile
