@@ -1,10 +1,10 @@
 """Checksums of model folders: a converted model is trusted only while its files are the ones written.
 
 A folder's manifest (`svd-manifest.json`) lists every file with its size, modification time and sha256 when
-the folder is written. `damage(folder)` compares the folder with it: a file missing or of another size is
-damage at once; a file whose modification time moved is hashed again, and damage only if its content changed.
-`weights_fingerprint` names the weights a model was loaded from, for the store keys of everything computed
-with it, so numbers from other weights are never read back as these.
+the folder is written. `damage(folder)` compares the folder with it by content: each file is hashed at least once
+per process (bit rot keeps a file's size and modification time), then again only when its size, modification
+time or inode change. `weights_fingerprint` names the weights a model was loaded from by the digests of the bytes
+this process hashed, never by the manifest's word, so numbers from other weights are never stored as these.
 """
 
 from __future__ import annotations
@@ -14,17 +14,31 @@ import json
 import os
 from pathlib import Path
 
+from helpers.jsonfile import JSONFileError, read_json
+
 MANIFEST = "svd-manifest.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-_verified: dict[tuple[str, tuple], str] = {}  # (folder, stat of its files) -> fingerprint, per process
+_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns) -> sha256 hashed by this process
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read now."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 24):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def verified_sha256(path: Path) -> str:
+    """The sha256 of `path` as this process last read it: hashed at the first call, and again whenever its size,
+    modification time or inode differ from that reading's (a rename keeps all four, so a folder written and then
+    renamed into place is not hashed again)."""
+    stat = path.stat()
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _hashed:
+        _hashed[key] = file_sha256(path)
+    return _hashed[key]
 
 
 def _files(folder: Path) -> list[Path]:
@@ -33,7 +47,7 @@ def _files(folder: Path) -> list[Path]:
 
 def write_manifest(folder: Path) -> dict:
     """Record size, mtime and sha256 of every file in `folder` (written last, so a cut-off write has none)."""
-    entries = {p.name: {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns, "sha256": file_sha256(p)}
+    entries = {p.name: {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns, "sha256": verified_sha256(p)}
                for p in _files(folder)}
     manifest = {"version": 1, "files": entries}
     tmp = folder / (MANIFEST + ".tmp")
@@ -44,8 +58,8 @@ def write_manifest(folder: Path) -> dict:
 
 def _read_manifest(folder: Path) -> dict | None:
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        manifest = read_json(folder / MANIFEST)
+    except JSONFileError:
         return None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or not all(isinstance(v, dict) and {"size", "mtime_ns", "sha256"} <= set(v)
@@ -66,29 +80,15 @@ def damage(folder: Path) -> str | None:
         stat = path.stat()
         if stat.st_size != entry["size"]:
             return f"{path} has {stat.st_size:,} bytes, not the {entry['size']:,} written"
-        if stat.st_mtime_ns != entry["mtime_ns"] and file_sha256(path) != entry["sha256"]:
-            return f"{path} changed since it was written (its sha256 differs)"
+        if verified_sha256(path) != entry["sha256"]:
+            return f"{path} changed since it was written (its sha256 differs: damaged on disk, or edited)"
     return None
 
 
 def weights_fingerprint(folder: Path) -> str:
-    """A short digest of the weight files' sha256 in `folder`: from its manifest when it has a sound one, else
-    hashed (once per process for unchanged files)."""
+    """A short digest of the weight files in `folder`, from the sha256 of their bytes as this process read them
+    (`verified_sha256`: hashed once per process, again when a file changes)."""
     folder = Path(folder)
     weights = [p for p in _files(folder) if p.name.endswith(WEIGHT_SUFFIXES)]
-    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weights)
-    key = (str(folder.resolve()), stats)
-    if key in _verified:
-        return _verified[key]
-    manifest = _read_manifest(folder)
-    recorded = manifest["files"] if manifest else {}
-    sums = []
-    for p, (_, size, mtime) in zip(weights, stats, strict=True):
-        entry = recorded.get(p.name)
-        if entry and entry["size"] == size and entry["mtime_ns"] == mtime:
-            sums.append(f"{p.name}:{entry['sha256']}")
-        else:
-            sums.append(f"{p.name}:{file_sha256(p)}")
-    fingerprint = hashlib.sha256("\n".join(sums).encode()).hexdigest()[:16]
-    _verified[key] = fingerprint
-    return fingerprint
+    sums = [f"{p.name}:{verified_sha256(p)}" for p in weights]
+    return hashlib.sha256("\n".join(sums).encode()).hexdigest()[:16]

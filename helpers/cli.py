@@ -141,9 +141,11 @@ def _glued_rows(where: str) -> list[dict]:
                             "`python -m helpers run`)")
         return rows
     if path.is_file():
+        from helpers.jsonfile import JSONFileError, read_json
+
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            rows = read_json(path)
+        except JSONFileError as err:
             raise DataError(f"{where} is not a glued_values.json file: {err}") from None
         if not isinstance(rows, list) or not all(isinstance(r, dict) and {"chapter", "name", "value"} <= set(r)
                                                  for r in rows):

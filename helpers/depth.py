@@ -27,15 +27,17 @@ from helpers.lens import (
 from helpers.progress import bar
 from helpers.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
 from helpers.sequences import analysis_sequence
+from helpers.skip_effects import SHAPE as SKIP_SHAPE
 from helpers.skip_effects import SkipEffects, depth_score, future_splits, later_layer_profile, skip_effects
 from helpers.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 
-def analysis_run(experiment: str, model, root: Path | None = None, **settings) -> Run:
+def analysis_run(experiment: str, model, root: Path | None = None, shape=None, **settings) -> Run:
     """The stored records of one of this chapter's analyses, keyed by the model's identity and the analysis's
-    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`)."""
-    return Run(experiment, {**model_identity(model), **settings}, root=root)
+    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`). `shape`: what a stored
+    result must look like (`helpers.store.conforms`)."""
+    return Run(experiment, {**model_identity(model), **settings}, root=root, shape=shape)
 
 
 def analysis_key(tokenizer, problem: Problem) -> str:
@@ -52,6 +54,9 @@ def _lists(d: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
+PROFILE_SHAPE = {name: {"sum": [float], "n": int, "max": [float]} for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}
+
+
 def profile_one(model, ids: Sequence[int]) -> dict:
     """Per-layer summaries (sum, count, max over positions) of every contribution metric and of the lens."""
     cap = capture(model, ids)
@@ -64,7 +69,7 @@ def profile_one(model, ids: Sequence[int]) -> dict:
 def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
              ) -> list[dict]:
     """`profile_one` for every problem's gold text, stored per problem as it finishes."""
-    run = analysis_run("depth_profile", model, root)
+    run = analysis_run("depth_profile", model, root, shape=PROFILE_SHAPE)
     keys = [analysis_key(tokenizer, p) for p in problems]
     for key, p in bar(list(zip(keys, problems, strict=True)), desc="norms and lens", progress=progress):
         if key not in run:
@@ -117,7 +122,7 @@ def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, 
     def choose(ids, start, problem_seed):
         return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=seed + problem_seed)
 
-    run = analysis_run("skip_effects", model, root, part=part, splits=n_splits if n_splits is not None else "current",
+    run = analysis_run("skip_effects", model, root, shape=SKIP_SHAPE, part=part, splits=n_splits if n_splits is not None else "current",
                        seed=seed)
     return _skip_records(model, tokenizer, problems, run, part, choose, f"skip {part}", progress)
 
@@ -151,7 +156,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_split
     def choose(ids, start, problem_seed):
         return answer_splits(start, len(ids), n_splits, seed=seed + problem_seed)
 
-    run = analysis_run("depth_score", model, root, splits=n_splits, seed=seed)
+    run = analysis_run("depth_score", model, root, shape=SKIP_SHAPE, splits=n_splits, seed=seed)
     records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
     out = {}
     for level, effects in by_level(list(zip(problems, records, strict=True))).items():

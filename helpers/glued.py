@@ -11,6 +11,8 @@ import json
 import math
 from pathlib import Path
 
+from helpers.jsonfile import JSONFileError, read_json
+
 GLUE_PREFIX = "application/papermill.record/"
 
 
@@ -25,7 +27,14 @@ def _parse(text: str):
 
 def glued_values(notebook: Path) -> dict[str, object]:
     """name → value of every glued scalar or text of an executed notebook (figures are left out)."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    from helpers.data import DataError
+
+    try:
+        nb = read_json(notebook)
+    except JSONFileError as err:
+        raise DataError(f"{err}; execute the chapter again (python -m helpers run --only ...)") from None
+    if not isinstance(nb, dict):
+        raise DataError(f"{notebook} is not a notebook (a JSON object with cells); execute the chapter again.")
     found: dict[str, object] = {}
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):

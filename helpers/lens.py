@@ -120,12 +120,15 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     chapter that reads the same sequences through the same model reuses them. Returns arrays
     [problems, layers] for 'kl' and 'overlap'.
     """
-    run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root)
+    run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root, shape=LENS_SHAPE)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
         run.compute(key, lambda ids=ids, start=start: _lens_record(model, ids, start, k, direction))
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
+
+
+LENS_SHAPE = {"kl": [float], "overlap": [float], "n_positions": int}  # a stored `_lens_record`
 
 
 def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import importlib.util
 import io
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
 from helpers.identity import tag_model
+from helpers.jsonfile import JSONFileError, read_json
 from helpers.output_head import use_sliced_head
 
 
@@ -118,9 +118,15 @@ class ModelInfo:
 
 
 def cache_dir() -> Path:
-    """Folder for converted models (override with SVD_CACHE)."""
-    root = os.environ.get("SVD_CACHE") or Path.home() / ".cache" / "search-versus-depth"
-    return Path(root)
+    """Folder for converted models (override with SVD_CACHE); refused at once when it names something that is
+    not a folder, before any conversion starts."""
+    named = os.environ.get("SVD_CACHE")
+    root = Path(named or Path.home() / ".cache" / "search-versus-depth")
+    if root.exists() and not root.is_dir():
+        where = f"SVD_CACHE={named}" if named else str(root)
+        raise ModelLoadError(f"{where} is a file, not a folder: the converted models and checkpoints go into a "
+                             "folder. Point SVD_CACHE at a folder (it is made if missing), or unset it.")
+    return root
 
 
 def default_device() -> str:
@@ -309,10 +315,9 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 def check_local_folder(path: Path) -> None:
     """Name the file that is wrong in a local save: config.json readable and with a model type, weights present."""
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{path / 'config.json'} is not valid JSON ({exc}); save the model again with "
-                             "model.save_pretrained().") from None
+        config = read_json(path / "config.json")
+    except JSONFileError as exc:
+        raise ModelLoadError(f"{exc}; save the model again with model.save_pretrained().") from None
     if not isinstance(config, dict) or "model_type" not in config:
         raise ModelLoadError(f"{path / 'config.json'} has no 'model_type'; it is not a transformers config. Save the "
                              "model again with model.save_pretrained().")

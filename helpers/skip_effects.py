@@ -22,6 +22,10 @@ def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int
     return sorted(candidates[:n])
 
 
+SHAPE = {"part": str, "splits": [(int, type(None))], "matrix": [[[float]]], "output": [[float]],
+         "matrix_mean": [[[float]]], "output_mean": [[float]]}  # `SkipEffects.as_dict`, as the store checks it
+
+
 @dataclass
 class SkipEffects:
     """Skip effects of one sequence, reduced over positions with max (and mean) for each split position.

@@ -81,47 +81,112 @@ class StoreError(RuntimeError):
     """The results store cannot be read or written where it is; the message says what to do."""
 
 
-_REPORTED: set = set()  # (store file, number of unreadable lines) already reported by this process
+_REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
+
+
+def conforms(value: Any, shape: Any) -> bool:
+    """Whether `value`, read back from JSON, has `shape`: a type (`float` also takes an int; neither takes a bool),
+    a tuple of alternatives (`type(None)` for null), `[s]` for a list of s, `{key: s}` for a dict holding at
+    least those keys, or None for anything. The recursion follows the shape, so it is as deep as the shape."""
+    if shape is None:
+        return True
+    if isinstance(shape, tuple):
+        return any(conforms(value, s) for s in shape)
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(conforms(v, shape[0]) for v in value)
+    if isinstance(shape, dict):
+        return isinstance(value, dict) and all(k in value and conforms(value[k], s) for k, s in shape.items())
+    if isinstance(value, bool):
+        return shape is bool
+    if shape is float:
+        return isinstance(value, int | float)
+    return isinstance(value, shape)
 
 
 class Run:
-    """The records of one experiment under one configuration, keyed by unit of work."""
+    """The records of one experiment under one configuration, keyed by unit of work.
 
-    def __init__(self, experiment: str, config: dict, root: Path | None = None):
+    With a `shape` (see `conforms`), a stored result of another shape does not count as finished: it is reported
+    once, set aside in `aside_path` when the run next writes, and its unit computed again.
+    """
+
+    def __init__(self, experiment: str, config: dict, root: Path | None = None, shape: Any = None):
         if not experiment or "/" in experiment:
             raise ValueError(f"experiment must be a plain name, got {experiment!r}")
         self.experiment = experiment
         self.config = _canonical(config)
         self.hash = config_hash(config)
         self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
+        self.shape = shape  # what a stored result must look like (`conforms`); None: anything
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
         self._lock = None
         self._load()
 
+    def _verdict(self, raw: bytes) -> tuple[str, dict | None]:
+        """('ok', record), ('other', None) for another configuration's line, or ('unreadable' | 'wrong shape',
+        None) for a line that must not count as finished work."""
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return "unreadable", None
+        if not (isinstance(record, dict) and isinstance(record.get("key"), str) and "result" in record):
+            return "unreadable", None
+        if record.get("config_hash") != self.hash:
+            return "other", None
+        if not conforms(record["result"], self.shape):
+            return "wrong shape", None
+        return "ok", record
+
     def _load(self) -> None:
         self._records = {}
         self._loaded_size = self._size()
+        self._bad = 0
         if not self.path.is_file():
             return
-        skipped = 0
+        bad = {"unreadable": 0, "wrong shape": 0}
         with self.path.open("rb") as fh:
             for raw in fh:
                 if not raw.strip() or not raw.endswith(b"\n"):
                     continue  # blank, or a last line still being written (or torn, which the lock holder cuts)
-                try:
-                    record = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                    record = None
-                if not (isinstance(record, dict) and isinstance(record.get("key"), str) and "result" in record):
-                    skipped += 1  # damaged: that unit is simply redone
-                    continue
-                if record.get("config_hash") == self.hash:
+                verdict, record = self._verdict(raw)
+                if verdict in bad:
+                    bad[verdict] += 1  # that unit is simply redone
+                elif record is not None:
                     self._records[record["key"]] = record
-        if skipped and (self.path, skipped) not in _REPORTED:
-            _REPORTED.add((self.path, skipped))
-            print(f"[store] skipped {skipped} unreadable line{'s' if skipped > 1 else ''} of {self.path}; the units "
-                  "they held are computed again", file=sys.stderr, flush=True)
+        self._bad = sum(bad.values())
+        for what, n in bad.items():
+            if n and (self.path, what, n) not in _REPORTED:
+                _REPORTED.add((self.path, what, n))
+                lines = f"{n} {what} line{'s' if n > 1 else ''}" if what == "unreadable" else \
+                    f"{n} record{'s' if n > 1 else ''} whose result has the wrong shape for {self.experiment}"
+                print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name} when "
+                      "this run next writes, and the units they held are computed again", file=sys.stderr, flush=True)
+
+    @property
+    def aside_path(self) -> Path:
+        """Where lines that cannot count as finished work are kept (never deleted): `<hash>.jsonl.set-aside`."""
+        return self.path.with_name(self.path.name + ".set-aside")
+
+    def _set_aside(self) -> None:
+        """Move the unreadable and wrong-shape lines out of the run's file into `aside_path` (lock held)."""
+        keep, aside = [], []
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    (aside if self._verdict(raw)[0] in ("unreadable", "wrong shape") else keep).append(raw)
+        if aside:
+            with self.aside_path.open("ab") as fh:
+                fh.writelines(aside)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+            with tmp.open("wb") as fh:
+                fh.writelines(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        self._load()
 
     def _size(self) -> int:
         return self.path.stat().st_size if self.path.is_file() else 0
@@ -155,6 +220,14 @@ class Run:
             self._lock = lock
             if self._size() != self._loaded_size:  # another process wrote meanwhile
                 self._load()
+            if self._bad:
+                try:
+                    self._set_aside()
+                except OSError as err:
+                    self._lock = None
+                    lock.release()
+                    raise StoreError(f"{self.path} holds lines that cannot be used and they cannot be set aside "
+                                     f"({err.strerror or err}); make its folder writable.") from None
         self._lock_depth += 1
         try:
             yield

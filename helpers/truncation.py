@@ -125,9 +125,13 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
             "nll_full": float(-logp_full.gather(-1, targets).mean())}
 
 
+AGREEMENT_SHAPE = {"kl": float, "nll": float, "nll_full": float}  # what `agreement` returns, as stored
+
+
 def agreement_over(full, truncated, items, root: Path | None = None) -> dict[str, float]:
     """`agreement` averaged over (name, ids, start) sequences, each stored under both models' identities."""
-    run = Run("agreement", {"full": model_identity(full), "truncated": model_identity(truncated)}, root=root)
+    run = Run("agreement", {"full": model_identity(full), "truncated": model_identity(truncated)}, root=root,
+              shape=AGREEMENT_SHAPE)
     values = [run.compute(sequence_key(name, ids, start), lambda ids=ids, start=start: agreement(full, truncated, ids, start))
               for name, ids, start in items]
     return {k: sum(v[k] for v in values) / len(values) for k in ("kl", "nll", "nll_full")} if values else {}

@@ -59,9 +59,19 @@ RUNNER = [
     ("unknown engine", _plan("engine=sglang"), RunError, "the engine is one of transformers, vllm"),
     ("no SMC particles", _plan("smc_particles=0"), RunError, "at least 1"),
     ("ESS threshold above 1", _plan("smc_ess_threshold=2"), RunError, "from 0 (never) to 1"),
-    ("no toy particle counts", _plan("toy_particles=[]"), RunError, "at least one particle count"),
+    ("no toy particle counts", _plan("toy_particles=[]"), RunError, "non-empty list, each entry a particle count"),
     ("negative SMC bridge", _plan("smc_bridge_tokens=-3"), RunError, "exponent bridge must be 0 or more"),
-    ("a toy particle count of 0", _plan("toy_particles=[1,0]"), RunError, "each an integer from 1"),
+    ("a toy particle count of 0", _plan("toy_particles=[1,0]"), RunError, "an integer from 1 to 1,024"),
+    ("depths as a word", _plan("depths=abc"), RunError, "'depths' = 'abc': give a non-empty list"),
+    ("depths as a number", _plan("depths=5"), RunError, "e.g. [23] or null"),
+    ("depths as text entries", _plan('depths=["29"]'), RunError, "a number of blocks to keep"),
+    ("no depths", _plan("depths=[]"), RunError, "'depths' = []"),
+    ("negative toy steps", _plan("toy_steps=[-1]"), RunError, "a number of MH steps per block, an integer from 0"),
+    ("no sweep steps", _plan("sweep_steps=[]"), RunError, "'sweep_steps' = []"),
+    ("a level of 0", _plan("levels=[0,1]"), RunError, "a difficulty level"),
+    ("unknown truncation", _plan("methods=[stitch,chop]"), RunError, "truncations from stitch, naive"),
+    ("unknown skip part", _plan("skip_parts=[head]"), RunError, "parts from layer, attn, mlp"),
+    ("no attribution component", _plan("ig_components=[]"), RunError, "components from layer, attn, mlp"),
     ("absurd token limit", _plan("max_new_tokens=100000000000"), RunError, "at most 100,000"),
     ("tokens beyond the context", _plan("max_new_tokens=20000"), RunError, "context holds 8,192 tokens"),
     ("absurd problem count", _plan("n_problems=100000000000"), RunError, "at most 100,000"),
@@ -82,10 +92,13 @@ PROFILE_FILES = [
     ("not a mapping", "- 1\n- 2\n", "must be a mapping"),
     ("section not a mapping", "notebooks:\n  02_logit_lens: 5\n", "02_logit_lens"),
     ("parameters not a mapping", "parameters: [1]\n", "'parameters' must be a mapping"),
-    ("timeout not a number", "timeout: abc\n", "timeout"),
+    ("timeout not a number", "timeout: abc\nparameters: {seed: 1}\n", "timeout"),
     ("unknown top-level key", "paramters: {}\n", "paramters"),
-    ("timeout NaN", "timeout: .nan\n", "positive finite number"),
-    ("timeout infinite", "timeout: .inf\n", "positive finite number"),
+    ("timeout NaN", "timeout: .nan\nbase: smoke\n", "positive finite number"),
+    ("timeout infinite", "timeout: .inf\nbase: smoke\n", "positive finite number"),
+    ("empty", "", "sets nothing: a profile holds parameters"),
+    ("only a description", "description: mine\n", "sets nothing: a profile holds parameters"),
+    ("empty sections", "parameters: {}\nnotebooks:\n", "sets nothing"),
 ]
 
 SAMPLING = [
@@ -415,6 +428,7 @@ def test_truncate_on_the_command_line(tiny_dir, capsys):
     ("a JSON list of numbers", "[1, 2]", "list of objects with chapter, name and value"),
     ("an object", '{"chapter": "x"}', "list of objects"),
     ("broken JSON", "[{", "glued.json is not a glued_values.json file"),
+    ("nested 100,000 levels deep", "[" * 100_000 + "]" * 100_000, "nested too deeply to be read as JSON"),
 ], ids=lambda v: v if isinstance(v, str) and " " in v else None)
 def test_glued_diff_refuses_what_is_not_a_build(case, content, fragment, tmp_path, capsys):
     if content is None:
@@ -473,6 +487,64 @@ def test_store_lines_of_the_wrong_shape_are_skipped_once_with_the_path(case, lin
     assert "skipped" not in capsys.readouterr().err  # said once per process
     again.add("more", {"x": 2}, 0.0)  # the damaged line blocks nothing
     assert Run("exp", {"a": 1}, root=tmp_path).get("more") == {"x": 2}
+
+
+@pytest.mark.parametrize(("case", "result"), [("a result of the wrong shape", {"kl": [0.1]}), ("a null result", None),
+                                              ("a list where a number goes", {"kl": [1], "nll": 1.0, "nll_full": 1.0})])
+def test_a_record_of_the_wrong_shape_is_set_aside_and_recomputed(case, result, tmp_path, capsys):
+    shape = {"kl": float, "nll": float, "nll_full": float}
+    run = Run("exp", {"a": 1}, root=tmp_path, shape=shape)
+    run.add("good", {"kl": 0.5, "nll": 1.0, "nll_full": 2}, 0.0)
+    record = json.loads(run.path.read_text().splitlines()[0])
+    bad = json.dumps({**record, "key": "unit", "result": result}) + "\n"  # the right key and hash
+    with run.path.open("a") as fh:
+        fh.write(bad)
+    again = Run("exp", {"a": 1}, root=tmp_path, shape=shape)
+    assert "unit" not in again and again.get("good")["kl"] == 0.5, case
+    err = capsys.readouterr().err
+    assert f"skipped 1 record whose result has the wrong shape for exp of {run.path}" in err, case
+    Run("exp", {"a": 1}, root=tmp_path, shape=shape)
+    assert "skipped" not in capsys.readouterr().err  # said once per process
+    assert again.compute("unit", lambda: {"kl": 0.25, "nll": 1.5, "nll_full": 1.5}) == {"kl": 0.25, "nll": 1.5,
+                                                                                          "nll_full": 1.5}
+    assert again.aside_path.read_text() == bad  # set aside, never deleted
+    assert bad not in run.path.read_text() and len(run.path.read_text().splitlines()) == 2
+    fresh = Run("exp", {"a": 1}, root=tmp_path, shape=shape)
+    assert fresh.get("unit")["kl"] == 0.25 and "skipped" not in capsys.readouterr().err
+
+
+def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_path, capsys):
+    """The reproduction: a depth-profile record with the right key and hash whose result lacks the metrics
+    (then a KeyError: 'rc_attn' deep in helpers.depth)."""
+    from helpers.depth import PROFILE_SHAPE, profiles
+
+    model, tokenizer, _ = tiny
+    problems = load_problems("arithmetic", n=1, levels=[1], seed=0)
+    first = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    (path,) = (tmp_path / "depth_profile").glob("*.jsonl")
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "result": {"kl": first[0]["kl"]}}) + "\n")
+    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    assert again == first and set(PROFILE_SHAPE) <= set(again[0])
+    assert "wrong shape for depth_profile" in capsys.readouterr().err
+    assert len(path.with_name(path.name + ".set-aside").read_text().splitlines()) == 1
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_any_conversion(tmp_path, monkeypatch):
+    from helpers.run import run
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SVD_CACHE", str(blocker))
+    start = time.perf_counter()
+    with pytest.raises(ModelLoadError, match=r"SVD_CACHE=.*file is a file, not a folder.*Point SVD_CACHE at a folder"):
+        load_model("smollm2-135m", device="cpu", dtype="float32")
+    assert time.perf_counter() - start < 5  # refused before the GGUF conversion (about 25 s)
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    with pytest.raises(RunError, match="SVD_CACHE"):
+        run("smoke", out_root=tmp_path / "out", build=False)
+    assert not (tmp_path / "out" / "book" / "chapters" / "01_effective_depth.ipynb").exists()
+    assert blocker.read_text() == ""
 
 
 def test_a_profile_that_is_not_utf8_is_named(tmp_path):

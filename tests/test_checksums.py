@@ -37,6 +37,46 @@ def test_a_folder_is_sound_until_a_file_changes_or_goes(tiny_dir, tmp_path):
     assert "unreadable" in damage(folder)
 
 
+def _bit_rot(path, monkeypatch, n: int = 4096) -> None:
+    """What bit rot leaves: n bytes flipped in place, the size and modification time put back; then a new
+    process's view (nothing hashed yet)."""
+    from helpers import checksums
+
+    stat = path.stat()
+    with path.open("r+b") as fh:
+        fh.seek(stat.st_size // 2)
+        data = fh.read(n)
+        fh.seek(stat.st_size // 2)
+        fh.write(bytes(b ^ 0xFF for b in data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns and path.stat().st_size == stat.st_size
+    monkeypatch.setattr(checksums, "_hashed", {})
+
+
+def test_bit_rot_is_found_by_content_and_moves_the_fingerprint(tiny_dir, tmp_path, monkeypatch):
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    write_manifest(folder)
+    before = weights_fingerprint(folder)
+    _bit_rot(folder / "model.safetensors", monkeypatch)
+    assert "model.safetensors changed since it was written" in damage(folder)
+    assert weights_fingerprint(folder) != before  # from the bytes read, never the manifest's word
+
+
+def test_each_file_is_hashed_once_per_process_and_again_when_it_changes(tiny_dir, tmp_path, monkeypatch):
+    from helpers import checksums
+
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    write_manifest(folder)
+    monkeypatch.setattr(checksums, "_hashed", {})
+    reads = []
+    monkeypatch.setattr(checksums, "file_sha256", lambda p, real=checksums.file_sha256: reads.append(p.name) or real(p))
+    assert damage(folder) is None and weights_fingerprint(folder)
+    assert damage(folder) is None
+    assert sorted(reads) == sorted(p.name for p in folder.iterdir() if p.name != MANIFEST)  # each once
+    os.utime(folder / "model.safetensors")
+    assert damage(folder) is None and reads.count("model.safetensors") == 2
+
+
 def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):
     from helpers.models import load_model
     from helpers.sampling import DecodeSettings, decode_run
@@ -54,16 +94,17 @@ def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_pa
 @pytest.mark.slow
 @pytest.mark.once  # a real conversion (15-30 s); nothing in it depends on the transformers version
 def test_a_damaged_conversion_is_converted_again_and_never_trusted(smol, tmp_path, monkeypatch, capsys):
-    """The reproduction of the bug: zeros over part of the cached SmolLM2's weights. The load notices, converts
-    again from the GGUF file, leaves no temporary folder, and the weights (and store keys) are the original's."""
+    """The reproduction of the bug: bit rot in the cached SmolLM2's weights (4 KiB flipped, size and modification
+    time put back). The load notices by content, converts again from the GGUF file, leaves no temporary folder,
+    and the weights (and store keys) are the original's."""
     from helpers.models import _converted_embedded, cache_dir, load_model
 
     original = _converted_embedded("smollm2-135m")
     fingerprint = model_identity(smol[0])["weights"]
     monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
     copy = cache_dir() / "models" / original.name
-    shutil.copytree(original, copy)
-    _overwrite_middle(copy / "model.safetensors", n=1 << 20)
+    shutil.copytree(original, copy, copy_function=shutil.copy2)  # modification times kept, as the manifest has them
+    _bit_rot(copy / "model.safetensors", monkeypatch)
     model, _, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
     assert "cannot be trusted" in capsys.readouterr().err
     assert damage(copy) is None and model_identity(model)["weights"] == fingerprint

@@ -104,7 +104,7 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
             ig_components: Sequence[str], probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = analysis_run("erasure_ig", model, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
+    run = analysis_run("erasure_ig", model, shape=[[float]], baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
     rows = list(range(0, info.n_layers + 1, probe_stride))
     out = []
     for prompt, answer in PROBES:
