@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -400,6 +401,16 @@ def test_the_module_entry_point_exits_with_the_error_status():
     done = _cli(*argv)
     assert done.returncode == 2, f"{case}: exit {done.returncode}\n{done.stderr[-2000:]}"
     assert fragment in done.stderr and "Traceback" not in done.stderr, f"{case}: {done.stderr[-2000:]}"
+
+
+def test_a_cache_folder_that_is_a_file_is_one_clear_line_on_the_command_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = [sys.executable, "-m", "helpers", "effective-depth", "--model", "smollm2-135m", "--n", "1"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SVD_CACHE": str(blocker), "SVD_RESULTS": str(tmp_path / "results")})
+    assert done.returncode == 2 and "is a file, not a folder" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "results").exists()  # nothing stored
 
 
 def test_truncate_reports_the_blocks_it_keeps():
