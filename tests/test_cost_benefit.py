@@ -126,3 +126,20 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     assert sweep.other_mode == "reference" and len(sweep.other_scores) == 2
     values = sweep.glue_values()
     assert values["steps_top"] == 1 and values["steps_base"] == 0 and "reference mode" in values["steps_sentence"]
+
+
+@pytest.mark.parametrize(("mean", "low", "high", "p", "word"), [
+    (-0.07, -0.12, -0.02, 0.01, "agrees with it"), (0.07, 0.02, 0.12, 0.01, "differs from it"),
+    (-0.07, -0.2, 0.05, 0.3, "neither confirm nor contradict")])
+def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p, word, monkeypatch):
+    from types import SimpleNamespace
+
+    from helpers.stats import PairedDifference
+
+    d = PairedDifference(mean, low, high, 40, 3, 6, p)
+    monkeypatch.setattr(ch, "matched_comparisons", lambda m: [("power − best-of-6, both at 24", None),
+                                                              ("power − majority-of-6, both at 24", d)])
+    sentence = ch.majority_sentence(SimpleNamespace(n_layers=24, matched_k={24: 6}))
+    assert word in sentence and "majority-of-6" in sentence and f"{100 * mean:+.0f} points" in sentence
+    monkeypatch.setattr(ch, "matched_comparisons", lambda m: [])
+    assert "no compute-matched majority vote" in ch.majority_sentence(SimpleNamespace(n_layers=24, matched_k={}))
