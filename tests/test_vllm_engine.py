@@ -219,6 +219,10 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     assert (p["engine"], p["alpha"], p["mcmc_steps"], p["block_size"], p["power_mode"], p["smc_particles"]) == (
         "vllm", 2.0, 10, 192, "reference", 16)
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    from helpers import precision
+
+    monkeypatch.setattr(precision, "_chosen", precision.chosen())  # restored after the test
+    precision.use(p["dtype"])  # as the notebook does: without it, 'auto' is bfloat16 on CPUs that compute it
     problems = load_problems(p["dataset"], n=p["n_problems"], levels=p["levels"], seed=p["seed"])
     power = PowerConfig(alpha=p["alpha"], block_size=p["block_size"], mcmc_steps=p["mcmc_steps"], mode=p["power_mode"])
     smc = SMCConfig(p["alpha"], p["smc_particles"], p["smc_block_size"], p["smc_ess_threshold"])
@@ -231,7 +235,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.models import load_model
     from helpers.sampling import decode_run
 
-    model = load_model(str(folder), dtype="float32")[0]
+    model = load_model(str(folder))[0]  # the dtype the chapter used
     settings = chapter_settings(power, smc, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
     for s in settings.values():  # every decode stored under vLLM's key, none under the transformers engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
