@@ -262,6 +262,23 @@ def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
     return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m), "build_steps": power.mcmc_steps}
 
 
+EXERCISE_STEPS = 10  # the report's N, in exercise "the report's N here"
+
+
+def exercise_values(m: Measured) -> dict:
+    """What the exercises' solutions quote: the exact schedule's prediction for this build's answers with the
+    report's N (what a re-run with mcmc_steps = 10 would decode, proposals ending where the answers do), beside
+    the build's own N and prediction; the measured multiplier's break-even saving."""
+    cfg, records = m.power, m.power_records[m.n_layers]
+    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, EXERCISE_STEPS, mode=cfg.mode,
+                                                       max_new_tokens=m.max_new_tokens) for r in records]))
+    v = multiplier_values(m)
+    return {"ex_steps": EXERCISE_STEPS, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
+            "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],
+            "ex_multiplier": predicted / max(v["greedy_tokens"], 1e-9),
+            "ex_break_even": 100 * (1 - 1 / max(v["multiplier_vs_greedy"], 1e-9))}
+
+
 def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndarray]]:
     """Per model: blocks removed and the share of the full model's FLOPs per token that removing them saves."""
     out = {}

@@ -83,6 +83,23 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
                           noise, tables, list(particles), smc_tv)
 
 
+def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
+    """Exercise "α = 1": MH towards p^1 = p on the toy model in both modes. The proposal is then p itself, so
+    the reference ratio is exactly 1 (every move accepted), while the exact ratio keeps the cut point's length
+    correction log t_x − log t_y and rejects some moves whose proposals end longer than the state."""
+    toy = ToyLM(vocab=3, seed=seed)
+    p = exact_distributions(toy, [1], TOY_MAX_TOKENS, 1.0)["power"]
+    values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
+              "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
+    for mode in ("exact", "reference"):
+        cfg = PowerConfig(alpha=1.0, block_size=2, mcmc_steps=steps, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
+        chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+        moves = [accepted for c in chains for _, accepted in c.moves]
+        values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")
+        values[f"ex_one_tv_{mode}"] = tv_distance(empirical(c.tokens for c in chains), p)
+    return values
+
+
 @dataclass
 class DepthRow:
     """Every method's accuracy and cost for one model at one depth."""

@@ -135,6 +135,24 @@ def comparison_values(c: DtypeComparison) -> dict:
     }
 
 
+EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"
+EXERCISE_LOGIT = 20.0  # a typical top logit, in exercise "how close is a tie?"
+
+
+def exercise_values(c: DtypeComparison) -> dict:
+    """What the exercises' solutions quote: bfloat16's spacing and what it means for a logit of 20, and the
+    critical depths under a stricter share (read from the sweep, as a re-run with that parameter would)."""
+    import torch
+
+    eps = float(torch.finfo(torch.bfloat16).eps)  # spacing just above 1: 2^-7
+    spacing = 2.0 ** np.floor(np.log2(EXERCISE_LOGIT)) * eps  # between neighbours in the logit's binade
+    strict = {d: critical_depth(c.sweep[d], c.sweep[d][c.n_layers], EXERCISE_COLLAPSE) for d in DTYPES}
+    return {"ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
+            "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
+            "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": _depth(strict["float32"]),
+            "ex_critical_bfloat16": _depth(strict["bfloat16"])}
+
+
 def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
     """Where the two critical depths differ, the counts behind them: how far each format is from the rule's line."""
     if crit["float32"] == crit["bfloat16"] or None in crit.values():

@@ -120,6 +120,19 @@ def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict
             "critical_depth_stitch": crit.get("stitch") if crit.get("stitch") is not None else "undefined"}
 
 
+EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter critical depth"
+
+
+def exercise_values(s: Sweep) -> dict:
+    """What the exercises' solutions quote: the critical depth under a stricter share (read from the sweep's
+    accuracies, as a re-run with that parameter would give it) and the KL of the full-depth stitched model."""
+    method = next(iter(s.accuracy))
+    strict = critical_depth(s.accuracy[method], s.accuracy[method][s.n_layers], EXERCISE_COLLAPSE)
+    return {"ex_collapse": EXERCISE_COLLAPSE, "ex_method": method,
+            "ex_critical": "undefined" if strict is None else strict,
+            "ex_full_kl": max(abs(s.agreement[m][s.n_layers]["kl"]) for m in s.agreement)}
+
+
 def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction: float) -> str:
     if crit.get("stitch") is None:
         return ("The full model solves none of these problems, so no critical depth can be defined; "
