@@ -15,9 +15,11 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -572,6 +574,7 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
         detail = _error_cell(target) if target.is_file() else str(exc)
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
     job.seconds = time.perf_counter() - start
+    write_student_notebook(job, out_root)
     if usage.is_file():
         job.records = json.loads(usage.read_text())
         usage.unlink()
@@ -584,12 +587,76 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
         print("warning: " + message, file=sys.stderr)
 
 
+DOWNLOADS = "downloads"  # beside the executed chapters: the notebooks as a student runs them
+
+
+def write_student_notebook(job: Job, out_root: Path) -> Path:
+    """The chapter's source notebook with this run's parameters written in (papermill's injected cell) and no
+    outputs: what the chapter's download link gives a student to run."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = parameterize_notebook(load_notebook_node(str(job.source)), job.parameters, kernel_name="python3",
+                               language="python")
+    for cell in nb.cells:  # papermill's own bookkeeping, not the student's
+        cell.metadata.pop("papermill", None)
+    nb.metadata.pop("papermill", None)
+    target = out_root / CHAPTERS / DOWNLOADS / f"{job.stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return target
+
+
+PDF_NAME = "book.pdf"  # beside index.html
+
+
+def browser() -> str | None:
+    """A Chromium (or Chrome) on PATH, or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def build_pdf(out_root: Path, repo: Repository | None = None) -> Path | None:
+    """The whole book as one PDF: the book built as a single HTML page, printed by a headless Chromium (no LaTeX
+    needed). None, with a note, where no Chromium is installed; raises when a step fails."""
+    chrome = browser()
+    if chrome is None:
+        print("[run] no PDF: no Chromium on PATH (apt-get install chromium)", flush=True)
+        return None
+    _jupyter_book(out_root, repo, "singlehtml")
+    page = _single_page(out_root / "_build" / "singlehtml")
+    target = out_root / "_build" / "html" / PDF_NAME
+    target.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run([chrome, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                               "--no-pdf-header-footer", "--virtual-time-budget=30000", f"--print-to-pdf={target}",
+                               page.as_uri()], capture_output=True, text=True, timeout=600)
+    if not target.is_file() or target.read_bytes()[:5] != b"%PDF-":
+        raise RunError(f"Printing the book to PDF failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return target
+
+
+def _single_page(folder: Path) -> Path:
+    """The single-page build's page, at the folder's top: Sphinx writes a root document in a subfolder
+    (book/intro.html) with links relative to the top (_static/, _images/) and an index.html that redirects to it,
+    so the page is copied up beside index.html before Chromium prints it."""
+    index = folder / "index.html"
+    redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', index.read_text(encoding="utf-8"))
+    if redirect is None:
+        return index
+    page = folder / "print.html"
+    shutil.copyfile(folder / redirect.group(1), page)
+    return page
+
+
 def time_table(jobs: list[Job]) -> str:
     """The closing table of a run: each chapter's time and the stored records it reused and computed."""
-    lines = ["[run] chapter                  time   records reused   computed"]
+    lines = ["[run] chapter                  time   records reused   computed   peak memory"]
     for job in jobs:
         r = job.records or {}
-        lines.append(f"[run] {job.stem:<22} {job.seconds:6.0f} s {r.get('reused', '?'):>15} {r.get('computed', '?'):>10}")
+        memory = f"{r['peak_mib'] / 1024:.1f} GiB" if "peak_mib" in r else "?"
+        lines.append(f"[run] {job.stem:<22} {job.seconds:6.0f} s {r.get('reused', '?'):>15} {r.get('computed', '?'):>10}"
+                     f" {memory:>13}")
     lines.append(f"[run] {'total':<22} {sum(j.seconds for j in jobs):6.0f} s")
     return "\n".join(lines)
 
@@ -611,7 +678,8 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     info = {"profile": profile, "commit": _git_commit(), "date": dt.datetime.now().isoformat(timespec="seconds"),
             "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
                        f"{describe(default_device())}",
-            "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1)}
+            "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1),
+                                                          "peak_mib": (j.records or {}).get("peak_mib")}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
     folder.mkdir(parents=True, exist_ok=True)
@@ -621,12 +689,16 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
         previous = json.loads(json_path.read_text()).get("chapters", {})
     info["chapters"] = {**previous, **info["chapters"]}
     json_path.write_text(json.dumps(info, indent=2))
+    for stem, c in info["chapters"].items():  # chapters executed by an earlier run, before downloads existed
+        if not (folder / DOWNLOADS / f"{stem}.ipynb").is_file() and (NOTEBOOKS / f"{stem}.ipynb").is_file():
+            write_student_notebook(Job(stem, c["parameters"]), out_root)
     lines = [f"Profile **{profile}**, commit `{info['commit']}`, built {info['date']} on {info['machine']}.", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".", "",
-             "| chapter | time (s) | parameters |", "|---|---|---|"]
+             "| chapter | time (s) | peak memory (GiB) | parameters |", "|---|---|---|---|"]
     for stem, c in info["chapters"].items():
         params = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in c["parameters"].items())
-        lines.append(f"| {stem} | {c['seconds']} | {params} |")
+        memory = "—" if c.get("peak_mib") is None else f"{c['peak_mib'] / 1024:.1f}"
+        lines.append(f"| {stem} | {c['seconds']} | {memory} | {params} |")
     (folder / "run_config.md").write_text("\n".join(lines) + "\n")
 
 
@@ -721,16 +793,23 @@ def build_book(out_root: Path, repo: Repository | None = None) -> Path:
     """jupyter-book build -W --keep-going; raise with the warnings when it fails. With a repository (a
     helpers.source_links.Repository) the pages get repository, issue, edit and launch buttons."""
     install_mathjax(out_root)
+    _jupyter_book(out_root, repo, "html")
+    return out_root / "_build" / "html" / "index.html"
+
+
+def _jupyter_book(out_root: Path, repo: Repository | None, builder: str) -> None:
+    """jupyter-book build --builder `builder` -W --keep-going; raise with the warnings when it fails."""
     exe = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "-W", "--keep-going", "-q"]
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "--builder", builder, "-W",
+           "--keep-going", "-q"]
     env = {k: v for k, v in os.environ.items() if k not in (URL_ENV, BRANCH_ENV)}
     if repo is not None:
         env.update({URL_ENV: repo.url, BRANCH_ENV: repo.branch})
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "WARNING" in l or "ERROR" in l or "rror" in l]
-        raise RunError("jupyter-book build failed:\n" + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
-    return out_root / "_build" / "html" / "index.html"
+        raise RunError(f"jupyter-book build ({builder}) failed:\n"
+                       + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
 
 
 def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = REPO,
@@ -766,6 +845,10 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
                        f"profile once (python -m helpers run --profile {profile}) before using --only.")
     print("[run] building the book ...", flush=True)
     index = build_book(out_root, repo)
+    start = time.perf_counter()
+    pdf = build_pdf(out_root, repo)
+    if pdf is not None:
+        print(f"[run] PDF ready: {pdf} ({pdf.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - start:.0f} s)")
     print(f"[run] book ready: {index}" + (f" (buttons link to {repo.url}, branch {repo.branch})" if repo else
                                           " (no repository buttons: set SVD_REPOSITORY_URL to add them)"))
     return index

@@ -29,16 +29,26 @@ _usage: dict[str, set] = {"reused": set(), "computed": set()}
 
 
 def _note(kind: str, run_hash: str, key: str) -> None:
-    if not os.environ.get(USAGE_ENV):
-        return
-    if not any(_usage.values()):
-        atexit.register(_write_usage, os.environ[USAGE_ENV])
-    _usage[kind].add((run_hash, key))
+    if os.environ.get(USAGE_ENV):
+        _usage[kind].add((run_hash, key))
 
 
 def _write_usage(path: str) -> None:
+    """The records this process reused and computed, and its peak resident memory (MiB; the runner's table of
+    chapter times and memory, which the instructor's page quotes)."""
     computed = _usage["computed"]
-    Path(path).write_text(json.dumps({"reused": len(_usage["reused"] - computed), "computed": len(computed)}))
+    usage = {"reused": len(_usage["reused"] - computed), "computed": len(computed)}
+    try:
+        import resource
+
+        usage["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
+    except ImportError:  # not on Windows
+        pass
+    Path(path).write_text(json.dumps(usage))
+
+
+if os.environ.get(USAGE_ENV):  # a chapter's kernel (helpers.run.execute): report when it ends
+    atexit.register(_write_usage, os.environ[USAGE_ENV])
 
 
 def results_root() -> Path:

@@ -55,6 +55,10 @@ def test_run_configuration_page_lists_the_profile(built_book):
     out, _ = built_book
     page = (out / "_build" / "html" / "book" / "reproducibility.html").read_text()
     assert "smoke" in page and "02_logit_lens" in page
+    chapters = json.loads((out / CHAPTERS / "run_config.json").read_text())["chapters"]
+    # every chapter's kernel reported its peak memory (the instructor's page quotes it): more than a bare
+    # Python with torch and a model (300 MiB), less than the machine
+    assert all(300 < c["peak_mib"] < 24 * 1024 for c in chapters.values()), chapters
 
 
 @pytest.mark.book
@@ -151,3 +155,34 @@ def test_every_repository_and_launch_link_names_a_tracked_file(built_book):
     assert {f"notebooks/{s}.ipynb" for s in toc_chapters(REPO)} <= named["binder"]
     for kind, paths in named.items():
         assert paths <= tracked, (kind, sorted(paths - tracked))
+
+
+@pytest.mark.book
+def test_each_chapter_links_its_notebook_as_a_student_runs_it(built_book):
+    """The download link of each chapter gives its source notebook with the build's parameters written in (the
+    smoke profile here) and no outputs."""
+    out, _ = built_book
+    html_root = out / "_build" / "html"
+    for stem in toc_chapters():
+        page = (html_root / CHAPTERS / f"{stem}.html").read_text()
+        links = re.findall(rf'href="([^"]*_downloads/[^"]*/{stem}\.ipynb)"', page)
+        assert links, f"{stem}: no download link to its notebook"
+        nb = json.loads((html_root / CHAPTERS / links[0]).resolve().read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert not any(c.get("outputs") for c in code), stem
+        injected = [c for c in code if "injected-parameters" in c["metadata"].get("tags", [])]
+        assert injected and 'profile = "smoke"' in "".join(injected[0]["source"]), stem
+
+
+@pytest.mark.book
+def test_the_whole_book_is_one_pdf(built_book):
+    """The book printed to one PDF from its single-page HTML build (skipped, loudly, without Chromium)."""
+    from helpers.run import PDF_NAME, browser
+
+    out, _ = built_book
+    if browser() is None:
+        pytest.skip("NO PDF TEST: no Chromium on PATH (apt-get install chromium)")
+    pdf = (out / "_build" / "html" / PDF_NAME).read_bytes()
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
+    assert pages >= 8 * len(toc_chapters()), pages  # every chapter, with its figures and exercises

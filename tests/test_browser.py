@@ -145,3 +145,35 @@ def test_a_removed_image_is_caught(browser, server, html_root, tmp_path):
     browser.execute_script("const i = document.images[0]; i.src = i.src + '.missing';")
     time.sleep(0.5)
     assert browser.execute_script(CHECKS)["broken_images"]
+
+
+def test_a_cross_reference_leads_to_an_exercise_whose_solution_unfolds(browser, server):
+    """As a student: follow the instructor page's link to an exercise, find its solution folded, open it, and
+    read the build's numbers in it."""
+    import re
+
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server}/book/teaching.html")
+    browser.find_element(By.CSS_SELECTOR, 'a[href$="04_power_sampling.html#ex-04-alpha-one"]').click()
+    _wait(lambda: browser.current_url.endswith("04_power_sampling.html#ex-04-alpha-one"), "the link to open")
+    _typeset(browser)
+    exercise = browser.find_element(By.ID, "ex-04-alpha-one")
+    assert "α = 1" in exercise.text
+    solution = exercise.find_element(By.XPATH, "following::div[contains(@class, 'solution')][1]")
+    body = solution.find_elements(By.CSS_SELECTOR, "p")[-1]
+    assert not body.is_displayed(), "the solution should be folded until asked for"
+    toggle = solution.find_elements(By.CSS_SELECTOR, "button.toggle-button") or solution.find_elements(
+        By.CSS_SELECTOR, ".admonition-title")
+    toggle[0].click()
+    _wait(body.is_displayed, "the solution to unfold")
+    assert re.search(r"\d\.\d{2}", solution.text), solution.text[:300]  # the glued acceptance rates
+    assert "glue" not in solution.text
+
+
+def _wait(condition, what: str, timeout: float = 10.0) -> None:
+    end = time.time() + timeout
+    while not condition():
+        if time.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)

@@ -183,9 +183,9 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
 def test_the_closing_table_lists_time_and_records():
     from helpers.run import Job, time_table
 
-    jobs = [Job("01_a", seconds=12.4, records={"reused": 5, "computed": 7}), Job("02_b", seconds=3.0)]
+    jobs = [Job("01_a", seconds=12.4, records={"reused": 5, "computed": 7, "peak_mib": 1536}), Job("02_b", seconds=3.0)]
     table = time_table(jobs)
-    assert "01_a" in table and "12 s" in table and " 5 " in table and " 7" in table
+    assert "01_a" in table and "12 s" in table and " 5 " in table and " 7" in table and "1.5 GiB" in table
     assert "?" in table.splitlines()[2]  # a chapter that reported no counts says so
     assert "total" in table and "15 s" in table
 
