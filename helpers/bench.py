@@ -8,6 +8,8 @@ import time
 
 import torch
 
+from helpers import env
+
 SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 1.0,
                     "power_vs_plain": 0.95}
 # Power sampling's decoding rate on Qwen2.5-Coder-0.5B in float32 at the book's batch (64 rows or more): half of
@@ -87,7 +89,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats) -> dict:
     """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
-    from helpers.decoding import decode
+    from helpers.plain import decode
     from helpers.slot_engine import CachedEngine
     from helpers.vllm_engine import VLLMEngine
 
@@ -127,7 +129,7 @@ def _engine_jobs(model, prompts, stops, seeds, cfg) -> dict:
     """The engine bench's jobs, by name: each decodes `prompts` on the engine it is given."""
     from dataclasses import replace
 
-    from helpers.decoding import decode
+    from helpers.plain import decode
     from helpers.power import run_chains
 
     def power(mode: str):
@@ -167,7 +169,8 @@ def _decode_rate_verdict(batches: dict) -> dict:
 def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
-    from helpers.decoding import decode, total
+    from helpers.decoding import total
+    from helpers.plain import decode
     from helpers.power import CachedEngine, run_chains
     from helpers.published_sampler import GenerateEngine
 
@@ -217,7 +220,7 @@ def _batch_jobs(model, prompts, stops, seeds, cfg, smc) -> dict:
     prompts, so that it too decodes n rows at once)."""
     from dataclasses import replace
 
-    from helpers.decoding import decode
+    from helpers.plain import decode
     from helpers.power import run_chains
     from helpers.smc import run_smc
 
@@ -357,7 +360,7 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
                 peak["kib"] = max(peak["kib"], _peak_rss_kib(pid))
             stop.wait(1.0)
 
-    with tempfile.TemporaryDirectory() as tmp, environment({"SVD_RESULTS": str(Path(tmp) / "results")}):
+    with tempfile.TemporaryDirectory() as tmp, environment({env.RESULTS: str(Path(tmp) / "results")}):
         thread = threading.Thread(target=watch, daemon=True)
         thread.start()
         start = time.perf_counter()
@@ -389,8 +392,8 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     tokens per second count new tokens only, prefill included in the time.
     """
     from helpers.data import arithmetic_problems, build_prompt
-    from helpers.decoding import decode
     from helpers.models import load_model
+    from helpers.plain import decode
 
     model, tokenizer, info = load_model(model_name)
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)

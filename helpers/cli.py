@@ -21,7 +21,8 @@ MAX_PROBLEMS = 100_000
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from helpers.run import REPO, parse_overrides, run
+    from helpers.env import REPO
+    from helpers.run import parse_overrides, run
 
     overrides = parse_overrides(args.param)
     if args.dtype is not None:
@@ -33,8 +34,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _truncate(args: argparse.Namespace) -> int:
     from helpers.data import DataError, chat_ids
-    from helpers.decoding import decode
     from helpers.models import context_length, load_model, stop_token_ids
+    from helpers.plain import decode
     from helpers.truncation import truncate
 
     if not args.prompt or not args.prompt.strip():

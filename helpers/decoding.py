@@ -2,8 +2,11 @@
 
 Every method decodes through an engine that runs *programs*: a program is a generator that asks for
 extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
-gets each one back filled in. Plain decoding is a program of one extension; a power-sampling chain asks for
+gets each one back filled in. Plain decoding is a program of one extension (`helpers.plain`); a power-sampling
+chain asks for
 one per block and one per Metropolis–Hastings move (`helpers.power`).
+
+This module holds the protocol and the serial engines; it imports no engine above it.
 
 Engines, all behind `Engine.run`: `helpers.slot_engine.CachedEngine` (the transformers decode loop, many
 programs at once on KV slots), `ReencodeEngine` here (re-encodes every prefix; the check on the others) and
@@ -267,39 +270,3 @@ class ReencodeEngine(SerialEngine):
             if token in stops:
                 break
             seq.append(token)
-
-
-def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
-           temperature: float = 0.0, top_k: int = 0, seeds: Sequence[int] | None = None,
-           engine: Engine | None = None, batch_size: int | None = None,
-           on_done: OnDone | None = None) -> list[Completion]:
-    """Decode every prompt (greedy at temperature 0); row b samples with seed `seeds[b]`.
-
-    At most `batch_size` rows decode at once (all of them by default); `on_done(b, completion)` hears of each
-    row as soon as it ends.
-    """
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("Every prompt needs at least one token.")
-    if temperature < 0:
-        raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature!r}.")
-    seeds = list(range(len(prompts))) if seeds is None else list(seeds)
-    if len(seeds) != len(prompts):
-        raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
-    rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None)
-            for p, s in zip(prompts, seeds, strict=True)]
-    stops = set(stop_ids)
-    tasks = [(row, _extend_once(row, max_new_tokens, stops)) for row in rows]
-    if engine is None:
-        from helpers.slot_engine import CachedEngine
-
-        engine = CachedEngine(model)
-    return engine.run(tasks, temperature, top_k, stops, batch_size, on_done, room=max_new_tokens)
-
-
-def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
-    """The program of plain decoding: one extension of the prompt."""
-    req = yield Extension(row, 0, limit)
-    return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)
-

@@ -11,7 +11,7 @@ import os
 
 import psutil
 
-BOOK_RUN_ENV = "SVD_BOOK_RUN"  # set by the book runner for its kernels: it has checked the models itself
+from helpers import env
 
 # Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a 4 × 256-token forward pass,
 # measured with `/usr/bin/time -f %M` on the CPU: SmolLM2 1.2, Qwen 0.5B 3.1. The 1.5B is scaled from the 0.5B
@@ -48,7 +48,7 @@ def check_setup(profile: str = "smoke") -> None:
     In a book run (`python -m helpers run`) it does nothing: the runner has installed and checked the profile's
     models before any chapter, and the cell is left out of the page.
     """
-    if os.environ.get(BOOK_RUN_ENV) == "1":
+    if os.environ.get(env.BOOK_RUN) == "1":
         return
     from helpers.run import RunError, available_profiles, in_checkout, install_models
 

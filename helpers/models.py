@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from helpers import precision
+from helpers import env, precision
 from helpers._quiet import no_gguf_bar, quiet_transformers
 from helpers.attention import use_fast_attention
 from helpers.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
@@ -120,7 +120,7 @@ class ModelInfo:
 def cache_dir() -> Path:
     """Folder for converted models (override with SVD_CACHE); refused at once when it names something that is
     not a folder, before any conversion starts."""
-    named = os.environ.get("SVD_CACHE")
+    named = os.environ.get(env.CACHE)
     root = Path(named or Path.home() / ".cache" / "search-versus-depth")
     if root.exists() and not root.is_dir():
         where = f"SVD_CACHE={named}" if named else str(root)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-ENV = "SVD_PROGRESS"
+from helpers import env
 
 
 def show_bars(progress: bool = True) -> bool:
     """`progress`, unless the environment turns bars off (SVD_PROGRESS=0)."""
-    return bool(progress) and os.environ.get(ENV, "1").strip() not in ("0", "false", "no")
+    return bool(progress) and os.environ.get(env.PROGRESS, "1").strip() not in ("0", "false", "no")
 
 
 def bar(iterable: Iterable | None = None, *, desc: str, progress: bool = True, **kwargs):

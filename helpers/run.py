@@ -27,15 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from helpers import glued
-from helpers.launch import BOOK_RUN_ENV
-from helpers.progress import ENV as PROGRESS_ENV
-from helpers.source_links import BRANCH_ENV, URL_ENV, Repository, SourceLinkError, repository
-from helpers.store import USAGE_ENV
-from helpers.widgets import LIVE_ENV
+from helpers import env, glued
+from helpers.source_links import Repository, SourceLinkError, repository
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
+NOTEBOOKS = env.REPO / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
 CHAPTERS = "book/chapters"
 BOOK_FILES = ("_config.yml", "_toc.yml", "book")
@@ -59,7 +54,7 @@ class Job:
         return NOTEBOOKS / f"{self.stem}.ipynb"
 
 
-def toc_chapters(root: Path = REPO) -> list[str]:
+def toc_chapters(root: Path = env.REPO) -> list[str]:
     """Stems of the executed chapters listed in _toc.yml (entries under book/chapters/), in book order."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     found: list[str] = []
@@ -402,16 +397,16 @@ def _check_depths(job: Job, literal: dict) -> None:
                                f"{blocks} blocks: {outside[0][1]}")
 
 
-def in_checkout(root: Path = REPO) -> bool:
+def in_checkout(root: Path = env.REPO) -> bool:
     """Whether `helpers` runs from a checkout of the repository, beside the book's notebooks and _toc.yml."""
     return (root / "_toc.yml").is_file() and NOTEBOOKS.is_dir()
 
 
-def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = REPO) -> list[Job]:
+def plan(profile: str, overrides: dict | None = None, only: str | None = None, root: Path = env.REPO) -> list[Job]:
     """The jobs of a run; every profile and -p key must be a parameter of the notebooks it goes to."""
     if not in_checkout(root):
         raise RunError(f"The book runs from a checkout of the repository: its chapters (notebooks/), profiles and "
-                       f"_toc.yml are not part of the installed package (helpers is installed at {REPO / 'helpers'}). "
+                       f"_toc.yml are not part of the installed package (helpers is installed at {env.REPO / 'helpers'}). "
                        "Clone the repository and run `make book` (or `python -m helpers run`) there; the library "
                        "itself (helpers.models, helpers.power, ...) works anywhere.")
     spec = load_profile(profile)
@@ -560,7 +555,7 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     # The kernel inherits these: explorers print a note, not widgets (helpers.widgets); no tqdm bar is drawn,
     # for it would stay in the page as a stale widget (helpers.progress); the kernel counts the stored records
     # it reuses and computes into `usage`; the launch cell (helpers.launch) has nothing to do.
-    kernel_env = {LIVE_ENV: "0", PROGRESS_ENV: "0", USAGE_ENV: str(usage), BOOK_RUN_ENV: "1"}
+    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1"}
     try:
         with environment(kernel_env):
             papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
@@ -663,7 +658,7 @@ def time_table(jobs: list[Job]) -> str:
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=env.REPO, capture_output=True, text=True,
                               check=True).stdout.strip()
     except Exception:
         return "unknown"
@@ -753,11 +748,11 @@ def writable(folder: Path, what: str) -> None:
 
 def prepare_root(out_root: Path) -> None:
     """Copy the book's static files to a separate output root (not needed when building in the repo)."""
-    if out_root.resolve() == REPO:
+    if out_root.resolve() == env.REPO:
         return
     out_root.mkdir(parents=True, exist_ok=True)
     for name in BOOK_FILES:
-        src = REPO / name
+        src = env.REPO / name
         if src.is_dir():
             shutil.copytree(src, out_root / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("chapters"))
         else:
@@ -802,17 +797,17 @@ def _jupyter_book(out_root: Path, repo: Repository | None, builder: str) -> None
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out_root), "--builder", builder, "-W",
            "--keep-going", "-q"]
-    env = {k: v for k, v in os.environ.items() if k not in (URL_ENV, BRANCH_ENV)}
+    variables = {k: v for k, v in os.environ.items() if k not in (env.REPOSITORY_URL, env.REPOSITORY_BRANCH)}
     if repo is not None:
-        env.update({URL_ENV: repo.url, BRANCH_ENV: repo.branch})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        variables.update({env.REPOSITORY_URL: repo.url, env.REPOSITORY_BRANCH: repo.branch})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=variables)
     if proc.returncode != 0:
         lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "WARNING" in l or "ERROR" in l or "rror" in l]
         raise RunError(f"jupyter-book build ({builder}) failed:\n"
                        + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
 
 
-def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = REPO,
+def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = env.REPO,
         build: bool = True, strict: bool = False) -> Path | None:
     """Execute the profile's chapters and build the book; returns the path of index.html."""
     jobs = plan(profile, overrides, only)

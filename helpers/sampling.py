@@ -17,10 +17,11 @@ from pathlib import Path
 from helpers.checks import is_count
 from helpers.data import Problem, build_prompt
 from helpers.decode_settings import METHODS, DecodeSettings, check_engine, engine_key
-from helpers.decoding import Completion, decode
+from helpers.decoding import Completion
 from helpers.grading import extract_answer, is_equivalent
 from helpers.identity import model_identity, problem_key
 from helpers.models import stop_token_ids
+from helpers.plain import decode
 from helpers.power import run_chains
 from helpers.progress import bar
 from helpers.slot_engine import CachedEngine

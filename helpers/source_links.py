@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-URL_ENV, BRANCH_ENV, BASEURL_ENV = "SVD_REPOSITORY_URL", "SVD_REPOSITORY_BRANCH", "SVD_BASE_URL"
+from helpers.env import REPO, REPOSITORY_BRANCH, REPOSITORY_URL
+
 # Generated page folders and the tracked folder each one is built from (the runner writes the former from the latter).
 SOURCE_OF = {"book/chapters/": "notebooks/"}
 BINDERHUB = "https://mybinder.org"
@@ -67,26 +67,26 @@ def _git(*args: str, root: Path) -> str:
 def repository(env: Mapping[str, str] | None = None, root: Path = REPO) -> Repository | None:
     """The repository the book links to, or None when nothing names one (see the module's docstring)."""
     env = os.environ if env is None else env
-    explicit = env.get(URL_ENV, "").strip()
+    explicit = env.get(REPOSITORY_URL, "").strip()
     if explicit:
         url = normalise(explicit)
         if not _ANY.match(url):
-            raise SourceLinkError(f"{URL_ENV}={explicit!r} is not a repository address; give one like "
+            raise SourceLinkError(f"{REPOSITORY_URL}={explicit!r} is not a repository address; give one like "
                                   "https://github.com/ORG/NAME, or unset it to build the book without repository "
                                   "buttons.")
-        branch = env.get(BRANCH_ENV, "").strip() or _git("symbolic-ref", "--short", "-q", "HEAD", root=root)
+        branch = env.get(REPOSITORY_BRANCH, "").strip() or _git("symbolic-ref", "--short", "-q", "HEAD", root=root)
     elif env.get("GITHUB_REPOSITORY"):
         url = f"{env.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{env['GITHUB_REPOSITORY']}"
-        branch = env.get(BRANCH_ENV, "").strip() or (
+        branch = env.get(REPOSITORY_BRANCH, "").strip() or (
             env.get("GITHUB_REF_NAME", "") if env.get("GITHUB_REF_TYPE", "branch") == "branch" else "")
     else:
         url = normalise(_git("remote", "get-url", "origin", root=root))
         if not _HOSTED.match(url):
             return None
-        branch = env.get(BRANCH_ENV, "").strip() or _git("symbolic-ref", "--short", "-q", "HEAD", root=root)
+        branch = env.get(REPOSITORY_BRANCH, "").strip() or _git("symbolic-ref", "--short", "-q", "HEAD", root=root)
     branch = branch if branch and branch != "HEAD" else "main"
     if not re.fullmatch(r"[\w./-]+", branch) or ".." in branch:
-        raise SourceLinkError(f"{BRANCH_ENV}={branch!r} is not a branch name the buttons could link to.")
+        raise SourceLinkError(f"{REPOSITORY_BRANCH}={branch!r} is not a branch name the buttons could link to.")
     return Repository(url=url, branch=branch)
 
 

@@ -21,15 +21,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from helpers import env
 
-
-USAGE_ENV = "SVD_STORE_USAGE"  # a file path: this process writes how many records it reused and computed there
 _usage: dict[str, set] = {"reused": set(), "computed": set()}
 
 
 def _note(kind: str, run_hash: str, key: str) -> None:
-    if os.environ.get(USAGE_ENV):
+    if os.environ.get(env.STORE_USAGE):
         _usage[kind].add((run_hash, key))
 
 
@@ -47,16 +45,16 @@ def _write_usage(path: str) -> None:
     Path(path).write_text(json.dumps(usage))
 
 
-if os.environ.get(USAGE_ENV):  # a chapter's kernel (helpers.run.execute): report when it ends
-    atexit.register(_write_usage, os.environ[USAGE_ENV])
+if os.environ.get(env.STORE_USAGE):  # a chapter's kernel (helpers.run.execute): report when it ends
+    atexit.register(_write_usage, os.environ[env.STORE_USAGE])
 
 
 def results_root() -> Path:
     """Where results go: $SVD_RESULTS, else `results/` at the top of the repository (in a checkout) or in the
     working folder (an installed package, whose folder is no place for data)."""
-    if os.environ.get("SVD_RESULTS"):
-        return Path(os.environ["SVD_RESULTS"])
-    return (REPO_ROOT if (REPO_ROOT / "_toc.yml").is_file() else Path.cwd()) / "results"
+    if os.environ.get(env.RESULTS):
+        return Path(os.environ[env.RESULTS])
+    return (env.REPO if (env.REPO / "_toc.yml").is_file() else Path.cwd()) / "results"
 
 
 def _canonical(obj: Any) -> Any:

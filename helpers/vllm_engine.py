@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from helpers import env
 from helpers._quiet import native_stderr_held
 from helpers.checks import is_count
 from helpers.decoding import (
@@ -211,7 +212,7 @@ class VLLMEngine(Engine):
         size = visible_gpus() if data_parallel_size is None else data_parallel_size
         if not is_count(size, 1):
             raise ValueError(f"data_parallel_size must be a positive integer (engine cores), got {size!r}")
-        from helpers.vllm_logz import DIR_ENV, LogNormaliser, LogZReader
+        from helpers.vllm_logz import LogNormaliser, LogZReader
 
         if kv_cache_gib is not None:  # GiB per engine core, on a CPU (else VLLM_CPU_KVCACHE_SPACE, or 4)
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{kv_cache_gib:g}"
@@ -221,7 +222,7 @@ class VLLMEngine(Engine):
         self.prefill = self.passes = 0
         self.prefill_seconds = 0.0
         self._records = tempfile.TemporaryDirectory(prefix="svd-logz-")
-        os.environ[DIR_ENV] = self._records.name  # read by the log-normaliser, here or in vLLM's processes
+        os.environ[env.VLLM_LOGZ_DIR] = self._records.name  # read by the log-normaliser, here or in vLLM's processes
         self._logz = LogZReader(self._records.name)
         if not torch.cuda.is_available():
             # CPU: no graph capture; KV blocks of 32 tokens (the CPU backend's default is 128, and the prefix cache

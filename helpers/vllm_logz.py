@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+from helpers import env
+
 LOGZ_KEY = "svd_logz"  # SamplingParams.extra_args key: the request id whose draws are recorded
-DIR_ENV = "SVD_VLLM_LOGZ_DIR"
 
 
 def logsumexp(x: torch.Tensor) -> torch.Tensor:
@@ -40,7 +41,7 @@ class LogNormaliser(LogitsProcessor):
 
     def __init__(self, vllm_config, device, is_pin_memory) -> None:
         self.rows: dict[int, tuple[str, float, int, list[int]]] = {}  # batch index -> (id, T, top-k, outputs)
-        self.folder = os.environ.get(DIR_ENV)
+        self.folder = os.environ.get(env.VLLM_LOGZ_DIR)
         self.out = None  # opened at the first record: the engine cores' processes write files of their own
 
     def is_argmax_invariant(self) -> bool:
@@ -68,7 +69,7 @@ class LogNormaliser(LogitsProcessor):
         if not self.rows:
             return logits
         if self.folder is None:
-            raise RuntimeError(f"{DIR_ENV} is not set: build vLLM through helpers.vllm_engine.VLLMEngine")
+            raise RuntimeError(f"{env.VLLM_LOGZ_DIR} is not set: build vLLM through helpers.vllm_engine.VLLMEngine")
         index = list(self.rows)
         raw = logits[index].float()
         entries = [self.rows[i] for i in index]

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-LIVE_ENV = "SVD_LIVE_WIDGETS"
+from helpers import env
 
 
 def live() -> bool:
     """Whether explorers draw real widgets (a Jupyter session) or a note (a headless book build)."""
-    return os.environ.get(LIVE_ENV, "1") != "0"
+    return os.environ.get(env.LIVE_WIDGETS, "1") != "0"
 
 
 def _static_note(what: str):

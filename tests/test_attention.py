@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from helpers import attention
-from helpers.decoding import decode
+from helpers.plain import decode
 
 
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (9, 3), (14, 2)])

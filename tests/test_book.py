@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from helpers.run import CHAPTERS, REPO, stderr_cells, toc_chapters
+from helpers.env import REPO
+from helpers.run import CHAPTERS, stderr_cells, toc_chapters
 
 
 @pytest.mark.book

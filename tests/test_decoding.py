@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import helpers.decoding as decoding
-from helpers.decoding import decode, shared_prefix_length, split_evenly, total
+from helpers.decoding import shared_prefix_length, split_evenly, total
+from helpers.plain import decode
 from helpers.slot_engine import CachedEngine
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import launch
+from helpers import env, launch
 from helpers.run import NOTEBOOKS, RunError, toc_chapters
 
 
@@ -24,21 +24,21 @@ def test_binder_is_told_that_smoke_fits_and_default_does_not():
 
 
 def test_outside_a_checkout_the_cell_says_how_to_get_one(monkeypatch):
-    monkeypatch.delenv(launch.BOOK_RUN_ENV, raising=False)
+    monkeypatch.delenv(env.BOOK_RUN, raising=False)
     monkeypatch.setattr("helpers.run.in_checkout", lambda root=None: False)
     with pytest.raises(RunError, match="git clone"):
         launch.check_setup("smoke")
 
 
 def test_in_a_book_run_the_cell_does_nothing(monkeypatch, capsys):
-    monkeypatch.setenv(launch.BOOK_RUN_ENV, "1")
+    monkeypatch.setenv(env.BOOK_RUN, "1")
     monkeypatch.setattr("helpers.run.install_models", lambda profile: pytest.fail("a book run installs nothing here"))
     launch.check_setup("smoke")
     assert capsys.readouterr().out == ""
 
 
 def test_the_cell_installs_only_what_is_missing_and_names_the_profile(monkeypatch, capsys):
-    monkeypatch.delenv(launch.BOOK_RUN_ENV, raising=False)
+    monkeypatch.delenv(env.BOOK_RUN, raising=False)
     asked = []
     monkeypatch.setattr("helpers.run.install_models", lambda profile: asked.append(profile) or [])
     launch.check_setup("smoke")

@@ -64,7 +64,7 @@ def test_the_swapped_head_keeps_hooks_and_gradients():
 
 
 def test_the_embedded_model_decodes_the_same_tokens_and_log_probabilities(smol):
-    from helpers.decoding import decode
+    from helpers.plain import decode
 
     model, tokenizer, _ = smol
     head = model.get_output_embeddings()

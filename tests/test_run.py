@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from helpers.run import NOTEBOOKS, REPO, RunError, load_profile, parse_overrides, plan, toc_chapters
+from helpers.env import REPO
+from helpers.run import NOTEBOOKS, RunError, load_profile, parse_overrides, plan, toc_chapters
 
 
 def _parameters_cell(stem: str) -> dict:
@@ -191,7 +192,8 @@ def test_the_closing_table_lists_time_and_records():
 
 
 def test_progress_bars_follow_the_environment(monkeypatch):
-    from helpers.progress import ENV, bar, show_bars
+    from helpers.env import PROGRESS as ENV
+    from helpers.progress import bar, show_bars
 
     monkeypatch.delenv(ENV, raising=False)
     assert show_bars() and not show_bars(False)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.decoding import Barrier, Extension, Group, ReencodeEngine, decode
+from helpers.decoding import Barrier, Extension, Group, ReencodeEngine
+from helpers.plain import decode
 from helpers.slot_engine import CachedEngine
 from helpers.smc import (
     ParticleGroup,

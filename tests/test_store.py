@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from helpers import env
 from helpers.store import Run, config_hash
 
 
@@ -72,7 +73,7 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
 
     import helpers.store as store
 
-    monkeypatch.setenv(store.USAGE_ENV, str(tmp_path / "usage.json"))
+    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
     monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set()})
     monkeypatch.setattr(store.atexit, "register", lambda *a: None)  # written by hand below, not at exit
     run = Run("exp", {"k": 3}, root=tmp_path)

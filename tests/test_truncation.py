@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.decoding import decode
 from helpers.lens import logit_lens
+from helpers.plain import decode
 from helpers.residual import capture
 from helpers.truncation import (
     agreement,

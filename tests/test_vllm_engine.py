@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.decoding import decode
+from helpers.plain import decode
 from helpers.power import PowerConfig, run_chains
 from helpers.slot_engine import CachedEngine
 from helpers.smc import SMCConfig, run_smc

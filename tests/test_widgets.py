@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import widgets
+from helpers import env, widgets
 from helpers.chapters.power_sampling import toy_convergence
 
 pytest.importorskip("ipywidgets")
@@ -20,7 +20,7 @@ def _lens_arrays():
 
 
 def test_lens_explorer_redraws_its_table_when_the_slider_moves(monkeypatch):
-    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    monkeypatch.delenv(env.LIVE_WIDGETS, raising=False)
     box = widgets.lens_explorer(*_lens_arrays())
     slider, table = box.children
     assert slider.value == 1 and "lens at layer 1" in table.value and "<code>+</code>" in table.value
@@ -29,7 +29,7 @@ def test_lens_explorer_redraws_its_table_when_the_slider_moves(monkeypatch):
 
 
 def test_a_book_build_gets_a_note_instead_of_widgets(monkeypatch):
-    monkeypatch.setenv(widgets.LIVE_ENV, "0")
+    monkeypatch.setenv(env.LIVE_WIDGETS, "0")
     note = widgets.lens_explorer(*_lens_arrays())
     assert "Open this notebook in Jupyter" in note.data
     toy = toy_convergence(2.0, [0], 4)
@@ -37,7 +37,7 @@ def test_a_book_build_gets_a_note_instead_of_widgets(monkeypatch):
 
 
 def test_alpha_explorer_offers_every_alpha(monkeypatch):
-    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    monkeypatch.delenv(env.LIVE_WIDGETS, raising=False)
     toy = toy_convergence(2.0, [0], 4)
     box = widgets.alpha_explorer(toy.tables)
     slider = box.children[0]
@@ -47,7 +47,7 @@ def test_alpha_explorer_offers_every_alpha(monkeypatch):
 def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
     from helpers.cost import qwen25_math_configs
 
-    monkeypatch.delenv(widgets.LIVE_ENV, raising=False)
+    monkeypatch.delenv(env.LIVE_WIDGETS, raising=False)
     box = widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10)
     model, T, _block, N, depth, table = box.children
     assert "8.84" in table.value and "13.51" in table.value  # the report's formula and the exact count
@@ -59,5 +59,5 @@ def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
     assert "2.50" in table.value and "5.03" in table.value
     N.value = 0
     assert "<b>0.00</b>" in table.value  # no MH steps, no extra tokens
-    monkeypatch.setenv(widgets.LIVE_ENV, "0")
+    monkeypatch.setenv(env.LIVE_WIDGETS, "0")
     assert "sliders" in widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10).data

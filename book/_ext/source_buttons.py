@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import os
 
-from helpers.source_links import BASEURL_ENV, BINDERHUB, BRANCH_ENV, URL_ENV, Repository, retarget
+from helpers import env
+from helpers.source_links import BINDERHUB, Repository, retarget
 
 
 def _switch_on(app, config) -> None:
-    if os.environ.get(BASEURL_ENV):  # where the book is published (canonical links, the sitemap's addresses)
-        config.html_baseurl = os.environ[BASEURL_ENV].rstrip("/") + "/"
-    url = os.environ.get(URL_ENV, "")
+    if os.environ.get(env.BASE_URL):  # where the book is published (canonical links, the sitemap's addresses)
+        config.html_baseurl = os.environ[env.BASE_URL].rstrip("/") + "/"
+    url = os.environ.get(env.REPOSITORY_URL, "")
     if not url:
         return
-    repo = Repository(url=url, branch=os.environ.get(BRANCH_ENV, "main"))
+    repo = Repository(url=url, branch=os.environ.get(env.REPOSITORY_BRANCH, "main"))
     options = dict(config.html_theme_options or {})
     options.update(repository_url=repo.url, repository_branch=repo.branch, path_to_docs="",
                    use_repository_button=True, use_issues_button=True, use_edit_page_button=True)
