@@ -9,6 +9,7 @@ import time
 import torch
 
 from helpers import env
+from helpers.target import MH_MODES
 
 SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 1.0,
                     "power_vs_plain": 0.95}
@@ -160,7 +161,7 @@ def _decode_rate_verdict(batches: dict) -> dict:
     """Power sampling's decoding rate (both modes) at each batch of `DECODE_RATE_TARGET['min_rows']` rows or more,
     against its target."""
     target = DECODE_RATE_TARGET["tokens_per_second"]
-    rates = {n: {mode: row[f"power_{mode}"]["decode_tokens_per_second"] for mode in ("exact", "reference")}
+    rates = {n: {mode: row[f"power_{mode}"]["decode_tokens_per_second"] for mode in MH_MODES}
              for n, row in batches.items() if int(n) >= DECODE_RATE_TARGET["min_rows"]}
     return {**DECODE_RATE_TARGET, "rates": rates,
             "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
@@ -300,10 +301,10 @@ def _ratios(batches: dict) -> dict:
     for n, row in batches.items():
         ratios = {"power_decode_vs_generate_decode": {
                       mode: round(row[f"power_{mode}"]["decode_tokens_per_second"]
-                                  / row["generate"]["decode_tokens_per_second"], 2) for mode in ("exact", "reference")},
+                                  / row["generate"]["decode_tokens_per_second"], 2) for mode in MH_MODES},
                   "power_vs_plain": {
                       mode: round(row[f"power_{mode}"]["tokens_per_second"]
-                                  / row["plain_sampling"]["tokens_per_second"], 2) for mode in ("exact", "reference")}}
+                                  / row["plain_sampling"]["tokens_per_second"], 2) for mode in MH_MODES}}
         if "published_batch1_generate" in row:
             ratios["power_vs_published"] = round(row["published_batch1_generate"]["seconds"]
                                                  / row["power_reference"]["seconds"], 2)

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from helpers.checks import is_count
+from helpers.target import MH_MODES
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,8 @@ def expected_decoded_tokens(length: int, block_size: int, mcmc_steps: int, *, mo
     an answer's length is fixed; an approximation when proposals stop at EOS elsewhere).
     """
     _check_schedule(length, block_size, mcmc_steps)
-    if mode not in ("exact", "reference"):
-        raise ValueError(f"mode must be 'exact' or 'reference', got {mode!r}")
+    if mode not in MH_MODES:
+        raise ValueError(f"mode must be one of {MH_MODES}, got {mode!r}")
     if not float(length).is_integer():
         raise ValueError(f"length must be a whole number of tokens, got {length!r}")
     length = int(length)

@@ -10,13 +10,13 @@ so its records are keyed apart (`engine: vllm`): one engine's records are never 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from helpers.categorical import VERSION as DRAW
 from helpers.checks import is_count
 from helpers.power import PowerConfig
 from helpers.smc import SMCConfig
+from helpers.target import Target, same_target
 
 METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
 ENGINES = ("transformers", "vllm")
@@ -44,8 +44,9 @@ class DecodeSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not is_count(self.max_new_tokens, 1):
-            raise ValueError(f"max_new_tokens must be an integer of at least 1, got {self.max_new_tokens!r}")
+        if self.max_new_tokens is None:
+            raise ValueError("max_new_tokens must be an integer of at least 1, got None")
+        Target(1.0, self.max_new_tokens)  # the length by the one rule (helpers.target)
         if not is_count(self.shots, 0):
             raise ValueError(f"shots must be an integer of at least 0, got {self.shots!r}")
         if not is_count(self.seed, 0):
@@ -65,10 +66,7 @@ class DecodeSettings:
                                  f"({self.max_new_tokens}); set one of them")
             object.__setattr__(self, name, replace(given, max_new_tokens=self.max_new_tokens).validate())
         if self.method == "low_temperature":
-            a = self.alpha
-            if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < math.inf:
-                raise ValueError(f"low-temperature sampling draws at T = 1/alpha: alpha must be a positive, finite "
-                                 f"number, got {a!r}")
+            Target(self.alpha)  # T = 1/alpha: alpha by the one rule
 
     @property
     def temperature(self) -> float:
@@ -77,7 +75,9 @@ class DecodeSettings:
             return 0.0
         if self.method == "temperature":
             return 1.0
-        return 1.0 / (self.alpha if self.method == "low_temperature" else (self.power or self.smc).alpha)
+        if self.method == "low_temperature":
+            return Target(self.alpha).temperature
+        return (self.power or self.smc).temperature
 
     @property
     def samples(self) -> bool:
@@ -122,9 +122,10 @@ def chapter_settings(power: PowerConfig, smc: SMCConfig, *, max_new_tokens: int,
                      ) -> dict[str, DecodeSettings]:
     """The five decodes chapters 04 and 05 compare, by method: greedy, low temperature (T = 1/α), T = 1, power
     sampling by MH and by SMC. One function, so that chapter 05 reads exactly the records chapter 04 wrote."""
+    alpha = same_target(power=power, smc=smc)
     common = dict(max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     return {"greedy": DecodeSettings("greedy", **common),
-            "low_temperature": DecodeSettings("low_temperature", alpha=power.alpha, **common),
+            "low_temperature": DecodeSettings("low_temperature", alpha=alpha, **common),
             "temperature": DecodeSettings("temperature", **common),
             "power": DecodeSettings("power", power=power, **common),
             "smc": DecodeSettings("smc", smc=smc, **common)}

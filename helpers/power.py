@@ -28,10 +28,11 @@ import torch
 from helpers.checks import is_count
 from helpers.decoding import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 from helpers.slot_engine import CachedEngine
+from helpers.target import MH_MODES, Target
 
 __all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
 
-MODES = ("exact", "reference")
+MODES = MH_MODES
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,7 @@ class PowerConfig:
     max_new_tokens: int | None = None
 
     def validate(self, need_length: bool = True) -> PowerConfig:
-        number = isinstance(self.alpha, int | float) and not isinstance(self.alpha, bool)
-        if not number or not self.alpha > 0 or math.isinf(self.alpha):
-            raise ValueError(f"alpha must be a positive, finite number (the target is p^alpha), got {self.alpha!r}")
+        Target(self.alpha)  # α by the one rule (helpers.target); the length, at least a block, below
         if not is_count(self.block_size, 1):
             raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
         if not is_count(self.mcmc_steps, 0):
@@ -80,8 +79,13 @@ class PowerConfig:
                 "mode": self.mode, "top_k": self.proposal_top_k}
 
     @property
+    def target(self) -> Target:
+        """The p^α this config samples (α and the length checked there)."""
+        return Target(self.alpha, self.max_new_tokens)
+
+    @property
     def temperature(self) -> float:
-        return 1.0 / self.alpha
+        return self.target.temperature
 
     @property
     def proposal_top_k(self) -> int:

@@ -29,6 +29,7 @@ import yaml
 
 from helpers import env, glued
 from helpers.source_links import Repository, SourceLinkError, repository
+from helpers.target import MH_MODES
 
 NOTEBOOKS = env.REPO / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
@@ -183,7 +184,6 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book comes near it
-POWER_MODES = ("exact", "reference")
 COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
           "probe_stride", "depth_splits", "smc_particles", "smc_block_size")  # names (or prefixes) of parameters that count something: at least 1
 
@@ -227,8 +227,8 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: counts must be at least 1.")
     if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value > MAX_COUNT:
         raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
-    if name == "power_mode" and value not in POWER_MODES:
-        raise RunError(f"{where}: the power-sampling mode is one of {', '.join(POWER_MODES)}.")
+    if name == "power_mode" and value not in MH_MODES:
+        raise RunError(f"{where}: the power-sampling mode is one of {', '.join(MH_MODES)}.")
     if name == "engine" and isinstance(value, str):
         _check_engine(where, value)
     if name in ("models", "map_models", "cost_models") and isinstance(value, list):

@@ -35,6 +35,7 @@ import torch
 from helpers.checks import is_count
 from helpers.decoding import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
 from helpers.slot_engine import CachedEngine
+from helpers.target import Target
 
 RESAMPLING = "systematic"
 
@@ -54,9 +55,7 @@ class SMCConfig:
     max_new_tokens: int | None = None
 
     def validate(self, need_length: bool = True) -> SMCConfig:
-        number = isinstance(self.alpha, int | float) and not isinstance(self.alpha, bool)
-        if not number or not self.alpha > 0 or math.isinf(self.alpha):
-            raise ValueError(f"alpha must be a positive, finite number (the target is p^alpha), got {self.alpha!r}")
+        Target(self.alpha, self.max_new_tokens)  # α and the length by the one rule (helpers.target)
         if not is_count(self.particles, 1):
             raise ValueError(f"particles must be an integer of at least 1, got {self.particles!r}")
         if not is_count(self.block_size, 1):
@@ -68,12 +67,9 @@ class SMCConfig:
         if not is_count(self.bridge_tokens, 0):
             raise ValueError(f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
                              f"{self.bridge_tokens!r}")
-        if self.max_new_tokens is None:
-            if need_length:
-                raise ValueError("max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
-                                 "helpers.sampling.sample, which sets it")
-        elif not is_count(self.max_new_tokens, 1):
-            raise ValueError(f"max_new_tokens must be an integer of at least 1, got {self.max_new_tokens!r}")
+        if self.max_new_tokens is None and need_length:
+            raise ValueError("max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
+                             "helpers.sampling.sample, which sets it")
         return self
 
     def as_dict(self) -> dict:
@@ -83,8 +79,13 @@ class SMCConfig:
         return {**settings, "bridge_tokens": self.bridge_tokens} if self.bridge_tokens else settings
 
     @property
+    def target(self) -> Target:
+        """The p^α this config samples (α and the length checked there)."""
+        return Target(self.alpha, self.max_new_tokens)
+
+    @property
     def temperature(self) -> float:
-        return 1.0 / self.alpha
+        return self.target.temperature
 
     def exponent(self, t: int) -> float:
         """The exponent of the intermediate target after t generated tokens (α throughout without bridging)."""

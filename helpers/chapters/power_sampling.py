@@ -26,6 +26,7 @@ from helpers.sampling import (
 )
 from helpers.smc import SMCConfig, run_smc
 from helpers.stats import PairedDifference, paired_prefix, percent_with_interval
+from helpers.target import MH_MODES
 from helpers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 from helpers.truncation import truncate
 
@@ -65,7 +66,7 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
     tv: dict[str, list[float]] = {}
-    for mode in ("exact", "reference"):
+    for mode in MH_MODES:
         tv[mode] = []
         for n in steps:
             cfg = PowerConfig(alpha=alpha, block_size=2, mcmc_steps=n, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
@@ -91,7 +92,7 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     p = exact_distributions(toy, [1], TOY_MAX_TOKENS, 1.0)["power"]
     values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
               "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
-    for mode in ("exact", "reference"):
+    for mode in MH_MODES:
         cfg = PowerConfig(alpha=1.0, block_size=2, mcmc_steps=steps, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
         chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
         moves = [accepted for c in chains for _, accepted in c.moves]
