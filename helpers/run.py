@@ -188,6 +188,10 @@ COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig
           "probe_stride", "depth_splits", "smc_particles", "smc_block_size")  # names (or prefixes) of parameters that count something: at least 1
 
 
+# Parameters that cut a set of problems to its first k (null: none cut), and what each one cuts.
+SUBSETS = {"search_problems": "the searches' subset", "emulated_problems": "the subset run where bfloat16 is emulated"}
+
+
 def _kind(value) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -244,9 +248,8 @@ def check_value(stem: str, name: str, value, default) -> None:
     if name == "smc_ess_threshold" and _kind(value) in ("int", "float") and not 0 <= value <= 1:
         raise RunError(f"{where}: SMC resamples when the effective sample size falls below this share of the "
                        "particles; give a number from 0 (never) to 1 (whenever the weights differ).")
-    if name == "search_problems" and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
-        raise RunError(f"{where}: the searches' subset is a number of problems of at least 1 (or null: every "
-                       "problem).")
+    if name in SUBSETS and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
+        raise RunError(f"{where}: {SUBSETS[name]} is a number of problems of at least 1 (or null: every problem).")
     if name in LIST_RANGES or name in LIST_CHOICES:
         _check_list(where, name, value)
     if name == "dtype":

@@ -159,6 +159,23 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     assert "| blocks | float32 | bfloat16 |" in appendix.sweep_table(c)
 
 
+def test_where_bfloat16_is_emulated_both_formats_run_the_subset_and_the_page_says_so(tiny_dir, tmp_path, monkeypatch):
+    from helpers.chapters import precision as appendix
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    common = dict(max_new_tokens=4, shots=0, batch_size=2, n_lens=2, span=1, emulated_problems=1)
+    cut = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=False, **common)
+    assert cut.n_problems == 1 and cut.n_sweep == 1 and cut.planned == (2, 2) and not cut.native
+    assert all(len(v) == 1 for v in cut.correct.values()) and cut.kl["float32"].shape[0] == 1  # n_lens cut too
+    sentence = appendix.comparison_values(cut)["dtype_sentence"]
+    assert sentence.startswith("This machine only emulates bfloat16") and "on 1 of the 2 planned problems" in sentence
+    whole = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=True, **common)
+    assert whole.n_problems == 2 and whole.native  # where bfloat16 is native, nothing is cut
+    assert not appendix.comparison_values(whole)["dtype_sentence"].startswith("This machine")
+    with pytest.raises(ValueError, match="emulated_problems must be a whole number of at least 1"):
+        appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=False, **{**common, "emulated_problems": 0})
+
+
 def test_the_appendix_rejects_an_empty_selection(tiny_dir):
     from helpers.chapters import precision as appendix
 

@@ -5,6 +5,10 @@ the two greedy decodes agree token for token, the logit lens's KL per layer over
 float32 model's own solutions), and chapter 03's critical depth from a stitched sweep in each dtype. Every
 decode and lens curve goes through the results store under its dtype, so the float32 half is shared with the
 chapters wherever their settings coincide.
+
+Where the hardware only emulates bfloat16 (a CPU without AVX512-BF16 or AMX: 3-8x float32's cost), both halves
+run on the first `emulated_problems` problems taking levels in turn (`helpers.data.interleaved`), so the
+comparison stays paired and the appendix says how much of the planned comparison it shows.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.data import Problem, build_prompt
+from helpers.data import Problem, build_prompt, interleaved
 from helpers.lens import lens_over_problems
-from helpers.models import load_model
+from helpers.models import default_device, load_model
+from helpers.precision import native_bfloat16
 from helpers.sampling import accuracy, solve
 from helpers.sequences import solution_sequence
 from helpers.stats import PairedDifference, paired_difference, percent_with_interval
@@ -39,6 +44,8 @@ class DtypeComparison:
     n_sweep: int  # problems of the sweep
     collapse_fraction: float
     seconds: dict[str, float]  # wall time of each dtype's part, stored records reused included
+    native: bool = True  # bfloat16 computed in hardware; False: emulated, and the problems below were cut
+    planned: tuple[int, int] = (0, 0)  # the problems asked for (accuracy, sweep) before any cut
 
     @property
     def n_problems(self) -> int:
@@ -64,12 +71,25 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Sequence[Problem], *, max_new_tokens: int,
-                   shots: int, batch_size: int, n_lens: int, span: int,
-                   collapse_fraction: float = 0.5) -> DtypeComparison:
+                   shots: int, batch_size: int, n_lens: int, span: int, collapse_fraction: float = 0.5,
+                   emulated_problems: int | None = None, native: bool | None = None) -> DtypeComparison:
     """Run `name` in each dtype: greedy on `problems`, the lens on the first `n_lens` float32 solutions, and the
-    stitched sweep of the last `span` depths on `sweep_problems`."""
+    stitched sweep of the last `span` depths on `sweep_problems`.
+
+    Where bfloat16 is emulated (`native` False; by default, asked of the device the model loads on), at most
+    `emulated_problems` of each problem set run, in both dtypes (None: all of them)."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
+    if emulated_problems is not None and (isinstance(emulated_problems, bool) or not isinstance(emulated_problems, int)
+                                          or emulated_problems < 1):
+        raise ValueError(f"emulated_problems must be a whole number of at least 1 (or None: every problem), got "
+                         f"{emulated_problems!r}")
+    planned = (len(problems), len(sweep_problems))
+    native = native_bfloat16(default_device()) if native is None else native
+    if not native and emulated_problems is not None:
+        problems = interleaved(problems, emulated_problems)
+        sweep_problems = interleaved(sweep_problems, emulated_problems)
+        n_lens = min(n_lens, len(problems))
     if not 1 <= n_lens <= len(problems):
         raise ValueError(f"n_lens must lie in 1..{len(problems)} (the problems whose solutions the lens reads), "
                          f"got {n_lens}")
@@ -96,7 +116,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
         seconds[dtype] = time.perf_counter() - start
         del model
     return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,
-                           seconds)
+                           seconds, native, planned)
 
 
 def comparison_values(c: DtypeComparison) -> dict:
@@ -113,7 +133,7 @@ def comparison_values(c: DtypeComparison) -> dict:
     verdict = ("larger than its noise" if diff.clear else "borderline" if diff.borderline
                else "within its noise")
     same_crit = crit["float32"] == crit["bfloat16"]
-    sentence = (
+    sentence = scope_sentence(c) + (
         f"On {n} problems, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
         f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
         f"{verdict}. The two greedy decodes are identical token for token on {n - len(differing)} of {n} "
@@ -123,7 +143,7 @@ def comparison_values(c: DtypeComparison) -> dict:
         f"and the critical stitched depth is {_depth(crit['float32'])} in float32 and {_depth(crit['bfloat16'])} "
         f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)}")
     return {
-        "dtype_model": c.model, "dtype_n_problems": n,
+        "dtype_model": c.model, "dtype_n_problems": n, "dtype_planned_problems": c.planned[0],
         "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],
         "dtype_diff_points": 100 * diff.mean, "dtype_diff_low": 100 * diff.low, "dtype_diff_high": 100 * diff.high,
         "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
@@ -137,6 +157,20 @@ def comparison_values(c: DtypeComparison) -> dict:
 
 EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"
 EXERCISE_LOGIT = 20.0  # a typical top logit, in exercise "how close is a tie?"
+
+
+def scope_sentence(c: DtypeComparison) -> str:
+    """Where bfloat16 was emulated, what share of the planned comparison ran (empty where it is native)."""
+    if c.native:
+        return ""
+    (asked, asked_sweep), n = c.planned, c.n_problems
+    if (n, c.n_sweep) == (asked, asked_sweep):
+        return ("This machine only emulates bfloat16 (no AVX512-BF16 or AMX), at several times float32's cost; the "
+                "comparison below is nonetheless the whole one planned. ")
+    return (f"This machine only emulates bfloat16 (no AVX512-BF16 or AMX), at several times float32's cost, so both "
+            f"formats ran on {n} of the {asked} planned problems and the sweep on {c.n_sweep} of {asked_sweep} "
+            f"(`emulated_problems`); the intervals are wider for it, and a build where bfloat16 is native runs them "
+            f"all. ")
 
 
 def exercise_values(c: DtypeComparison) -> dict:
