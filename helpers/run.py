@@ -29,7 +29,6 @@ import yaml
 
 from helpers import env, glued
 from helpers.source_links import Repository, SourceLinkError, repository
-from helpers.target import MH_MODES
 
 NOTEBOOKS = env.REPO / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
@@ -231,23 +230,15 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: counts must be at least 1.")
     if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value > MAX_COUNT:
         raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
-    if name == "power_mode" and value not in MH_MODES:
-        raise RunError(f"{where}: the power-sampling mode is one of {', '.join(MH_MODES)}.")
     if name == "engine" and isinstance(value, str):
         _check_engine(where, value)
     if name in ("models", "map_models", "cost_models") and isinstance(value, list):
         _check_models(where, value, allow_empty=name != "models")  # an empty map_models or cost_models: none
     if name == "dataset" and isinstance(value, str):
         _check_dataset(where, value)
-    if name == "alpha" and _kind(value) in ("int", "float") and not value > 0:
-        raise RunError(f"{where}: the power-sampling exponent must be positive.")
-    if name in ("mcmc_steps", "seed", "shots", "smc_bridge_tokens") and _kind(value) == "int" and value < 0:
-        what = {"mcmc_steps": "the number of MH steps per block", "seed": "the seed",
-                "shots": "the number of worked examples", "smc_bridge_tokens": "the length of SMC's exponent bridge"}[name]
+    if name in ("seed", "shots") and _kind(value) == "int" and value < 0:
+        what = {"seed": "the seed", "shots": "the number of worked examples"}[name]
         raise RunError(f"{where}: {what} must be 0 or more.")
-    if name == "smc_ess_threshold" and _kind(value) in ("int", "float") and not 0 <= value <= 1:
-        raise RunError(f"{where}: SMC resamples when the effective sample size falls below this share of the "
-                       "particles; give a number from 0 (never) to 1 (whenever the weights differ).")
     if name in SUBSETS and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
         raise RunError(f"{where}: {SUBSETS[name]} is a number of problems of at least 1 (or null: every problem).")
     if name in LIST_RANGES or name in LIST_CHOICES:
@@ -374,6 +365,33 @@ def check_job(job: Job, defaults: dict) -> None:
                            f"{sorted(LEVELS)}.")
     _check_depths(job, literal)
     _check_context(job, literal)
+    _check_samplers(job, literal)
+
+
+# A sampler's settings and the notebook parameters that set them (helpers.power, helpers.smc).
+POWER_PARAMETERS = {"alpha": "alpha", "block_size": "block_size", "mcmc_steps": "mcmc_steps", "mode": "power_mode",
+                    "max_new_tokens": "max_new_tokens"}
+SMC_PARAMETERS = {"alpha": "alpha", "particles": "smc_particles", "block_size": "smc_block_size",
+                  "ess_threshold": "smc_ess_threshold", "bridge_tokens": "smc_bridge_tokens",
+                  "max_new_tokens": "max_new_tokens"}
+
+
+def _check_samplers(job: Job, literal: dict) -> None:
+    """The job's power-sampling and SMC settings, made into the samplers' own configs: their rules, not a copy."""
+    from helpers.power import PowerConfig
+    from helpers.smc import SMCConfig
+
+    values = {**literal, **job.parameters}
+    for config, names in ((PowerConfig, POWER_PARAMETERS), (SMCConfig, SMC_PARAMETERS)):
+        if not all(name in values for name in names.values()):
+            continue  # this chapter does not run that sampler
+        try:
+            config(**{field: values[name] for field, name in names.items()}).validate()
+        except ValueError as err:
+            field = str(err).split(" ", 1)[0]
+            name = names.get(field)
+            where = f"parameter {name!r} = {values[name]!r}" if name else "its sampler settings"
+            raise RunError(f"{job.stem}: {where}: {err}") from None
 
 
 def _check_depths(job: Job, literal: dict) -> None:
