@@ -3,8 +3,7 @@
 Every method decodes through an engine that runs *programs*: a program is a generator that asks for
 extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
 gets each one back filled in. Plain decoding is a program of one extension (`helpers.plain`); a power-sampling
-chain asks for
-one per block and one per Metropolis–Hastings move (`helpers.power`).
+chain asks for one per block and one per Metropolis–Hastings move (`helpers.power`).
 
 This module holds the protocol and the serial engines; it imports no engine above it.
 

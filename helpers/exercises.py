@@ -11,6 +11,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 
+def layer_name(layer: int | None) -> str:
+    """A layer as the exercises' solutions print it: its index, or "none" where a rule finds none (None or -1)."""
+    return "none" if layer is None or layer < 0 else str(layer)
+
+
 def kl_below(kl_curve: Sequence[float], nats: float = 1.0) -> int:
     """Effective depth by an absolute rule: the first layer l in 0..L-2 whose lens KL is below `nats`; -1 if
     none (chapter 01's exercise; the chapter's own rule takes a fraction of the curve's maximum instead)."""

@@ -32,8 +32,6 @@ from helpers.target import MH_MODES, Target
 
 __all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
 
-MODES = MH_MODES
-
 
 @dataclass(frozen=True)
 class PowerConfig:
@@ -56,8 +54,8 @@ class PowerConfig:
             raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
         if not is_count(self.mcmc_steps, 0):
             raise ValueError(f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode not in MH_MODES:
+            raise ValueError(f"mode must be one of {MH_MODES}, got {self.mode!r}")
         if not is_count(self.top_k, 0):
             raise ValueError(f"top_k must be 0 or a positive integer, got {self.top_k!r}")
         if self.mode == "exact" and self.top_k:

@@ -63,7 +63,9 @@ def browser():
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         _no_browser("selenium is not installed")
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    from helpers.run import browser as chromium
+
+    binary = chromium()
     driver_path = shutil.which("chromedriver")
     if not binary or not driver_path:
         _no_browser("no chromium / chromedriver on PATH")

@@ -24,7 +24,7 @@ from helpers.depth import (
     skip_effects_over,
 )
 from helpers.erasure import erasure_map, mean_residual
-from helpers.exercises import kl_below
+from helpers.exercises import kl_below, layer_name
 from helpers.identity import sequence_key
 from helpers.models import ModelInfo, load_model
 from helpers.published import PUBLISHED_TABLE1
@@ -228,14 +228,11 @@ EXERCISE_NATS = 1.0  # the absolute rule's threshold in exercise "a rule of your
 def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float) -> dict:
     """What the exercises' solutions quote: the KL rule at other fractions (read from the chapter's curves, as
     a re-run with those parameters would) and the absolute rule of `helpers.exercises.kl_below`."""
-    def layer(value: int | None) -> str:
-        return "none" if value is None or value < 0 else str(value)
-
     low, high = (effective_depths(r.curves, f, overlap_threshold)["effective_depth"]["kl"] for f in EXERCISE_FRACTIONS)
     return {"ex_fraction_low": EXERCISE_FRACTIONS[0], "ex_fraction_high": EXERCISE_FRACTIONS[1],
-            "ex_ed_low": layer(low), "ex_ed_high": layer(high),
-            "ex_ed_chapter": layer(r.ed["effective_depth"]["kl"]), "ex_fraction": kl_fraction,
-            "ex_nats": EXERCISE_NATS, "ex_ed_nats": layer(kl_below(r.curves["kl"], EXERCISE_NATS))}
+            "ex_ed_low": layer_name(low), "ex_ed_high": layer_name(high),
+            "ex_ed_chapter": layer_name(r.ed["effective_depth"]["kl"]), "ex_fraction": kl_fraction,
+            "ex_nats": EXERCISE_NATS, "ex_ed_nats": layer_name(kl_below(r.curves["kl"], EXERCISE_NATS))}
 
 
 def _cell(report: dict, rule: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.data import Problem, build_prompt
+from helpers.exercises import layer_name
 from helpers.lens import (
     cut_points,
     depth_ratio,
@@ -124,14 +125,11 @@ EXERCISE_FRACTION = 0.25  # the KL rule's fraction in the same exercise
 def exercise_values(study: LensStudy, kl_fraction: float, overlap_threshold: float) -> dict:
     """What the exercises' solutions quote (first model): the cut points under stricter rules, read from the
     chapter's curves as a re-run with those parameters would give them."""
-    def layer(value: int) -> str:
-        return "none" if value < 0 else str(value)
-
     curves, first = study.curves[study.summary[0]["model"]], study.summary[0]
     ed_kl, ed_ov, _ = lens_cut_points(curves, EXERCISE_FRACTION, EXERCISE_THRESHOLD)
-    return {"ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer(ed_ov),
-            "ex_ed_kl": layer(ed_kl), "ex_ed_overlap_chapter": layer(first["ed_overlap"]),
-            "ex_ed_kl_chapter": layer(first["ed_kl"]), "ex_tied": "ties" if first["tied"] else "does not tie"}
+    return {"ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer_name(ed_ov),
+            "ex_ed_kl": layer_name(ed_kl), "ex_ed_overlap_chapter": layer_name(first["ed_overlap"]),
+            "ex_ed_kl_chapter": layer_name(first["ed_kl"]), "ex_tied": "ties" if first["tied"] else "does not tie"}
 
 
 def by_level(problems: Sequence[Problem], records: Sequence[dict]) -> dict[int, tuple[int, int]]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.checks import is_count
 from helpers.data import Problem, build_prompt, interleaved
 from helpers.lens import lens_over_problems
 from helpers.models import default_device, load_model
@@ -80,8 +81,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     `emulated_problems` of each problem set run, in both dtypes (None: all of them)."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
-    if emulated_problems is not None and (isinstance(emulated_problems, bool) or not isinstance(emulated_problems, int)
-                                          or emulated_problems < 1):
+    if emulated_problems is not None and not is_count(emulated_problems, 1):
         raise ValueError(f"emulated_problems must be a whole number of at least 1 (or None: every problem), got "
                          f"{emulated_problems!r}")
     planned = (len(problems), len(sweep_problems))
