@@ -21,8 +21,8 @@ MAX_PROBLEMS = 100_000
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from helpers.env import REPO
-    from helpers.run import parse_overrides, run
+    from helpers.core.env import REPO
+    from helpers.runner.run import parse_overrides, run
 
     overrides = parse_overrides(args.param)
     if args.dtype is not None:
@@ -33,10 +33,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _truncate(args: argparse.Namespace) -> int:
-    from helpers.data import DataError, chat_ids
-    from helpers.models import context_length, load_model, stop_token_ids
-    from helpers.plain import decode
-    from helpers.truncation import truncate
+    from helpers.data.problems import DataError, chat_ids
+    from helpers.models.loading import context_length, load_model, stop_token_ids
+    from helpers.models.truncation import truncate
+    from helpers.samplers.plain import decode
 
     if not args.prompt or not args.prompt.strip():
         raise DataError("--prompt must not be empty")
@@ -79,7 +79,7 @@ def kept_blocks(kept: list[int]) -> str:
 def _effective_depth(args: argparse.Namespace) -> int:
     import torch
 
-    from helpers.depth import effective_depth_report
+    from helpers.interp.depth import effective_depth_report
 
     if not 1 <= args.n <= MAX_PROBLEMS:
         raise ValueError(f"--n must be a number of problems from 1 to {MAX_PROBLEMS:,}, got {args.n}")
@@ -97,7 +97,7 @@ def _effective_depth(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from helpers.bench import bench_effective_depth, bench_sampling, bench_throughput
+    from helpers.bench.sampling import bench_effective_depth, bench_sampling, bench_throughput
 
     if args.what == "throughput":
         sizes = _integers(args.batch_sizes, "--batch-sizes", "1,8,32")
@@ -130,9 +130,9 @@ def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
 
 
 def _glued_rows(where: str) -> list[dict]:
-    from helpers.data import DataError
-    from helpers.glued import collect
-    from helpers.run import toc_chapters
+    from helpers.data.problems import DataError
+    from helpers.runner.glued import collect
+    from helpers.runner.run import toc_chapters
 
     path = Path(where)
     if path.is_dir():
@@ -142,7 +142,7 @@ def _glued_rows(where: str) -> list[dict]:
                             "`python -m helpers run`)")
         return rows
     if path.is_file():
-        from helpers.jsonfile import JSONFileError, read_json
+        from helpers.core.jsonfile import JSONFileError, read_json
 
         try:
             rows = read_json(path)
@@ -158,7 +158,7 @@ def _glued_rows(where: str) -> list[dict]:
 
 
 def _glued_diff(args: argparse.Namespace) -> int:
-    from helpers.glued import diff
+    from helpers.runner.glued import diff
 
     if not (math.isfinite(args.rel) and args.rel >= 0):
         raise ValueError(f"--rel must be a finite tolerance of 0 or more, got {args.rel}")
@@ -169,7 +169,7 @@ def _glued_diff(args: argparse.Namespace) -> int:
 
 
 def _install_models(args: argparse.Namespace) -> int:
-    from helpers.run import install_models
+    from helpers.runner.run import install_models
 
     installed = install_models(args.profile)
     print(f"installed {' '.join(installed)}" if installed else f"the models of profile {args.profile!r} are installed")
@@ -177,7 +177,7 @@ def _install_models(args: argparse.Namespace) -> int:
 
 
 def _notebook_code(args: argparse.Namespace) -> int:
-    from helpers.notebook_code import measure_all
+    from helpers.runner.notebook_code import measure_all
 
     folder = Path(args.folder)
     if not folder.is_dir() or not any(folder.glob("*.ipynb")):
@@ -187,7 +187,7 @@ def _notebook_code(args: argparse.Namespace) -> int:
 
 
 def _dtype_flag(parser: argparse.ArgumentParser) -> None:
-    from helpers.precision import CHOICES
+    from helpers.models.precision import CHOICES
 
     parser.add_argument("--dtype", choices=CHOICES, default=None,
                         help="the models' weights and activations: auto (default: bfloat16 where the hardware "
@@ -275,11 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers import precision
-    from helpers.data import DataError
-    from helpers.models import ModelLoadError
-    from helpers.run import RunError
-    from helpers.store import StoreError
+    from helpers.data.problems import DataError
+    from helpers.models import precision
+    from helpers.models.loading import ModelLoadError
+    from helpers.results.store import StoreError
+    from helpers.runner.run import RunError
 
     args = build_parser().parse_args(argv)
     try:

@@ -83,14 +83,14 @@ def tiny_dir(request, tmp_path_factory) -> Path:
 # are float32 on every machine. bfloat16 has tests of its own (test_precision.py).
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
-    from helpers.models import load_model
+    from helpers.models.loading import load_model
 
     return load_model(str(tiny_dir), device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="session")
 def smol():
-    from helpers.models import load_model
+    from helpers.models.loading import load_model
 
     return load_model("smollm2-135m", device="cpu", dtype="float32")
 
@@ -101,7 +101,7 @@ BOOK_REPOSITORY = "https://github.com/example-org/search-versus-depth"  # a stan
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory):
     """The smoke book, computed afresh and built strictly once per session: (output root, index.html)."""
-    from helpers.run import run
+    from helpers.runner.run import run
 
     out = tmp_path_factory.mktemp("book")
     with pytest.MonkeyPatch.context() as mp:

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from helpers import attention
-from helpers.plain import decode
+from helpers.models import attention
+from helpers.samplers.plain import decode
 
 
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (9, 3), (14, 2)])

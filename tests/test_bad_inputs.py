@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import grading
-from helpers.data import DataError, load_problems
-from helpers.decode_settings import DecodeSettings
-from helpers.models import ModelLoadError, load_model
-from helpers.power import PowerConfig
-from helpers.run import RunError, load_profile, parse_overrides, plan
-from helpers.smc import SMCConfig
-from helpers.store import Run
+from helpers.data.problems import DataError, load_problems
+from helpers.evaluation import grading
+from helpers.models.loading import ModelLoadError, load_model
+from helpers.results.store import Run
+from helpers.runner.run import RunError, load_profile, parse_overrides, plan
+from helpers.samplers.power import PowerConfig
+from helpers.samplers.settings import DecodeSettings
+from helpers.samplers.smc import SMCConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -280,7 +280,7 @@ def test_math_verify_is_bounded_outside_the_main_thread(monkeypatch):
     assert box == [False, True] and time.perf_counter() - start < 20
     import psutil
 
-    assert not [p for p in psutil.Process().children(recursive=True) if "helpers.grading" in " ".join(p.cmdline())]
+    assert not [p for p in psutil.Process().children(recursive=True) if "helpers.evaluation.grading" in " ".join(p.cmdline())]
 
 
 def test_integers_written_with_an_exponent_are_integers():
@@ -455,7 +455,7 @@ def test_glued_diff_refuses_what_is_not_a_build(case, content, fragment, tmp_pat
 
 
 def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
-    from helpers.run import run
+    from helpers.runner.run import run
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -467,7 +467,7 @@ def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_pat
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_the_vllm_engine_without_vllm_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
-    from helpers.run import run
+    from helpers.runner.run import run
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
     with pytest.raises(RunError, match=r"engine' = 'vllm': the vllm engine needs vLLM.*make vllm-env"):
@@ -476,7 +476,7 @@ def test_the_vllm_engine_without_vllm_stops_the_run_before_any_chapter(tmp_path,
 
 
 def test_a_bad_repository_address_stops_the_run_before_any_chapter(tmp_path, monkeypatch):
-    from helpers.run import run
+    from helpers.runner.run import run
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("SVD_REPOSITORY_URL", "github.com/org")
@@ -528,8 +528,8 @@ def test_a_record_of_the_wrong_shape_is_set_aside_and_recomputed(case, result, t
 
 def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_path, capsys):
     """The reproduction: a depth-profile record with the right key and hash whose result lacks the metrics
-    (then a KeyError: 'rc_attn' deep in helpers.depth)."""
-    from helpers.depth import PROFILE_SHAPE, profiles
+    (then a KeyError: 'rc_attn' deep in helpers.interp.depth)."""
+    from helpers.interp.depth import PROFILE_SHAPE, profiles
 
     model, tokenizer, _ = tiny
     problems = load_problems("arithmetic", n=1, levels=[1], seed=0)
@@ -544,7 +544,7 @@ def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_p
 
 
 def test_a_cache_folder_that_is_a_file_is_refused_before_any_conversion(tmp_path, monkeypatch):
-    from helpers.run import run
+    from helpers.runner.run import run
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -575,7 +575,7 @@ def test_a_store_file_that_cannot_be_written_is_named(tmp_path):
     if not sh.which("chattr") or subprocess.run(["chattr", "+i", str(run.path)], capture_output=True).returncode:
         pytest.skip("chattr +i is not available here (it needs root and a file system that supports it)")
     try:
-        from helpers.store import StoreError
+        from helpers.results.store import StoreError
 
         again = Run("exp", {"a": 1}, root=tmp_path)
         assert again.get("done") == 1  # reading still works

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from helpers.bench import _descendants, _peak_rss_kib
+from helpers.bench.sampling import _descendants, _peak_rss_kib
 
 
 def test_descendants_and_peak_memory_of_a_child():
@@ -27,7 +27,7 @@ def test_descendants_and_peak_memory_of_a_child():
 
 
 def test_throughput_bench_decodes_the_same_work_as_generate(tiny_dir):
-    from helpers.bench import bench_throughput
+    from helpers.bench.sampling import bench_throughput
 
     report = bench_throughput(str(tiny_dir), batch_sizes=(1, 3), max_new_tokens=4, shots=0)
     assert [row["batch"] for row in report["batches"]] == [1, 3]
@@ -41,8 +41,8 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
     """Its log p and log q per token equal those of the re-encoded sequence under the proposal it states."""
     import torch
 
-    from helpers.power import PowerConfig, run_chains
-    from helpers.published_sampler import GenerateEngine
+    from helpers.bench.published_sampler import GenerateEngine
+    from helpers.samplers.power import PowerConfig, run_chains
 
     model, tokenizer, _ = tiny
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
@@ -59,7 +59,7 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
 
 
 def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
-    from helpers.bench import SAMPLING_TARGETS, bench_sampling
+    from helpers.bench.sampling import SAMPLING_TARGETS, bench_sampling
 
     report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0,
                             repeats=2)
@@ -79,14 +79,14 @@ def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
 
 @pytest.mark.parametrize("repeats", [0, -1, 1.5, True])
 def test_sampling_bench_refuses_a_repeat_count_below_one(tiny_dir, repeats):
-    from helpers.bench import bench_sampling
+    from helpers.bench.sampling import bench_sampling
 
     with pytest.raises(ValueError, match="--repeats"):
         bench_sampling((str(tiny_dir),), (2,), repeats=repeats)
 
 
 def test_the_benchs_first_problems_mix_every_level_and_do_not_depend_on_the_largest_batch():
-    from helpers.bench import _problems
+    from helpers.bench.sampling import _problems
 
     most = _problems((1, 2, 3, 4), 32, seed=0)
     assert [p.id for p in _problems((1, 2, 3, 4), 16, seed=0)] == [p.id for p in most[:16]]

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from helpers.env import REPO
-from helpers.run import CHAPTERS, stderr_cells, toc_chapters
+from helpers.core.env import REPO
+from helpers.runner.run import CHAPTERS, stderr_cells, toc_chapters
 
 
 @pytest.mark.book
@@ -178,7 +178,7 @@ def test_each_chapter_links_its_notebook_as_a_student_runs_it(built_book):
 @pytest.mark.book
 def test_the_whole_book_is_one_pdf(built_book):
     """The book printed to one PDF from its single-page HTML build (skipped, loudly, without Chromium)."""
-    from helpers.run import PDF_NAME, browser
+    from helpers.runner.run import PDF_NAME, browser
 
     out, _ = built_book
     if browser() is None:

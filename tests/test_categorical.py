@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import categorical
-from helpers.categorical import CHUNK, draw
+from helpers.engines import categorical
+from helpers.engines.categorical import CHUNK, draw
 
 
 def chisquare(observed: torch.Tensor, expected: torch.Tensor) -> SimpleNamespace:

@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from helpers import glued
 from helpers.chapters import logit_lens, power_sampling, stitch
-from helpers.cost import ModelCost
-from helpers.data import Problem
-from helpers.identity import problem_key
-from helpers.sampling import outcome_shares
-from helpers.stats import percent_with_interval, wilson
+from helpers.data.problems import Problem
+from helpers.evaluation.cost import ModelCost
+from helpers.evaluation.decodes import outcome_shares
+from helpers.evaluation.stats import percent_with_interval, wilson
+from helpers.results.identity import problem_key
+from helpers.runner import glued
 
 
 def _cost(depth: int) -> ModelCost:
@@ -80,7 +80,7 @@ def test_two_models_side_by_side():
     assert "toy can lose 1 of its 6 blocks" in values["models_sentence"]
     assert "brittle cannot lose a single block of its 6" in values["models_sentence"]
     plt = pytest.importorskip("matplotlib.pyplot")
-    from helpers import plots
+    from helpers.plots import truncation as plots
     plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
     assert plt.get_fignums() == []  # finished figures are closed, so they show once
 
@@ -165,8 +165,8 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert power_sampling.verdict(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
-    from helpers.power import PowerConfig
-    from helpers.smc import SMCConfig
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.smc import SMCConfig
 
     prose = power_sampling.prose_values(rows, PowerConfig(alpha=2.0, block_size=4), SMCConfig(alpha=2.0))
     assert set(prose) == set(power_sampling.PROSE) and prose["comparisons_table"] == "\n".join(table)
@@ -175,7 +175,7 @@ def test_paired_comparisons_name_what_the_prose_compares():
 
 
 def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
-    from helpers.smc import SMCConfig
+    from helpers.samplers.smc import SMCConfig
 
     rows = [_row(6, 0.5, 0.55, smc=0.55), _row(4, 0.0, 1.0, low=0.0, smc=0.0)]
     text = power_sampling.smc_sentence(rows, SMCConfig(alpha=2.0, particles=4, block_size=16))

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from helpers.checkpoints import checkpoint, checkpoint_folder
-from helpers.truncation import kept_blocks, truncate
+from helpers.models.checkpoints import checkpoint, checkpoint_folder
+from helpers.models.truncation import kept_blocks, truncate
 
 
 @pytest.mark.parametrize("method", ["stitch", "naive"])

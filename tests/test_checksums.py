@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from helpers.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
-from helpers.identity import model_identity
+from helpers.models.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
+from helpers.results.identity import model_identity
 
 
 def _overwrite_middle(path, n: int = 64) -> None:
@@ -40,7 +40,7 @@ def test_a_folder_is_sound_until_a_file_changes_or_goes(tiny_dir, tmp_path):
 def _bit_rot(path, monkeypatch, n: int = 4096) -> None:
     """What bit rot leaves: n bytes flipped in place, the size and modification time put back; then a new
     process's view (nothing hashed yet)."""
-    from helpers import checksums
+    from helpers.models import checksums
 
     stat = path.stat()
     with path.open("r+b") as fh:
@@ -63,7 +63,7 @@ def test_bit_rot_is_found_by_content_and_moves_the_fingerprint(tiny_dir, tmp_pat
 
 
 def test_each_file_is_hashed_once_per_process_and_again_when_it_changes(tiny_dir, tmp_path, monkeypatch):
-    from helpers import checksums
+    from helpers.models import checksums
 
     folder = shutil.copytree(tiny_dir, tmp_path / "m")
     write_manifest(folder)
@@ -78,8 +78,8 @@ def test_each_file_is_hashed_once_per_process_and_again_when_it_changes(tiny_dir
 
 
 def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):
-    from helpers.models import load_model
-    from helpers.sampling import DecodeSettings, decode_run
+    from helpers.evaluation.decodes import DecodeSettings, decode_run
+    from helpers.models.loading import load_model
 
     folder = shutil.copytree(tiny_dir, tmp_path / "m")
     first, _, _ = load_model(str(folder), device="cpu", dtype="float32")
@@ -97,7 +97,7 @@ def test_a_damaged_conversion_is_converted_again_and_never_trusted(smol, tmp_pat
     """The reproduction of the bug: bit rot in the cached SmolLM2's weights (4 KiB flipped, size and modification
     time put back). The load notices by content, converts again from the GGUF file, leaves no temporary folder,
     and the weights (and store keys) are the original's."""
-    from helpers.models import _converted_embedded, cache_dir, load_model
+    from helpers.models.loading import _converted_embedded, cache_dir, load_model
 
     original = _converted_embedded("smollm2-135m")
     fingerprint = model_identity(smol[0])["weights"]

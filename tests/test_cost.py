@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.cost import Shape, block_flops, depth_savings, model_cost
+from helpers.evaluation.cost import Shape, block_flops, depth_savings, model_cost
 
 
 def test_parameter_count_matches_the_loaded_model(tiny):
@@ -39,7 +39,7 @@ def test_report_seven_percent_for_qwen_7b():
 # The token count of power sampling
 # --------------------------------------------------------------------------------------------------
 
-from helpers.cost import (  # noqa: E402
+from helpers.evaluation.cost import (  # noqa: E402
     break_even_depth,
     expected_decoded_tokens,
     flops_share,
@@ -60,7 +60,7 @@ def test_exact_count_of_the_report_settings_sums_four_blocks():
 
 
 def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_chains=600):
-    from helpers.power import PowerConfig, ReencodeEngine, run_chains
+    from helpers.samplers.power import PowerConfig, ReencodeEngine, run_chains
 
     cfg = PowerConfig(alpha=2.0, block_size=block_size, mcmc_steps=steps, max_new_tokens=max_new_tokens, mode=mode)
     chains = run_chains(ReencodeEngine(length_model), [[1]] * n_chains, stops, cfg, list(range(n_chains)))
@@ -72,7 +72,7 @@ def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_ch
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_exact_count_matches_the_sampler_without_eos(mode):
     """No stop token: every answer has max_new_tokens tokens and the sampler's own count is the schedule's."""
-    from helpers.toy import ToyLM
+    from helpers.samplers.toy import ToyLM
 
     chains, mean, se = _simulate(ToyLM(vocab=3, seed=1), [], 12, 4, 3, mode)
     assert {len(c.tokens) for c in chains} == {12}
@@ -81,7 +81,7 @@ def test_exact_count_matches_the_sampler_without_eos(mode):
 
 def _fixed_length_toy(length: int):
     """A toy model whose every completion ends with EOS as its `length`-th token (prompt of one token)."""
-    from helpers.toy import EOS, ToyLM
+    from helpers.samplers.toy import EOS, ToyLM
 
     toy = ToyLM(vocab=3, seed=2)
     with torch.no_grad():
@@ -94,7 +94,7 @@ def _fixed_length_toy(length: int):
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_exact_count_matches_the_sampler_when_answers_end_early(mode):
     """EOS at T = 6 < max_new_tokens = 12: reference mode stops after the block holding EOS, exact keeps moving."""
-    from helpers.toy import EOS
+    from helpers.samplers.toy import EOS
 
     chains, mean, se = _simulate(_fixed_length_toy(6), [EOS], 12, 4, 2, mode)
     assert {len(c.tokens) for c in chains} == {6}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import helpers.sampling as sampling
+import helpers.evaluation.decodes as sampling
 from helpers.chapters import cost_benefit as ch
 from helpers.chapters.power_sampling import compare_methods
-from helpers.power import PowerConfig
-from helpers.smc import SMCConfig
+from helpers.samplers.power import PowerConfig
+from helpers.samplers.smc import SMCConfig
 from tests.test_sampling import PROBLEMS
 
 POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2)
@@ -134,7 +134,7 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
 def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p, word, monkeypatch):
     from types import SimpleNamespace
 
-    from helpers.stats import PairedDifference
+    from helpers.evaluation.stats import PairedDifference
 
     d = PairedDifference(mean, low, high, 40, 3, 6, p)
     monkeypatch.setattr(ch, "matched_comparisons", lambda m: [("power − best-of-6, both at 24", None),

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers.data import (
+from helpers.data.problems import (
     LEVELS,
     PROMPT_PREFIX,
     DataError,

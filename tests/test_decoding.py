@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import helpers.decoding as decoding
-from helpers.decoding import shared_prefix_length, split_evenly, total
-from helpers.plain import decode
-from helpers.slot_engine import CachedEngine
+import helpers.engines.protocol as decoding
+from helpers.engines.protocol import shared_prefix_length, split_evenly, total
+from helpers.engines.slot import CachedEngine
+from helpers.samplers.plain import decode
 
 
 def _prompts(tokenizer):
@@ -103,7 +103,7 @@ def test_refilled_rows_decode_as_if_alone(tiny):
 
 
 def test_truncated_model_decodes_as_when_re_encoded(tiny):
-    from helpers.truncation import truncate
+    from helpers.models.truncation import truncate
 
     model, tokenizer, _ = tiny
     short = truncate(model, 3)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data import arithmetic_problems, interleaved
-from helpers.depth import (
+from helpers.data.problems import arithmetic_problems, interleaved
+from helpers.data.sequences import analysis_sequence
+from helpers.interp.depth import (
     analysis_run,
     answer_splits,
     combine,
@@ -20,9 +21,8 @@ from helpers.depth import (
     profiles,
     skip_effects_over,
 )
-from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
-from helpers.sequences import analysis_sequence
-from helpers.truncation import truncate
+from helpers.interp.layer_maps import check_same_tokenizer, fit_maps, residual_states
+from helpers.models.truncation import truncate
 
 
 @pytest.fixture()

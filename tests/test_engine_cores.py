@@ -1,6 +1,6 @@
 """How the vLLM engine spreads rows over data-parallel engine cores (no vLLM needed)."""
 
-from helpers.vllm_engine import engine_cores
+from helpers.engines.vllm import engine_cores
 
 
 def test_a_problems_rows_share_a_core_and_problems_go_round_the_cores():

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from helpers.exercises import check_depth_rule, check_kept_blocks, kept_last_two, kl_below
-from helpers.run import NOTEBOOKS, toc_chapters
+from helpers.chapters.exercises import check_depth_rule, check_kept_blocks, kept_last_two, kl_below
+from helpers.runner.run import NOTEBOOKS, toc_chapters
 
 
 def test_the_depth_rule_check_passes_the_reference_and_names_the_curve_a_wrong_rule_fails():
@@ -27,7 +27,7 @@ def test_the_depth_rule_check_passes_the_reference_and_names_the_curve_a_wrong_r
 
 
 def test_the_kept_blocks_check_passes_the_reference_and_catches_stitch_and_preserve():
-    from helpers.truncation import kept_blocks
+    from helpers.models.truncation import kept_blocks
 
     assert check_kept_blocks(kept_last_two).startswith("passed")
     with pytest.raises(AssertionError, match="expected"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.grading import extract_answer, grade, is_equivalent, last_boxed, last_number
+from helpers.evaluation.grading import extract_answer, grade, is_equivalent, last_boxed, last_number
 
 EQUIVALENT = [
     ("42", "42"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.adapter import adapter
-from helpers.hooks import hooked, recorder
+from helpers.interp.hooks import hooked, recorder
+from helpers.models.adapter import adapter
 
 
 def _logits(model, ids):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.attribution import integrated_gradients
-from helpers.erasure import erasure_map, mean_residual
-from helpers.interventions import Erase, Skip, effects, reference_run
-from helpers.residual import capture, contributions, reduce_layers, summarise
-from helpers.skip_effects import depth_score, future_splits, later_layer_profile, skip_effects
+from helpers.interp.attribution import integrated_gradients
+from helpers.interp.erasure import erasure_map, mean_residual
+from helpers.interp.interventions import Erase, Skip, effects, reference_run
+from helpers.interp.residual import capture, contributions, reduce_layers, summarise
+from helpers.interp.skip_effects import depth_score, future_splits, later_layer_profile, skip_effects
 
 TEXT = "Ada has 3 apples . Then Ada receives 4 more apples . How many apples does Ada have now ? 3 + 4 = 7"
 

@@ -1,11 +1,17 @@
 """The library's import structure: no module imports, even lazily, a module that imports it back; environment
-names and the repository root have one home (helpers.env)."""
+names and the repository root have one home (helpers.core.env)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+
+import helpers
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 
@@ -77,8 +83,8 @@ def test_no_module_imports_a_module_that_imports_it_back():
 
 def test_the_decode_protocol_imports_no_engine_and_env_imports_nothing():
     graph = import_graph()
-    assert graph["helpers.env"] == set()
-    assert not graph["helpers.decoding"] & {"helpers.slot_engine", "helpers.vllm_engine", "helpers.plain"}
+    assert graph["helpers.core.env"] == set()
+    assert not graph["helpers.engines.protocol"] & {"helpers.engines.slot", "helpers.engines.vllm", "helpers.samplers.plain"}
 
 
 def test_environment_names_and_the_repository_root_have_one_home():
@@ -88,6 +94,82 @@ def test_environment_names_and_the_repository_root_have_one_home():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"SVD_[A-Z_]+",
                                                                                                  node.value):
                 homes.setdefault(node.value, []).append(name)
-        if name != "helpers.env":
-            assert "Path(__file__).resolve().parent.parent" not in ast.unparse(tree), name
-    assert homes and all(where == ["helpers.env"] for where in homes.values()), homes
+        if name != "helpers.core.env":
+            assert "Path(__file__)" not in ast.unparse(tree), name
+    assert homes and all(where == ["helpers.core.env"] for where in homes.values()), homes
+
+
+TOP = {"helpers", "helpers.cli", "helpers.__main__"}  # above every layer
+
+
+def rank() -> dict[str, int]:
+    """package name -> its row in helpers.LAYERS (0 = the bottom)."""
+    return {package: row for row, packages in enumerate(helpers.LAYERS) for package in packages}
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1] if module not in TOP else "(top)"
+
+
+def test_every_module_lives_in_a_layer():
+    assert not [m for m in import_graph() if m not in TOP and package_of(m) not in rank()]
+
+
+def test_every_import_goes_down_or_stays_in_its_package():
+    """A package imports its own modules and those of lower rows: not its row's other package, nothing above."""
+    rows = rank()
+    wrong = [(m, t) for m, targets in import_graph().items() if m not in TOP for t in targets
+             if package_of(t) != package_of(m) and (t in TOP or rows[package_of(t)] >= rows[package_of(m)])]
+    assert wrong == []
+
+
+def test_the_layer_check_finds_an_arrow_upwards(monkeypatch):
+    graph = {"helpers.models.truncation": {"helpers.interp.metrics"}, "helpers.interp.metrics": set()}
+    monkeypatch.setattr(sys.modules[__name__], "import_graph", lambda: graph)
+    with pytest.raises(AssertionError):
+        test_every_import_goes_down_or_stays_in_its_package()
+
+
+STORE_USERS = {"helpers.interp.depth", "helpers.interp.studies"}  # the stored studies of the interp layer
+
+
+def test_primitives_know_nothing_of_the_store():
+    """Models, engines, samplers and the interp primitives compute; only stored studies and above keep records."""
+    primitive = {"models", "interp", "engines", "samplers"}
+    users = sorted(m for m, targets in import_graph().items()
+                   if package_of(m) in primitive and "helpers.results.store" in targets)
+    assert users == sorted(STORE_USERS)
+
+
+def test_each_package_says_what_it_may_import():
+    """The 'May import:' line of each package's docstring names exactly the packages of the rows below it."""
+    rows = rank()
+    for package, row in rows.items():
+        doc = ast.get_docstring(ast.parse((HELPERS / package / "__init__.py").read_text(encoding="utf-8"))) or ""
+        said = re.search(r"May import: (.*?)\.$", doc, re.M | re.S)
+        assert said, f"helpers/{package}/__init__.py: no 'May import:' line"
+        below = {p for p, r in rows.items() if r < row}
+        named = set() if said.group(1) == "nothing of the library" else {n.strip() for n in said.group(1).split(",")}
+        assert named == below, (package, named ^ below)
+
+
+def test_each_package_imports_on_its_own_and_loads_nothing_above_it():
+    """Every module of a package, imported in a fresh interpreter, works and loads no module of a higher row."""
+    rows = rank()
+    modules = import_graph()
+    jobs = {}
+    for package in rows:
+        mine = sorted(m for m in modules if package_of(m) == package)
+        code = (f"import importlib, sys\nfor m in {mine!r}:\n"
+                "    try:\n        importlib.import_module(m)\n"
+                "    except ModuleNotFoundError as err:  # vLLM's hooks need vLLM, which lives in its own environment\n"
+                "        if not (err.name or '').startswith('vllm'): raise\n"
+                "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('helpers.'))))")
+        jobs[package] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True, cwd=HELPERS.parent)
+    for package, job in jobs.items():
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, (package, err[-2000:])
+        loaded = {package_of(m) for m in out.split() if m.count(".") >= 1 and m not in TOP} - {"(top)"}
+        above = {p for p in loaded if rows.get(p, -1) > rows[package]}
+        assert not above, (package, above)

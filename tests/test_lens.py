@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.adapter import UnsupportedArchitecture, adapter
-from helpers.lens import (
+from helpers.interp.lens import (
     cut_points,
     depth_ratio,
     effective_depth_cosine,
@@ -15,8 +14,9 @@ from helpers.lens import (
     effective_depth_overlap,
     logit_lens,
 )
-from helpers.metrics import kl_divergence, topk_overlap
-from helpers.residual import capture
+from helpers.interp.metrics import kl_divergence, topk_overlap
+from helpers.interp.residual import capture
+from helpers.models.adapter import UnsupportedArchitecture, adapter
 
 
 def _ids(tokenizer):
@@ -95,8 +95,8 @@ def test_embedded_model_identities(smol):
 
 
 def test_every_sequence_builder_marks_the_first_solution_token(tiny):
-    from helpers.data import Problem
-    from helpers.sequences import analysis_sequence, probe_sequence, solution_sequence
+    from helpers.data.problems import Problem
+    from helpers.data.sequences import analysis_sequence, probe_sequence, solution_sequence
 
     _, tokenizer, _ = tiny
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]

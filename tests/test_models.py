@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 import torch
 
-from helpers.models import (
+from helpers.models.loading import (
     KNOWN_MODELS,
     ModelLoadError,
     embedded_gguf,
@@ -146,7 +146,7 @@ def test_the_gguf_reader_draws_no_bar_while_converting():
     """Its `tqdm.auto` bar would be a widget in a notebook, kept by the executed chapter."""
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
-    from helpers._quiet import no_gguf_bar
+    from helpers.core.quiet import no_gguf_bar
 
     original = gguf_utils.tqdm
     with no_gguf_bar():

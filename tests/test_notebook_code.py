@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from helpers.notebook_code import code_lines, measure, measure_all
+from helpers.runner.notebook_code import code_lines, measure, measure_all
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 

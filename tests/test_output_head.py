@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.output_head import MIN_VOCABULARY, SLICE, SlicedHead, use_sliced_head
+from helpers.models.output_head import MIN_VOCABULARY, SLICE, SlicedHead, use_sliced_head
 
 
 def _head(vocab: int, width: int = 64, bias: bool = False) -> nn.Linear:
@@ -64,7 +64,7 @@ def test_the_swapped_head_keeps_hooks_and_gradients():
 
 
 def test_the_embedded_model_decodes_the_same_tokens_and_log_probabilities(smol):
-    from helpers.plain import decode
+    from helpers.samplers.plain import decode
 
     model, tokenizer, _ = smol
     head = model.get_output_embeddings()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.power import CachedEngine, PowerConfig, ReencodeEngine, power_sample, run_chains
-from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+from helpers.samplers.power import CachedEngine, PowerConfig, ReencodeEngine, power_sample, run_chains
+from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 ALPHA, T = 4.0, 4
 
@@ -109,7 +109,7 @@ def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
 
 def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     """Five chains in five slots: as chains end, the highest rows move down into the freed slots."""
-    from helpers.slot_engine import SlotCache
+    from helpers.engines.slot import SlotCache
 
     model, tokenizer, _ = tiny
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
@@ -135,6 +135,6 @@ def test_toy_tests_touch_no_transformers_code():
     import subprocess
     import sys
 
-    check = "import sys, helpers.power, helpers.toy, helpers.cost; print('transformers' in sys.modules)"
+    check = "import sys, helpers.samplers.power, helpers.samplers.toy, helpers.evaluation.cost; print('transformers' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr[-2000:]

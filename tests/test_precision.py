@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import precision
-from helpers.data import Problem
-from helpers.identity import model_identity
-from helpers.power import PowerConfig, power_sample
-from helpers.sampling import DecodeSettings, decode_run, solve
-from helpers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
+from helpers.data.problems import Problem
+from helpers.evaluation.decodes import DecodeSettings, decode_run, solve
+from helpers.models import precision
+from helpers.results.identity import model_identity
+from helpers.samplers.power import PowerConfig, power_sample
+from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def test_unknown_dtypes_are_refused_with_the_choices(bad):
 
 
 def test_a_loaded_model_runs_in_the_dtype_asked_for(tiny_dir):
-    from helpers.models import load_model
+    from helpers.models.loading import load_model
 
     model, _, info = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
     assert info.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in model.parameters())
@@ -61,7 +61,7 @@ PROBLEMS = [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1)
 
 
 def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp_path):
-    from helpers.models import load_model
+    from helpers.models.loading import load_model
 
     model32, tokenizer, _ = tiny
     model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
@@ -76,8 +76,8 @@ def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp
 
 
 def test_the_lens_computes_in_float32_from_bfloat16_weights(tiny, tiny_dir):
-    from helpers.lens import logit_lens
-    from helpers.models import load_model
+    from helpers.interp.lens import logit_lens
+    from helpers.models.loading import load_model
 
     model32, tokenizer, _ = tiny
     model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
@@ -108,7 +108,7 @@ def test_power_sampling_converges_to_the_bfloat16_models_own_target():
 def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir):
     """MH ratios use the engine's numbers: re-encoding the chain's tokens through the same bfloat16 model gives
     the log p it recorded (to bfloat16's resolution), and every recorded number is a float32 log-probability."""
-    from helpers.models import load_model
+    from helpers.models.loading import load_model
 
     model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
@@ -123,7 +123,7 @@ def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir)
 
 
 def test_a_profile_or_flag_sets_every_chapters_dtype():
-    from helpers.run import plan
+    from helpers.runner.run import plan
 
     assert all(job.parameters["dtype"] == "float32" for job in plan("smoke") if "dtype" in job.parameters)
     jobs = plan("smoke", {"dtype": "bfloat16"})  # what `run --dtype bfloat16` passes

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-import helpers.sampling as sampling
-from helpers.data import Problem
-from helpers.identity import model_identity
-from helpers.power import PowerConfig
-from helpers.sampling import DecodeSettings, decode_run, sample, solve
-from helpers.truncation import truncate
+import helpers.evaluation.decodes as sampling
+from helpers.data.problems import Problem
+from helpers.evaluation.decodes import DecodeSettings, decode_run, sample, solve
+from helpers.models.truncation import truncate
+from helpers.results.identity import model_identity
+from helpers.samplers.power import PowerConfig
 
 PROBLEMS = [Problem(id=f"p{i}", question=q, answer=a, level=lvl)
             for i, (q, a, lvl) in enumerate([("Ada has 3 apples .", "3", 1), ("0 1 2 3 + 4", "7", 2),
@@ -106,7 +106,7 @@ def test_power_sampling_settings_have_one_home(tiny, tmp_path):
 
 
 def test_sample_methods_limits_are_checked_before_any_decode(tiny):
-    from helpers.sampling import DecodeSettings, sample_methods
+    from helpers.evaluation.decodes import DecodeSettings, sample_methods
 
     model, tokenizer, _ = tiny
     settings = {"greedy": DecodeSettings("greedy", 8)}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.decoding import Barrier, Extension, Group, ReencodeEngine
-from helpers.plain import decode
-from helpers.slot_engine import CachedEngine
-from helpers.smc import (
+from helpers.engines.protocol import Barrier, Extension, Group, ReencodeEngine
+from helpers.engines.slot import CachedEngine
+from helpers.samplers.plain import decode
+from helpers.samplers.smc import (
     ParticleGroup,
     SMCConfig,
     _ancestors,
@@ -18,7 +18,7 @@ from helpers.smc import (
     smc_sample,
     systematic_resample,
 )
-from helpers.toy import EOS, ToyLM, empirical, exact_distributions, noise_floor, tv_distance
+from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, noise_floor, tv_distance
 
 ALPHA, T, N = 2.0, 4, 1000
 
@@ -153,7 +153,7 @@ def test_effective_sample_size():
 def test_a_release_copies_parents_and_resets_weights():
     import torch
 
-    from helpers.smc import Particle
+    from helpers.samplers.smc import Particle
 
     ps = [Particle([1], None, tokens=[5 + j], logp=[-1.0], logq=[-0.5], log_weight=w)
           for j, w in enumerate([0.0, -50.0, -50.0, 0.0])]
@@ -199,7 +199,7 @@ def _waits(row):
 
 @pytest.mark.parametrize("engine", [CachedEngine, ReencodeEngine])
 def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
-    from helpers.decoding import Row
+    from helpers.engines.protocol import Row
 
     row = Row([1, 2])
     with pytest.raises(RuntimeError, match="barrier"):

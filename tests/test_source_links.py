@@ -6,7 +6,14 @@ import subprocess
 
 import pytest
 
-from helpers.source_links import Repository, SourceLinkError, normalise, repository, retarget, source_path
+from helpers.runner.source_links import (
+    Repository,
+    SourceLinkError,
+    normalise,
+    repository,
+    retarget,
+    source_path,
+)
 
 
 def test_an_explicit_address_wins_and_is_normalised(tmp_path):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from helpers.stats import paired_difference, sign_flip_test, sign_test
+from helpers.evaluation.stats import paired_difference, sign_flip_test, sign_test
 
 
 def test_sign_test_matches_the_binomial_tails():
@@ -58,7 +58,7 @@ def test_bad_input_is_refused():
 
 
 def test_paired_prefix_pairs_the_problems_both_methods_ran():
-    from helpers.stats import paired_difference, paired_prefix
+    from helpers.evaluation.stats import paired_difference, paired_prefix
 
     all_five, first_three = [1.0, 0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0]
     assert paired_prefix(all_five, first_three) == paired_difference(all_five[:3], first_three)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from helpers import env
-from helpers.store import Run, config_hash
+from helpers.core import env
+from helpers.results.store import Run, config_hash
 
 
 def test_hash_ignores_key_order_and_sees_values():
@@ -71,7 +71,7 @@ def test_bad_experiment_name(tmp_path):
 def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     import json
 
-    import helpers.store as store
+    import helpers.results.store as store
 
     monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
     monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set()})

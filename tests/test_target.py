@@ -1,4 +1,4 @@
-"""One home for what every sampler of p^alpha shares (helpers.target): alpha and the length are checked by one
+"""One home for what every sampler of p^alpha shares (helpers.samplers.target): alpha and the length are checked by one
 rule, MH and SMC compared side by side must target the same p^alpha, and the store keys did not move."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from helpers.decode_settings import DecodeSettings, chapter_settings, engine_key
-from helpers.power import PowerConfig
-from helpers.smc import SMCConfig
-from helpers.store import config_hash
-from helpers.target import MH_MODES, Target, same_target
+from helpers.results.store import config_hash
+from helpers.samplers.power import PowerConfig
+from helpers.samplers.settings import DecodeSettings, chapter_settings, engine_key
+from helpers.samplers.smc import SMCConfig
+from helpers.samplers.target import MH_MODES, Target, same_target
 
 
 @pytest.mark.parametrize("alpha", [0, -1.0, math.inf, math.nan, True, "2", None])
@@ -48,7 +48,7 @@ def test_mh_and_smc_compared_side_by_side_must_target_the_same_alpha():
 
 
 def test_chapter_04s_store_keys_are_the_ones_the_book_always_used():
-    """The default profile's five decodes of chapter 04, keyed as before helpers.target existed (pinned)."""
+    """The default profile's five decodes of chapter 04, keyed as before helpers.samplers.target existed (pinned)."""
     settings = chapter_settings(PowerConfig(alpha=2.0, block_size=40, mcmc_steps=1, mode="exact"),
                                 SMCConfig(2.0, 4, 32, 0.5, 0), max_new_tokens=160, shots=2, seed=0)
     keys = {m: config_hash({**d.key(), **engine_key("transformers", d.samples)}) for m, d in settings.items()}

@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.lens import logit_lens
-from helpers.plain import decode
-from helpers.residual import capture
-from helpers.truncation import (
-    agreement,
+from helpers.interp.lens import logit_lens
+from helpers.interp.residual import capture
+from helpers.interp.studies import agreement
+from helpers.models.truncation import (
     critical_depth,
     kept_blocks,
     naive_truncate,
@@ -18,6 +17,7 @@ from helpers.truncation import (
     truncate,
     truncation_of,
 )
+from helpers.samplers.plain import decode
 
 
 def _ids(tokenizer):
@@ -88,7 +88,7 @@ def test_original_is_unchanged_and_weights_are_shared(tiny):
 def test_hooks_on_a_truncated_model_do_not_touch_the_original(tiny):
     model, tokenizer, _ = tiny
     shallow = naive_truncate(model, 2)
-    cap = capture(shallow, _ids(tokenizer))  # helpers.residual hooks on the shared blocks
+    cap = capture(shallow, _ids(tokenizer))  # helpers.interp.residual hooks on the shared blocks
     assert cap.n_layers == 2 and cap.residual_error() < 1e-5
     assert all(not b._forward_hooks and not b._forward_pre_hooks for b in model.model.layers)
 

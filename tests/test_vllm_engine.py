@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.plain import decode
-from helpers.power import PowerConfig, run_chains
-from helpers.slot_engine import CachedEngine
-from helpers.smc import SMCConfig, run_smc
-from helpers.toy import draw_exact, empirical, noise_floor, sequence_logprob, tv_distance
+from helpers.engines.slot import CachedEngine
+from helpers.samplers.plain import decode
+from helpers.samplers.power import PowerConfig, run_chains
+from helpers.samplers.smc import SMCConfig, run_smc
+from helpers.samplers.toy import draw_exact, empirical, noise_floor, sequence_logprob, tv_distance
 
 pytestmark = pytest.mark.vllm
 
 try:
-    from helpers.vllm_engine import VLLMEngine, require_vllm
+    from helpers.engines.vllm import VLLMEngine, require_vllm
 
     VERSION = require_vllm()
 except Exception as err:
@@ -42,7 +42,7 @@ def six(tmp_path_factory):
     laws, and a vLLM engine on its checkpoint."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from helpers.checkpoints import write_checkpoint
+    from helpers.models.checkpoints import write_checkpoint
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=6, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -180,11 +180,11 @@ def _near_tie(model, prompt: list[int], tokens: list[int], at: int, margin: floa
 @pytest.mark.parametrize("depth", [None, 20])
 def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp_path):
     """SmolLM2 in float32, whole and stitched to 20 blocks (a truncated checkpoint vLLM loads as a plain Llama),
-    through `helpers.sampling.sample`: token for token, or diverging only at a near-tie of the two best logits."""
-    from helpers.data import load_problems
-    from helpers.models import load_model
-    from helpers.sampling import DecodeSettings, sample
-    from helpers.truncation import truncate
+    through `helpers.evaluation.decodes.sample`: token for token, or diverging only at a near-tie of the two best logits."""
+    from helpers.data.problems import load_problems
+    from helpers.evaluation.decodes import DecodeSettings, sample
+    from helpers.models.loading import load_model
+    from helpers.models.truncation import truncate
 
     model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
     model = model if depth is None else truncate(model, depth, "stitch")
@@ -192,7 +192,7 @@ def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp
     settings = DecodeSettings("greedy", max_new_tokens=48, shots=2)
     ours = sample(model, tokenizer, problems, settings, engine="vllm", root=tmp_path, progress=False)
     theirs = sample(model, tokenizer, problems, settings, root=tmp_path, progress=False)
-    from helpers.data import build_prompt
+    from helpers.data.problems import build_prompt
 
     for problem, a, b in zip(problems, ours, theirs, strict=True):
         a, b = a[0]["tokens"], b[0]["tokens"]
@@ -207,8 +207,8 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     mode, SMC with K = 16), with a tiny local model, one arithmetic problem and one block of 192 tokens in place of
     the hub models, MATH500 and 3,072 tokens."""
     from helpers.chapters.power_sampling import compare_methods
-    from helpers.data import load_problems
-    from helpers.run import plan
+    from helpers.data.problems import load_problems
+    from helpers.runner.run import plan
     from tests.conftest import make_tiny
 
     folder = make_tiny("qwen2", tmp_path / "tiny", n_layers=4, hidden_size=128)
@@ -219,7 +219,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     assert (p["engine"], p["alpha"], p["mcmc_steps"], p["block_size"], p["power_mode"], p["smc_particles"]) == (
         "vllm", 2.0, 10, 192, "reference", 16)
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
-    from helpers import precision
+    from helpers.models import precision
 
     monkeypatch.setattr(precision, "_chosen", precision.chosen())  # restored after the test
     precision.use(p["dtype"])  # as the notebook does: without it, 'auto' is bfloat16 on CPUs that compute it
@@ -231,9 +231,9 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
                            batch_size=p["batch_size"], engine=p["engine"])
     assert [r.depth for r in rows] == [4, 3]
     assert all(r.tokens_power > r.tokens_greedy and r.tokens_smc >= p["smc_particles"] for r in rows)
-    from helpers.decode_settings import chapter_settings
-    from helpers.models import load_model
-    from helpers.sampling import decode_run
+    from helpers.evaluation.decodes import decode_run
+    from helpers.models.loading import load_model
+    from helpers.samplers.settings import chapter_settings
 
     model = load_model(str(folder))[0]  # the dtype the chapter used
     settings = chapter_settings(power, smc, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
@@ -244,7 +244,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
 
 def test_the_normalisers_logsumexp_is_torchs_where_logits_spread_widely():
     """The log-normaliser's faster logsumexp (no subnormal exps) gives torch's, masked (-inf) tokens included."""
-    from helpers.vllm_logz import logsumexp
+    from helpers.engines.vllm_logz import logsumexp
 
     generator = torch.Generator().manual_seed(0)
     for spread in (1.0, 20.0, 400.0):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import env, widgets
 from helpers.chapters.power_sampling import toy_convergence
+from helpers.core import env
+from helpers.plots import widgets
 
 pytest.importorskip("ipywidgets")
 
@@ -45,7 +46,7 @@ def test_alpha_explorer_offers_every_alpha(monkeypatch):
 
 
 def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
-    from helpers.cost import qwen25_math_configs
+    from helpers.evaluation.cost import qwen25_math_configs
 
     monkeypatch.delenv(env.LIVE_WIDGETS, raising=False)
     box = widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10)

@@ -1,6 +1,6 @@
 """Repository, issue, edit and launch buttons that lead to files the repository tracks.
 
-The runner (helpers.run.build_book) finds the repository once (helpers.source_links) and passes it in the
+The runner (helpers.runner.run.build_book) finds the repository once (helpers.runner.source_links) and passes it in the
 environment; without one the book has no such buttons. The theme builds every button from the page's own path,
 and a chapter page's path (book/chapters/*.ipynb, generated and ignored by git) is not its source's: the
 addresses are rewritten to notebooks/*.ipynb after the theme has made them.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from helpers import env
-from helpers.source_links import BINDERHUB, Repository, retarget
+from helpers.core import env
+from helpers.runner.source_links import BINDERHUB, Repository, retarget
 
 
 def _switch_on(app, config) -> None:

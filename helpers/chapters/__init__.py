@@ -1,2 +1,18 @@
 """One module per chapter: each section of a chapter is one call that returns arrays and the numbers its prose
-glues. Notebooks hold parameters, these calls, a figure from `helpers.plots` and prose."""
+glues. Notebooks hold parameters, these calls, a figure from their chapter's module of `helpers.plots` and prose.
+
+May import: core, results, data, models, interp, engines, samplers, evaluation, plots.
+"""
+
+from __future__ import annotations
+
+
+def start(seed: int, dtype: str | None = None) -> None:
+    """A chapter's first call: the book's figure style, python/numpy/torch seeded with `seed`, and the number
+    format its models load in (`dtype`: 'auto', 'float32' or 'bfloat16'; None leaves the process's choice)."""
+    from helpers.models import precision
+    from helpers.plots import style
+
+    style.setup(seed)
+    if dtype is not None:
+        precision.use(dtype)

@@ -1,6 +1,6 @@
 """Chapter 05: what power sampling costs, what truncation saves, and which method is best at equal compute.
 
-Everything here is read from chapter 04's stored decodes (`helpers.sampling.sample` finds them by their
+Everything here is read from chapter 04's stored decodes (`helpers.evaluation.decodes.sample` finds them by their
 settings); the only new decoding is the extra temperature-1 samples that give best-of-k and majority vote
 the same token budget as one power sample (MH) or K particles (SMC).
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.chapters.power_sampling import comparisons_table, search_limits, search_order
-from helpers.cost import (
+from helpers.data.problems import Problem
+from helpers.evaluation.cost import (
     Shape,
     block_ends,
     break_even_depth,
@@ -26,14 +27,13 @@ from helpers.cost import (
     report_multiplier,
     schedule_multiplier,
 )
-from helpers.data import Problem
-from helpers.decode_settings import chapter_settings
-from helpers.models import load_model
-from helpers.power import PowerConfig
-from helpers.sampling import mean_accuracy, per_problem, sample, sample_methods
-from helpers.smc import SMCConfig
-from helpers.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
-from helpers.truncation import truncate
+from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_methods
+from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
+from helpers.models.loading import load_model
+from helpers.models.truncation import truncate
+from helpers.samplers.power import PowerConfig
+from helpers.samplers.settings import chapter_settings
+from helpers.samplers.smc import SMCConfig
 
 LABELS = {"greedy": "greedy", "low_temperature": "low temp.", "temperature": "T=1", "power": "power", "smc": "SMC"}
 
@@ -166,7 +166,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     and to K samples, SMC's particle count, so that they draw as many candidates as SMC does.
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
     whether the model still works there. The decodes are chapter 04's: the same settings
-    (`helpers.decode_settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
+    (`helpers.samplers.settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
     (`search_problems`: chapter 04's `search_order` and `search_limits`); the matched baselines, being off the
     headline, run on the searches' subset.
     """

@@ -1,7 +1,7 @@
 """Chapter 01: how a model uses its depth (Csordás et al.; Hu et al.), one call per section.
 
 `study` runs every stored analysis for every model; the `*_values` functions turn one model's results into the
-numbers and sentences the prose glues, and `helpers.plots` draws each section's figure from the same results.
+numbers and sentences the prose glues, and `helpers.plots.depth` draws each section's figure from the same results.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.attribution import integrated_gradients
-from helpers.data import Problem, interleaved, load_problems, per_level
-from helpers.depth import (
+from helpers.chapters.exercises import kl_below, layer_name
+from helpers.data.problems import Problem, interleaved, load_problems, per_level
+from helpers.data.published import PUBLISHED_TABLE1
+from helpers.data.sequences import PROBES, analysis_sequence, probe_sequence
+from helpers.interp.attribution import integrated_gradients
+from helpers.interp.depth import (
     analysis_key,
     analysis_run,
     combine,
@@ -23,13 +26,10 @@ from helpers.depth import (
     profiles,
     skip_effects_over,
 )
-from helpers.erasure import erasure_map, mean_residual
-from helpers.exercises import kl_below, layer_name
-from helpers.identity import sequence_key
-from helpers.models import ModelInfo, load_model
-from helpers.published import PUBLISHED_TABLE1
-from helpers.sequences import PROBES, analysis_sequence, probe_sequence
-from helpers.skip_effects import later_layer_profile
+from helpers.interp.erasure import erasure_map, mean_residual
+from helpers.interp.skip_effects import later_layer_profile
+from helpers.models.loading import ModelInfo, load_model
+from helpers.results.identity import sequence_key
 
 RULES = ("cosine", "kl", "overlap")
 ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
@@ -227,7 +227,7 @@ EXERCISE_NATS = 1.0  # the absolute rule's threshold in exercise "a rule of your
 
 def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float) -> dict:
     """What the exercises' solutions quote: the KL rule at other fractions (read from the chapter's curves, as
-    a re-run with those parameters would) and the absolute rule of `helpers.exercises.kl_below`."""
+    a re-run with those parameters would) and the absolute rule of `helpers.chapters.exercises.kl_below`."""
     low, high = (effective_depths(r.curves, f, overlap_threshold)["effective_depth"]["kl"] for f in EXERCISE_FRACTIONS)
     return {"ex_fraction_low": EXERCISE_FRACTIONS[0], "ex_fraction_high": EXERCISE_FRACTIONS[1],
             "ex_ed_low": layer_name(low), "ex_ed_high": layer_name(high),
@@ -286,7 +286,7 @@ class LinearMaps:
 
 def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int) -> LinearMaps:
     """Fit the maps between two models with one tokenizer (or a model and itself, as a sanity check)."""
-    from helpers.layer_maps import check_same_tokenizer, fit_maps, residual_states
+    from helpers.interp.layer_maps import check_same_tokenizer, fit_maps, residual_states
 
     pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
     texts, first_tokenizer, states = None, None, []
@@ -306,7 +306,7 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
 
 def map_values(maps: LinearMaps) -> dict:
     """How far from equal relative depth each source layer's best target lies, and the sentence saying so."""
-    from helpers.layer_maps import best_match
+    from helpers.interp.layer_maps import best_match
 
     errors, pair = maps.errors, maps.pair
     match = best_match(errors)
@@ -328,5 +328,5 @@ def map_values(maps: LinearMaps) -> dict:
 
 
 def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:
-    """Per-problem lens curves of every model, for `helpers.plots.lens_curves`."""
+    """Per-problem lens curves of every model, for `helpers.plots.lens.lens_curves`."""
     return {name: per_problem_lens(r) for name, r in results.items()}

@@ -10,20 +10,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.data import Problem, build_prompt
-from helpers.exercises import layer_name
-from helpers.lens import (
+from helpers.chapters.exercises import layer_name
+from helpers.data.problems import Problem, build_prompt
+from helpers.data.sequences import solution_sequence
+from helpers.evaluation.decodes import accuracy, solve
+from helpers.evaluation.stats import percent_with_interval
+from helpers.interp.lens import (
     cut_points,
     depth_ratio,
     effective_depth_kl,
     effective_depth_overlap,
-    lens_over_problems,
     lens_table,
 )
-from helpers.models import load_model, stop_token_ids
-from helpers.sampling import accuracy, solve
-from helpers.sequences import solution_sequence
-from helpers.stats import percent_with_interval
+from helpers.interp.studies import lens_over_problems
+from helpers.models.loading import load_model, stop_token_ids
 
 
 @dataclass

@@ -7,12 +7,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from helpers.cost import model_cost
-from helpers.data import Problem, interleaved
-from helpers.decode_settings import DecodeSettings, chapter_settings
-from helpers.models import load_model
-from helpers.power import PowerConfig, ReencodeEngine, run_chains
-from helpers.sampling import (
+from helpers.data.problems import Problem, interleaved
+from helpers.evaluation.cost import model_cost
+from helpers.evaluation.decodes import (
     OUTCOMES,
     best_of_n,
     majority_vote,
@@ -24,11 +21,14 @@ from helpers.sampling import (
     sample_methods,
     tokens_per_problem,
 )
-from helpers.smc import SMCConfig, run_smc
-from helpers.stats import PairedDifference, paired_prefix, percent_with_interval
-from helpers.target import MH_MODES
-from helpers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
-from helpers.truncation import truncate
+from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
+from helpers.models.loading import load_model
+from helpers.models.truncation import truncate
+from helpers.samplers.power import PowerConfig, ReencodeEngine, run_chains
+from helpers.samplers.settings import DecodeSettings, chapter_settings
+from helpers.samplers.smc import SMCConfig, run_smc
+from helpers.samplers.target import MH_MODES
+from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 
 TOY_MAX_TOKENS = 4
 EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
@@ -165,8 +165,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
     depth.
 
     `depths` are stitched depths tried besides the full model (None: the depth just below it). Every decode
-    is stored by `helpers.sampling.sample`, so the greedy records of chapter 03 are read, not recomputed.
-    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.decode_settings`). With `search_problems`, the
+    is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
+    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, the
     searches off the headline run on that many problems only (`search_limits`).
     """
     problems = search_order(problems, search_problems)

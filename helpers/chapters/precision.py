@@ -7,7 +7,7 @@ decode and lens curve goes through the results store under its dtype, so the flo
 chapters wherever their settings coincide.
 
 Where the hardware only emulates bfloat16 (a CPU without AVX512-BF16 or AMX: 3-8x float32's cost), both halves
-run on the first `emulated_problems` problems taking levels in turn (`helpers.data.interleaved`), so the
+run on the first `emulated_problems` problems taking levels in turn (`helpers.data.problems.interleaved`), so the
 comparison stays paired and the appendix says how much of the planned comparison it shows.
 """
 
@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.checks import is_count
-from helpers.data import Problem, build_prompt, interleaved
-from helpers.lens import lens_over_problems
-from helpers.models import default_device, load_model
-from helpers.precision import native_bfloat16
-from helpers.sampling import accuracy, solve
-from helpers.sequences import solution_sequence
-from helpers.stats import PairedDifference, paired_difference, percent_with_interval
-from helpers.truncation import critical_depth, truncate
+from helpers.core.checks import is_count
+from helpers.data.problems import Problem, build_prompt, interleaved
+from helpers.data.sequences import solution_sequence
+from helpers.evaluation.decodes import accuracy, solve
+from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
+from helpers.interp.studies import lens_over_problems
+from helpers.models.loading import default_device, load_model
+from helpers.models.precision import native_bfloat16
+from helpers.models.truncation import critical_depth, truncate
 
 DTYPES = ("float32", "bfloat16")
 

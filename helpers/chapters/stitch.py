@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from helpers.chapters.logit_lens import lens_cut_points, solutions_and_lens
-from helpers.cost import ModelCost, model_cost
-from helpers.data import Problem
-from helpers.models import load_model
-from helpers.sampling import accuracy, solve
-from helpers.stats import PairedDifference, paired_difference, percent_with_interval
-from helpers.truncation import agreement_over, critical_depth, truncate
+from helpers.data.problems import Problem
+from helpers.evaluation.cost import ModelCost, model_cost
+from helpers.evaluation.decodes import accuracy, solve
+from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
+from helpers.interp.studies import agreement_over
+from helpers.models.loading import load_model
+from helpers.models.truncation import critical_depth, truncate
 
 
 @dataclass

@@ -1,0 +1,44 @@
+"""The published power sampler's cost pattern, as a benchmark baseline (Karan & Du's code, described in words).
+
+Their code proposes every suffix with one batch-1 `generate` call on the whole prefix, which `generate`
+re-encodes, sampling at T = 1/α with the library's default top-k of 50 and keeping every step's processed
+scores and raw logits; the two per-token log-probabilities of the MH ratio are read from those (log q from
+the scores, α log p from the logits). `GenerateEngine` does exactly that for each extension, and
+`helpers.samplers.power.run_chains` in `reference` mode supplies the published moves (cut range, proposal length,
+ratio, per-block EOS check), so the baseline is the published algorithm at the published cost.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.engines.protocol import Extension, SerialEngine
+
+
+class GenerateEngine(SerialEngine):
+    """Each extension is one `generate` call at batch 1 on the re-encoded prefix, scores and logits kept."""
+
+    @torch.inference_mode()
+    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+        if req.limit <= 0:
+            return
+        prefix = req.row.prompt + req.row.tokens[:req.keep]
+        ids = torch.tensor([prefix], device=self.device)
+        torch.manual_seed(int(torch.randint(2**62, (1,), generator=req.row.generator)))  # generate draws globally
+        pad = self.model.generation_config.pad_token_id
+        out = self.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=req.limit, do_sample=True,
+            temperature=temperature, top_k=top_k, top_p=1.0, eos_token_id=sorted(stops) or None,
+            pad_token_id=pad if pad is not None else (min(stops) if stops else 0),
+            return_dict_in_generate=True, output_scores=True, output_logits=True)
+        new = out.sequences[0, len(prefix):]
+        scores = torch.stack(out.scores)[:, 0].float()  # [steps, V], after temperature and top-k
+        logits = torch.stack(out.logits)[:, 0].float()  # [steps, V], raw
+        logq = torch.log_softmax(scores, -1).gather(-1, new[:, None])[:, 0]
+        logp = torch.log_softmax(logits, -1).gather(-1, new[:, None])[:, 0]
+        for token, lp, lq in zip(new.tolist(), logp.tolist(), logq.tolist(), strict=True):
+            req.append(token, lp, lq)
+            if token in stops:
+                break
+        self.prefill += len(prefix) - 1
+        self.passes += len(req.tokens)

@@ -1,0 +1,271 @@
+"""The book's one decode loop, written out so it can be read top to bottom.
+
+Every method decodes through an engine that runs *programs*: a program is a generator that asks for
+extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
+gets each one back filled in. Plain decoding is a program of one extension (`helpers.samplers.plain`); a power-sampling
+chain asks for one per block and one per Metropolis–Hastings move (`helpers.samplers.power`).
+
+This module holds the protocol and the serial engines; it imports no engine above it.
+
+Engines, all behind `Engine.run`: `helpers.engines.slot.CachedEngine` (the transformers decode loop, many
+programs at once on KV slots), `ReencodeEngine` here (re-encodes every prefix; the check on the others) and
+`helpers.engines.vllm.VLLMEngine` (vLLM, with prefix caching). Each engine hands back, per token, the token, its
+log-probability under the model at T=1 and under the distribution it was drawn from.
+
+A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the group
+may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their decoding state
+(the KV cache of `CachedEngine`) before every row goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from helpers.engines.categorical import draw
+
+MIN_SHARED_PREFIX = 16
+
+
+@dataclass
+class Completion:
+    """What one row produced and what it cost: the result type of a plain decode and of a power-sampling chain.
+
+    A forward pass shared by several rows counts once for each of them (`forward_passes`), while its wall time
+    is split over them (`seconds`), so that the rows' seconds add up to the run's. A prefix encoded once for all
+    rows is split over them in `prefill_tokens` too.
+    """
+
+    tokens: list[int]  # generated tokens (the stop token included when one was emitted)
+    logp: list[float]  # log p(token | prefix) under the model at temperature 1
+    logq: list[float]  # log of the probability the token was drawn with (0 for greedy)
+    stopped: bool  # True when the completion ended with a stop token
+    decoded_tokens: int = 0  # every sampled token, rejected proposals included
+    prefill_tokens: int = 0  # context tokens run through the model besides the newest one of each pass
+    forward_passes: int = 0  # forward passes this row took part in
+    seconds: float = 0.0
+    acceptance: list[float] = field(default_factory=list)  # power sampling: acceptance rate of each block's moves
+    moves: list[tuple[int, bool]] = field(default_factory=list)  # power sampling: (cut position, accepted)
+
+    @property
+    def sum_logp(self) -> float:
+        return float(sum(self.logp))
+
+
+def split_evenly(total: int, n: int) -> list[int]:
+    """`total` split into `n` integer shares that differ by at most one and add up to it exactly."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def total(completions: Sequence[Completion], name: str) -> float:
+    """The sum of one cost field over completions (a batch's total)."""
+    return sum(getattr(c, name) for c in completions)
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the common prefix of all prompts, leaving at least one token of each to prefill."""
+    first, limit = prompts[0], min(len(p) for p in prompts) - 1
+    n = 0
+    while n < limit and all(p[n] == first[n] for p in prompts):
+        n += 1
+    return n
+
+
+@dataclass
+class Row:
+    """A sequence being decoded: its prompt, generated tokens with per-token scalars, and its RNG."""
+
+    prompt: list[int]
+    generator: torch.Generator | None = None
+    tokens: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    logq: list[float] = field(default_factory=list)
+    state: object = None  # set to an extension's `state` when the row adopts that extension's tokens
+
+    def adopt(self, req: Extension) -> None:
+        """Take a finished extension's tokens in place of everything after its first `keep` generated ones."""
+        self.tokens = self.tokens[:req.keep] + req.tokens
+        self.logp = self.logp[:req.keep] + req.logp
+        self.logq = self.logq[:req.keep] + req.logq
+        self.state = req.state
+
+
+@dataclass
+class Extension:
+    """A request to extend `row` from its first `keep` generated tokens by at most `limit` new ones."""
+
+    row: Row
+    keep: int
+    limit: int
+    tokens: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    logq: list[float] = field(default_factory=list)
+    state: object = None  # the engine's token for "this extension": a row that adopts it copies it to row.state
+
+    def append(self, token: int, logp: float, logq: float) -> None:
+        self.tokens.append(token)
+        self.logp.append(logp)
+        self.logq.append(logq)
+
+    @property
+    def prefix_last(self) -> int:
+        """The token the extension starts from: the last kept token, or the prompt's last."""
+        return self.row.tokens[self.keep - 1] if self.keep else self.row.prompt[-1]
+
+
+class Group:
+    """Rows that meet at barriers: when all `size` have yielded a `Barrier`, the engine calls `release`.
+
+    `release` may change rows (copy one row's tokens into another) and returns the (source, destination) pairs
+    whose engine state the engine must copy too, so that a destination continues exactly as its source would.
+    """
+
+    size: int
+
+    def release(self) -> list[tuple[Row, Row]]:
+        raise NotImplementedError
+
+
+@dataclass
+class Barrier:
+    """A program's request to wait for the rest of its group; the engine sends the barrier back to resume it."""
+
+    group: Group
+
+
+Program = Generator[Extension | Barrier, Extension | Barrier, Completion]
+
+
+@dataclass
+class Task:
+    """A program being run, and what its row has cost so far."""
+
+    index: int
+    row: Row
+    program: Program
+    request: Extension | None = None  # None while the row waits at a barrier
+    reply: Extension | Barrier | None = None  # what to send the program when it resumes (serial engines)
+    decoded: int = 0
+    prefill: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+
+    def finish(self, completion: Completion) -> Completion:
+        completion.decoded_tokens, completion.prefill_tokens = self.decoded, self.prefill
+        completion.forward_passes, completion.seconds = self.passes, self.seconds
+        return completion
+
+
+OnDone = Callable[[int, Completion], None]
+
+
+class Engine:
+    """Runs programs. Every engine counts forward passes and prefill (context tokens run through the model
+    besides the newest one of each pass)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.prefill = 0
+        self.passes = 0
+
+    def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
+            capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+        """Run every (row, program) to its end; `on_done(i, completion)` hears of each as soon as it ends.
+
+        At most `capacity` rows run at once; `room` is how many positions past its prompt a row may need.
+        """
+        raise NotImplementedError
+
+
+class SerialEngine(Engine):
+    """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded.
+
+    A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
+    """
+
+    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+        out: list[Completion | None] = [None] * len(tasks)
+        queue = deque(Task(index, row, program) for index, (row, program) in enumerate(tasks))
+        barriers = Barriers()
+        while queue:
+            task = queue.popleft()
+            start, prefill, passes = time.perf_counter(), self.prefill, self.passes
+            try:
+                req = task.program.send(task.reply) if task.reply is not None else next(task.program)
+                while isinstance(req, Extension):
+                    self._extend(req, temperature, top_k, stops)
+                    task.decoded += len(req.tokens)
+                    req = task.program.send(req)
+                completion = None
+            except StopIteration as stop:
+                completion = stop.value
+            task.prefill += self.prefill - prefill
+            task.passes += self.passes - passes
+            task.seconds += time.perf_counter() - start
+            if completion is not None:
+                out[task.index] = task.finish(completion)
+                if on_done:
+                    on_done(task.index, out[task.index])
+                continue
+            task.reply = req  # a barrier: wait for the group
+            members = barriers.arrive(task, req)
+            if members:
+                req.group.release()  # nothing is kept between passes, so there is no state to copy
+                queue.extend(members)
+        barriers.check()
+        return out
+
+    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+        raise NotImplementedError
+
+
+class Barriers:
+    """Rows waiting at their groups' barriers, for an engine's run."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, list[Task]] = {}  # id(group) -> the rows that have arrived
+
+    def arrive(self, task: Task, barrier: Barrier) -> list[Task]:
+        """The group's rows once the last has arrived (the engine then calls `release` and resumes them all);
+        until then, an empty list."""
+        members = self.waiting.setdefault(id(barrier.group), [])
+        members.append(task)
+        if len(members) < barrier.group.size:
+            return []
+        del self.waiting[id(barrier.group)]
+        return members
+
+    def check(self) -> None:
+        """Raise if rows wait for a group whose other rows will never come."""
+        if self.waiting:
+            raise RuntimeError(_STRANDED)
+
+
+_STRANDED = ("Rows are waiting at a barrier that the rest of their group can never reach: every row of a group "
+             "must run in the same engine run, and at most `capacity` rows run at once. Give a capacity that is a "
+             "multiple of the group size.")
+
+
+class ReencodeEngine(SerialEngine):
+    """Keeps nothing between passes: every token re-encodes prompt and prefix.
+
+    The simplest possible engine, against which the others are checked; it also runs models without a KV cache.
+    """
+
+    @torch.inference_mode()
+    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+        seq = req.row.prompt + req.row.tokens[:req.keep]
+        while len(req.tokens) < req.limit:
+            out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
+            self.prefill += len(seq) - 1
+            self.passes += 1
+            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), temperature, top_k, [req.row.generator])
+            req.append(token, lp, lq)
+            if token in stops:
+                break
+            seq.append(token)

@@ -1,0 +1,340 @@
+"""The transformers decode loop: one KV slot per running row, every busy slot decoding together.
+
+`CachedEngine` runs the programs of `helpers.engines.protocol` (plain decodes, power-sampling chains, SMC particle
+groups) on a transformers model. Each row owns a slot of a preallocated KV buffer (`SlotCache`); every step feeds
+one token per busy slot and keeps only per-token scalars (the chosen token, its log-probability under the model
+at T=1 and under the distribution it was drawn from). A cut costs nothing: a proposal's keys and values go after
+the row's current ones, and only an accepted proposal is moved into place. A row whose extension ends asks its
+program for the next one at once, and a row whose program ends hands its slot to the next waiting row, so the
+batch stays full. Each row has its own random generator, so a sample does not depend on which other rows share
+its batch, or when.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from helpers.engines.categorical import draw
+from helpers.engines.protocol import (
+    _STRANDED,
+    MIN_SHARED_PREFIX,
+    Barrier,
+    Barriers,
+    Completion,
+    Engine,
+    Extension,
+    Task,
+    shared_prefix_length,
+    split_evenly,
+)
+
+
+@dataclass
+class Slot:
+    """A row's place in the KV buffer, and where the extension under way stands in it."""
+
+    task: Task | None = None  # None: free
+    filled: int = 0  # columns holding the keys and values of the row's adopted sequence, all but its last token
+    lo: int = 0  # columns of the kept prefix the extension attends over: [0, lo)
+    base: int = 0  # first column of the extension's own tokens (after the adopted ones: a rejection overwrites nothing)
+    fed: int = 0  # tokens of the extension fed so far
+
+    @property
+    def decoding(self) -> bool:
+        """Busy with an extension (not free, not waiting at a barrier)."""
+        return self.task is not None and self.task.request is not None
+
+    def take_place_of(self, other: Slot) -> None:
+        """Point at the same columns as `other` (whose keys and values were copied here)."""
+        self.filled, self.lo, self.base, self.fed = other.filled, other.lo, other.base, other.fed
+
+
+class SlotCache:
+    """The KV memory of `CachedEngine`: per layer, keys and values of `slots` rows, written in place.
+
+    It stands in for transformers' cache objects: a model's attention layers call `update` with the new keys
+    and values of a pass, which go to the columns `cols[b]` of slot `rows[b]`, and get back the first `width`
+    columns of the batch's slots to attend over (the engine's mask says which of them each row may see).
+    """
+
+    def __init__(self, model, slots: int, length: int):
+        config = model.config
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        param = next(model.parameters())
+        shape = (config.num_hidden_layers, slots, kv_heads, length, head_dim)
+        self.keys = torch.zeros(shape, dtype=param.dtype, device=param.device)
+        self.values = torch.zeros_like(self.keys)
+        self.rows = self.cols = None
+        self.width = 0
+        self.contiguous = True  # the batch is slots 0..B-1: attend over views, no copy
+
+    @property
+    def length(self) -> int:
+        return self.keys.shape[3]
+
+    def grow(self, length: int) -> None:
+        """Make room for `length` columns per slot (doubling, so that growth is rare)."""
+        if length > self.length:
+            extra = max(length, 2 * self.length) - self.length
+            pad = self.keys.new_zeros((*self.keys.shape[:3], extra, self.keys.shape[4]))
+            self.keys, self.values = torch.cat([self.keys, pad], 3), torch.cat([self.values, pad], 3)
+
+    def point(self, rows: torch.Tensor, cols: torch.Tensor, width: int, contiguous: bool) -> None:
+        """Where the next pass writes: row b's q new tokens go to columns cols[b] of slot rows[b]."""
+        self.rows, self.cols, self.width, self.contiguous = rows[:, None], cols, width, contiguous
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *_, **__):
+        # What else transformers passes (cache_kwargs in 4.x and early 5.x, kwargs= from 5.24) is unused here.
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        keys[self.rows, :, self.cols] = key.transpose(1, 2).to(keys.dtype)
+        values[self.rows, :, self.cols] = value.transpose(1, 2).to(values.dtype)
+        if self.contiguous:
+            n = key.shape[0]
+            return keys[:n, :, :self.width], values[:n, :, :self.width]
+        rows = self.rows[:, 0]
+        return keys[rows, :, :self.width], values[rows, :, :self.width]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.width
+
+    def move(self, slot: int, src: int, dst: int, n: int) -> None:
+        """Columns src..src+n of a slot, copied to dst..dst+n (an accepted proposal taking its place)."""
+        for store in (self.keys, self.values):
+            store[:, slot, :, dst:dst + n] = store[:, slot, :, src:src + n].clone()
+
+    def copy_slot(self, src: int, dst: int, n: int) -> None:
+        """The first n columns of slot `src`, copied to slot `dst`."""
+        for store in (self.keys, self.values):
+            store[:, dst, :, :n] = store[:, src, :, :n]
+
+
+def cache_keyword(model) -> str:
+    """The name a model's forward takes its KV cache by: `cache` from transformers 5.24, `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+class CachedEngine(Engine):
+    """The decode loop: one `Slot` per running row, all busy slots decoding together, finished ones refilled.
+
+    A pass attends over a slot's columns [0, lo) and [base, base + fed].
+    """
+
+    prefill_seconds = 0.0  # wall time spent encoding prompts, the rest of a run's time is decoding
+
+    @torch.inference_mode()
+    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+        if not tasks:
+            return []
+        self.temperature, self.top_k, self.stops, self.on_done = temperature, top_k, stops, on_done
+        todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
+        n_slots = min(capacity or len(todo), len(todo))
+        longest = max(len(t.row.prompt) for t in todo)
+        self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
+        self.cache_kw = cache_keyword(self.model)
+        self.slots = [Slot() for _ in range(n_slots)]
+        self.results: list[Completion | None] = [None] * len(todo)
+        self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
+        self.barriers = Barriers()
+        self._encode_shared_prefix(todo)
+        waiting = deque(todo)
+        self._admit(waiting)
+        while any(slot.task is not None for slot in self.slots):
+            if not any(slot.decoding for slot in self.slots):
+                raise RuntimeError(_STRANDED)
+            self._step()
+            self._admit(waiting)
+        return self.results
+
+    # ---- prompts -------------------------------------------------------------------------------------
+
+    def _encode_shared_prefix(self, todo: list[Task]) -> None:
+        """Encode the prefix all prompts share (the few-shot examples) once, into the spare last slot."""
+        prompts = [t.row.prompt[:-1] for t in todo if len(t.row.prompt) > 1]
+        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+        self.shared = prompts[0][:shared] if shared >= MIN_SHARED_PREFIX else []
+        if not self.shared:
+            return
+        start = time.perf_counter()
+        spare = len(self.slots)
+        self._forward([spare], [self.shared], [0])
+        users = [t for t in todo if len(t.row.prompt) > 1]  # every one of them starts with the shared prefix
+        seconds = (time.perf_counter() - start) / len(users)
+        for task, share in zip(users, split_evenly(len(self.shared), len(users)), strict=True):
+            task.prefill, task.passes, task.seconds = share, 1, seconds
+        self.prefill += len(self.shared)
+        self.passes += 1
+        self.prefill_seconds += time.perf_counter() - start
+
+    def _admit(self, waiting: deque) -> None:
+        """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
+        free = [s for s, slot in enumerate(self.slots) if slot.task is None]
+        group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
+        if not group:
+            self._compact()
+            return
+        start = time.perf_counter()
+        todo = []
+        for s, task in group:
+            slot = self.slots[s] = Slot(task)
+            prompt, n = task.row.prompt, len(self.shared)
+            if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
+                self.cache.copy_slot(len(self.slots), s, n)
+                slot.filled = n
+            if len(prompt) - 1 > slot.filled:
+                todo.append((s, slot))
+        if todo:
+            self._forward([s for s, _ in todo], [slot.task.row.prompt[slot.filled:-1] for _, slot in todo],
+                          [slot.filled for _, slot in todo])
+            seconds = (time.perf_counter() - start) / len(todo)
+            for _, slot in todo:
+                new = len(slot.task.row.prompt) - 1 - slot.filled
+                slot.task.prefill += new
+                slot.task.passes += 1
+                slot.task.seconds += seconds
+                self.prefill += new
+            self.passes += 1
+            self.prefill_seconds += time.perf_counter() - start
+        for s, task in group:
+            self.slots[s].filled = len(task.row.prompt) - 1
+            self._resume(s, None)
+
+    def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int]) -> None:
+        """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
+        q = max(len(c) for c in chunks)
+        width = max(starts) + q
+        self.cache.grow(width)
+        ids = torch.tensor([c + [0] * (q - len(c)) for c in chunks], device=self.device)
+        begin = torch.tensor(starts, device=self.device)[:, None]
+        cols = begin + torch.arange(q, device=self.device)
+        mask = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
+        self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
+        self.model(input_ids=ids, attention_mask=self._mask(mask[:, None]), position_ids=cols,
+                   use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache})
+
+    def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
+        if not self.eager:
+            return allowed
+        dtype = self.cache.keys.dtype
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min)
+
+    # ---- programs ------------------------------------------------------------------------------------
+
+    def _resume(self, s: int, finished: Extension | Barrier | None) -> None:
+        """Hand a finished extension (or a passed barrier) back to slot s's program (None: start it) and set up
+        its next request."""
+        slot = self.slots[s]
+        task = slot.task
+        marker = None
+        while True:
+            if isinstance(finished, Extension):
+                finished.state = marker = object()
+            try:
+                req = task.program.send(finished) if finished is not None else next(task.program)
+            except StopIteration as stop:
+                self.results[task.index] = done = task.finish(stop.value)
+                self.slots[s] = Slot()
+                if self.on_done:
+                    self.on_done(task.index, done)
+                return
+            if marker is not None and task.row.state is marker:  # adopted: its tokens take their place
+                m = len(finished.tokens)
+                if m and slot.base != slot.lo:
+                    self.cache.move(s, slot.base, slot.lo, m)
+                slot.filled = slot.lo + m
+            if isinstance(req, Barrier):
+                task.request = None
+                slot.lo = slot.base = slot.filled
+                slot.fed = 0
+                self._arrive(task, req)
+                return
+            slot.lo = len(req.row.prompt) + req.keep - 1
+            slot.base, slot.fed = slot.filled, 0
+            task.request = req
+            if req.limit > 0:
+                self.cache.grow(slot.base + req.limit + 1)
+                return
+            finished = req  # nothing to decode
+
+    def _arrive(self, task: Task, barrier: Barrier) -> None:
+        """A row reached its group's barrier; when the last one arrives, the group releases them all.
+
+        A destination row of the release gets its source's keys and values, so that it continues exactly as the
+        source would; the copies' wall time is split over the group's rows.
+        """
+        members = self.barriers.arrive(task, barrier)
+        if not members:
+            return
+        start = time.perf_counter()
+        slot_of = {id(slot.task.row): s for s, slot in enumerate(self.slots) if slot.task is not None}
+        for source, destination in barrier.group.release():
+            src, dst = slot_of[id(source)], slot_of[id(destination)]
+            self.cache.copy_slot(src, dst, self.slots[src].filled)
+            self.slots[dst].take_place_of(self.slots[src])
+        seconds = (time.perf_counter() - start) / len(members)
+        for member in members:
+            member.seconds += seconds
+        for member in members:
+            self._resume(slot_of[id(member.row)], barrier)
+
+    def _step(self) -> None:
+        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
+        start = time.perf_counter()
+        busy = [s for s, slot in enumerate(self.slots) if slot.decoding]
+        hi = busy[-1] + 1
+        live = [slot if slot.decoding else None for slot in self.slots[:hi]]  # None: free or waiting, rides along
+        reqs = [slot.task.request if slot else None for slot in live]
+        # the first token of an extension feeds the prefix's last; later ones feed the extension's previous token
+        feed = [(r.tokens[-1] if slot.fed else r.prefix_last) if slot else 0 for slot, r in zip(live, reqs, strict=True)]
+        lo = [slot.lo if slot else 0 for slot in live]
+        base = [slot.base if slot else 0 for slot in live]
+        col = [slot.base + slot.fed if slot else 0 for slot in live]
+        width = max(col) + 1
+        dev = self.device
+        lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))
+        columns = torch.arange(width, device=dev)
+        allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [hi, width]
+        self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
+        position = torch.tensor([slot.lo + slot.fed if slot else 0 for slot in live], device=dev)
+        out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
+                         position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
+        self.passes += 1
+        logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
+        chosen, logp, logq = draw(logits.float(), self.temperature, self.top_k,
+                                  [self.slots[s].task.row.generator for s in busy])
+        seconds = (time.perf_counter() - start) / len(busy)
+        for b, s in enumerate(busy):
+            slot, req = self.slots[s], reqs[s]
+            task = slot.task
+            req.append(chosen[b], logp[b], logq[b])
+            slot.fed += 1
+            task.decoded += 1
+            task.passes += 1
+            task.seconds += seconds
+            if chosen[b] in self.stops or len(req.tokens) >= req.limit:
+                self._resume(s, req)
+
+    def _compact(self) -> None:
+        """When no row waits, move the highest rows down into free slots below them.
+
+        A free slot below the highest busy one rides along in every pass at a busy row's cost; moving a row
+        costs one copy of its keys and values, about what one pass spends on one row, so it pays at once.
+        """
+        busy = [s for s, slot in enumerate(self.slots) if slot.task is not None]
+        if not busy or len(busy) == busy[-1] + 1:
+            return
+        free = [s for s in range(busy[-1]) if self.slots[s].task is None]
+        for dst, src in zip(free, reversed(busy), strict=False):
+            if dst >= src:
+                break
+            moving = self.slots[src]
+            self.cache.copy_slot(src, dst, max(moving.filled, moving.base + moving.fed))
+            self.slots[dst], self.slots[src] = moving, Slot()

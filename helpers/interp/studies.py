@@ -1,0 +1,80 @@
+"""The stored studies over many sequences: the logit lens over a problem set (chapter 02) and a truncated model's
+agreement with the full one (chapter 03).
+
+Each sequence's result is kept in the results store as soon as it is computed, keyed by the models' identities
+and the sequence's content, so any chapter that reads the same sequences through the same models reuses it. The
+primitives they wrap (`helpers.interp.lens`, `helpers.models.truncation`) know nothing of the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from helpers.core.progress import bar
+from helpers.interp.lens import logit_lens
+from helpers.interp.metrics import kl_divergence
+from helpers.results.identity import model_identity, sequence_key
+from helpers.results.store import Run
+
+
+def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,
+                       direction: str = "layer||final", progress: bool = True,
+                       root: Path | None = None) -> dict[str, np.ndarray]:
+    """Per-problem logit-lens curves, averaged over the positions that predict the solution.
+
+    `items` are (name, ids, index of the first solution token), as `helpers.data.sequences` builds them. Each sequence's curves are stored as soon as they are
+    computed, keyed by the model (`model_identity`), k, the direction and the sequence's content, so any
+    chapter that reads the same sequences through the same model reuses them. Returns arrays
+    [problems, layers] for 'kl' and 'overlap'.
+    """
+    run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root, shape=LENS_SHAPE)
+    keys = [sequence_key(name, ids, start) for name, ids, start in items]
+    for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
+        run.compute(key, lambda ids=ids, start=start: _lens_record(model, ids, start, k, direction))
+    stored = [run.get(key) for key in keys]
+    return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
+
+
+LENS_SHAPE = {"kl": [float], "overlap": [float], "n_positions": int}  # a stored `_lens_record`
+
+
+def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:
+    kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
+    return {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
+
+
+def agreement(full, truncated, ids, start: int) -> dict[str, float]:
+    """How a truncated model's next-token distributions differ from the full model's on one sequence.
+
+    Over the predictions of tokens start..T-1 (`start` is the first solution token, see `helpers.data.sequences`):
+    mean KL(truncated || full), the truncated model's mean negative log-likelihood of those tokens, and the
+    full model's.
+    """
+    import torch
+
+    device = next(full.parameters()).device
+    x = torch.as_tensor(list(ids), dtype=torch.long, device=device)[None]
+    if not 1 <= start < x.shape[1]:
+        raise ValueError(f"start (the first solution token) must lie in 1..{x.shape[1] - 1}, got {start}")
+    with torch.inference_mode():
+        logp_full = torch.log_softmax(full(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
+        logp_trunc = torch.log_softmax(truncated(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
+    targets = x[0, start:, None]
+    return {"kl": float(kl_divergence(logp_trunc, logp_full).mean()),
+            "nll": float(-logp_trunc.gather(-1, targets).mean()),
+            "nll_full": float(-logp_full.gather(-1, targets).mean())}
+
+
+AGREEMENT_SHAPE = {"kl": float, "nll": float, "nll_full": float}  # what `agreement` returns, as stored
+
+
+def agreement_over(full, truncated, items, root: Path | None = None) -> dict[str, float]:
+    """`agreement` averaged over (name, ids, start) sequences, each stored under both models' identities."""
+    run = Run("agreement", {"full": model_identity(full), "truncated": model_identity(truncated)}, root=root,
+              shape=AGREEMENT_SHAPE)
+    values = [run.compute(sequence_key(name, ids, start), lambda ids=ids, start=start: agreement(full, truncated, ids, start))
+              for name, ids, start in items]
+    return {k: sum(v[k] for v in values) / len(values) for k in ("kl", "nll", "nll_full")} if values else {}

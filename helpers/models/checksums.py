@@ -1,0 +1,94 @@
+"""Checksums of model folders: a converted model is trusted only while its files are the ones written.
+
+A folder's manifest (`svd-manifest.json`) lists every file with its size, modification time and sha256 when
+the folder is written. `damage(folder)` compares the folder with it by content: each file is hashed at least once
+per process (bit rot keeps a file's size and modification time), then again only when its size, modification
+time or inode change. `weights_fingerprint` names the weights a model was loaded from by the digests of the bytes
+this process hashed, never by the manifest's word, so numbers from other weights are never stored as these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from helpers.core.jsonfile import JSONFileError, read_json
+
+MANIFEST = "svd-manifest.json"
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns) -> sha256 hashed by this process
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read now."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verified_sha256(path: Path) -> str:
+    """The sha256 of `path` as this process last read it: hashed at the first call, and again whenever its size,
+    modification time or inode differ from that reading's (a rename keeps all four, so a folder written and then
+    renamed into place is not hashed again)."""
+    stat = path.stat()
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _hashed:
+        _hashed[key] = file_sha256(path)
+    return _hashed[key]
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(folder: Path) -> dict:
+    """Record size, mtime and sha256 of every file in `folder` (written last, so a cut-off write has none)."""
+    entries = {p.name: {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns, "sha256": verified_sha256(p)}
+               for p in _files(folder)}
+    manifest = {"version": 1, "files": entries}
+    tmp = folder / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    os.replace(tmp, folder / MANIFEST)
+    return manifest
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    try:
+        manifest = read_json(folder / MANIFEST)
+    except JSONFileError:
+        return None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not all(isinstance(v, dict) and {"size", "mtime_ns", "sha256"} <= set(v)
+                                              for v in files.values()):
+        return None
+    return manifest
+
+
+def damage(folder: Path) -> str | None:
+    """None when every file of `folder` is as its manifest recorded; else what is wrong, in a phrase."""
+    manifest = _read_manifest(folder)
+    if manifest is None:
+        return f"{folder / MANIFEST} is missing or unreadable"
+    for name, entry in manifest["files"].items():
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        stat = path.stat()
+        if stat.st_size != entry["size"]:
+            return f"{path} has {stat.st_size:,} bytes, not the {entry['size']:,} written"
+        if verified_sha256(path) != entry["sha256"]:
+            return f"{path} changed since it was written (its sha256 differs: damaged on disk, or edited)"
+    return None
+
+
+def weights_fingerprint(folder: Path) -> str:
+    """A short digest of the weight files in `folder`, from the sha256 of their bytes as this process read them
+    (`verified_sha256`: hashed once per process, again when a file changes)."""
+    folder = Path(folder)
+    weights = [p for p in _files(folder) if p.name.endswith(WEIGHT_SUFFIXES)]
+    sums = [f"{p.name}:{verified_sha256(p)}" for p in weights]
+    return hashlib.sha256("\n".join(sums).encode()).hexdigest()[:16]

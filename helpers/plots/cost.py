@@ -1,0 +1,99 @@
+"""What power sampling costs and truncation saves (chapter 05): tokens, FLOPs, accuracy at equal compute, net
+cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers.plots.style import PALETTE, finish
+
+
+def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Sequence[dict] | None = None,
+                 measured_panel: str | None = None):
+    """Decoded tokens per answer against its length: plain decoding, the report's formula and the exact schedule
+    (reference and exact mode), one panel per setting; `measured` power records as dots on `measured_panel`."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), squeeze=False)
+    for ax, (title, c) in zip(axes[0], panels.items(), strict=True):
+        ax.plot(c["length"], c["plain"], color="0.5", lw=1.2, label="plain decoding (T)")
+        ax.plot(c["length"], c["formula"], color=PALETTE[1], lw=1.8, label="report: T + N·T²/(4B)")
+        ax.plot(c["length"], c["reference"], color=PALETTE[0], lw=1.8, label="exact count, reference mode")
+        ax.plot(c["length"], c["exact"], color=PALETTE[3], lw=1.4, ls="--", label="exact count, exact mode")
+        if measured and title == measured_panel:
+            ax.scatter([r["n_tokens"] for r in measured], [r["decoded_tokens"] for r in measured], s=12,
+                       color=PALETTE[2], edgecolor="0.3", lw=0.4, zorder=3, label="measured chains")
+        ax.set(xlabel="answer length T [tokens]", ylabel="decoded tokens per answer", title=title)
+    axes[0][0].legend(fontsize=7)
+    if measured_panel:
+        axes[0][-1].legend(fontsize=7)
+    return finish(fig)
+
+
+def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
+    """Share of FLOPs per token saved against blocks removed, per model; dashed lines: the saving a power sampler
+    needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share)."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, (name, c) in enumerate(curves.items()):
+        ax.plot(c["removed"], 100 * c["saved"], "-", marker="osD^"[i % 4], ms=3.5, mfc="white" if i % 2 else None,
+                color=PALETTE[i % len(PALETTE)],
+                label=f"{name} ({c['layers']} blocks)")
+    for j, (label, share) in enumerate(needed.items()):
+        ax.axhline(100 * share, color="0.3", ls=("--", ":", "-.")[j % 3], lw=1, label=label)
+    ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105),
+           title="What truncation saves, and what the search needs")
+    ax.legend(fontsize=7, loc="lower right")
+    return finish(fig)
+
+
+def accuracy_at_compute(points, front):
+    """Accuracy (95% Wilson interval) against generation FLOPs per answer for every method and depth; the
+    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines."""
+    from helpers.evaluation.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    depths = sorted({p.depth for p in points}, reverse=True)
+    shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
+    for p in points:
+        colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
+        kind = p.method.split("-")[0]
+        marker = shapes.get(p.method, {"best": "s", "majority": "D"}.get(kind, "x"))
+        lo, hi = wilson(p.accuracy * p.n_problems, p.n_problems)
+        ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
+                    fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
+                    mfc="white" if p.matched else colour, alpha=0.9)
+        below = kind == "majority"  # best-of-k and majority-of-k often share a point: one label above, one below
+        ax.annotate(p.method, (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(5, -8 if below else 3),
+                    textcoords="offset points")
+    ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.2", lw=1, ls="--",
+            label="Pareto front")
+    for d in depths:
+        ax.plot([], [], "o", color=PALETTE[depths.index(d) % len(PALETTE)], label=f"{d} blocks")
+    ax.plot([], [], "s", mfc="white", color="0.4", label="compute-matched")
+    ax.set_xscale("log")
+    ax.set(xlabel="generation GFLOPs per answer (log scale)", ylabel="accuracy [%] (95% interval)",
+           title="Accuracy at equal compute")
+    ax.legend(fontsize=7, loc="best")
+    return finish(fig)
+
+
+def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float = 0.0, ax=None):
+    """Cost of power sampling on the stitched model relative to full-depth greedy, against the kept depth, for
+    each setting (label → {'length', 'block_size', 'mcmc_steps'}); below the line at 1 the trade pays."""
+    from helpers.evaluation.cost import Shape, expected_decoded_tokens, flops_share
+
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(7, 3.2))
+    L = Shape.of(config).layers
+    depths = np.arange(1, L + 1)
+    for i, (label, s) in enumerate(settings.items()):
+        total = expected_decoded_tokens(int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"])) / s["length"]
+        ratio = [total * flops_share(config, int(d), context) for d in depths]
+        ax.plot(depths, ratio, color=PALETTE[i % len(PALETTE)], lw=1.8, label=f"{label}: ×{total:.2f} tokens")
+    ax.axhline(1.0, color="0.3", lw=1, ls="--", label="full-depth greedy")
+    ax.set_yscale("log")
+    ax.set(xlabel="blocks kept", ylabel="cost / full-depth greedy", title="Net cost of searching on a shallower model")
+    ax.legend(fontsize=7)
+    return finish(fig) if own else ax

@@ -1,0 +1,78 @@
+"""The logit lens's figures (chapter 02; chapter 01 shows the curves too): curves by layer, top tokens by
+position."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers.plots.style import PALETTE, finish, token_label
+
+
+def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
+                title: str | None = None):
+    """KL(layer || final) and top-5 overlap per layer for each model, with the spread across problems.
+
+    `curves[model]` holds 'kl' and 'overlap' arrays of shape [problems, layers]; the line is the mean over
+    problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
+    different depths share one axis of relative depth l / L, as one would compare a 24- and a 30-block model.
+    """
+    relative = len({np.asarray(c["kl"]).shape[1] for c in curves.values()}) > 1
+    fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.4))
+    for i, (name, c) in enumerate(curves.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        n_taps = np.asarray(c["kl"]).shape[1]
+        scale = 1 / n_taps if relative else 1
+        for ax, key in ((ax_kl, "kl"), (ax_ov, "overlap")):
+            values = np.asarray(c[key])
+            layers = np.arange(values.shape[1]) * scale
+            ax.plot(layers, values.mean(0), color=colour, lw=1.8, label=f"{name} (L = {n_taps})" if relative else name)
+            if values.shape[0] > 1:
+                lo, hi = np.percentile(values, [10, 90], axis=0)
+                ax.fill_between(layers, lo, hi, color=colour, alpha=0.18, lw=0)
+        for label, layer in (marks or {}).get(name, {}).items():
+            if layer is not None and layer >= 0:
+                ax = ax_kl if "KL" in label else ax_ov
+                ax.axvline(layer * scale, color=colour, ls="--", lw=1)
+                ax.annotate(label, (layer * scale, 0.95), xycoords=("data", "axes fraction"), rotation=90,
+                            ha="right", va="top", fontsize=8, color=colour)
+    xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
+    ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
+    ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
+    ax_ov.axhline(0.3, color="grey", lw=0.8, ls=":")
+    if len(curves) > 1:
+        ax_kl.legend()
+    if title:
+        fig.suptitle(title)
+    return finish(fig)
+
+
+def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray,
+                    layers: Sequence[int], title: str | None = None):
+    """A static view of the lens on one sequence: the top-1 token at chosen layers (rows) and positions."""
+    probs = np.asarray(top_probs)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * len(tokens)), 0.42 * len(layers) + 1.2))
+    ax.imshow(probs, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    for r in range(len(layers)):
+        for c in range(len(tokens)):
+            ax.text(c, r, token_label(top_tokens[r][c]), ha="center", va="center", fontsize=7,
+                    color="white" if probs[r, c] > 0.6 else "black")
+    ax.set_yticks(range(len(layers)), [f"l={l}" for l in layers])
+    ax.set_xticks(range(len(tokens)), [token_label(t) for t in tokens], rotation=60, fontsize=7)
+    ax.set_xlabel("input token at each position (the lens predicts the next one)")
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
+    return finish(fig)
+
+
+def lens_top1_grid(explorer: dict, n_rows: int = 8):
+    """The explorer's arrays as a static figure: the top-1 lens token at evenly spread layers."""
+    n_layers = len(explorer["top_tokens"])
+    shown = sorted(set(np.linspace(0, n_layers - 1, n_rows).round().astype(int).tolist()))
+    positions = range(len(explorer["tokens"]))
+    return lens_token_grid(explorer["tokens"], [[explorer["top_tokens"][l][t][0] for t in positions] for l in shown],
+                           explorer["top_probs"][shown, :, 0], shown,
+                           title="Top-1 logit-lens token (colour: its probability)")

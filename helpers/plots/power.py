@@ -1,0 +1,109 @@
+"""Power sampling (chapter 04): the toy model's convergence and distributions, accuracy by method, pass@k, the
+N sweep."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers.plots.style import PALETTE, finish
+
+
+def toy_convergence(result):
+    """TV distance to p^α against MH steps per block for both modes and, beside it, against SMC's particle
+    count, with low temperature and the noise floor on both."""
+    panels = 2 if result.particles else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 if panels == 1 else 10, 3.2), sharey=True, squeeze=False)
+    ax = axes[0, 0]
+    for i, (mode, tv) in enumerate(result.tv.items()):
+        ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"MH, {mode} mode")
+    ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
+           title=f"Metropolis–Hastings, α = {result.alpha:g}, {result.n_chains} chains")
+    if result.particles:
+        right = axes[0, 1]
+        right.plot(result.particles, result.smc_tv, "s-", color=PALETTE[2], label="SMC (systematic resampling)")
+        right.set_xscale("log", base=2)
+        right.set_xticks(result.particles, [str(k) for k in result.particles])
+        right.set(xlabel="particles (K)", title=f"SMC, α = {result.alpha:g}, {result.n_chains} samples")
+    for a in axes[0]:
+        a.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
+        a.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
+        a.legend(fontsize=8)
+    return finish(fig)
+
+
+def toy_distributions(tables, alpha: float, ax=None):
+    """p, p^α and low-temperature sampling over every completion of the toy model, most likely first."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(9, 3))
+    d = tables[alpha]
+    order = sorted(d["p"], key=lambda k: -d["p"][k])
+    x = np.arange(len(order))
+    for shift, key, label, colour in ((-0.27, "p", "p (the model)", PALETTE[6]), (0.0, "power", "p^α (power)", PALETTE[0]),
+                                      (0.27, "low_temperature", "low temperature", PALETTE[2])):
+        ax.bar(x + shift, [d[key][k] for k in order], 0.27, label=label, color=colour)
+    ax.set_xticks(x, ["".join("·ab"[t] if t else "$" for t in k) for k in order], rotation=90, fontsize=7)
+    gap = 0.5 * sum(abs(d["low_temperature"][k] - d["power"][k]) for k in order)
+    ax.set(ylabel="probability", xlabel="completion (a, b: tokens, $: EOS), most likely first",
+           title=f"α = {alpha:g}: TV(low temperature, p^α) = {gap:.2f}")
+    ax.legend(fontsize=8)
+    return finish(fig) if own else ax
+
+
+def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
+                            ("smc", "power sampling (SMC)")),
+                title: str | None = None):
+    """Accuracy of each method at each depth of one model, with 95% Wilson intervals."""
+    from helpers.evaluation.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    x = np.arange(len(rows))
+    width = 0.8 / len(keys)
+    for i, (key, label) in enumerate(keys):
+        acc = np.array([r.accuracy[key] for r in rows])
+        lo, hi = np.array([wilson(a * r.count(key), r.count(key)) for a, r in zip(acc, rows, strict=True)]).T
+        ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
+               yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
+    ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
+    ax.set(ylabel="accuracy [%] (95% interval)", title=title)
+    ax.legend(fontsize=8)
+    return finish(fig)
+
+
+def pass_at_k_curves(rows):
+    """pass@k of temperature-1 and power sampling at each depth."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    for i, r in enumerate(rows):
+        colour = PALETTE[i % len(PALETTE)]
+        ks = np.arange(1, len(r.pass_at_k["power"]) + 1)
+        ax.plot(ks, 100 * np.array(r.pass_at_k["temperature"]), "o--", color=colour, label=f"{r.depth} blocks, T=1")
+        ax.plot(ks, 100 * np.array(r.pass_at_k["power"]), "s-", color=colour, label=f"{r.depth} blocks, power")
+        ax.set_xticks(ks)
+    ax.set(xlabel="k", ylabel="pass@k [%]", title="pass@k")
+    ax.legend(fontsize=7, ncol=2)
+    return finish(fig)
+
+
+def steps_sweep(sweep):
+    """Accuracy of MH power sampling against its steps per block N (95% Wilson intervals), with the decoded tokens
+    per answer on a second axis."""
+    from helpers.evaluation.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.3))
+    x = np.arange(len(sweep.steps))
+    acc = np.array(sweep.accuracy)
+    lo, hi = np.array([wilson(a * sweep.n_problems, sweep.n_problems) for a in acc]).T
+    ax.errorbar(x, 100 * acc, yerr=100 * np.array([acc - lo, hi - acc]), fmt="o-", color=PALETTE[0], capsize=3,
+                label="accuracy (95% interval)")
+    ax.set_xticks(x, [f"N = {n}" + (" (proposal)" if n == 0 else "") for n in sweep.steps])
+    ax.set(ylabel="accuracy [%]", ylim=(0, 100),
+           title=f"{sweep.model} at {sweep.depth} of {sweep.n_layers} blocks: MH steps per block")
+    cost = ax.twinx()
+    cost.plot(x, sweep.tokens, "s--", color=PALETTE[1], label="decoded tokens per answer")
+    cost.set_ylabel("decoded tokens per answer", color=PALETTE[1])
+    cost.set_ylim(0, 1.15 * max(sweep.tokens))
+    cost.grid(False)
+    lines = ax.get_legend_handles_labels(), cost.get_legend_handles_labels()
+    ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=8, loc="upper left")
+    return finish(fig)

@@ -1,0 +1,104 @@
+"""The book's figure style and the pieces its figures share: palette, layout, token labels, bars by layer,
+heatmaps."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+PALETTE = ("#1f5f8b", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057")
+
+
+def setup(seed: int = 0) -> None:
+    """Book-wide style: crisp inline figures, quiet spines, one palette; seeds python, numpy and torch."""
+    import torch
+
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("retina")
+    except Exception:  # not in a notebook
+        pass
+    plt.rcParams.update({
+        "figure.figsize": (7.0, 3.2), "figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
+        "axes.grid": True, "grid.alpha": 0.25, "axes.prop_cycle": plt.cycler(color=PALETTE),
+        "font.size": 10, "axes.titlesize": 11, "legend.frameon": False,
+    })
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def finish(fig):
+    """Lay out and close a finished figure: the cell that returns it (or the glue that holds it) shows it once."""
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+@functools.cache
+def _font_charmap() -> frozenset[int]:
+    """Code points the figures' font can draw (Qwen's intermediate layers predict Chinese tokens, say)."""
+    from matplotlib import font_manager, ft2font
+
+    path = font_manager.findfont(font_manager.FontProperties(family=plt.rcParams["font.family"]))
+    return frozenset(ft2font.FT2Font(path).get_charmap())
+
+
+def token_label(token: str, width: int = 7) -> str:
+    """A token made visible: spaces as '·', newlines as '⏎', empty as '∅', characters the font lacks as '□'."""
+    drawable = _font_charmap()
+    text = "".join(ch if ord(ch) in drawable or ch in " \n" else "□" for ch in token)
+    return (text.replace(" ", "·").replace("\n", "⏎") or "∅")[:width]
+
+
+def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | None = None, ax=None,
+               ylim: tuple[float, float] | None = None):
+    """Overlapping bars per layer, one series per label, the smallest bar drawn in front (the papers' style)."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    values = {k: np.asarray(v, dtype=float) for k, v in series.items()}
+    n = len(next(iter(values.values())))
+    for l in range(n):
+        order = sorted(values, key=lambda k: -abs(values[k][l]))  # largest at the back
+        for z, key in enumerate(order):
+            colour = PALETTE[list(values).index(key) % len(PALETTE)]
+            ax.bar(l, values[key][l], width=0.9, color=colour, zorder=2 + z, label=key if l == 0 else None)
+    ax.set(xlabel="layer index l", ylabel=ylabel, xlim=(-0.6, n - 0.4))
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.axhline(0, color="black", lw=0.6, zorder=10)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    if own:
+        return finish(fig)
+    return ax
+
+
+def heatmap(matrix: np.ndarray, xlabel: str, ylabel: str, title: str | None = None, ax=None, vmin: float | None = 0,
+            vmax: float | None = 1, cmap: str = "viridis", colorbar: str | None = None,
+            xticklabels: Sequence[str] | None = None, origin: str = "upper"):
+    """A matrix as an image with a colour bar (layer effects, erasure, attributions, map errors)."""
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    image = ax.imshow(np.asarray(matrix), aspect="auto", interpolation="nearest", vmin=vmin, vmax=vmax, cmap=cmap,
+                      origin=origin)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(False)
+    if xticklabels is not None:
+        ax.set_xticks(range(len(xticklabels)), [token_label(t, 9) for t in xticklabels], rotation=60, fontsize=7)
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+    if colorbar:
+        bar.set_label(colorbar)
+    if title:
+        ax.set_title(title)
+    if own:
+        return finish(fig)
+    return ax

@@ -1,0 +1,77 @@
+"""Truncated models (chapter 03): agreement with the full model and accuracy against depth."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers.plots.style import PALETTE, finish
+
+
+def truncation_agreement(sweep):
+    """KL of each truncation from the full model, and the perplexity of the full model's solutions, per depth."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.3))
+    d = sweep.depths
+    for i, (method, by_depth) in enumerate(sweep.agreement.items()):
+        ax1.plot(d, [by_depth[x]["kl"] for x in d], "o-", color=PALETTE[i], label=method)
+        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], "o-", color=PALETTE[i], label=method)
+    first = next(iter(sweep.agreement.values()))
+    ax2.axhline(np.exp(first[sweep.n_layers]["nll_full"]), color="grey", ls=":", label="full model")
+    ax1.set(xlabel="depth (blocks run)", ylabel="KL(truncated ‖ full) [nats]", yscale="symlog",
+            title="Distance from the full model")
+    ax2.set(xlabel="depth (blocks run)", ylabel="perplexity", yscale="log", title="Perplexity of the full model's solutions")
+    ax1.legend()
+    ax2.legend()
+    return finish(fig)
+
+
+def accuracy_against_depth(sweep, critical: dict):
+    """Greedy accuracy (95% intervals) per depth and method, the critical depth, and what each depth keeps."""
+    from helpers.evaluation.stats import wilson
+
+    n = len(sweep.full)
+    fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
+    d = sweep.depths
+    for i, (method, by_depth) in enumerate(sweep.accuracy.items()):
+        acc = np.array([by_depth[x] for x in d])
+        lo, hi = np.array([wilson(a * n, n) for a in acc]).T
+        ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
+        ax.fill_between(d, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+    first = next(iter(sweep.accuracy.values()))
+    ax.axhline(100 * first[sweep.n_layers], color="grey", ls=":", label="full model")
+    if critical.get("stitch") is not None:
+        ax.axvline(critical["stitch"], color=PALETTE[0], ls="--", lw=1)
+        ax.annotate(f"critical depth {critical['stitch']}", (critical["stitch"], 0.95), xycoords=("data", "axes fraction"),
+                    rotation=90, ha="right", va="top", fontsize=8, color=PALETTE[0])
+    ax.set(xlabel="depth (blocks run)", ylabel="greedy accuracy [%] (95% band)", title=f"{sweep.model}: accuracy against depth")
+    ax.legend()
+    full = sweep.costs[sweep.n_layers]
+    axc.plot(d, [100 * sweep.costs[x].params_total / full.params_total for x in d], "s-", color=PALETTE[3], label="parameters")
+    axc.plot(d, [100 * sweep.costs[x].flops_per_token / full.flops_per_token for x in d], "^-", color=PALETTE[4],
+             label="FLOPs per token")
+    axc.set(xlabel="depth (blocks run)", ylabel="% of the full model", title="What a depth keeps")
+    axc.legend()
+    return finish(fig)
+
+
+def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], method: str = "stitch"):
+    """Each model's accuracy (95% band) against the number of blocks removed, with its critical depth marked."""
+    from helpers.evaluation.stats import wilson
+
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for i, (name, s) in enumerate(sweeps.items()):
+        n, d = len(s.full), sorted(s.accuracy[method], reverse=True)
+        removed = [s.n_layers - x for x in d]
+        acc = np.array([s.accuracy[method][x] for x in d])
+        lo, hi = np.array([wilson(a * n, n) for a in acc]).T
+        ax.plot(removed, 100 * acc, "o-", color=PALETTE[i], label=f"{name} ({s.n_layers} blocks)")
+        ax.fill_between(removed, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+        c = critical.get(name)
+        if c is not None:
+            ax.axvline(s.n_layers - c + 0.04 * i, color=PALETTE[i], ls="--", lw=1)
+    ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
+           title="How many blocks each model can lose (dashed: critical depth)")
+    ax.legend()
+    return finish(fig)

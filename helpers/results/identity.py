@@ -1,0 +1,60 @@
+"""What identifies a stored computation: the model it ran on, the unit of work, and the settings.
+
+Stored runs are keyed by the inputs of the code that computes them, never by dicts typed beside a call:
+`model_identity` names a model by where it came from, a fingerprint of its weights, its truncation and its
+dtype; `problem_key` and `sequence_key` name a unit of work by its content, so a changed problem or sequence is
+a new unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+IDENTITY_ATTRIBUTE = "svd_identity"
+
+
+def tag_model(model, name: str, source: str, weights: str | None = None) -> None:
+    """Record where `model` came from and a fingerprint of its weights; truncated models built from it inherit
+    the tag."""
+    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source, "weights": weights})
+
+
+def model_identity(model) -> dict:
+    """{'model', 'source', 'weights', 'depth', 'truncation', 'dtype'}: everything about a model that changes its
+    numbers ('weights' fingerprints the files it was loaded from, so other weights under the same name never
+    share its records).
+
+    A truncated model at its full depth runs the original blocks, so it has the original's identity.
+    Models not loaded by `helpers.models.loading.load_model` are named by their config's path or class.
+    """
+    import torch
+
+    base = getattr(model, IDENTITY_ATTRIBUTE, None)
+    if base is None:
+        config = model.config
+        base = {"model": getattr(config, "_name_or_path", "") or type(model).__name__, "source": "unregistered"}
+    truncation = getattr(model.config, "truncation", None)
+    if truncation and truncation["depth"] < truncation["original_layers"]:
+        shape = {"depth": truncation["depth"], "truncation": truncation["method"]}
+    else:
+        shape = {"depth": int(model.config.num_hidden_layers) if not truncation else truncation["depth"],
+                 "truncation": None}
+    dtype = next((p.dtype for p in model.parameters()), torch.float32)
+    return {**base, **shape, "dtype": str(dtype).replace("torch.", "")}
+
+
+def digest(*parts: object, length: int = 10) -> str:
+    """A short sha256 of the parts' text (a separator keeps ('ab', 'c') apart from ('a', 'bc'))."""
+    text = "\x1f".join(str(p) for p in parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def problem_key(problem) -> str:
+    """`<id>@<digest of question and answer>`: the same id with another question is another unit."""
+    return f"{problem.id}@{digest(problem.question, problem.answer)}"
+
+
+def sequence_key(name: str, ids: Sequence[int], start: int) -> str:
+    """`<name>@<digest of the token ids and the first analysed position>`."""
+    return f"{name}@{digest(','.join(map(str, ids)), start)}"

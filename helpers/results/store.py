@@ -1,0 +1,328 @@
+"""The results store: long computations append one JSON line per finished unit of work.
+
+A run is identified by its configuration (a dict of everything that changes the numbers); its records
+live in `results/<experiment>/<config hash>.jsonl`. Re-running the same configuration reuses the finished
+records, an interrupted run resumes where it stopped, and a changed configuration starts a new file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from helpers.core import env
+
+_usage: dict[str, set] = {"reused": set(), "computed": set()}
+
+
+def _note(kind: str, run_hash: str, key: str) -> None:
+    if os.environ.get(env.STORE_USAGE):
+        _usage[kind].add((run_hash, key))
+
+
+def _write_usage(path: str) -> None:
+    """The records this process reused and computed, and its peak resident memory (MiB; the runner's table of
+    chapter times and memory, which the instructor's page quotes)."""
+    computed = _usage["computed"]
+    usage = {"reused": len(_usage["reused"] - computed), "computed": len(computed)}
+    try:
+        import resource
+
+        usage["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
+    except ImportError:  # not on Windows
+        pass
+    Path(path).write_text(json.dumps(usage))
+
+
+if os.environ.get(env.STORE_USAGE):  # a chapter's kernel (helpers.runner.run.execute): report when it ends
+    atexit.register(_write_usage, os.environ[env.STORE_USAGE])
+
+
+def results_root() -> Path:
+    """Where results go: $SVD_RESULTS, else `results/` at the top of the repository (in a checkout) or in the
+    working folder (an installed package, whose folder is no place for data)."""
+    if os.environ.get(env.RESULTS):
+        return Path(os.environ[env.RESULTS])
+    return (env.REPO if (env.REPO / "_toc.yml").is_file() else Path.cwd()) / "results"
+
+
+def _canonical(obj: Any) -> Any:
+    """A JSON-stable form: sorted dict keys, tuples as lists, floats kept exact."""
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def config_hash(config: dict) -> str:
+    """A short, stable hash of a configuration dict (key order does not matter)."""
+    text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def versions() -> dict[str, str]:
+    """Versions that can change numbers: Python, torch, transformers, helpers."""
+    import torch
+    import transformers
+
+    from helpers import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "helpers": __version__}
+
+
+class StoreError(RuntimeError):
+    """The results store cannot be read or written where it is; the message says what to do."""
+
+
+_REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
+
+
+def conforms(value: Any, shape: Any) -> bool:
+    """Whether `value`, read back from JSON, has `shape`: a type (`float` also takes an int; neither takes a bool),
+    a tuple of alternatives (`type(None)` for null), `[s]` for a list of s, `{key: s}` for a dict holding at
+    least those keys, or None for anything. The recursion follows the shape, so it is as deep as the shape."""
+    if shape is None:
+        return True
+    if isinstance(shape, tuple):
+        return any(conforms(value, s) for s in shape)
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(conforms(v, shape[0]) for v in value)
+    if isinstance(shape, dict):
+        return isinstance(value, dict) and all(k in value and conforms(value[k], s) for k, s in shape.items())
+    if isinstance(value, bool):
+        return shape is bool
+    if shape is float:
+        return isinstance(value, int | float)
+    return isinstance(value, shape)
+
+
+class Run:
+    """The records of one experiment under one configuration, keyed by unit of work.
+
+    With a `shape` (see `conforms`), a stored result of another shape does not count as finished: it is reported
+    once, set aside in `aside_path` when the run next writes, and its unit computed again.
+    """
+
+    def __init__(self, experiment: str, config: dict, root: Path | None = None, shape: Any = None):
+        if not experiment or "/" in experiment:
+            raise ValueError(f"experiment must be a plain name, got {experiment!r}")
+        self.experiment = experiment
+        self.config = _canonical(config)
+        self.hash = config_hash(config)
+        self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
+        self.shape = shape  # what a stored result must look like (`conforms`); None: anything
+        self._records: dict[str, dict] = {}
+        self._lock_depth = 0
+        self._lock = None
+        self._load()
+
+    def _verdict(self, raw: bytes) -> tuple[str, dict | None]:
+        """('ok', record), ('other', None) for another configuration's line, or ('unreadable' | 'wrong shape',
+        None) for a line that must not count as finished work."""
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return "unreadable", None
+        if not (isinstance(record, dict) and isinstance(record.get("key"), str) and "result" in record):
+            return "unreadable", None
+        if record.get("config_hash") != self.hash:
+            return "other", None
+        if not conforms(record["result"], self.shape):
+            return "wrong shape", None
+        return "ok", record
+
+    def _load(self) -> None:
+        self._records = {}
+        self._loaded_size = self._size()
+        self._bad = 0
+        if not self.path.is_file():
+            return
+        bad = {"unreadable": 0, "wrong shape": 0}
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if not raw.strip() or not raw.endswith(b"\n"):
+                    continue  # blank, or a last line still being written (or torn, which the lock holder cuts)
+                verdict, record = self._verdict(raw)
+                if verdict in bad:
+                    bad[verdict] += 1  # that unit is simply redone
+                elif record is not None:
+                    self._records[record["key"]] = record
+        self._bad = sum(bad.values())
+        for what, n in bad.items():
+            if n and (self.path, what, n) not in _REPORTED:
+                _REPORTED.add((self.path, what, n))
+                lines = f"{n} {what} line{'s' if n > 1 else ''}" if what == "unreadable" else \
+                    f"{n} record{'s' if n > 1 else ''} whose result has the wrong shape for {self.experiment}"
+                print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name} when "
+                      "this run next writes, and the units they held are computed again", file=sys.stderr, flush=True)
+
+    @property
+    def aside_path(self) -> Path:
+        """Where lines that cannot count as finished work are kept (never deleted): `<hash>.jsonl.set-aside`."""
+        return self.path.with_name(self.path.name + ".set-aside")
+
+    def _set_aside(self) -> None:
+        """Move the unreadable and wrong-shape lines out of the run's file into `aside_path` (lock held)."""
+        keep, aside = [], []
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    (aside if self._verdict(raw)[0] in ("unreadable", "wrong shape") else keep).append(raw)
+        if aside:
+            with self.aside_path.open("ab") as fh:
+                fh.writelines(aside)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+            with tmp.open("wb") as fh:
+                fh.writelines(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        self._load()
+
+    def _size(self) -> int:
+        return self.path.stat().st_size if self.path.is_file() else 0
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold this run's lock file, so that two processes never compute or write the same run at once.
+
+        Reentrant within a process. A second process waits, says so on stderr, and then reads what the first
+        one wrote, so it computes only what is still missing.
+        """
+        if self._lock_depth == 0:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lock = FileLock(self.path.with_suffix(".lock"))
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
+                          "and then reusing its records", file=sys.stderr, flush=True)
+                    lock.acquire()
+            except OSError as err:
+                raise StoreError(f"The results store cannot be written at {self.path.parent} ({err.strerror or err}); "
+                                 "set SVD_RESULTS to a folder you can write to.") from None
+            try:
+                self._repair_tail()  # only a lock holder writes, so an unfinished last line is an interrupted one
+            except OSError as err:
+                lock.release()
+                raise StoreError(f"{self.path} cannot be repaired ({err.strerror or err}); make it writable or move "
+                                 "it away (its units are then computed again).") from None
+            self._lock = lock
+            if self._size() != self._loaded_size:  # another process wrote meanwhile
+                self._load()
+            if self._bad:
+                try:
+                    self._set_aside()
+                except OSError as err:
+                    self._lock = None
+                    lock.release()
+                    raise StoreError(f"{self.path} holds lines that cannot be used and they cannot be set aside "
+                                     f"({err.strerror or err}); make its folder writable.") from None
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                self._lock.release()
+                self._lock = None
+
+    def _repair_tail(self) -> None:
+        """Cut a last line that an interruption left unfinished (no newline), so the file stays valid JSONL."""
+        if not self.path.is_file():
+            return
+        with self.path.open("rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return
+            end = size  # look back, a block at a time, for the newline that ends the last whole line
+            while end > 0:
+                start = max(0, end - (1 << 16))
+                fh.seek(start)
+                cut = fh.read(end - start).rfind(b"\n")
+                if cut >= 0:
+                    fh.truncate(start + cut + 1)
+                    return
+                end = start
+            fh.truncate(0)  # no whole line at all
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, key: str) -> dict | None:
+        """The stored result of unit `key`, or None."""
+        record = self._records.get(key)
+        if record is None:
+            return None
+        _note("reused", self.hash, key)
+        return record["result"]
+
+    def seconds(self, key: str) -> float | None:
+        """The wall time stored with unit `key` (its share of the batch it was computed in), or None."""
+        record = self._records.get(key)
+        return None if record is None else record.get("seconds")
+
+    def results(self) -> dict[str, Any]:
+        """All stored results by key."""
+        for k in self._records:
+            _note("reused", self.hash, k)
+        return {k: r["result"] for k, r in self._records.items()}
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        return [k for k in keys if k not in self._records]
+
+    def add(self, key: str, result: Any, seconds: float, seed: int | None = None) -> None:
+        """Append one finished unit at once (flushed and synced), so nothing is lost if the run stops."""
+        record = {"key": key, "config_hash": self.hash, "experiment": self.experiment,
+                  "model": self.config.get("model"), "seed": seed if seed is not None else self.config.get("seed"),
+                  "config": self.config, "versions": versions(), "seconds": round(seconds, 4),
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self.locked():
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._records[key] = record
+            self._loaded_size = self._size()
+        _note("computed", self.hash, key)
+
+    def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
+        """Stored result of `key`, computing and storing it first if missing.
+
+        The computation holds the run's lock: a second process on the same run waits for the unit under way,
+        then finds it stored (the lock reloads what another process wrote) instead of computing it again.
+        """
+        if key not in self._records:
+            with self.locked():
+                if key not in self._records:
+                    start = time.perf_counter()
+                    result = fn()
+                    self.add(key, result, time.perf_counter() - start, seed)
+                    return self._records[key]["result"]
+        _note("reused", self.hash, key)
+        return self._records[key]["result"]

@@ -1,0 +1,65 @@
+"""The first cell of a chapter notebook opened by hand (Binder, Colab after a clone, your own Jupyter).
+
+It checks that the notebook runs from a checkout, installs the embedded models its parameters name (the book
+runner does this for a whole profile), and says which profiles this machine's memory holds. The book's
+pages leave the cell out; in a book run it finds nothing to install.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+
+from helpers.core import env
+
+# Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a 4 × 256-token forward pass,
+# measured with `/usr/bin/time -f %M` on the CPU: SmolLM2 1.2, Qwen 0.5B 3.1. The 1.5B is scaled from the 0.5B
+# (6.2 bytes per parameter), not measured. Sampling adds little (KV caches of a few MB).
+PEAK_GIB = {"smollm2-135m": 1.2, "qwen2.5-coder-0.5b": 3.1, "qwen2.5-coder-1.5b": 9.6}
+KERNEL_GIB = 0.4  # Jupyter, matplotlib and the widgets beside the model
+BINDER_GIB = 2.0  # what mybinder.org guarantees a session
+
+
+def profile_memory(profile: str) -> float | None:
+    """Estimated peak GiB of a profile's chapters (its largest model), or None for hub models we cannot size."""
+    from helpers.runner.run import job_models, plan
+
+    peaks = [PEAK_GIB.get(name) for name in job_models(plan(profile))]
+    return None if not peaks or None in peaks else max(peaks) + KERNEL_GIB
+
+
+def advice(total_gib: float, profiles: list[str]) -> list[str]:
+    """One line per profile: does it fit in `total_gib`?"""
+    lines = []
+    for name in profiles:
+        need = profile_memory(name)
+        if need is None:
+            lines.append(f"  {name}: hub models; run it where they fit (a GPU; see the README).")
+        else:
+            verdict = "fits" if need <= total_gib else "does not fit"
+            lines.append(f"  {name}: about {need:.1f} GiB, {verdict}.")
+    return lines
+
+
+def check_setup(profile: str = "smoke") -> None:
+    """Install what the notebook's parameters (`profile`) need and print which profiles fit this machine.
+
+    In a book run (`python -m helpers run`) it does nothing: the runner has installed and checked the profile's
+    models before any chapter, and the cell is left out of the page.
+    """
+    if os.environ.get(env.BOOK_RUN) == "1":
+        return
+    from helpers.runner.run import RunError, available_profiles, in_checkout, install_models
+
+    if not in_checkout():
+        raise RunError("This notebook runs from a checkout of the repository: git clone it, then "
+                       "pip install -e '.[book]' in it and open notebooks/ from there.")
+    installed = install_models(profile)
+    total = psutil.virtual_memory().total / 2**30
+    print(f"Set up for the {profile!r} profile" + (f" (installed {', '.join(installed)})" if installed else "")
+          + f". This machine has {total:.1f} GiB of memory (Binder guarantees {BINDER_GIB:.0f}):")
+    print("\n".join(advice(total, available_profiles())))
+    print(f"The parameters above are the {profile!r} profile's. To run a chapter under another profile, change them "
+          "to that profile's (notebooks/profiles/NAME.yaml), or run `python -m helpers run --profile NAME --only "
+          "CHAPTER` from the checkout.")

@@ -1,0 +1,46 @@
+"""Plain decoding, greedy or sampled: one program of one extension per prompt, run on the slot engine
+(`helpers.engines.slot.CachedEngine`) unless another engine is given. It sits above both the protocol
+(`helpers.engines.protocol`) and the slot engine, so neither needs to import the other's user."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
+from helpers.engines.slot import CachedEngine
+
+
+def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
+           temperature: float = 0.0, top_k: int = 0, seeds: Sequence[int] | None = None,
+           engine: Engine | None = None, batch_size: int | None = None,
+           on_done: OnDone | None = None) -> list[Completion]:
+    """Decode every prompt (greedy at temperature 0); row b samples with seed `seeds[b]`.
+
+    At most `batch_size` rows decode at once (all of them by default); `on_done(b, completion)` hears of each
+    row as soon as it ends.
+    """
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("Every prompt needs at least one token.")
+    if temperature < 0:
+        raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature!r}.")
+    seeds = list(range(len(prompts))) if seeds is None else list(seeds)
+    if len(seeds) != len(prompts):
+        raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
+    rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None)
+            for p, s in zip(prompts, seeds, strict=True)]
+    stops = set(stop_ids)
+    tasks = [(row, _extend_once(row, max_new_tokens, stops)) for row in rows]
+    if engine is None:
+        engine = CachedEngine(model)
+    return engine.run(tasks, temperature, top_k, stops, batch_size, on_done, room=max_new_tokens)
+
+
+def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
+    """The program of plain decoding: one extension of the prompt."""
+    req = yield Extension(row, 0, limit)
+    return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)
+

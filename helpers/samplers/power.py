@@ -1,0 +1,165 @@
+"""Power sampling: block-wise Metropolis–Hastings towards p^α (Karan & Du), in two modes.
+
+The proposal is the model at temperature 1/α. A chain grows block by block; after each block it makes N
+MH moves, each of which picks a cut point, regenerates the suffix from the proposal and accepts or rejects.
+
+* `exact`: a correct MH chain for p^α over completions of at most `max_new_tokens` tokens. EOS ends a
+  completion (absorbing); a proposal runs to EOS or to the current block's end, so it may be longer or
+  shorter than the current state; the ratio covers both full suffixes; the cut point is uniform over the
+  current state's positions, so the Hastings term log(t_x) − log(t_y) corrects for the two lengths.
+* `reference`: what the published code does: a top-k 50 proposal, a suffix regenerated only up to the
+  current length, the ratio over the proposal's length, no cut-point correction, EOS checked after each
+  block (in the generated tokens only).
+
+Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
+Each chain is a program (`_chain`) that asks an engine of `helpers.engines.protocol` for extensions: `CachedEngine`
+(the book's decode loop) runs many chains at once, each at its own pace, and keeps each chain's KV cache up
+to its cut point; `ReencodeEngine` re-encodes at every token (for checks). The published code's own cost
+pattern, `generate` per proposal, is in `helpers.bench.published_sampler`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from helpers.core.checks import is_count
+from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
+from helpers.engines.slot import CachedEngine
+from helpers.samplers.target import MH_MODES, Target
+
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
+
+
+@dataclass(frozen=True)
+class PowerConfig:
+    """The one home of power-sampling settings; `validate` explains what is wrong with bad values.
+
+    `max_new_tokens` may stay None here when a caller that decodes every method (`helpers.evaluation.decodes.sample`)
+    supplies its own length; `run_chains` needs it set.
+    """
+
+    alpha: float = 4.0
+    block_size: int = 192
+    mcmc_steps: int = 10
+    mode: str = "exact"
+    top_k: int = 0  # reference mode only: 0 means the published 50
+    max_new_tokens: int | None = None
+
+    def validate(self, need_length: bool = True) -> PowerConfig:
+        Target(self.alpha)  # α by the one rule (helpers.samplers.target); the length, at least a block, below
+        if not is_count(self.block_size, 1):
+            raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
+        if not is_count(self.mcmc_steps, 0):
+            raise ValueError(f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
+        if self.mode not in MH_MODES:
+            raise ValueError(f"mode must be one of {MH_MODES}, got {self.mode!r}")
+        if not is_count(self.top_k, 0):
+            raise ValueError(f"top_k must be 0 or a positive integer, got {self.top_k!r}")
+        if self.mode == "exact" and self.top_k:
+            raise ValueError("exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
+                             "no longer targets p^alpha. Use top_k=0, or mode='reference' for the published top-k "
+                             "proposal.")
+        if self.max_new_tokens is None:
+            if need_length:
+                raise ValueError("max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
+                                 "helpers.evaluation.decodes.sample, which sets it")
+        elif not is_count(self.max_new_tokens, self.block_size):
+            raise ValueError(f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
+                             f"got {self.max_new_tokens!r}")
+        return self
+
+    def as_dict(self) -> dict:
+        """The settings that change a chain's numbers, for store keys (the length is keyed by its caller)."""
+        return {"alpha": float(self.alpha), "block_size": self.block_size, "mcmc_steps": self.mcmc_steps,
+                "mode": self.mode, "top_k": self.proposal_top_k}
+
+    @property
+    def target(self) -> Target:
+        """The p^α this config samples (α and the length checked there)."""
+        return Target(self.alpha, self.max_new_tokens)
+
+    @property
+    def temperature(self) -> float:
+        return self.target.temperature
+
+    @property
+    def proposal_top_k(self) -> int:
+        if self.mode == "reference":
+            return self.top_k or 50
+        return 0
+
+
+@dataclass
+class Chain(Row):
+    """One MH chain: a decoded row plus what the sampler tracks about it."""
+
+    acceptance: list[float] = field(default_factory=list)
+    moves: list[tuple[int, bool]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# The sampler: one MH driver for every engine
+# --------------------------------------------------------------------------------------------------
+
+
+def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int],
+               batch_size: int | None = None, on_done: OnDone | None = None) -> list[Completion]:
+    """Power-sample one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by default).
+
+    Each chain moves through its blocks on its own: when one of its proposals ends, its next one starts, and
+    when a chain ends the next waiting one takes its place. `on_done(i, completion)` hears of each chain as soon
+    as it ends.
+    """
+    cfg.validate()
+    if len(prompts) != len(seeds):
+        raise ValueError("give one seed per prompt")
+    if not prompts or any(not p for p in prompts):
+        raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
+    stops = set(stop_ids)
+    chains = [Chain(list(p), torch.Generator().manual_seed(int(s))) for p, s in zip(prompts, seeds, strict=True)]
+    tasks = [(c, _chain(c, cfg, stops)) for c in chains]
+    return engine.run(tasks, cfg.temperature, cfg.proposal_top_k, stops, batch_size, on_done,
+                      room=2 * cfg.max_new_tokens)  # a proposal is written after the state it may replace
+
+
+def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
+    """One MH chain as a program: it asks the engine for a block's growth and for each move's proposal."""
+    alpha = cfg.alpha
+    for block in range(math.ceil(cfg.max_new_tokens / cfg.block_size)):
+        cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
+        if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
+            c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
+        accepted = 0
+        for _ in range(cfg.mcmc_steps):
+            t = len(c.tokens)
+            i = int(torch.randint(t, (1,), generator=c.generator))  # cut: regenerate tokens i..
+            req = yield Extension(c, i, (t - i) if cfg.mode == "reference" else (cap - i))
+            y = req.tokens
+            if cfg.mode == "reference":
+                s = len(y)  # the current window is cut to the proposal's length; no Hastings term
+                log_r = alpha * sum(req.logp) - alpha * sum(c.logp[i:i + s]) + sum(c.logq[i:i + s]) - sum(req.logq)
+            else:
+                log_r = (alpha * sum(req.logp) - alpha * sum(c.logp[i:]) + sum(c.logq[i:]) - sum(req.logq)
+                         + math.log(t) - math.log(i + len(y)))
+            accept = math.log(float(torch.rand((), generator=c.generator)) + 1e-300) < log_r
+            c.moves.append((i, accept))
+            if accept:
+                accepted += 1
+                c.adopt(req)
+        if cfg.mcmc_steps:
+            c.acceptance.append(accepted / cfg.mcmc_steps)
+        if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
+            end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
+            c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
+            break
+    return Completion(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
+                      acceptance=c.acceptance, moves=c.moves)
+
+
+def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> Completion:
+    """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
+    engine = CachedEngine(model) if cache else ReencodeEngine(model)
+    return run_chains(engine, [list(prompt)], stop_ids, cfg, [seed])[0]

@@ -1,0 +1,131 @@
+"""The one home of every decode parameter: `DecodeSettings` (method, length, shots, seed, α, top-k, and the
+power-sampling or SMC settings), and which engine runs it.
+
+A decode's store key derives from its settings, its model's identity and its engine. The transformers engines
+(`CachedEngine`, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
+share one key; a sampled decode's key also names how tokens are drawn from a seed (`helpers.engines.categorical`), so the
+records of an earlier draw are never mixed with this one's. vLLM computes with its own kernels and its own random streams,
+so its records are keyed apart (`engine: vllm`): one engine's records are never read back as another's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from helpers.core.checks import is_count
+from helpers.engines.categorical import VERSION as DRAW
+from helpers.samplers.power import PowerConfig
+from helpers.samplers.smc import SMCConfig
+from helpers.samplers.target import Target, same_target
+
+METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
+ENGINES = ("transformers", "vllm")
+PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what a prompt looks like: stored decodes recompute
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """Everything that changes a decode's numbers, checked when made; `key()` is its part of the store key.
+
+    `alpha` is the low-temperature method's T = 1/α (power sampling and SMC carry α in their own settings).
+    `top_k` restricts temperature sampling; power sampling's proposal top-k is the `PowerConfig`'s. The length
+    of `power` and `smc` is this object's `max_new_tokens` (set on them here, so no caller has to).
+    """
+
+    method: str
+    max_new_tokens: int
+    shots: int = 0
+    seed: int = 0
+    alpha: float | None = None
+    top_k: int = 0
+    power: PowerConfig | None = None
+    smc: SMCConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.max_new_tokens is None:
+            raise ValueError("max_new_tokens must be an integer of at least 1, got None")
+        Target(1.0, self.max_new_tokens)  # the length by the one rule (helpers.samplers.target)
+        if not is_count(self.shots, 0):
+            raise ValueError(f"shots must be an integer of at least 0, got {self.shots!r}")
+        if not is_count(self.seed, 0):
+            raise ValueError(f"seed must be an integer of at least 0, got {self.seed!r}")
+        if not is_count(self.top_k, 0):
+            raise ValueError(f"top_k must be 0 (off) or a positive integer, got {self.top_k!r}")
+        if (self.power is not None) != (self.method == "power"):
+            raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
+        if (self.smc is not None) != (self.method == "smc"):
+            raise ValueError("SMC needs smc=SMCConfig(...), and only SMC takes one")
+        for name, given in (("power", self.power), ("smc", self.smc)):
+            if given is None:
+                continue
+            given.validate(need_length=False)
+            if given.max_new_tokens not in (None, self.max_new_tokens):
+                raise ValueError(f"{name}.max_new_tokens ({given.max_new_tokens}) differs from max_new_tokens "
+                                 f"({self.max_new_tokens}); set one of them")
+            object.__setattr__(self, name, replace(given, max_new_tokens=self.max_new_tokens).validate())
+        if self.method == "low_temperature":
+            Target(self.alpha)  # T = 1/alpha: alpha by the one rule
+
+    @property
+    def temperature(self) -> float:
+        """The temperature tokens are drawn at (the proposal's, for power sampling and SMC)."""
+        if self.method == "greedy":
+            return 0.0
+        if self.method == "temperature":
+            return 1.0
+        if self.method == "low_temperature":
+            return Target(self.alpha).temperature
+        return (self.power or self.smc).temperature
+
+    @property
+    def samples(self) -> bool:
+        """Whether seeds matter (everything but greedy decoding)."""
+        return self.method != "greedy"
+
+    def key(self) -> dict:
+        """The settings that change a decode's numbers, for the store key (the same dict the book always used).
+
+        Greedy decoding depends on no seed, α or top-k, so every chapter that decodes greedily with the same
+        model, prompt and length shares one record set. Which problems and how many samples are asked for are
+        not settings: records are stored per problem and sample.
+        """
+        settings = {"method": self.method, "max_new_tokens": self.max_new_tokens, "shots": self.shots,
+                    "prompt_format": PROMPT_FORMAT}
+        if self.method == "greedy":
+            return settings
+        if self.method in ("power", "smc"):
+            return {**settings, "seed": self.seed, **(self.power or self.smc).as_dict()}
+        if self.method == "low_temperature":
+            return {**settings, "seed": self.seed, "alpha": float(self.alpha), "top_k": self.top_k}
+        return {**settings, "seed": self.seed, "top_k": self.top_k}
+
+
+def engine_key(engine: str, samples: bool = False) -> dict:
+    """The engine's part of a store key: for the transformers engines, how a sampled decode draws its tokens
+    (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was); for vLLM,
+    its name."""
+    check_engine(engine)
+    if engine != "transformers":
+        return {"engine": engine}
+    return {"draw": DRAW} if samples else {}
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    return engine
+
+
+def chapter_settings(power: PowerConfig, smc: SMCConfig, *, max_new_tokens: int, shots: int, seed: int
+                     ) -> dict[str, DecodeSettings]:
+    """The five decodes chapters 04 and 05 compare, by method: greedy, low temperature (T = 1/α), T = 1, power
+    sampling by MH and by SMC. One function, so that chapter 05 reads exactly the records chapter 04 wrote."""
+    alpha = same_target(power=power, smc=smc)
+    common = dict(max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    return {"greedy": DecodeSettings("greedy", **common),
+            "low_temperature": DecodeSettings("low_temperature", alpha=alpha, **common),
+            "temperature": DecodeSettings("temperature", **common),
+            "power": DecodeSettings("power", power=power, **common),
+            "smc": DecodeSettings("smc", smc=smc, **common)}
