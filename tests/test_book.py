@@ -110,6 +110,18 @@ def test_related_reading_cites_every_method(built_book):
 
 
 @pytest.mark.book
+def test_the_architecture_page_draws_the_layers_as_they_are(built_book):
+    import helpers
+
+    out, _ = built_book
+    html = (out / "_build" / "html" / "book" / "architecture.html").read_text()
+    assert html.count("<svg") == 1 and "layer-map" in html
+    for package in (p for row in helpers.LAYERS for p in row):
+        assert f"{package}/</text>" in html
+    assert "Driver" in html and "test_layers.py" in html
+
+
+@pytest.mark.book
 def test_a_chapter_page_shows_the_profiles_parameters_once(built_book):
     """The page shows the parameters the chapter ran with (the profile's), not the notebook's own cell beside."""
     import yaml

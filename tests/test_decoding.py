@@ -147,3 +147,76 @@ def test_bad_arguments(tiny, bad, message):
 
 def test_batch_costs_are_split_exactly():
     assert split_evenly(10, 3) == [4, 3, 3] and sum(split_evenly(7, 7)) == 7 and split_evenly(0, 2) == [0, 0]
+
+
+class _Recorder(decoding.Engine):
+    """An engine that decodes nothing itself: it records the driver's calls and fills extensions by hand."""
+
+    def __init__(self):
+        self.calls, self.pending = [], []
+
+    def _requested(self, task, request):
+        self.calls.append(("requested", task.index, request.limit))
+
+    def _submit(self, task, request):
+        self.calls.append(("submit", task.index))
+        self.pending.append((task, request))
+
+    def _adopted(self, task, extension):
+        self.calls.append(("adopted", task.index, list(extension.tokens)))
+
+    def _waiting(self, task):
+        self.calls.append(("waiting", task.index))
+
+    def _released(self, members, copies):
+        self.calls.append(("released", sorted(m.index for m in members), len(copies)))
+
+    def _ended(self, task):
+        self.calls.append(("ended", task.index))
+
+
+class _Pair(decoding.Group):
+    size = 2
+
+    def __init__(self):
+        self.rows = []
+
+    def release(self):
+        return [(self.rows[0], self.rows[1])]
+
+
+def _program(row, group):
+    """Asks for nothing (answered at once), then one token (adopted), then meets its group, then ends."""
+    empty = yield decoding.Extension(row, 0, 0)
+    assert empty.tokens == []
+    ext = yield decoding.Extension(row, 0, 1)
+    row.adopt(ext)
+    group.rows.append(row)
+    yield decoding.Barrier(group)
+    return decoding.Completion(list(row.tokens), [], [], stopped=False)
+
+
+def test_the_one_driver_answers_empty_requests_adopts_meets_barriers_and_finishes():
+    engine, group, done = _Recorder(), _Pair(), []
+    tasks = [decoding.Task(i, row, _program(row, group)) for i, row in
+             enumerate([decoding.Row([1, 2]), decoding.Row([1, 3])])]
+    driver = decoding.Driver(engine, tasks, on_done=lambda i, c: done.append(i))
+    for task in tasks:
+        driver.advance(task, None)
+    assert [c for c in engine.calls if c[0] == "submit"] == [("submit", 0), ("submit", 1)]  # the empty one never
+    for task, request in list(engine.pending):
+        request.append(7 + task.index, 0.0, 0.0)
+        driver.advance(task, request)
+    assert ("adopted", 0, [7]) in engine.calls and ("released", [0, 1], 1) in engine.calls
+    assert engine.calls.index(("waiting", 1)) < engine.calls.index(("released", [0, 1], 1)) < engine.calls.index(("ended", 0))
+    assert [c.tokens for c in driver.results] == [[7], [8]] and sorted(done) == [0, 1]
+    driver.barriers.check()
+
+
+def test_only_the_driver_sends_to_programs():
+    """The three engines (serial, slot, vLLM) run programs through `Driver.advance`, written once."""
+    from pathlib import Path
+
+    engines = Path(decoding.__file__).parent
+    senders = sorted(p.name for p in engines.glob("*.py") if ".program.send(" in p.read_text(encoding="utf-8"))
+    assert senders == ["protocol.py"]

@@ -173,3 +173,19 @@ def test_each_package_imports_on_its_own_and_loads_nothing_above_it():
         loaded = {package_of(m) for m in out.split() if m.count(".") >= 1 and m not in TOP} - {"(top)"}
         above = {p for p in loaded if rows.get(p, -1) > rows[package]}
         assert not above, (package, above)
+
+
+def test_the_architecture_map_shows_every_package_and_module():
+    """The book's layer map is drawn from LAYERS and the files on disk: a new module shows up in it unasked."""
+    import xml.etree.ElementTree as ET
+
+    from helpers.runner.architecture import FLOW, _wrap, layer_map_svg, modules
+
+    svg = ET.fromstring(layer_map_svg())
+    text = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+    for package in rank():
+        assert f"{package}/" in text
+        assert all(name in text for name in modules(package)), package
+    assert {package for package, _ in FLOW} <= set(rank())
+    assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == len(FLOW)
+    assert _wrap(["a" * 5] * 9, 13, most=2) == ["aaaaa · aaaaa", "aaaaa · aaaaa …"]  # what does not fit is marked

