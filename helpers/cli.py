@@ -22,7 +22,8 @@ MAX_PROBLEMS = 100_000
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from helpers.core.env import REPO
-    from helpers.runner.run import parse_overrides, run
+    from helpers.runner.profiles import parse_overrides
+    from helpers.runner.run import run
 
     overrides = parse_overrides(args.param)
     if args.dtype is not None:
@@ -132,7 +133,7 @@ def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
 def _glued_rows(where: str) -> list[dict]:
     from helpers.data.problems import DataError
     from helpers.runner.glued import collect
-    from helpers.runner.run import toc_chapters
+    from helpers.runner.profiles import toc_chapters
 
     path = Path(where)
     if path.is_dir():
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.models import precision
     from helpers.models.loading import ModelLoadError
     from helpers.results.store import StoreError
-    from helpers.runner.run import RunError
+    from helpers.runner.profiles import RunError
 
     args = build_parser().parse_args(argv)
     try:

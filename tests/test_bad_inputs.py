@@ -23,7 +23,8 @@ from helpers.data.problems import DataError, load_problems
 from helpers.evaluation import grading
 from helpers.models.loading import ModelLoadError, load_model
 from helpers.results.store import Run
-from helpers.runner.run import RunError, load_profile, parse_overrides, plan
+from helpers.runner.profiles import RunError, load_profile, parse_overrides
+from helpers.runner.run import plan
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import DecodeSettings
 from helpers.samplers.smc import SMCConfig

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from helpers.core.env import REPO
-from helpers.runner.run import CHAPTERS, stderr_cells, toc_chapters
+from helpers.runner.execute import stderr_cells
+from helpers.runner.profiles import CHAPTERS, toc_chapters
 
 
 @pytest.mark.book

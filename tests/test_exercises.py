@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers.chapters.exercises import check_depth_rule, check_kept_blocks, kept_last_two, kl_below
-from helpers.runner.run import NOTEBOOKS, toc_chapters
+from helpers.runner.profiles import NOTEBOOKS, toc_chapters
 
 
 def test_the_depth_rule_check_passes_the_reference_and_names_the_curve_a_wrong_rule_fails():

@@ -8,7 +8,7 @@ import pytest
 
 from helpers.core import env
 from helpers.runner import launch
-from helpers.runner.run import NOTEBOOKS, RunError, toc_chapters
+from helpers.runner.profiles import NOTEBOOKS, RunError, toc_chapters
 
 
 def test_each_profiles_memory_is_its_largest_model_plus_the_kernel():

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from helpers.core.env import REPO
-from helpers.runner.run import NOTEBOOKS, RunError, load_profile, parse_overrides, plan, toc_chapters
+from helpers.runner.profiles import NOTEBOOKS, RunError, load_profile, parse_overrides, toc_chapters
+from helpers.runner.run import plan
 
 
 def _parameters_cell(stem: str) -> dict:
@@ -51,10 +52,10 @@ def test_a_profile_can_cover_some_chapters_only(tmp_path, monkeypatch):
     jobs = plan("qwen-1.5b")
     assert [j.stem for j in jobs] == ["01_effective_depth", "02_logit_lens"]
     assert all(j.parameters["models"] == ["qwen2.5-coder-1.5b"] for j in jobs)
-    import helpers.runner.run as run
+    import helpers.runner.profiles as profiles
 
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"chapters": ["09_missing"]}))
-    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    monkeypatch.setattr(profiles, "PROFILES", tmp_path)
     with pytest.raises(RunError, match="09_missing"):
         plan("bad")
 
@@ -67,7 +68,7 @@ def test_default_profile_runs_the_qwen_model_with_smollm2_as_the_contrast():
 
 
 def test_a_profile_on_a_base_takes_the_bases_settings_where_it_sets_none(tmp_path, monkeypatch):
-    import helpers.runner.run as run
+    import helpers.runner.profiles as profiles
 
     (tmp_path / "parent.yaml").write_text(yaml.safe_dump({
         "timeout": 60, "parameters": {"models": ["smollm2-135m"], "shots": 2, "seed": 0},
@@ -75,7 +76,7 @@ def test_a_profile_on_a_base_takes_the_bases_settings_where_it_sets_none(tmp_pat
     (tmp_path / "child.yaml").write_text(yaml.safe_dump({
         "base": "parent", "parameters": {"seed": 3}, "notebooks": {"04_power_sampling": {"mcmc_steps": 10}}}))
     (tmp_path / "loop.yaml").write_text(yaml.safe_dump({"base": "loop"}))
-    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    monkeypatch.setattr(profiles, "PROFILES", tmp_path)
     child = load_profile("child")
     assert child["timeout"] == 60 and child["parameters"] == {"models": ["smollm2-135m"], "shots": 2, "seed": 3}
     assert child["notebooks"]["04_power_sampling"] == {"alpha": 2.0, "mcmc_steps": 10}
@@ -114,11 +115,11 @@ def test_unknown_override_is_rejected_with_its_name():
 
 
 def test_unknown_profile_section_key_is_rejected(tmp_path, monkeypatch):
-    import helpers.runner.run as run
+    import helpers.runner.profiles as profiles
 
     stem = toc_chapters()[0]
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"notebooks": {stem: {"not_a_parameter": 3}}}))
-    monkeypatch.setattr(run, "PROFILES", tmp_path)
+    monkeypatch.setattr(profiles, "PROFILES", tmp_path)
     with pytest.raises(RunError, match="not_a_parameter"):
         plan("bad")
     with pytest.raises(RunError, match="Unknown profile"):
@@ -174,7 +175,7 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
     decode_keys = {"models", "dataset", "n_problems", "levels", "shots", "seed", "depths", "alpha", "block_size",
                    "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds", "smc_particles", "smc_block_size",
                    "smc_ess_threshold", "smc_bridge_tokens", "search_problems", "engine"}
-    from helpers.runner.run import notebook_parameters
+    from helpers.runner.profiles import notebook_parameters
 
     for profile in ("smoke", "default", "full", "paper"):
         jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
@@ -183,7 +184,8 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
 
 
 def test_the_closing_table_lists_time_and_records():
-    from helpers.runner.run import Job, time_table
+    from helpers.runner.profiles import Job
+    from helpers.runner.run import time_table
 
     jobs = [Job("01_a", seconds=12.4, records={"reused": 5, "computed": 7, "peak_mib": 1536}), Job("02_b", seconds=3.0)]
     table = time_table(jobs)
@@ -210,7 +212,7 @@ def test_progress_bars_follow_the_environment(monkeypatch):
 def test_kernel_environment_is_set_inside_and_restored_after(monkeypatch):
     import os
 
-    from helpers.runner.run import environment
+    from helpers.runner.execute import environment
 
     monkeypatch.setenv("SVD_TEST_KEEP", "before")
     monkeypatch.delenv("SVD_TEST_NEW", raising=False)
@@ -224,7 +226,7 @@ def test_a_chapter_page_shows_the_parameters_it_ran_with(tmp_path):
     notebook's own parameters cell is left out of the page."""
     import nbformat
 
-    from helpers.runner.run import _show_build_parameters
+    from helpers.runner.execute import _show_build_parameters
 
     nb = nbformat.v4.new_notebook()
     own = nbformat.v4.new_code_cell('# Parameters (the literal values are the smoke profile).\nprofile = "smoke"\n'

@@ -350,7 +350,8 @@ def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0
     import threading
     from pathlib import Path
 
-    from helpers.runner.run import environment, run
+    from helpers.runner.execute import environment
+    from helpers.runner.run import run
 
     peak = {"kib": 0}
     stop = threading.Event()

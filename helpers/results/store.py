@@ -45,7 +45,7 @@ def _write_usage(path: str) -> None:
     Path(path).write_text(json.dumps(usage))
 
 
-if os.environ.get(env.STORE_USAGE):  # a chapter's kernel (helpers.runner.run.execute): report when it ends
+if os.environ.get(env.STORE_USAGE):  # a chapter's kernel (helpers.runner.execute.execute): report when it ends
     atexit.register(_write_usage, os.environ[env.STORE_USAGE])
 
 

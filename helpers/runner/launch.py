@@ -50,7 +50,8 @@ def check_setup(profile: str = "smoke") -> None:
     """
     if os.environ.get(env.BOOK_RUN) == "1":
         return
-    from helpers.runner.run import RunError, available_profiles, in_checkout, install_models
+    from helpers.runner.profiles import RunError, available_profiles
+    from helpers.runner.run import in_checkout, install_models
 
     if not in_checkout():
         raise RunError("This notebook runs from a checkout of the repository: git clone it, then "

@@ -1,0 +1,164 @@
+"""Executing one chapter notebook with papermill: the kernel's environment, the cell named on failure, the build's
+parameters shown on the page, and the student's copy with them written in.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from helpers.core import env
+from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, Job, RunError
+
+
+def _error_cell(nb_path: Path) -> str:
+    """A short description of the cell that raised in an executed notebook."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                first = cell.source.strip().splitlines()[:1]
+                return (f"cell [{cell.get('execution_count')}] ({first[0][:60] if first else ''}...): "
+                        f"{out.get('ename')}: {out.get('evalue')}")
+    return "an unknown cell"
+
+
+def stderr_cells(nb_path: Path) -> list[str]:
+    """Cells of an executed notebook that wrote to stderr (each as 'cell [n]: first line of the text')."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                found.append(f"cell [{cell.get('execution_count')}]: {out.get('text', '').strip()[:160]}")
+    return found
+
+
+def parameters_as_run(defaults_source: str, values: dict, profile: str | None) -> str:
+    """The parameters cell's source with `values` in place of its literal defaults (comments kept): what a
+    reader of the page should see, since a chapter ran with these and not with the notebook's smoke defaults."""
+    lines = defaults_source.splitlines()
+    for node in ast.parse(defaults_source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name in values and node.value.lineno == node.value.end_lineno:
+            line = lines[node.lineno - 1]
+            lines[node.lineno - 1] = (line[:node.value.col_offset] + repr(values[name])
+                                      + line[node.value.end_col_offset:])
+    body = [line for line in lines if not line.startswith("# Parameters")]
+    head = f"# Parameters this page ran with (profile {profile!r})." if profile else "# Parameters this page ran with."
+    return "\n".join([head, *body])
+
+
+def _show_build_parameters(nb_path: Path, values: dict) -> None:
+    """On the page, the parameters the chapter ran with: papermill's injected cell shows the whole set (defaults
+    merged with the profile's values), and the notebook's own cell of smoke defaults is left out of the page."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    own = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    injected = next((c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])), None)
+    if own is None or injected is None:  # no injected cell: the notebook's own cell is what ran
+        return
+    injected.source = parameters_as_run(own.source, values, values.get("profile"))
+    injected.metadata["tags"] = [t for t in injected.metadata.get("tags", []) if t != "hide-input"]
+    own.metadata["tags"] = [*own.metadata.get("tags", []), "remove-cell"]
+    nbformat.write(nb, nb_path)
+
+
+# The kernel logs a warning about unencrypted local TCP at every start; it runs on this machine only, and
+# real kernel errors still show at ERROR.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
+
+def _progress(stem: str) -> dict:
+    """papermill's progress bar as one line per chapter: cells done out of total, and the time so far."""
+    return {"desc": f"[run] {stem}", "file": sys.stdout, "mininterval": 2.0, "ascii": True,
+            "bar_format": "{desc}: cell {n_fmt}/{total_fmt}, {elapsed} elapsed"}
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block (a kernel started inside inherits them), then restore them."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False) -> None:
+    """Run one notebook with papermill into out_root/book/chapters/."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    target = out_root / CHAPTERS / f"{job.stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    usage = target.with_suffix(".usage.json")
+    usage.unlink(missing_ok=True)
+    # The kernel inherits these: explorers print a note, not widgets (helpers.plots.widgets); no tqdm bar is drawn,
+    # for it would stay in the page as a stale widget (helpers.core.progress); the kernel counts the stored records
+    # it reuses and computes into `usage`; the launch cell (helpers.runner.launch) has nothing to do.
+    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1"}
+    try:
+        with environment(kernel_env):
+            papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
+                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem),
+                                       execution_timeout=timeout, log_output=False,
+                                       extra_arguments=KERNEL_ARGUMENTS)
+    except PapermillExecutionError as exc:
+        raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
+                       f"The executed notebook with the error is {target}.") from None
+    except Exception as exc:
+        detail = _error_cell(target) if target.is_file() else str(exc)
+        raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
+    job.seconds = time.perf_counter() - start
+    write_student_notebook(job, out_root)
+    if usage.is_file():
+        job.records = json.loads(usage.read_text())
+        usage.unlink()
+    _show_build_parameters(target, job.parameters)
+    noisy = stderr_cells(target)
+    if noisy:
+        message = f"{job.stem} wrote to stderr in " + "; ".join(noisy)
+        if strict:
+            raise RunError(message)
+        print("warning: " + message, file=sys.stderr)
+
+
+DOWNLOADS = "downloads"  # beside the executed chapters: the notebooks as a student runs them
+
+
+def write_student_notebook(job: Job, out_root: Path) -> Path:
+    """The chapter's source notebook with this run's parameters written in (papermill's injected cell) and no
+    outputs: what the chapter's download link gives a student to run."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = parameterize_notebook(load_notebook_node(str(job.source)), job.parameters, kernel_name="python3",
+                               language="python")
+    for cell in nb.cells:  # papermill's own bookkeeping, not the student's
+        cell.metadata.pop("papermill", None)
+    nb.metadata.pop("papermill", None)
+    target = out_root / CHAPTERS / DOWNLOADS / f"{job.stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return target

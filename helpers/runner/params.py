@@ -1,0 +1,252 @@
+"""The checks of a chapter's parameters, made before any chapter starts: counts, lists, choices, models, engines,
+data sets, depths, and the samplers' settings through the samplers' own constructors.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+from helpers.runner.profiles import Job, RunError
+
+MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book comes near it
+
+
+COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
+          "probe_stride", "depth_splits", "smc_particles", "smc_block_size")  # names (or prefixes) of parameters that count something: at least 1
+
+
+# Parameters that cut a set of problems to its first k (null: none cut), and what each one cuts.
+SUBSETS = {"search_problems": "the searches' subset", "emulated_problems": "the subset run where bfloat16 is emulated"}
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    return type(value).__name__
+
+
+def _a(kind: str) -> str:
+    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+            "list": "a list"}.get(kind, f"a {kind}")
+
+
+def check_value(stem: str, name: str, value, default) -> None:
+    """Check one parameter against its notebook's literal default (the schema) and its declared range."""
+    allowed = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",), "str": ("str",), "list": ("list",)}
+    want = _kind(default)
+    where = f"{stem}: parameter {name!r} = {value!r}"
+    if value is None:
+        if default is None or want == "list":  # None means "all" or "the notebook decides"
+            return
+        raise RunError(f"{where}: {_a(want)} is needed, like the notebook's default {default!r}.")
+    if default is not None and _kind(value) not in allowed.get(want, (want,)):
+        raise RunError(f"{where} is {_a(_kind(value))}; it must be {_a(want)} like the notebook's default {default!r}.")
+    int_list = isinstance(default, list) and default and all(_kind(v) == "int" for v in default)
+    if int_list and isinstance(value, list) and not all(_kind(v) == "int" for v in value):
+        raise RunError(f"{where}: every entry must be an integer, like the default {default!r}.")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RunError(f"{where}: must be a finite number.")
+    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value < 1:
+        raise RunError(f"{where}: counts must be at least 1.")
+    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value > MAX_COUNT:
+        raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
+    if name == "engine" and isinstance(value, str):
+        _check_engine(where, value)
+    if name in ("models", "map_models", "cost_models") and isinstance(value, list):
+        _check_models(where, value, allow_empty=name != "models")  # an empty map_models or cost_models: none
+    if name == "dataset" and isinstance(value, str):
+        _check_dataset(where, value)
+    if name in ("seed", "shots") and _kind(value) == "int" and value < 0:
+        what = {"seed": "the seed", "shots": "the number of worked examples"}[name]
+        raise RunError(f"{where}: {what} must be 0 or more.")
+    if name in SUBSETS and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
+        raise RunError(f"{where}: {SUBSETS[name]} is a number of problems of at least 1 (or null: every problem).")
+    if name in LIST_RANGES or name in LIST_CHOICES:
+        _check_list(where, name, value)
+    if name == "dtype":
+        from helpers.models.precision import check
+
+        try:
+            check(value)
+        except ValueError as err:
+            raise RunError(f"{where}: {err}") from None
+
+
+LIST_RANGES = {  # list parameters of integers: (lowest, highest) entry, and what an entry is
+    "levels": (1, 100, "a difficulty level"), "sweep_levels": (1, 100, "a difficulty level"),
+    "depths": (1, MAX_COUNT, "a number of blocks to keep"),
+    "sweep_steps": (0, 1000, "a number of MH steps per block"), "toy_steps": (0, 1000, "a number of MH steps per block"),
+    "toy_particles": (1, 1024, "a particle count"),
+}
+
+
+LIST_CHOICES = {"methods": "truncations", "skip_parts": "parts", "ig_components": "components"}  # lists of names
+
+
+def _choices(name: str) -> tuple[str, ...]:
+    """The names a list parameter may hold, from the module that defines them."""
+    if name == "methods":
+        from helpers.models.truncation import METHODS
+        return METHODS
+    if name == "skip_parts":
+        from helpers.interp.interventions import PARTS
+        return PARTS
+    from helpers.interp.attribution import COMPONENTS
+    return COMPONENTS
+
+
+def _check_list(where: str, name: str, value) -> None:
+    """A list parameter, entry by entry: a non-empty list of integers in range, or of known names."""
+    if name in LIST_RANGES:
+        lo, hi, what = LIST_RANGES[name]
+        example = "[23]" if name == "depths" else f"[{lo}, {lo + 1}]"
+        if not isinstance(value, list) or not value or any(_kind(v) != "int" or not lo <= v <= hi for v in value):
+            none = " or null (the depth just below the full model)" if name == "depths" else ""
+            raise RunError(f"{where}: give a non-empty list, each entry {what}, an integer from {lo:,} to {hi:,}, "
+                           f"e.g. {example}{none}.")
+        return
+    choices = _choices(name)
+    if not isinstance(value, list) or not value or any(not isinstance(v, str) or v not in choices for v in value):
+        raise RunError(f"{where}: give a non-empty list of {LIST_CHOICES[name]} from {', '.join(choices)}.")
+
+
+def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
+    """Each entry a model the loader can find: a known name, a folder holding a saved model, or a hub id."""
+    from helpers.models.loading import ModelLoadError, resolve_source
+
+    if not names and not allow_empty:
+        raise RunError(f"{where}: name at least one model.")
+    for name in names:
+        if not isinstance(name, str):
+            raise RunError(f"{where}: {name!r} is not a model name.")
+        try:
+            resolve_source(name)
+        except ModelLoadError as err:
+            raise RunError(f"{where}: {err}") from None
+
+
+def _check_engine(where: str, name: str) -> None:
+    from helpers.samplers.settings import ENGINES
+
+    if name not in ENGINES:
+        raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}.")
+
+
+def check_engines(jobs: list[Job]) -> None:
+    """Before any chapter runs: vLLM is installed where a chapter asks for it (helpers.engines.vllm says how)."""
+    wanting = [job.stem for job in jobs if job.parameters.get("engine") == "vllm"]
+    if not wanting:
+        return
+    from helpers.engines.vllm import VLLMUnavailable, require_vllm
+
+    try:
+        require_vllm()
+    except VLLMUnavailable as err:
+        raise RunError(f"{', '.join(wanting)}: parameter 'engine' = 'vllm': {err}") from None
+
+
+def _check_dataset(where: str, name: str) -> None:
+    from helpers.data.problems import HUB_SETS
+
+    if name != "arithmetic" and name not in HUB_SETS and not Path(name).expanduser().is_file():
+        raise RunError(f"{where}: unknown problem set; use 'arithmetic', {', '.join(repr(h) for h in HUB_SETS)} or "
+                       "the path of a JSON/JSONL file that exists.")
+
+
+def _check_context(job: Job, literal: dict) -> None:
+    """max_new_tokens against the context length of each embedded model the job runs (prompts need room too)."""
+    from helpers.models.loading import KNOWN_MODELS
+
+    tokens = job.parameters.get("max_new_tokens", literal.get("max_new_tokens"))
+    models = job.parameters.get("models", literal.get("models")) or []
+    for name in models if isinstance(tokens, int) else []:
+        context = getattr(KNOWN_MODELS.get(name), "context", None)
+        if context and tokens > context // 2:
+            raise RunError(f"{job.stem}: max_new_tokens = {tokens:,} does not fit {name}, whose context holds "
+                           f"{context:,} tokens, prompt included; use at most {context // 2:,}.")
+
+
+def check_job(job: Job, defaults: dict) -> None:
+    """Every parameter of a job against the notebook's schema, and the levels against the arithmetic benchmark."""
+    literal = {}
+    for name, text in defaults.items():  # papermill gives each default as its source text
+        try:
+            literal[name] = ast.literal_eval(text) if isinstance(text, str) else text
+        except (ValueError, SyntaxError):
+            continue  # not a literal: nothing to check against
+    for name, value in job.parameters.items():
+        if name in literal:
+            check_value(job.stem, name, value, literal[name])
+    levels, dataset = job.parameters.get("levels"), job.parameters.get("dataset", literal.get("dataset"))
+    if dataset == "arithmetic" and isinstance(levels, list):
+        from helpers.data.problems import LEVELS
+
+        outside = sorted(v for v in levels if v not in LEVELS)
+        if outside:
+            raise RunError(f"{job.stem}: levels {outside} are not arithmetic levels; the benchmark has levels "
+                           f"{sorted(LEVELS)}.")
+    _check_depths(job, literal)
+    _check_context(job, literal)
+    _check_samplers(job, literal)
+
+
+# A sampler's settings and the notebook parameters that set them (helpers.samplers.power, helpers.samplers.smc).
+POWER_PARAMETERS = {"alpha": "alpha", "block_size": "block_size", "mcmc_steps": "mcmc_steps", "mode": "power_mode",
+                    "max_new_tokens": "max_new_tokens"}
+
+
+SMC_PARAMETERS = {"alpha": "alpha", "particles": "smc_particles", "block_size": "smc_block_size",
+                  "ess_threshold": "smc_ess_threshold", "bridge_tokens": "smc_bridge_tokens",
+                  "max_new_tokens": "max_new_tokens"}
+
+
+def _check_samplers(job: Job, literal: dict) -> None:
+    """The job's power-sampling and SMC settings, made into the samplers' own configs: their rules, not a copy."""
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.smc import SMCConfig
+
+    values = {**literal, **job.parameters}
+    for config, names in ((PowerConfig, POWER_PARAMETERS), (SMCConfig, SMC_PARAMETERS)):
+        if not all(name in values for name in names.values()):
+            continue  # this chapter does not run that sampler
+        try:
+            config(**{field: values[name] for field, name in names.items()}).validate()
+        except ValueError as err:
+            field = str(err).split(" ", 1)[0]
+            name = names.get(field)
+            where = f"parameter {name!r} = {values[name]!r}" if name else "its sampler settings"
+            raise RunError(f"{job.stem}: {where}: {err}") from None
+
+
+def _check_depths(job: Job, literal: dict) -> None:
+    """Explicit depths against the block count of each embedded model the job runs (others are checked on load)."""
+    from helpers.models.loading import KNOWN_MODELS
+    from helpers.models.truncation import kept_blocks
+
+    depths = job.parameters.get("depths", literal.get("depths"))
+    models = job.parameters.get("models", literal.get("models"))
+    if not isinstance(depths, list) or not isinstance(models, list):
+        return
+    methods = job.parameters.get("methods", literal.get("methods")) or ["stitch"]
+    for name in models:
+        blocks = getattr(KNOWN_MODELS.get(name), "blocks", None)
+        for method in methods if blocks else []:
+            outside = []
+            for d in depths:
+                try:
+                    kept_blocks(blocks, d, method)  # the truncation's own rule for valid depths
+                except ValueError as err:
+                    outside.append((d, str(err)))
+            if outside:
+                raise RunError(f"{job.stem}: depths {[d for d, _ in outside]} do not fit {name}, which has "
+                               f"{blocks} blocks: {outside[0][1]}")

@@ -1,0 +1,170 @@
+"""Profiles and the notebooks they run: where the chapter notebooks and the profiles live, a profile read with
+its base, each notebook's own parameters, and `-p key=value` overrides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from helpers.core import env
+
+NOTEBOOKS = env.REPO / "notebooks"
+
+
+PROFILES = NOTEBOOKS / "profiles"
+
+
+CHAPTERS = "book/chapters"
+
+
+BOOK_FILES = ("_config.yml", "_toc.yml", "book")
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message names the profile, notebook, key or cell at fault."""
+
+
+@dataclass
+class Job:
+    """One notebook to execute with its parameters."""
+
+    stem: str
+    parameters: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    records: dict | None = None  # {'reused': n, 'computed': m} stored records, as the kernel counted them
+
+    @property
+    def source(self) -> Path:
+        return NOTEBOOKS / f"{self.stem}.ipynb"
+
+
+def toc_chapters(root: Path = env.REPO) -> list[str]:
+    """Stems of the executed chapters listed in _toc.yml (entries under book/chapters/), in book order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            f = node.get("file")
+            if isinstance(f, str) and f.startswith(CHAPTERS + "/"):
+                found.append(Path(f).name)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc)
+    return found
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILES.glob("*.yaml"))
+
+
+def profile_path(name: str) -> Path:
+    """A profile's file: a name from notebooks/profiles/, or a path to a YAML file of your own."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise RunError(f"Profile file {name!r} does not exist.")
+        return path
+    path = PROFILES / f"{name}.yaml"
+    if not path.is_file():
+        raise RunError(f"Unknown profile {name!r}; available: {', '.join(available_profiles())}, or a path to a "
+                       "YAML file.")
+    return path
+
+
+def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
+    """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}.
+
+    A profile may name a `base` profile: it starts from the base's parameters, notebook sections, timeout and
+    chapters, and its own values replace the base's key by key (a notebook's section merged, not replaced).
+    """
+    if name in _seen:
+        raise RunError(f"Profile {name!r} is its own base (through {' -> '.join((*_seen, name))}); a base must end "
+                       "in a profile without one.")
+    path = profile_path(name)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RunError(f"Profile {name!r} ({path}) is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    except yaml.YAMLError as exc:
+        raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        data = {}  # an empty file: said below, with what a profile holds
+    if not isinstance(data, dict):
+        raise RunError(f"Profile {name!r} must be a mapping with keys such as parameters and notebooks, "
+                       f"got a {type(data).__name__}.")
+    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters", "base"}
+    if unknown:
+        raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, base, "
+                       "parameters, notebooks, timeout, chapters.")
+    data["parameters"] = data.get("parameters") or {}
+    data["notebooks"] = data.get("notebooks") or {}
+    for key in ("parameters", "notebooks"):
+        if not isinstance(data[key], dict):
+            raise RunError(f"Profile {name!r}: {key!r} must be a mapping (name: value), got {data[key]!r}.")
+    for stem, section in data["notebooks"].items():
+        if section is not None and not isinstance(section, dict):
+            raise RunError(f"Profile {name!r}: the section for {stem!r} must be a mapping of parameters, got "
+                           f"{section!r}.")
+    timeout = data.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                or not 0 < timeout < math.inf):
+        raise RunError(f"Profile {name!r}: timeout is the seconds a cell may run, a positive finite number; got "
+                       f"{timeout!r}.")
+    if data.get("chapters") is not None and not isinstance(data["chapters"], list):
+        raise RunError(f"Profile {name!r}: chapters must be a list of chapter names, got {data['chapters']!r}.")
+    if not any(data.get(k) for k in ("parameters", "notebooks", "base", "chapters")):
+        raise RunError(f"Profile {name!r} ({path}) sets nothing: a profile holds parameters (for every chapter), "
+                       "notebooks (per chapter: {stem: {parameter: value}}), the chapters it runs, or a base "
+                       "profile to start from, e.g. 'base: default' and 'parameters: {n_problems: 4}'.")
+    if "base" in data:
+        if not isinstance(data["base"], str) or not data["base"].strip():
+            raise RunError(f"Profile {name!r}: base names the profile it starts from (e.g. default), got "
+                           f"{data['base']!r}.")
+        data = _on_base(load_profile(data["base"].strip(), (*_seen, name)), data)
+    return data
+
+
+def _on_base(base: dict, own: dict) -> dict:
+    """A profile's own values laid over its base's, key by key (notebook sections merged)."""
+    notebooks = {stem: {**(base["notebooks"].get(stem) or {}), **(own["notebooks"].get(stem) or {})}
+                 for stem in {**base["notebooks"], **own["notebooks"]}}
+    merged = {**base, **{k: v for k, v in own.items() if k != "base"}}
+    merged.update(parameters={**base["parameters"], **own["parameters"]}, notebooks=notebooks)
+    return merged
+
+
+def notebook_parameters(stem: str) -> dict:
+    """Names and literal defaults of a notebook's `parameters` cell."""
+    import papermill
+
+    path = NOTEBOOKS / f"{stem}.ipynb"
+    if not path.is_file():
+        raise RunError(f"_toc.yml lists {CHAPTERS}/{stem} but notebooks/{stem}.ipynb does not exist.")
+    found = papermill.inspect_notebook(str(path))
+    if not found:
+        raise RunError(f"notebooks/{stem}.ipynb has no cell tagged 'parameters'.")
+    return {name: spec.get("default") for name, spec in found.items()}
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """`key=value` strings to a dict; values are read as YAML (numbers, lists, booleans, strings)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise RunError(f"-p expects key=value, got {pair!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise RunError(f"-p {key.strip()}: {value!r} is not a value (write numbers, true/false, strings or lists "
+                           "such as [1, 2, 3]).") from None
+    return out
