@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from helpers.data.problems import DataError
     from helpers.models import precision
-    from helpers.models.loading import ModelLoadError
+    from helpers.models.registry import ModelLoadError
     from helpers.results.store import StoreError
     from helpers.runner.profiles import RunError
 

@@ -21,7 +21,8 @@ import pytest
 
 from helpers.data.problems import DataError, load_problems
 from helpers.evaluation import grading
-from helpers.models.loading import ModelLoadError, load_model
+from helpers.models.loading import load_model
+from helpers.models.registry import ModelLoadError
 from helpers.results.store import Run
 from helpers.runner.profiles import RunError, load_profile, parse_overrides
 from helpers.runner.run import plan

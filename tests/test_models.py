@@ -9,14 +9,9 @@ import importlib.util
 import pytest
 import torch
 
-from helpers.models.loading import (
-    KNOWN_MODELS,
-    ModelLoadError,
-    embedded_gguf,
-    load_model,
-    resolve_source,
-    stop_token_ids,
-)
+from helpers.models.loading import load_model, resolve_source, stop_token_ids
+from helpers.models.registry import KNOWN_MODELS, ModelLoadError
+from helpers.models.wheels import embedded_gguf
 
 
 def test_runs_against_the_transformers_it_was_asked_for():

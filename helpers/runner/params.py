@@ -122,7 +122,8 @@ def _check_list(where: str, name: str, value) -> None:
 
 def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
     """Each entry a model the loader can find: a known name, a folder holding a saved model, or a hub id."""
-    from helpers.models.loading import ModelLoadError, resolve_source
+    from helpers.models.loading import resolve_source
+    from helpers.models.registry import ModelLoadError
 
     if not names and not allow_empty:
         raise RunError(f"{where}: name at least one model.")
@@ -165,7 +166,7 @@ def _check_dataset(where: str, name: str) -> None:
 
 def _check_context(job: Job, literal: dict) -> None:
     """max_new_tokens against the context length of each embedded model the job runs (prompts need room too)."""
-    from helpers.models.loading import KNOWN_MODELS
+    from helpers.models.registry import KNOWN_MODELS
 
     tokens = job.parameters.get("max_new_tokens", literal.get("max_new_tokens"))
     models = job.parameters.get("models", literal.get("models")) or []
@@ -230,7 +231,7 @@ def _check_samplers(job: Job, literal: dict) -> None:
 
 def _check_depths(job: Job, literal: dict) -> None:
     """Explicit depths against the block count of each embedded model the job runs (others are checked on load)."""
-    from helpers.models.loading import KNOWN_MODELS
+    from helpers.models.registry import KNOWN_MODELS
     from helpers.models.truncation import kept_blocks
 
     depths = job.parameters.get("depths", literal.get("depths"))

