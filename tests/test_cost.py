@@ -122,3 +122,13 @@ def test_report_models_and_break_even():
     assert break_even_depth(seven, 14.5) is None  # the unembedding alone costs more than 1/14.5 of a token
     depth = break_even_depth(seven, 3.0)
     assert 3.0 * flops_share(seven, depth) <= 1.0 < 3.0 * flops_share(seven, depth + 1)
+
+
+def test_net_cost_is_one_for_the_proposal_alone_at_full_depth_and_falls_with_depth():
+    from helpers.evaluation.cost import expected_decoded_tokens, flops_share, net_cost_ratio
+
+    seven = qwen25_math_configs()["Qwen2.5-Math-7B"]
+    assert net_cost_ratio(seven, 28, 679, 192, 0) == pytest.approx(1.0)  # no move: one greedy-length decode
+    report = [net_cost_ratio(seven, d, 679, 192, 10, context=339.5) for d in (28, 26, 20)]
+    assert report[0] > report[1] > report[2] and report[1] > 1  # the report's trade: two blocks do not pay
+    assert report[1] == pytest.approx(expected_decoded_tokens(679, 192, 10) / 679 * flops_share(seven, 26, 339.5))

@@ -182,6 +182,13 @@ def flops_share(config, depth: int, context: float = 0.0) -> float:
     return 1.0 - depth_savings(config, depth, context)
 
 
+def net_cost_ratio(config, depth: int, length: int, block_size: int, mcmc_steps: int, context: float = 0.0) -> float:
+    """Power sampling on a `depth`-block model over full-depth greedy decoding, in FLOPs: the tokens it decodes per
+    answer token (the exact block schedule) times the FLOPs per token of `depth` blocks over the full model's.
+    Below 1 the search on the shallower model costs less than greedy decoding on the full one."""
+    return expected_decoded_tokens(length, block_size, mcmc_steps) / length * flops_share(config, depth, context)
+
+
 def break_even_depth(config, multiplier: float, context: float = 0.0) -> int | None:
     """The deepest model that, decoding `multiplier` times the tokens, costs no more than the full model decoding
     once; None when even one block costs more (the unembedding alone is then too dear)."""

@@ -81,7 +81,7 @@ def accuracy_at_compute(points, front):
 def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float = 0.0, ax=None):
     """Cost of power sampling on the stitched model relative to full-depth greedy, against the kept depth, for
     each setting (label → {'length', 'block_size', 'mcmc_steps'}); below the line at 1 the trade pays."""
-    from helpers.evaluation.cost import Shape, expected_decoded_tokens, flops_share
+    from helpers.evaluation.cost import Shape, expected_decoded_tokens, net_cost_ratio
 
     own = ax is None
     if own:
@@ -90,7 +90,8 @@ def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float
     depths = np.arange(1, L + 1)
     for i, (label, s) in enumerate(settings.items()):
         total = expected_decoded_tokens(int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"])) / s["length"]
-        ratio = [total * flops_share(config, int(d), context) for d in depths]
+        ratio = [net_cost_ratio(config, int(d), int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"]), context)
+                 for d in depths]
         ax.plot(depths, ratio, color=PALETTE[i % len(PALETTE)], lw=1.8, label=f"{label}: ×{total:.2f} tokens")
     ax.axhline(1.0, color="0.3", lw=1, ls="--", label="full-depth greedy")
     ax.set_yscale("log")

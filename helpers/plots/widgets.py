@@ -97,7 +97,13 @@ def cost_explorer(configs: dict, length: int, block_size: int, mcmc_steps: int, 
         return _static_note("sliders for answer length, block size, MH steps and kept depth over the cost model")
     import ipywidgets as w
 
-    from helpers.evaluation.cost import Shape, expected_decoded_tokens, flops_share, report_multiplier
+    from helpers.evaluation.cost import (
+        Shape,
+        expected_decoded_tokens,
+        flops_share,
+        net_cost_ratio,
+        report_multiplier,
+    )
 
     names = list(configs)
     model = w.Dropdown(options=names, value=names[0], description="model")
@@ -117,7 +123,8 @@ def cost_explorer(configs: dict, length: int, block_size: int, mcmc_steps: int, 
         rows = [("extra tokens per answer token, report's formula N·T/(4B)", f"{formula:.2f}"),
                 ("extra tokens per answer token, exact block schedule", f"{exact:.2f}"),
                 (f"FLOPs per token saved at {depth.value} of {depth.max} blocks", f"{100 * (1 - share):.1f}%"),
-                ("net cost of power sampling / full-depth greedy", f"{(1 + exact) * share:.2f}")]
+                ("net cost of power sampling / full-depth greedy",
+                 f"{net_cost_ratio(config, depth.value, T.value, B.value, N.value, context):.2f}")]
         table.value = "<table>" + "".join(f"<tr><td>{html.escape(a)}</td><td style='text-align:right'><b>{b}</b></td></tr>"
                                           for a, b in rows) + "</table>"
 
