@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.chapters.power_sampling import comparisons_table, search_limits, search_order
+from helpers.chapters.power_sampling import comparisons_table, decodes_by_depth, search_order
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import (
     Shape,
@@ -27,7 +27,7 @@ from helpers.evaluation.cost import (
     report_multiplier,
     schedule_multiplier,
 )
-from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_methods
+from helpers.evaluation.decodes import mean_accuracy, per_problem, sample
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
 from helpers.models.loading import load_model
 from helpers.models.truncation import truncate
@@ -177,10 +177,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     common = dict(batch_size=batch_size, engine=engine)
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
-    for depth in sorted({L, *(depths if depths is not None else [L - 1])}, reverse=True):
-        m = model if depth == L else truncate(model, depth, "stitch")
-        limits = search_limits(depth, L, search_problems)
-        by_method = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, limits=limits, **common)
+    for depth, m, by_method in decodes_by_depth(model, tokenizer, problems, settings, depths, n_seeds=n_seeds,
+                                                search_problems=search_problems, **common):
         runs = {label: by_method[method] for method, label in LABELS.items()}
         per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")

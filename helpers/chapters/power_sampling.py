@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -157,6 +157,19 @@ def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dic
     return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
 
 
+def decodes_by_depth(model, tokenizer, problems: Sequence[Problem], settings: dict, depths: Sequence[int] | None, *,
+                     n_seeds: int, batch_size: int, engine: str, search_problems: int | None
+                     ) -> Iterator[tuple[int, object, dict[str, list[list[dict]]]]]:
+    """Chapters 04 and 05's decodes, deepest first: (depth, the model stitched to it, records by method) at the full
+    depth and at each of `depths` (None: the depth just below it), every method of `settings` on `problems`, the
+    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records."""
+    n_layers = model.config.num_hidden_layers
+    for depth in sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True):
+        m = model if depth == n_layers else truncate(model, depth, "stitch")
+        yield depth, m, sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size,
+                                       engine=engine, limits=search_limits(depth, n_layers, search_problems))
+
+
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
                     power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "transformers", search_problems: int | None = None
@@ -176,10 +189,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
-        for depth in sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True):
-            m = model if depth == n_layers else truncate(model, depth, "stitch")
-            runs = sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine,
-                                  limits=search_limits(depth, n_layers, search_problems))
+        for depth, _, runs in decodes_by_depth(model, tokenizer, problems, settings, depths, n_seeds=n_seeds,
+                                               batch_size=batch_size, engine=engine, search_problems=search_problems):
             greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
             chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
