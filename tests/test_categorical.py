@@ -117,3 +117,17 @@ def test_shapes_and_temperature_are_checked():
     with pytest.raises(ValueError, match="temperature"):
         draw(torch.zeros(1, 5), -1.0, 0, [None])
     assert categorical.VERSION == "inverse-cdf"
+
+
+def test_buffers_made_in_inference_mode_serve_a_draw_outside_it():
+    """The reused buffers are made by whichever call comes first; a later call outside inference mode (or inside
+    it, after one outside) must draw as well."""
+    categorical._buffers.clear()
+    with torch.inference_mode():
+        draw(torch.zeros(2, CHUNK + 7), 1.0, 0, [None, None])
+    tokens, _, _ = draw(torch.zeros(2, CHUNK + 7), 1.0, 0, [torch.Generator().manual_seed(1)] * 2)
+    categorical._buffers.clear()
+    draw(torch.zeros(2, CHUNK + 7), 1.0, 0, [None, None])
+    with torch.inference_mode():
+        again, _, _ = draw(torch.zeros(2, CHUNK + 7), 1.0, 0, [torch.Generator().manual_seed(1)] * 2)
+    assert len(tokens) == len(again) == 2

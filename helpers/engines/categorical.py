@@ -61,12 +61,15 @@ def _chunk_sums(padded: torch.Tensor) -> torch.Tensor:
     return padded.view(rows, -1, CHUNK).sum(-1).double()
 
 
+@torch.inference_mode()
 def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Sequence[torch.Generator | None]
          ) -> tuple[list[int], list[float], list[float]]:
     """One token per row of float32 `logits` [B, V]: (tokens, log p at T=1, log q of the draw), as lists.
 
     Temperature 0 is greedy (log q = 0). `top_k` > 0 restricts a draw to the k most likely tokens. Row b draws
     with `generators[b]` (CPU generators, so a seed means the same thing on every device): one float64 per draw.
+    It runs in inference mode whoever calls it: its reused buffers are inference tensors, which may be written
+    in place only there (the results go out as plain lists).
     """
     if logits.dim() != 2 or len(generators) != logits.shape[0]:
         raise ValueError(f"draw needs [rows, vocabulary] logits and one generator per row; got shape "
