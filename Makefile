@@ -41,20 +41,19 @@ book: $(STAMP)
 # (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-# Beside them, at the lowest CPU priority (the smoke book's kernels are the critical path, and the unit tests'
-# worker runs at nice 10): the unit tests on the lowest transformers, and the vLLM environment's install followed by
-# the vLLM engine's tests. They use the cycles the book leaves; their output is shown when everything has ended.
+# The vLLM environment installs in the background meanwhile, at the lowest CPU priority (the smoke book's kernels
+# are the critical path). Then the vLLM tests run beside the run on the lowest transformers (much of theirs is
+# vLLM's processes starting), their output shown when both have ended.
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	@nice -n 19 $(MAKE) --no-print-directory test-lowest > $(VENV)/test-lowest.log 2>&1 & lowest=$$!; \
-	  { nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 \
-	    || { tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; }; \
-	    nice -n 19 $(MAKE) --no-print-directory test-vllm; } > $(VENV)/test-vllm.log 2>&1 & engine=$$!; \
+	@nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
 	  $(PY) -m pytest -n $(PYTEST_WORKERS); status=$$?; \
-	  wait $$lowest; lowest=$$?; wait $$engine; engine=$$?; \
-	  echo "== the unit tests on the lowest transformers"; cat $(VENV)/test-lowest.log; \
-	  echo "== the vLLM engine's tests"; cat $(VENV)/test-vllm.log; \
-	  test $$status -eq 0 && test $$lowest -eq 0 && test $$engine -eq 0
+	  if ! wait $$vllm; then tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; fi; \
+	  test $$status -eq 0 || exit $$status; \
+	  $(MAKE) --no-print-directory test-vllm > $(VENV)/test-vllm.log 2>&1 & engine=$$!; \
+	  $(MAKE) --no-print-directory test-lowest; lowest=$$?; \
+	  wait $$engine; engine=$$?; cat $(VENV)/test-vllm.log; \
+	  test $$lowest -eq 0 && test $$engine -eq 0
 
 $(LOWEST)/.stamp: $(STAMP)
 	rm -rf $(LOWEST)
