@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from helpers.core.checks import SettingError
 from helpers.results.store import config_hash
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import DecodeSettings, chapter_settings, engine_key
@@ -54,3 +55,19 @@ def test_chapter_04s_store_keys_are_the_ones_the_book_always_used():
     keys = {m: config_hash({**d.key(), **engine_key("transformers", d.samples)}) for m, d in settings.items()}
     assert keys == {"greedy": "9c39ad026ac245bd", "low_temperature": "024470439e98db9d",
                     "temperature": "85a6f071d7800e4d", "power": "89c82aa55e7393c6", "smc": "870200d0eadcb368"}
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: Target(0.0), "alpha"),
+    (lambda: Target(2.0, 0), "max_new_tokens"),
+    (lambda: PowerConfig(alpha=2.0, block_size=0, max_new_tokens=8).validate(), "block_size"),
+    (lambda: PowerConfig(alpha=2.0, block_size=4, mode="exact", top_k=5, max_new_tokens=8).validate(), "top_k"),
+    (lambda: PowerConfig(alpha=2.0, block_size=16, max_new_tokens=8).validate(), "max_new_tokens"),
+    (lambda: SMCConfig(alpha=2.0, particles=0, max_new_tokens=8).validate(), "particles"),
+    (lambda: SMCConfig(alpha=2.0, ess_threshold=1.5, max_new_tokens=8).validate(), "ess_threshold"),
+])
+def test_a_refused_setting_names_its_field(make, field):
+    """The runner points at the notebook parameter behind a field by the error's `field`, not by its wording."""
+    with pytest.raises(SettingError) as caught:
+        make()
+    assert caught.value.field == field and isinstance(caught.value, ValueError)

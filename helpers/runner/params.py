@@ -223,8 +223,7 @@ def _check_samplers(job: Job, literal: dict) -> None:
         try:
             config(**{field: values[name] for field, name in names.items()}).validate()
         except ValueError as err:
-            field = str(err).split(" ", 1)[0]
-            name = names.get(field)
+            name = names.get(getattr(err, "field", ""))  # a SettingError names its field
             where = f"parameter {name!r} = {values[name]!r}" if name else "its sampler settings"
             raise RunError(f"{job.stem}: {where}: {err}") from None
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from helpers.core.checks import is_count
+from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.target import MH_MODES, Target
@@ -51,24 +51,29 @@ class PowerConfig:
     def validate(self, need_length: bool = True) -> PowerConfig:
         Target(self.alpha)  # α by the one rule (helpers.samplers.target); the length, at least a block, below
         if not is_count(self.block_size, 1):
-            raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
+            raise SettingError("block_size",
+                               f"block_size must be an integer of at least 1, got {self.block_size!r}")
         if not is_count(self.mcmc_steps, 0):
-            raise ValueError(f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
+            raise SettingError("mcmc_steps",
+                               f"mcmc_steps must be an integer of at least 0, got {self.mcmc_steps!r}")
         if self.mode not in MH_MODES:
-            raise ValueError(f"mode must be one of {MH_MODES}, got {self.mode!r}")
+            raise SettingError("mode", f"mode must be one of {MH_MODES}, got {self.mode!r}")
         if not is_count(self.top_k, 0):
-            raise ValueError(f"top_k must be 0 or a positive integer, got {self.top_k!r}")
+            raise SettingError("top_k", f"top_k must be 0 or a positive integer, got {self.top_k!r}")
         if self.mode == "exact" and self.top_k:
-            raise ValueError("exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
-                             "no longer targets p^alpha. Use top_k=0, or mode='reference' for the published top-k "
-                             "proposal.")
+            raise SettingError("top_k",
+                               "exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
+                               "no longer targets p^alpha. Use top_k=0, or mode='reference' for the published top-k "
+                               "proposal.")
         if self.max_new_tokens is None:
             if need_length:
-                raise ValueError("max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
-                                 "helpers.evaluation.decodes.sample, which sets it")
+                raise SettingError("max_new_tokens",
+                                   "max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
+                                   "helpers.evaluation.decodes.sample, which sets it")
         elif not is_count(self.max_new_tokens, self.block_size):
-            raise ValueError(f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
-                             f"got {self.max_new_tokens!r}")
+            raise SettingError("max_new_tokens",
+                               f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
+                               f"got {self.max_new_tokens!r}")
         return self
 
     def as_dict(self) -> dict:

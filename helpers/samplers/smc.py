@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from helpers.core.checks import is_count
+from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.target import Target
@@ -57,19 +57,24 @@ class SMCConfig:
     def validate(self, need_length: bool = True) -> SMCConfig:
         Target(self.alpha, self.max_new_tokens)  # α and the length by the one rule (helpers.samplers.target)
         if not is_count(self.particles, 1):
-            raise ValueError(f"particles must be an integer of at least 1, got {self.particles!r}")
+            raise SettingError("particles",
+                               f"particles must be an integer of at least 1, got {self.particles!r}")
         if not is_count(self.block_size, 1):
-            raise ValueError(f"block_size must be an integer of at least 1, got {self.block_size!r}")
+            raise SettingError("block_size",
+                               f"block_size must be an integer of at least 1, got {self.block_size!r}")
         threshold = self.ess_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
-            raise ValueError(f"ess_threshold must be a number from 0 (never resample) to 1 (resample whenever the "
-                             f"weights differ), got {threshold!r}")
+            raise SettingError("ess_threshold",
+                               f"ess_threshold must be a number from 0 (never resample) to 1 (resample whenever the "
+                               f"weights differ), got {threshold!r}")
         if not is_count(self.bridge_tokens, 0):
-            raise ValueError(f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
-                             f"{self.bridge_tokens!r}")
+            raise SettingError("bridge_tokens",
+                               f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
+                               f"{self.bridge_tokens!r}")
         if self.max_new_tokens is None and need_length:
-            raise ValueError("max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
-                             "helpers.evaluation.decodes.sample, which sets it")
+            raise SettingError("max_new_tokens",
+                               "max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
+                               "helpers.evaluation.decodes.sample, which sets it")
         return self
 
     def as_dict(self) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from helpers.core.checks import is_count
+from helpers.core.checks import SettingError, is_count
 
 # How a Metropolis–Hastings chain aims at the target: `exact` samples p^α itself; `reference` is the published
 # algorithm (a top-k proposal whose ratio is not exact). Spelled once: the runner, the cost model and the
@@ -27,9 +27,11 @@ class Target:
     def __post_init__(self) -> None:
         a = self.alpha
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < math.inf:
-            raise ValueError(f"alpha must be a positive, finite number (the target is p^alpha), got {a!r}")
+            raise SettingError("alpha",
+                               f"alpha must be a positive, finite number (the target is p^alpha), got {a!r}")
         if self.max_new_tokens is not None and not is_count(self.max_new_tokens, 1):
-            raise ValueError(f"max_new_tokens must be an integer of at least 1, got {self.max_new_tokens!r}")
+            raise SettingError("max_new_tokens",
+                               f"max_new_tokens must be an integer of at least 1, got {self.max_new_tokens!r}")
 
     @property
     def temperature(self) -> float:
