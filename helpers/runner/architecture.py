@@ -32,35 +32,35 @@ def modules(package: str) -> list[str]:
     return sorted(p.stem for p in (HELPERS / package).glob("*.py") if p.stem != "__init__")
 
 
-def layer_map_svg(width: int = 900, row: int = 56) -> str:
+def layer_map_svg(width: int = 760, row: int = 64) -> str:
     """An SVG of the layers, bottom row at the bottom, each package a box naming its modules, and the numbered
     path of `FLOW` through them."""
     rows = helpers.LAYERS
-    top, left, boxes_right = 24, 10, 640
+    top, left, boxes_right = 26, 6, 560
     height = top + row * len(rows) + 10
     place: dict[str, tuple[float, float, float]] = {}  # package -> (left, right, middle height)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="The packages of helpers in layers" font-family="sans-serif" font-size="11">']
+             f'aria-label="The packages of helpers in layers" font-family="sans-serif" font-size="13">']
     for r, packages in enumerate(rows):
         y = top + row * (len(rows) - 1 - r)
         span = (boxes_right - left) / len(packages)
         for i, package in enumerate(packages):
             x0, x1 = left + i * span, left + (i + 1) * span - 8
             place[package] = (x0, x1, y + (row - 8) / 2)
-            small = len(packages) > 1
-            lines = _wrap(modules(package), (x1 - x0 - 16) / (5.0 if small else 5.6))
+            lines = _wrap(modules(package), (x1 - x0 - 16) / 5.0)  # about 4.7 px a character at 11 px
             parts.append(f'<rect x="{x0:.0f}" y="{y}" width="{x1 - x0:.0f}" height="{row - 8}" rx="5" '
                          f'fill="#eef3f8" stroke="#1f5f8b"/>')
-            parts.append(f'<text x="{x0 + 8:.0f}" y="{y + 14}" font-weight="bold" fill="#1f5f8b">'
+            parts.append(f'<text x="{x0 + 8:.0f}" y="{y + 15}" font-weight="bold" fill="#1f5f8b">'
                          f'{escape(package)}/</text>')
             for k, line in enumerate(lines):
-                parts.append(f'<text x="{x0 + 8:.0f}" y="{y + 26 + 10 * k}" font-size="{9 if small else 10}" '
+                parts.append(f'<text x="{x0 + 8:.0f}" y="{y + 29 + 12 * k}" font-size="11" '
                              f'fill="#333">{escape(line)}</text>')
     points = []
     for step, (package, _) in enumerate(FLOW, start=1):
-        x = boxes_right + 20 + 22 * step
+        x = boxes_right + 14 + 17 * step
         points.append((x, place[package][2]))
-    parts.append(f'<text x="{boxes_right + 30}" y="14" fill="#d1495b">the path of one glued number (steps below)</text>')
+    parts.append(f'<text x="{width - 4}" y="14" text-anchor="end" font-size="11" fill="#d1495b">'
+                 'the path of one glued number (steps below)</text>')
     parts.append('<polyline fill="none" stroke="#d1495b" stroke-width="1.5" points="'
                  + " ".join(f"{x:.0f},{y:.0f}" for x, y in points) + '"/>')
     for step, (x, y) in enumerate(points, start=1):
