@@ -185,10 +185,10 @@ class Engine:
     besides the newest one of each pass).
 
     An engine decodes extensions and keeps its decoding state; running the programs themselves is the `Driver`'s,
-    which calls the engine back through the hooks below: `_requested` (a program asks for an extension),
-    `_submit` (decode this one: it asks for tokens), `_adopted` (the row
-    took an extension's tokens), `_waiting` (a row stops at a barrier), `_released` (a group passed its barrier;
-    copy state from source to destination rows) and `_ended` (a row's program returned).
+    which calls the engine back through the hooks below: `_requested` (a program asks for an extension), `_submit`
+    (decode this one: it asks for tokens), `_adopted` (the row took an extension's tokens), `_waiting` (a row
+    stops at a barrier), `_released` (a group passed its barrier; copy state from source to destination rows)
+    and `_ended` (a row's program returned).
     """
 
     def __init__(self, model):

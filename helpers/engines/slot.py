@@ -225,10 +225,11 @@ class CachedEngine(Engine):
 
     def _adopted(self, task: Task, extension: Extension) -> None:
         """The extension's tokens take their place: its keys and values move down to where its prefix ends."""
-        slot = self.slots[self._slot(task.row)]
+        s = self._slot(task.row)
+        slot = self.slots[s]
         m = len(extension.tokens)
         if m and slot.base != slot.lo:
-            self.cache.move(self._slot(task.row), slot.base, slot.lo, m)
+            self.cache.move(s, slot.base, slot.lo, m)
         slot.filled = slot.lo + m
 
     def _waiting(self, task: Task) -> None:
