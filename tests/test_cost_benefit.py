@@ -20,18 +20,18 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, SMC, **SETTINGS)
     calls = []
-    plain = sampling.decode
+    plain = sampling.decode_work
 
-    def watched(model, prompts, max_new_tokens, stops, temperature, *args, **kwargs):
+    def watched(prompts, max_new_tokens, stops, temperature, *args, **kwargs):
         calls.append(temperature)
-        return plain(model, prompts, max_new_tokens, stops, temperature, *args, **kwargs)
+        return plain(prompts, max_new_tokens, stops, temperature, *args, **kwargs)
 
     def no_chains(*args, **kwargs):
         raise AssertionError("chapter 05 re-ran power sampling instead of reading chapter 04's chains")
 
-    monkeypatch.setattr(sampling, "decode", watched)
-    monkeypatch.setattr(sampling, "run_chains", no_chains)
-    monkeypatch.setattr(sampling, "run_smc", no_chains)
+    monkeypatch.setattr(sampling, "decode_work", watched)
+    monkeypatch.setattr(sampling, "chain_work", no_chains)
+    monkeypatch.setattr(sampling, "smc_work", no_chains)
     m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, **SETTINGS)
     # only new temperature-1 samples (the compute-matched baselines) and greedy at the break-even depth
     assert set(calls) <= {1.0, 0.0}
@@ -109,8 +109,8 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     def no_search(*args, **kwargs):
         raise AssertionError("chapter 05 re-ran a search instead of reading chapter 04's")
 
-    monkeypatch.setattr(sampling, "run_chains", no_search)
-    monkeypatch.setattr(sampling, "run_smc", no_search)
+    monkeypatch.setattr(sampling, "chain_work", no_search)
+    monkeypatch.setattr(sampling, "smc_work", no_search)
     m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, search_problems=2, **SETTINGS)
     by = {(p.depth, p.method): p for p in m.points}
     assert by[(3, "power")].n_problems == 3 and by[(4, "power")].n_problems == 2

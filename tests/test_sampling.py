@@ -72,7 +72,7 @@ def test_a_later_chapter_reuses_an_earlier_chapters_greedy_decode(tiny, tmp_path
     def no_decoding(*args, **kwargs):
         raise AssertionError("the greedy decode was computed twice")
 
-    monkeypatch.setattr(sampling, "decode", no_decoding)
+    monkeypatch.setattr(sampling, "decode_work", no_decoding)
     # Chapter 04: a fresh truncation of the same depth, another batch size and a subset of the problems.
     again = sample(truncate(model, 3, "stitch"), tokenizer, PROBLEMS[1:], method="greedy", max_new_tokens=6,
                    batch_size=16, seed=7, root=tmp_path, progress=False)
@@ -114,3 +114,27 @@ def test_sample_methods_limits_are_checked_before_any_decode(tiny):
         sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"power": 2})
     with pytest.raises(ValueError, match="at least 1"):
         sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"greedy": 0})
+
+
+def test_every_decode_of_one_call_runs_in_one_engine_run_as_it_would_alone(tiny, tmp_path, monkeypatch):
+    from helpers.evaluation.decodes import sample_methods
+    from helpers.samplers.settings import chapter_settings
+    from helpers.samplers.smc import SMCConfig
+
+    model, tokenizer, _ = tiny
+    settings = chapter_settings(POWER, SMCConfig(alpha=2.0, particles=2, block_size=4), max_new_tokens=8, shots=0,
+                                seed=0)
+    runs, original = [], sampling.run_together
+    monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
+        sorted(len(w.tasks) for w in works)) or original(engine, works, *a, **k))
+    together = sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
+                              limits={"smc": 2}, progress=False)
+    assert runs == [[1 * 3, 2 * 3, 2 * 3, 2 * 3, 2 * 2 * 2]]  # one run: greedy, three sampled decodes, SMC's particles
+    for name, s in settings.items():
+        alone = sample(model, tokenizer, PROBLEMS[:2] if name == "smc" else PROBLEMS, s, n_seeds=2, batch_size=5,
+                       root=tmp_path / name, progress=False)
+        assert [[r["tokens"] for r in p] for p in together[name]] == [[r["tokens"] for r in p] for p in alone], name
+    del runs[:]
+    again = sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
+                           limits={"smc": 2}, progress=False)
+    assert runs == [] and again == together  # everything stored: read back, nothing decoded

@@ -203,4 +203,4 @@ def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
 
     row = Row([1, 2])
     with pytest.raises(RuntimeError, match="barrier"):
-        engine(tiny[0]).run([(row, _waits(row))], 0.0, 0, set())
+        engine(tiny[0]).run([(row, _waits(row))], set())

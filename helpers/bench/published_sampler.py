@@ -19,7 +19,8 @@ class GenerateEngine(SerialEngine):
     """Each extension is one `generate` call at batch 1 on the re-encoded prefix, scores and logits kept."""
 
     @torch.inference_mode()
-    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+    def _extend(self, req: Extension, stops: set[int]) -> None:
+        temperature, top_k = req.row.temperature, req.row.top_k
         if req.limit <= 0:
             return
         prefix = req.row.prompt + req.row.tokens[:req.keep]

@@ -101,6 +101,25 @@ def draw(logits: torch.Tensor, temperature: float, top_k: int, generators: Seque
     return token.tolist(), logp.tolist(), logq.tolist()
 
 
+def draw_each(logits: torch.Tensor, laws: Sequence[tuple[float, int]], generators: Sequence[torch.Generator | None]
+              ) -> tuple[list[int], list[float], list[float]]:
+    """`draw` for rows that may each have their own (temperature, top-k) in `laws`: one `draw` per distinct law,
+    over that law's rows, so a row's token is what `draw` gives it alone. One law costs what `draw` does."""
+    if len(laws) != logits.shape[0]:
+        raise ValueError(f"give one (temperature, top_k) per row: {logits.shape[0]} rows, {len(laws)} laws")
+    rows_of: dict[tuple[float, int], list[int]] = {}
+    for b, law in enumerate(laws):
+        rows_of.setdefault(law, []).append(b)
+    if len(rows_of) == 1:
+        return draw(logits, *laws[0], generators)
+    tokens, logp, logq = [0] * len(laws), [0.0] * len(laws), [0.0] * len(laws)
+    for (temperature, top_k), rows in rows_of.items():
+        picked = draw(logits[rows], temperature, top_k, [generators[b] for b in rows])
+        for b, token, lp, lq in zip(rows, *picked, strict=True):
+            tokens[b], logp[b], logq[b] = token, lp, lq
+    return tokens, logp, logq
+
+
 def _search(padded: torch.Tensor, sums: torch.Tensor, generators: Sequence[torch.Generator | None]
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """(token per row, total weight per row): the chunk whose running total first exceeds u·total, then the entry

@@ -95,10 +95,14 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
 
 @dataclass
 class Row:
-    """A sequence being decoded: its prompt, generated tokens with per-token scalars, and its RNG."""
+    """A sequence being decoded: its prompt, generated tokens with per-token scalars, its RNG, and the law its
+    tokens are drawn from (temperature 0 is greedy; `top_k` > 0 keeps the k most likely tokens). Each row carries
+    its own, so that rows of different samplers can share an engine run and its batches."""
 
     prompt: list[int]
     generator: torch.Generator | None = None
+    temperature: float = 0.0
+    top_k: int = 0
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
@@ -197,11 +201,12 @@ class Engine:
         self.prefill = 0
         self.passes = 0
 
-    def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
-            capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+    def run(self, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
+            on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
         """Run every (row, program) to its end; `on_done(i, completion)` hears of each as soon as it ends.
 
-        At most `capacity` rows run at once; `room` is how many positions past its prompt a row may need.
+        Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the
+        order given; `room` is how many positions past its prompt a row may need.
         """
         raise NotImplementedError
 
@@ -278,7 +283,7 @@ class SerialEngine(Engine):
     A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
     """
 
-    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+    def run(self, tasks, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
         todo = [Task(index, row, program) for index, (row, program) in enumerate(tasks)]
         driver = Driver(self, todo, on_done)
         self._ready: deque[tuple[Task, Extension]] = deque()
@@ -287,7 +292,7 @@ class SerialEngine(Engine):
             while self._ready:  # the row's program first, to its end or a barrier
                 task, req = self._ready.popleft()
                 start, prefill, passes = time.perf_counter(), self.prefill, self.passes
-                self._extend(req, temperature, top_k, stops)
+                self._extend(req, stops)
                 task.decoded += len(req.tokens)
                 task.prefill += self.prefill - prefill
                 task.passes += self.passes - passes
@@ -299,7 +304,7 @@ class SerialEngine(Engine):
     def _submit(self, task: Task, request: Extension) -> None:
         self._ready.appendleft((task, request))
 
-    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+    def _extend(self, req: Extension, stops: set[int]) -> None:
         raise NotImplementedError
 
 
@@ -337,13 +342,14 @@ class ReencodeEngine(SerialEngine):
     """
 
     @torch.inference_mode()
-    def _extend(self, req: Extension, temperature: float, top_k: int, stops: set[int]) -> None:
+    def _extend(self, req: Extension, stops: set[int]) -> None:
+        row = req.row
         seq = req.row.prompt + req.row.tokens[:req.keep]
         while len(req.tokens) < req.limit:
             out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
             self.prefill += len(seq) - 1
             self.passes += 1
-            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), temperature, top_k, [req.row.generator])
+            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), row.temperature, row.top_k, [row.generator])
             req.append(token, lp, lq)
             if token in stops:
                 break

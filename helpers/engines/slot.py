@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.engines.categorical import draw
+from helpers.engines.categorical import draw_each
 from helpers.engines.protocol import (
     Completion,
     Driver,
@@ -127,10 +127,10 @@ class CachedEngine(Engine):
     prefill_seconds = 0.0  # wall time spent encoding prompts, the rest of a run's time is decoding
 
     @torch.inference_mode()
-    def run(self, tasks, temperature, top_k, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
+    def run(self, tasks, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
         if not tasks:
             return []
-        self.temperature, self.top_k, self.stops = temperature, top_k, stops
+        self.stops = stops
         todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
         n_slots = min(capacity or len(todo), len(todo))
         longest = max(len(t.row.prompt) for t in todo)
@@ -270,7 +270,11 @@ class CachedEngine(Engine):
         feed = [(r.tokens[-1] if slot.fed else r.prefix_last) if slot else 0 for slot, r in zip(live, reqs, strict=True)]
         lo = [slot.lo if slot else 0 for slot in live]
         base = [slot.base if slot else 0 for slot in live]
-        col = [slot.base + slot.fed if slot else 0 for slot in live]
+        # A row that rides along writes its dummy token where nothing is kept: a free slot anywhere, a row waiting
+        # at a barrier just past its adopted tokens (`filled`), where its next extension writes first; never over
+        # its own prompt, which the other rows' steps would otherwise overwrite while it waits.
+        col = [slot.base + slot.fed if slot else self.slots[s].filled for s, slot in enumerate(live)]
+        base = [b if slot else c for b, c, slot in zip(base, col, live, strict=True)]
         width = max(col) + 1
         dev = self.device
         lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))
@@ -282,8 +286,9 @@ class CachedEngine(Engine):
                          position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
         self.passes += 1
         logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
-        chosen, logp, logq = draw(logits.float(), self.temperature, self.top_k,
-                                  [self.slots[s].task.row.generator for s in busy])
+        rows = [self.slots[s].task.row for s in busy]
+        chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],
+                                       [r.generator for r in rows])
         seconds = (time.perf_counter() - start) / len(busy)
         for b, s in enumerate(busy):
             slot, req = self.slots[s], reqs[s]

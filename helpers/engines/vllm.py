@@ -273,10 +273,10 @@ class VLLMEngine(Engine):
         self._backend.shutdown()
         self._records.cleanup()
 
-    def run(self, tasks: Sequence[tuple[Row, Program]], temperature: float, top_k: int, stops: set[int],
-            capacity: int | None = None, on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+    def run(self, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
+            on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
         todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
-        self._run = run = _Run(temperature, top_k, stops)
+        self._run = run = _Run(stops)
         cores = engine_cores([row.prompt for row, _ in tasks], self.data_parallel_size)
         run.rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
         capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
@@ -297,12 +297,13 @@ class VLLMEngine(Engine):
                 task.seconds += share
                 task.passes += 1
             self.passes += 1
-            if temperature > 0:
+            if any(req.row.temperature > 0 for _, req, _ in run.live.values()):
                 self._logz.read()  # written before these requests' last tokens were handed on
             for out in outputs:
                 if out.request_id in run.live:
                     task, req, prompt_len = run.live.pop(out.request_id)
-                    self._fill(req, out, temperature, self._logz.take(out.request_id) if temperature > 0 else {})
+                    sampled = req.row.temperature > 0
+                    self._fill(req, out, req.row.temperature, self._logz.take(out.request_id) if sampled else {})
                     task.decoded += len(req.tokens)
                     new = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
                     task.prefill += new
@@ -329,11 +330,12 @@ class VLLMEngine(Engine):
                              f"the engine's max_model_len ({self.max_model_len}); use fewer tokens or a larger "
                              "max_model_len")
         rid = str(next(self._ids))
-        sampled = run.temperature > 0
-        seed = int(torch.randint(0, 2**62, (1,), generator=req.row.generator)) \
-            if sampled and req.row.generator is not None else None
-        params = SamplingParams(max_tokens=req.limit, temperature=run.temperature,
-                                top_k=run.top_k if sampled else 0, seed=seed, logprobs=0,
+        row = req.row
+        sampled = row.temperature > 0
+        seed = int(torch.randint(0, 2**62, (1,), generator=row.generator)) \
+            if sampled and row.generator is not None else None
+        params = SamplingParams(max_tokens=req.limit, temperature=row.temperature,
+                                top_k=row.top_k if sampled else 0, seed=seed, logprobs=0,
                                 stop_token_ids=sorted(run.stops), ignore_eos=True, detokenize=False,
                                 output_kind=RequestOutputKind.FINAL_ONLY,
                                 extra_args={LOGZ_KEY: rid} if sampled else None)
@@ -399,8 +401,6 @@ class VLLMEngine(Engine):
 class _Run:
     """What one `VLLMEngine.run` keeps between the driver's calls."""
 
-    temperature: float
-    top_k: int
     stops: set[int]
     rank: dict[int, int] = field(default_factory=dict)  # id(row) -> the engine core that runs it
     live: dict[str, tuple[Task, Extension, int]] = field(default_factory=dict)  # request id -> (task, request, prompt)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from helpers.core.checks import is_count
@@ -23,10 +24,11 @@ from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.loading import stop_token_ids
 from helpers.results.identity import model_identity, problem_key
 from helpers.results.store import Run
-from helpers.samplers.plain import decode
-from helpers.samplers.power import run_chains
+from helpers.samplers.plain import decode_work
+from helpers.samplers.power import chain_work
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
-from helpers.samplers.smc import SMCCompletion, run_smc
+from helpers.samplers.smc import SMCCompletion, smc_work
+from helpers.samplers.work import run_together
 
 __all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_methods", "solve"]
 
@@ -84,30 +86,21 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
         settings = DecodeSettings(**fields)
     elif fields:
         raise ValueError(f"give the settings either as DecodeSettings or as fields, not both: {sorted(fields)}")
-    run = decode_run(model, settings, root, engine)  # checks the engine's name
-    n_seeds = n_seeds if settings.samples else 1
-    if not is_count(n_seeds, 1):
-        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    keys = {p.id: problem_key(p) for p in problems}
-    jobs = [(p, s) for p in problems for s in range(n_seeds) if f"{keys[p.id]}#{s}" not in run]
-    if jobs:
-        with run.locked():  # another process on the same decode: wait for it, then compute only what is missing
-            jobs = [(p, s) for p, s in jobs if f"{keys[p.id]}#{s}" not in run]
-            if jobs:
-                _decode(model, tokenizer, jobs, keys, run, settings, batch_size, progress, engine)
-    return [[{**run.get(f"{keys[p.id]}#{s}"), "seconds": run.seconds(f"{keys[p.id]}#{s}")} for s in range(n_seeds)]
-            for p in problems]
+    return sample_methods(model, tokenizer, problems, {settings.method: settings}, n_seeds=n_seeds,
+                          batch_size=batch_size, engine=engine, root=root, progress=progress)[settings.method]
 
 
-def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: dict[str, DecodeSettings], *,
+def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], *,
                    n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None,
-                   limits: Mapping[str, int] | None = None) -> dict[str, list[list[dict]]]:
-    """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`): the one call
-    through which chapters 04 and 05 decode, so that 05 reads 04's records by construction.
+                   limits: Mapping[str, int] | None = None, progress: bool = True) -> dict[str, list[list[dict]]]:
+    """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`), as `sample`
+    gives them: the one call through which chapters 04 and 05 decode, so that 05 reads 04's records by
+    construction.
 
-    `limits[name]` = k runs that decode on the first k problems only (the others on all of them)."""
+    Whatever is missing, of every decode, is computed in one engine run: the batch holds rows of every method
+    until the last ends (the costly searches are admitted first), where one run per method would drain its
+    batch at each method's end. `limits[name]` = k runs that decode on the first k problems only (the others
+    on all of them)."""
     limits = dict(limits or {})
     unknown = sorted(set(limits) - set(settings))
     if unknown:
@@ -115,32 +108,74 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: dict
     for name, k in limits.items():
         if not is_count(k, 1):
             raise ValueError(f"limits[{name!r}] must be a number of problems of at least 1, got {k!r}")
-    return {name: sample(model, tokenizer, list(problems)[:limits.get(name, len(problems))], s, n_seeds=n_seeds,
-                         batch_size=batch_size, engine=engine, root=root) for name, s in settings.items()}
+    if not is_count(n_seeds, 1):
+        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
+    if not is_count(batch_size, 1):
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    keys = {p.id: problem_key(p) for p in problems}
+    decodes = {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
+                             n_seeds if s.samples else 1, keys) for name, s in settings.items()}
+    if any(d.missing() for d in decodes.values()):
+        with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
+            for d in sorted(decodes.values(), key=lambda d: str(d.run.path)):  # one order: no two processes cross
+                locks.enter_context(d.run.locked())
+            todo = [d for d in decodes.values() if d.missing()]
+            if todo:
+                _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
+    return {name: d.records() for name, d in decodes.items()}
 
 
-def _decode(model, tokenizer, jobs, keys, run: Run, settings: DecodeSettings, batch_size: int, progress: bool,
-            engine: str) -> None:
-    """Decode the (problem, sample) jobs in one engine run of `batch_size` rows, storing each as it ends."""
-    stops = stop_token_ids(model, tokenizer)
-    prompts = [build_prompt(tokenizer, p.question, shots=settings.shots) for p, _ in jobs]
-    seeds = [sample_seed(settings.seed, p.id, s) for p, s in jobs]
-    done = bar(total=len(jobs), desc=settings.method, progress=progress)
+class _Decode:
+    """One named decode of `sample_methods`: its settings, its store, its problems and samples."""
 
-    def store(i: int, c: Completion) -> None:
-        (p, s), prompt = jobs[i], prompts[i]
-        run.add(f"{keys[p.id]}#{s}", _record(p, tokenizer, prompt, c), seconds=c.seconds, seed=s)
+    def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict):
+        self.settings, self.run, self.problems, self.n_seeds, self.keys = settings, run, problems, n_seeds, keys
+        self.jobs: list[tuple[Problem, int]] = []
+
+    def key(self, problem: Problem, s: int) -> str:
+        return f"{self.keys[problem.id]}#{s}"
+
+    def missing(self) -> list[tuple[Problem, int]]:
+        self.jobs = [(p, s) for p in self.problems for s in range(self.n_seeds) if self.key(p, s) not in self.run]
+        return self.jobs
+
+    def records(self) -> list[list[dict]]:
+        return [[{**self.run.get(self.key(p, s)), "seconds": self.run.seconds(self.key(p, s))}
+                 for s in range(self.n_seeds)] for p in self.problems]
+
+
+def _searches_first(d: _Decode) -> int:
+    """The order decodes are admitted in: the searches first, whose rows run longest; the cheap ones fill in."""
+    return {"power": 0, "smc": 1}.get(d.settings.method, 2)
+
+
+def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progress: bool, engine: str) -> None:
+    """Decode every decode's missing (problem, sample) jobs in one engine run of `batch_size` rows, storing each
+    record as it ends."""
+    stops = set(stop_token_ids(model, tokenizer))
+    works, prompts = [], []
+    for d in decodes:
+        s = d.settings
+        ps = [build_prompt(tokenizer, p.question, shots=s.shots) for p, _ in d.jobs]
+        seeds = [sample_seed(s.seed, p.id, i) for p, i in d.jobs]
+        if s.method == "power":
+            works.append(chain_work(ps, stops, s.power, seeds))
+        elif s.method == "smc":
+            works.append(smc_work(ps, stops, s.smc, seeds))
+        else:
+            works.append(decode_work(ps, s.max_new_tokens, stops, s.temperature, s.top_k, seeds))
+        prompts.append(ps)
+    done = bar(total=sum(len(d.jobs) for d in decodes), desc="+".join(d.settings.method for d in decodes),
+               progress=progress)
+
+    def store(w: int, i: int, c: Completion) -> None:
+        d = decodes[w]
+        p, s = d.jobs[i]
+        d.run.add(d.key(p, s), _record(p, tokenizer, prompts[w][i], c), seconds=c.seconds, seed=s)
         done.update(1)
 
-    runner = engine_for(model, tokenizer, engine)
     with done:
-        if settings.method == "power":
-            run_chains(runner, prompts, stops, settings.power, seeds, batch_size=batch_size, on_done=store)
-        elif settings.method == "smc":
-            run_smc(runner, prompts, stops, settings.smc, seeds, batch_size=batch_size, on_done=store)
-        else:
-            decode(model, prompts, settings.max_new_tokens, stops, settings.temperature, settings.top_k, seeds,
-                   engine=runner, batch_size=batch_size, on_done=store)
+        run_together(engine_for(model, tokenizer, engine), works, stops, batch_size, store)
 
 
 def engine_for(model, tokenizer, engine: str = "transformers"):

@@ -10,6 +10,7 @@ import torch
 
 from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
 from helpers.engines.slot import CachedEngine
+from helpers.samplers.work import Work, one_work, run_together
 
 
 def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
@@ -21,6 +22,15 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     At most `batch_size` rows decode at once (all of them by default); `on_done(b, completion)` hears of each
     row as soon as it ends.
     """
+    stops = set(stop_ids)
+    work = decode_work(prompts, max_new_tokens, stops, temperature, top_k, seeds)
+    (done,) = run_together(engine or CachedEngine(model), [work], stops, batch_size, one_work(on_done))
+    return done
+
+
+def decode_work(prompts: Sequence[Sequence[int]], max_new_tokens: int, stops: set[int], temperature: float = 0.0,
+                top_k: int = 0, seeds: Sequence[int] | None = None) -> Work:
+    """Plain decoding's programs (one extension of each prompt), checked, for `decode` or a shared engine run."""
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -30,17 +40,12 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     seeds = list(range(len(prompts))) if seeds is None else list(seeds)
     if len(seeds) != len(prompts):
         raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
-    rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None)
+    rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None, temperature, top_k)
             for p, s in zip(prompts, seeds, strict=True)]
-    stops = set(stop_ids)
-    tasks = [(row, _extend_once(row, max_new_tokens, stops)) for row in rows]
-    if engine is None:
-        engine = CachedEngine(model)
-    return engine.run(tasks, temperature, top_k, stops, batch_size, on_done, room=max_new_tokens)
+    return Work([(row, _extend_once(row, max_new_tokens, stops)) for row in rows], len(rows), room=max_new_tokens)
 
 
 def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
     """The program of plain decoding: one extension of the prompt."""
     req = yield Extension(row, 0, limit)
     return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)
-

@@ -21,6 +21,7 @@ pattern, `generate` per proposal, is in `helpers.bench.published_sampler`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -29,8 +30,9 @@ from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.target import MH_MODES, Target
+from helpers.samplers.work import Work, one_work, run_together
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "power_sample", "run_chains"]
+__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "chain_work", "power_sample", "run_chains"]
 
 
 @dataclass(frozen=True)
@@ -118,16 +120,22 @@ def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerCon
     when a chain ends the next waiting one takes its place. `on_done(i, completion)` hears of each chain as soon
     as it ends.
     """
+    stops = set(stop_ids)
+    (done,) = run_together(engine, [chain_work(prompts, stops, cfg, seeds)], stops, batch_size, one_work(on_done))
+    return done
+
+
+def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: PowerConfig, seeds: Sequence[int]) -> Work:
+    """The chains' programs, checked, for `run_chains` or a shared engine run (`helpers.samplers.work`)."""
     cfg.validate()
     if len(prompts) != len(seeds):
         raise ValueError("give one seed per prompt")
     if not prompts or any(not p for p in prompts):
         raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
-    stops = set(stop_ids)
-    chains = [Chain(list(p), torch.Generator().manual_seed(int(s))) for p, s in zip(prompts, seeds, strict=True)]
-    tasks = [(c, _chain(c, cfg, stops)) for c in chains]
-    return engine.run(tasks, cfg.temperature, cfg.proposal_top_k, stops, batch_size, on_done,
-                      room=2 * cfg.max_new_tokens)  # a proposal is written after the state it may replace
+    chains = [Chain(list(p), torch.Generator().manual_seed(int(s)), cfg.temperature, cfg.proposal_top_k)
+              for p, s in zip(prompts, seeds, strict=True)]
+    return Work([(c, _chain(c, cfg, stops)) for c in chains], len(chains),
+                room=2 * cfg.max_new_tokens)  # a proposal is written after the state it may replace
 
 
 def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:

@@ -27,6 +27,7 @@ completion's last token.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,7 @@ from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.target import Target
+from helpers.samplers.work import Work, one_work, run_together
 
 RESAMPLING = "systematic"
 
@@ -226,36 +228,38 @@ def run_smc(engine: Engine, prompts: list[list[int]], stop_ids, cfg: SMCConfig, 
     """One SMC sample per (prompt, seed): K particles each; `on_done(i, completion)` hears of each problem as its
     last particle ends. At most `batch_size` particles decode at once, rounded down to whole problems (at least
     one problem's K)."""
+    stops = set(stop_ids)
+    (done,) = run_together(engine, [smc_work(prompts, stops, cfg, seeds)], stops, batch_size, one_work(on_done))
+    return done
+
+
+def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: SMCConfig, seeds: Sequence[int]) -> Work:
+    """The particles' programs, checked, for `run_smc` or a shared engine run (`helpers.samplers.work`): a
+    problem's K particles are consecutive rows that run together, and its job ends with the last of them."""
     cfg.validate()
     if len(prompts) != len(seeds):
         raise ValueError("give one seed per prompt")
     if not prompts or any(not p for p in prompts):
         raise ValueError("The prompt is empty: SMC needs at least one prompt token.")
-    if batch_size is not None and not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    stops, k = set(stop_ids), cfg.particles
+    k = cfg.particles
     groups, tasks = [], []
     for prompt, seed in zip(prompts, seeds, strict=True):
         particle_seed, group_seed = particle_seeds(seed, k)
-        ps = [Particle(list(prompt), torch.Generator().manual_seed(s)) for s in particle_seed]
+        ps = [Particle(list(prompt), torch.Generator().manual_seed(s), cfg.temperature) for s in particle_seed]
         group = ParticleGroup(ps, cfg, stops, torch.Generator().manual_seed(group_seed))
         groups.append(group)
         tasks += [(p, _particle(p, group, cfg)) for p in ps]
-    results: list[SMCCompletion | None] = [None] * len(prompts)
     pending: dict[int, dict[int, Completion]] = {}
 
-    def particle_done(i: int, c: Completion) -> None:
+    def collect(i: int, c: Completion) -> tuple[int, SMCCompletion] | None:
         problem, member = divmod(i, k)
         pending.setdefault(problem, {})[member] = c
-        if len(pending[problem]) == k:
-            done = pending.pop(problem)
-            results[problem] = combined = _combine(groups[problem], [done[j] for j in range(k)])
-            if on_done:
-                on_done(problem, combined)
+        if len(pending[problem]) < k:
+            return None
+        done = pending.pop(problem)
+        return problem, _combine(groups[problem], [done[j] for j in range(k)])
 
-    capacity = None if batch_size is None else max(batch_size // k, 1) * k
-    engine.run(tasks, cfg.temperature, 0, stops, capacity, particle_done, room=cfg.max_new_tokens)
-    return results
+    return Work(tasks, len(groups), room=cfg.max_new_tokens, group=k, collect=collect)
 
 
 def _combine(group: ParticleGroup, particles: list[Completion]) -> SMCCompletion:
