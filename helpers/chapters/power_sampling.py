@@ -17,7 +17,6 @@ from helpers.evaluation.decodes import (
     outcome_shares,
     pass_at_k,
     per_problem,
-    sample,
     sample_methods,
     tokens_per_problem,
 )
@@ -441,25 +440,21 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     depth = info.n_layers - 1 if depth is None else depth
     m = model if depth == info.n_layers else truncate(model, depth, "stitch")
 
-    def run(cfg: PowerConfig) -> list[list[dict]]:
-        settings = DecodeSettings("power", max_new_tokens, shots, seed, power=cfg)
-        return sample(m, tokenizer, subset, settings, n_seeds=n_seeds, batch_size=batch_size, engine=engine)
-
     ordered = sorted(set(steps) | {power.mcmc_steps})
-    accuracy, tokens, scores = [], [], {}
-    for n in ordered:
-        records = run(replace(power, mcmc_steps=n))
-        accuracy.append(mean_accuracy(records))
-        tokens.append(tokens_per_problem(records))
-        scores[n] = per_problem(records)
-    keep = [i for i, n in enumerate(ordered) if n in steps]
-    sweep = StepsSweep(model_name, depth, info.n_layers, [ordered[i] for i in keep], [accuracy[i] for i in keep],
-                       [tokens[i] for i in keep], scores, len(subset), n_seeds, power.mode, power.mcmc_steps)
-    if other_mode and power.mcmc_steps > 0:
-        other = "reference" if power.mode == "exact" else "exact"
-        records = run(replace(power, mode=other, top_k=0))
-        sweep.other_mode, sweep.other_accuracy = other, mean_accuracy(records)
-        sweep.other_tokens, sweep.other_scores = tokens_per_problem(records), per_problem(records)
+    configs = {n: replace(power, mcmc_steps=n) for n in ordered}
+    other = ("reference" if power.mode == "exact" else "exact") if other_mode and power.mcmc_steps > 0 else None
+    if other:
+        configs[other] = replace(power, mode=other, top_k=0)
+    runs = sample_methods(m, tokenizer, subset, {
+        name: DecodeSettings("power", max_new_tokens, shots, seed, power=cfg) for name, cfg in configs.items()},
+        n_seeds=n_seeds, batch_size=batch_size, engine=engine)  # one engine run for every N
+    keep = [n for n in ordered if n in steps]
+    sweep = StepsSweep(model_name, depth, info.n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
+                       [tokens_per_problem(runs[n]) for n in keep], {n: per_problem(runs[n]) for n in ordered},
+                       len(subset), n_seeds, power.mode, power.mcmc_steps)
+    if other:
+        sweep.other_mode, sweep.other_accuracy = other, mean_accuracy(runs[other])
+        sweep.other_tokens, sweep.other_scores = tokens_per_problem(runs[other]), per_problem(runs[other])
     return sweep
 
 
