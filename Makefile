@@ -37,23 +37,23 @@ book: $(STAMP)
 	$(PY) -m helpers run --profile $(PROFILE)
 	@echo "Open _build/html/index.html"
 
-# Two pytest workers (pytest-xdist): one builds and checks the smoke book, the other runs the unit tests beside it
-# (tests/conftest.py keeps the book's tests together). PYTEST_WORKERS=0 runs everything in one process.
+# Two pytest workers (pytest-xdist): one builds and checks the smoke book (its notebook kernels on one thread, see
+# tests/conftest.py), the other runs the unit tests beside it (tests/conftest.py keeps the book's tests together).
+# The session ends with the unit tests in the two other environments (tests/test_environments.py): the lowest
+# supported transformers, and vLLM's environment, which installs in the background meanwhile, at the lowest CPU
+# priority; whichever worker is free first takes them. PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-# The vLLM environment installs in the background meanwhile, at the lowest CPU priority (the smoke book's kernels
-# are the critical path). Then the vLLM tests run beside the run on the lowest transformers (much of theirs is
-# vLLM's processes starting), their output shown when both have ended.
-test: $(STAMP)
+test: $(STAMP) $(LOWEST)/.stamp
 	$(PY) -m ruff check helpers tests
-	@nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VENV)/vllm-env.log 2>&1 & vllm=$$!; \
-	  $(PY) -m pytest -n $(PYTEST_WORKERS); status=$$?; \
-	  if ! wait $$vllm; then tail -30 $(VENV)/vllm-env.log; echo "make vllm-env failed"; exit 1; fi; \
-	  test $$status -eq 0 || exit $$status; \
-	  $(MAKE) --no-print-directory test-vllm > $(VENV)/test-vllm.log 2>&1 & engine=$$!; \
-	  $(MAKE) --no-print-directory test-lowest; lowest=$$?; \
-	  wait $$engine; engine=$$?; cat $(VENV)/test-vllm.log; \
-	  test $$lowest -eq 0 && test $$engine -eq 0
+	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed
+	@{ nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
+	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }; } & vllm=$$!; \
+	  SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
+	    $(PY) -m pytest -n $(PYTEST_WORKERS); status=$$?; \
+	  wait $$vllm; \
+	  if test -f $(VLLM_VENV)/.install-failed; then tail -30 $(VLLM_VENV).log; echo "make vllm-env failed"; exit 1; fi; \
+	  exit $$status
 
 $(LOWEST)/.stamp: $(STAMP)
 	rm -rf $(LOWEST)
@@ -65,7 +65,8 @@ $(LOWEST)/.stamp: $(STAMP)
 # is enough.
 test-lowest: $(LOWEST)/.stamp
 	PYTHONPATH=$(abspath $(LOWEST)) SVD_EXPECT_TRANSFORMERS=$(LOWEST_VERSION) \
-	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not toy and not once" -p no:cacheprovider
+	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not toy and not once and not environments" \
+	  -p no:cacheprovider
 
 $(VLLM_STAMP): pyproject.toml Makefile
 	@test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)

@@ -10,8 +10,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Two workers share the machine with the book's notebook kernels: one thread per test process, or their
-    # spinning thread pools take the cores from each other (the kernels keep torch's own choice).
+    # Two workers share the machine: one thread per test process, or their spinning thread pools take the cores
+    # from each other. The book's notebook kernels get one thread too (`built_book`).
     torch.set_num_threads(1)
 
 CORPUS = [
@@ -108,6 +108,8 @@ def built_book(tmp_path_factory):
         mp.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
         mp.setenv("SVD_REPOSITORY_URL", BOOK_REPOSITORY)  # the pages get repository, edit and launch buttons
         mp.setenv("SVD_REPOSITORY_BRANCH", "main")
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # a core for the book, the other for the unit tests: measured on
+            mp.setenv("OMP_NUM_THREADS", "1")  # 2 cores, the smoke book's kernels take 317 s on one thread, 291 on two
         index = run("smoke", out_root=out, strict=True)
     return out, index
 
@@ -116,10 +118,18 @@ def built_book(tmp_path_factory):
 BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
 
 
+ENVIRONMENTS = "tests/test_environments.py"
+# Half of the lowest-transformers suite runs on the book's worker after the book, the other half and vLLM's suite on
+# the unit tests' worker (measured on 2 cores: the book and its tests about 380 s, the unit tests about 250 s).
+AFTER_THE_BOOK = f"{ENVIRONMENTS}::test_the_unit_tests_pass_on_the_lowest_supported_transformers[1]"
+
+
 def pytest_collection_modifyitems(config, items):
-    """The built book's tests first, so that under pytest-xdist the longest work starts at once."""
+    """The built book's tests first, so that under pytest-xdist the longest work starts at once; the suites of the
+    other environments last, for whichever worker is free first (tests/test_environments.py)."""
     book = [item for item in items if item.nodeid.startswith(BOOK_FILES)]
-    items[:] = book + [item for item in items if not item.nodeid.startswith(BOOK_FILES)]
+    last = [item for item in items if item.nodeid.startswith(ENVIRONMENTS)]
+    items[:] = book + [item for item in items if item not in book and item not in last] + last
 
 
 _YIELDED = []
@@ -137,12 +147,12 @@ def pytest_runtest_setup(item):
 
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (`make test` runs two workers): every test of the built book in one worker, so that the
-    session's book is built once, and each other test on whichever worker is free. (xdist's own `loadgroup` does
-    not group on pytest 9.)"""
+    session's book is built once, then `AFTER_THE_BOOK`; each other test on whichever worker is free. (xdist's own
+    `loadgroup` does not group on pytest 9.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class BookTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "book" if nodeid.startswith(BOOK_FILES) else nodeid
+            return "book" if nodeid.startswith(BOOK_FILES) or nodeid.startswith(AFTER_THE_BOOK) else nodeid
 
     return BookTogether(config, log)
