@@ -269,12 +269,11 @@ class CachedEngine(Engine):
         # the first token of an extension feeds the prefix's last; later ones feed the extension's previous token
         feed = [(r.tokens[-1] if slot.fed else r.prefix_last) if slot else 0 for slot, r in zip(live, reqs, strict=True)]
         lo = [slot.lo if slot else 0 for slot in live]
-        base = [slot.base if slot else 0 for slot in live]
         # A row that rides along writes its dummy token where nothing is kept: a free slot anywhere, a row waiting
         # at a barrier just past its adopted tokens (`filled`), where its next extension writes first; never over
         # its own prompt, which the other rows' steps would otherwise overwrite while it waits.
         col = [slot.base + slot.fed if slot else self.slots[s].filled for s, slot in enumerate(live)]
-        base = [b if slot else c for b, c, slot in zip(base, col, live, strict=True)]
+        base = [slot.base if slot else c for slot, c in zip(live, col, strict=True)]
         width = max(col) + 1
         dev = self.device
         lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))

@@ -119,7 +119,9 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
         with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
             for d in sorted(decodes.values(), key=lambda d: str(d.run.path)):  # one order: no two processes cross
                 locks.enter_context(d.run.locked())
-            todo = [d for d in decodes.values() if d.missing()]
+            for d in decodes.values():
+                d.jobs = d.missing()  # read again under the locks
+            todo = [d for d in decodes.values() if d.jobs]
             if todo:
                 _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
     return {name: d.records() for name, d in decodes.items()}
@@ -130,14 +132,14 @@ class _Decode:
 
     def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict):
         self.settings, self.run, self.problems, self.n_seeds, self.keys = settings, run, problems, n_seeds, keys
-        self.jobs: list[tuple[Problem, int]] = []
+        self.jobs: list[tuple[Problem, int]] = []  # what this call decodes, set under the store's lock
 
     def key(self, problem: Problem, s: int) -> str:
         return f"{self.keys[problem.id]}#{s}"
 
     def missing(self) -> list[tuple[Problem, int]]:
-        self.jobs = [(p, s) for p in self.problems for s in range(self.n_seeds) if self.key(p, s) not in self.run]
-        return self.jobs
+        """The (problem, sample) pairs whose record the store does not hold."""
+        return [(p, s) for p in self.problems for s in range(self.n_seeds) if self.key(p, s) not in self.run]
 
     def records(self) -> list[list[dict]]:
         return [[{**self.run.get(self.key(p, s)), "seconds": self.run.seconds(self.key(p, s))}
