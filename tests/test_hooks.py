@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.interp.hooks import hooked, recorder
 from helpers.models.adapter import adapter
+from helpers.models.hooks import hooked, recorder
 
 
 def _logits(model, ids):

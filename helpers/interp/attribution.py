@@ -8,9 +8,9 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from helpers.interp.hooks import COMPONENT_POINTS, hooked, recorder
 from helpers.interp.interventions import reference_run
 from helpers.models.adapter import adapter, hidden_of
+from helpers.models.hooks import COMPONENT_POINTS, hooked, recorder
 
 COMPONENTS = ("layer", "attn", "mlp")
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from helpers.interp.hooks import hooked
 from helpers.models.adapter import Adapter, adapter, hidden_of
+from helpers.models.hooks import hooked
 
 PARTS = ("layer", "attn", "mlp")
 EPS = 1e-6

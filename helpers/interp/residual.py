@@ -1,7 +1,7 @@
 """What each block reads and writes: one capture of the residual stream, and the measures built on it.
 
 `capture` records, per block l, the input h_l, the attention output a_l, the MLP output m_l and the output
-h_{l+1} = h_l + a_l + m_l, in float32, through the named hook points of `helpers.interp.hooks`.
+h_{l+1} = h_l + a_l + m_l, in float32, through the named hook points of `helpers.models.hooks`.
 `contributions` turns a capture into the norm and cosine measures of Csordás et al. Nothing here edits weights.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from helpers.interp.hooks import hooked
 from helpers.interp.metrics import cosine
 from helpers.models.adapter import adapter
+from helpers.models.hooks import hooked
 
 
 @dataclass

@@ -1,10 +1,11 @@
-"""One hook mechanism with named points, on which captures, skips, erasures and integrated gradients are built.
+"""One hook mechanism with named points, on which captures, skips, erasures, integrated gradients and the depth mix
+(several truncations in one batch) are built.
 
 A point is (name, layer): `block_input` (h_l, the residual block l reads), `attn_output` (a_l), `mlp_output`
 (m_l), `block_output` (h_{l+1}) and `final_input` (the residual the final norm reads; layer is ignored). A
 handler receives the point's hidden state [B, T, D] and the block's keyword arguments (for `block_input`; an
-empty dict elsewhere) and returns a replacement tensor, or None to leave it as it is. Hooks live only inside
-the `with` block, also when it raises.
+empty dict elsewhere) and returns a replacement tensor, or None to leave it as it is. Hooks installed by `hooked`
+live only inside its `with` block, also when it raises; `install` leaves their removal to the caller.
 """
 
 from __future__ import annotations
@@ -55,13 +56,9 @@ def _final_hook(handler: Handler):
     return hook
 
 
-@contextmanager
-def hooked(ad: Adapter, handlers: Mapping[Point, Handler]) -> Iterator[None]:
-    """Install `handlers` at their points for the duration of the block.
-
-    Handlers at one block run in the order block_input, attn_output, mlp_output, block_output, as the forward
-    pass reaches them.
-    """
+def install(ad: Adapter, handlers: Mapping[Point, Handler]) -> list:
+    """Register `handlers` at their points and return the handles; the caller removes them (`hooked` does, and a
+    model that routes rows for good, `helpers.models.depth_mix`, keeps them for its lifetime)."""
     handles = []
     try:
         for (name, layer), handler in handlers.items():
@@ -76,6 +73,22 @@ def hooked(ad: Adapter, handlers: Mapping[Point, Handler]) -> Iterator[None]:
             else:
                 module = {"attn_output": ad.attention, "mlp_output": ad.mlp}.get(name, lambda i: ad.blocks[i])(layer)
                 handles.append(module.register_forward_hook(_output_hook(handler)))
+    except BaseException:
+        for h in handles:
+            h.remove()
+        raise
+    return handles
+
+
+@contextmanager
+def hooked(ad: Adapter, handlers: Mapping[Point, Handler]) -> Iterator[None]:
+    """Install `handlers` at their points for the duration of the block.
+
+    Handlers at one block run in the order block_input, attn_output, mlp_output, block_output, as the forward
+    pass reaches them.
+    """
+    handles = install(ad, handlers)
+    try:
         yield
     finally:
         for h in handles:
