@@ -97,12 +97,14 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
 class Row:
     """A sequence being decoded: its prompt, generated tokens with per-token scalars, its RNG, and the law its
     tokens are drawn from (temperature 0 is greedy; `top_k` > 0 keeps the k most likely tokens). Each row carries
-    its own, so that rows of different samplers can share an engine run and its batches."""
+    its own, so that rows of different samplers can share an engine run and its batches. `variant` says which
+    model the row runs where the engine's model is several at once (`helpers.models.depth_mix`; 0 elsewhere)."""
 
     prompt: list[int]
     generator: torch.Generator | None = None
     temperature: float = 0.0
     top_k: int = 0
+    variant: int = 0
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
@@ -345,7 +347,10 @@ class ReencodeEngine(SerialEngine):
     def _extend(self, req: Extension, stops: set[int]) -> None:
         row = req.row
         seq = req.row.prompt + req.row.tokens[:req.keep]
+        route = getattr(self.model, "route_rows", None)  # a depth mix (`helpers.models.depth_mix`): this row's model
         while len(req.tokens) < req.limit:
+            if route is not None:
+                route([row.variant])
             out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
             self.prefill += len(seq) - 1
             self.passes += 1

@@ -7,7 +7,8 @@ at T=1 and under the distribution it was drawn from). A cut costs nothing: a pro
 the row's current ones, and only an accepted proposal is moved into place. A row whose extension ends asks its
 program for the next one at once, and a row whose program ends hands its slot to the next waiting row, so the
 batch stays full. Each row has its own random generator, so a sample does not depend on which other rows share
-its batch, or when.
+its batch, or when. A model that is several truncations at once (`helpers.models.depth_mix`) is told before each
+pass which of them each row runs, and gets a shared-prefix slot per truncation.
 """
 
 from __future__ import annotations
@@ -134,7 +135,14 @@ class CachedEngine(Engine):
         todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
         n_slots = min(capacity or len(todo), len(todo))
         longest = max(len(t.row.prompt) for t in todo)
-        self.cache = SlotCache(self.model, n_slots + 1, longest + max(room, 16) + 1)  # + a slot for the shared prefix
+        self.route = getattr(self.model, "route_rows", None)  # a depth mix: which model each row of a pass runs
+        self.costs = getattr(self.model, "route_costs", None)
+        variants = sorted({t.row.variant for t in todo})
+        if self.route is None and variants != [0]:
+            raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
+                             "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
+        self.spare = {v: n_slots + i for i, v in enumerate(variants)}  # the shared prefix, encoded per variant
+        self.cache = SlotCache(self.model, n_slots + len(variants), longest + max(room, 16) + 1)
         self.cache_kw = cache_keyword(self.model)
         self.slots = [Slot() for _ in range(n_slots)]
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
@@ -156,13 +164,17 @@ class CachedEngine(Engine):
         self.shared = shared_prefix([t.row.prompt for t in todo])
         if not self.shared:
             return
-        start = time.perf_counter()
-        self._forward([len(self.slots)], [self.shared], [0])
-        seconds = time.perf_counter() - start
-        split_cost([t for t in todo if len(t.row.prompt) > 1], len(self.shared), seconds, passes=1)
-        self.prefill += len(self.shared)
-        self.passes += 1
-        self.prefill_seconds += seconds
+        for variant, spare in self.spare.items():  # one model: one variant (0)
+            users = [t for t in todo if len(t.row.prompt) > 1 and t.row.variant == variant]
+            if not users:
+                continue
+            start = time.perf_counter()
+            self._forward([spare], [self.shared], [0], [variant])
+            seconds = time.perf_counter() - start
+            split_cost(users, len(self.shared), seconds, passes=1)
+            self.prefill += len(self.shared)
+            self.passes += 1
+            self.prefill_seconds += seconds
 
     def _admit(self, waiting: deque) -> None:
         """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
@@ -177,19 +189,19 @@ class CachedEngine(Engine):
             slot = self.slots[s] = Slot(task)
             prompt, n = task.row.prompt, len(self.shared)
             if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
-                self.cache.copy_slot(len(self.slots), s, n)
+                self.cache.copy_slot(self.spare[task.row.variant], s, n)
                 slot.filled = n
             if len(prompt) - 1 > slot.filled:
                 todo.append((s, slot))
         if todo:
             self._forward([s for s, _ in todo], [slot.task.row.prompt[slot.filled:-1] for _, slot in todo],
-                          [slot.filled for _, slot in todo])
-            seconds = (time.perf_counter() - start) / len(todo)
-            for _, slot in todo:
+                          [slot.filled for _, slot in todo], [slot.task.row.variant for _, slot in todo])
+            seconds = time.perf_counter() - start
+            for (_, slot), share in zip(todo, self._shares([slot.task.row for _, slot in todo]), strict=True):
                 new = len(slot.task.row.prompt) - 1 - slot.filled
                 slot.task.prefill += new
                 slot.task.passes += 1
-                slot.task.seconds += seconds
+                slot.task.seconds += seconds * share
                 self.prefill += new
             self.passes += 1
             self.prefill_seconds += time.perf_counter() - start
@@ -197,7 +209,7 @@ class CachedEngine(Engine):
             self.slots[s].filled = len(task.row.prompt) - 1
             self.driver.advance(task, None)
 
-    def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int]) -> None:
+    def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int], variants: list[int]) -> None:
         """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
         q = max(len(c) for c in chunks)
         width = max(starts) + q
@@ -207,8 +219,19 @@ class CachedEngine(Engine):
         cols = begin + torch.arange(q, device=self.device)
         mask = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
         self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
+        self._route(variants)
         self.model(input_ids=ids, attention_mask=self._mask(mask[:, None]), position_ids=cols,
                    use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache})
+
+    def _route(self, variants: list[int]) -> None:
+        """Tell a depth mix which variant each row of the next pass runs (a single model needs no telling)."""
+        if self.route is not None:
+            self.route(variants)
+
+    def _shares(self, rows: list[Row]) -> list[float]:
+        """Each row's share of a pass's wall time: equal, or by what its variant of a depth mix costs alone."""
+        weights = [self.costs[r.variant] if self.costs else 1.0 for r in rows]
+        return [w / sum(weights) for w in weights]
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
@@ -281,6 +304,7 @@ class CachedEngine(Engine):
         allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [hi, width]
         self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
         position = torch.tensor([slot.lo + slot.fed if slot else 0 for slot in live], device=dev)
+        self._route([slot.task.row.variant if slot.task is not None else 0 for slot in self.slots[:hi]])
         out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
                          position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
         self.passes += 1
@@ -288,7 +312,7 @@ class CachedEngine(Engine):
         rows = [self.slots[s].task.row for s in busy]
         chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],
                                        [r.generator for r in rows])
-        seconds = (time.perf_counter() - start) / len(busy)
+        elapsed, shares = time.perf_counter() - start, self._shares(rows)
         for b, s in enumerate(busy):
             slot, req = self.slots[s], reqs[s]
             task = slot.task
@@ -296,7 +320,7 @@ class CachedEngine(Engine):
             slot.fed += 1
             task.decoded += 1
             task.passes += 1
-            task.seconds += seconds
+            task.seconds += elapsed * shares[b]
             if chosen[b] in self.stops or len(req.tokens) >= req.limit:
                 self.driver.advance(task, req)
 

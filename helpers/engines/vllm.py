@@ -247,6 +247,9 @@ class VLLMEngine(Engine):
         from helpers.models.checkpoints import checkpoint
         from helpers.results.identity import model_identity
 
+        if hasattr(model, "route_rows"):
+            raise ValueError("vLLM runs one model per engine, not a depth mix (helpers.models.depth_mix): decode each "
+                             "truncation with its own engine.")
         folder = str(checkpoint(model, tokenizer))
         if cls._current is not None and cls._current.folder == folder:
             return cls._current

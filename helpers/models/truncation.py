@@ -26,7 +26,7 @@ METHODS = ("stitch", "naive")
 _HOOK_SLOTS = tuple(k for k, v in vars(nn.Module()).items() if "hook" in k and isinstance(v, dict))
 
 
-def _rebind(module: nn.Module) -> nn.Module:
+def rebind(module: nn.Module) -> nn.Module:
     """A new module object over the same parameters, buffers and children, with hook tables of its own."""
     clone = module.__class__.__new__(module.__class__)
     clone.__dict__ = dict(module.__dict__)
@@ -65,18 +65,18 @@ def truncate(model, depth: int, method: str = "stitch"):
 
     blocks = []
     for new_index, old_index in enumerate(kept):
-        block = _rebind(ad.blocks[old_index])
-        attention = _rebind(block.self_attn)
+        block = rebind(ad.blocks[old_index])
+        attention = rebind(block.self_attn)
         attention.layer_idx = new_index  # the KV cache slot of this block in the truncated model
         block._modules["self_attn"] = attention
         if hasattr(block, "layer_idx"):
             block.layer_idx = new_index
         blocks.append(block)
 
-    base = _rebind(model.model)
+    base = rebind(model.model)
     base._modules["layers"] = nn.ModuleList(blocks)
     base.config = config
-    truncated = _rebind(model)
+    truncated = rebind(model)
     truncated._modules["model"] = base
     truncated.config = config
     truncated.generation_config = copy.deepcopy(model.generation_config)
