@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from helpers.chapters.logit_lens import lens_cut_points, solutions_and_lens
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost, model_cost
-from helpers.evaluation.decodes import accuracy, solve
+from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_depths
 from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
 from helpers.interp.studies import agreement_over
 from helpers.models.loading import load_model
@@ -66,13 +66,14 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
         acc: dict[str, dict[int, float]] = {m: {} for m in methods}
         agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
         outputs: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
-        for method in methods:
-            for depth in chosen:
-                shallow = model if depth == info.n_layers else truncate(model, depth, method)
-                records = solve(shallow, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
-                                batch_size=batch_size)
-                acc[method][depth], outputs[method][depth] = accuracy(records), records
-                agree[method][depth] = agreement_over(model, shallow, solved.items[:n_agreement])
+        greedy = DecodeSettings("greedy", max_new_tokens, shots)
+        swept = sample_depths(model, tokenizer, problems, greedy, [(m, d) for m in methods for d in chosen],
+                              batch_size=batch_size)  # every depth and method in one engine run
+        for (method, depth), per_problem in swept.items():
+            records = [samples[0] for samples in per_problem]
+            shallow = model if depth == info.n_layers else truncate(model, depth, method)
+            acc[method][depth], outputs[method][depth] = accuracy(records), records
+            agree[method][depth] = agreement_over(model, shallow, solved.items[:n_agreement])
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
                              {d: model_cost(model.config, d) for d in chosen})
         del model

@@ -21,7 +21,9 @@ from helpers.data.problems import Problem, build_prompt
 from helpers.engines.protocol import Completion
 from helpers.engines.slot import CachedEngine
 from helpers.evaluation.grading import extract_answer, is_equivalent
+from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
+from helpers.models.truncation import truncate, truncation_of
 from helpers.results.identity import model_identity, problem_key
 from helpers.results.store import Run
 from helpers.samplers.plain import decode_work
@@ -30,7 +32,7 @@ from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, eng
 from helpers.samplers.smc import SMCCompletion, smc_work
 from helpers.samplers.work import run_together
 
-__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_methods", "solve"]
+__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_depths", "sample_methods", "solve"]
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
@@ -114,24 +116,55 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     keys = {p.id: problem_key(p) for p in problems}
     decodes = {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
-                             n_seeds if s.samples else 1, keys) for name, s in settings.items()}
-    if any(d.missing() for d in decodes.values()):
+                             n_seeds if s.samples else 1, keys, model) for name, s in settings.items()}
+    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
+    return {name: d.records() for name, d in decodes.items()}
+
+
+def sample_depths(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings,
+                  variants: Sequence[tuple[str, int]], *, n_seeds: int = 1, batch_size: int = 16,
+                  engine: str = "transformers", root: Path | None = None, progress: bool = True
+                  ) -> dict[tuple[str, int], list[list[dict]]]:
+    """records[problem][sample] of one decode for each truncation (method, depth) of `model` (at full depth the
+    model itself), as `sample` on that truncation gives them and under the same store keys: chapter 03's sweep.
+
+    What is missing, at every depth, is decoded in one engine run through a depth mix
+    (`helpers.models.depth_mix`), so the batch holds every depth's rows at once where one run per depth would
+    decode a handful of rows at a time. On vLLM, which runs one model per engine, each truncation has a run."""
+    if not is_count(n_seeds, 1):
+        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
+    if not is_count(batch_size, 1):
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    n_layers = model.config.num_hidden_layers
+    keys = {p.id: problem_key(p) for p in problems}
+    decodes = {}
+    for method, depth in dict.fromkeys(variants):  # in order, once each
+        m = model if depth == n_layers else truncate(model, depth, method)
+        decodes[(method, depth)] = _Decode(settings, decode_run(m, settings, root, engine), list(problems),
+                                           n_seeds if settings.samples else 1, keys, m)
+    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
+    return {v: d.records() for v, d in decodes.items()}
+
+
+def _fill(decodes: list[_Decode], model, tokenizer, batch_size: int, progress: bool, engine: str) -> None:
+    """Compute and store what `decodes` are missing, in one engine run (`model`: the one their models truncate)."""
+    if any(d.missing() for d in decodes):
         with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
-            for d in sorted(decodes.values(), key=lambda d: str(d.run.path)):  # one order: no two processes cross
+            for d in sorted(decodes, key=lambda d: str(d.run.path)):  # one order: no two processes cross
                 locks.enter_context(d.run.locked())
-            for d in decodes.values():
+            for d in decodes:
                 d.jobs = d.missing()  # read again under the locks
-            todo = [d for d in decodes.values() if d.jobs]
+            todo = [d for d in decodes if d.jobs]
             if todo:
                 _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
-    return {name: d.records() for name, d in decodes.items()}
 
 
 class _Decode:
     """One named decode of `sample_methods`: its settings, its store, its problems and samples."""
 
-    def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict):
+    def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict, model):
         self.settings, self.run, self.problems, self.n_seeds, self.keys = settings, run, problems, n_seeds, keys
+        self.model = model  # the model it decodes with: the chapter's, or a truncation of it
         self.jobs: list[tuple[Problem, int]] = []  # what this call decodes, set under the store's lock
 
     def key(self, problem: Problem, s: int) -> str:
@@ -153,7 +186,18 @@ def _searches_first(d: _Decode) -> int:
 
 def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progress: bool, engine: str) -> None:
     """Decode every decode's missing (problem, sample) jobs in one engine run of `batch_size` rows, storing each
-    record as it ends."""
+    record as it ends. Decodes on several truncations of `model` share the run through a depth mix; vLLM runs
+    one model per engine, so there each truncation has a run of its own."""
+    models = list({id(d.model): d.model for d in decodes}.values())
+    if len(models) > 1 and check_engine(engine) == "vllm":
+        for m in models:
+            _decode(m, tokenizer, [d for d in decodes if d.model is m], batch_size, progress, engine)
+        return
+    mix = None
+    if len(models) > 1:
+        n_layers = model.config.num_hidden_layers
+        variants = [(t["method"], t["depth"]) if (t := truncation_of(m)) else ("stitch", n_layers) for m in models]
+        mix = DepthMix(model, variants)
     stops = set(stop_token_ids(model, tokenizer))
     works, prompts = [], []
     for d in decodes:
@@ -161,13 +205,17 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
         ps = [build_prompt(tokenizer, p.question, shots=s.shots) for p, _ in d.jobs]
         seeds = [sample_seed(s.seed, p.id, i) for p, i in d.jobs]
         if s.method == "power":
-            works.append(chain_work(ps, stops, s.power, seeds))
+            work = chain_work(ps, stops, s.power, seeds)
         elif s.method == "smc":
-            works.append(smc_work(ps, stops, s.smc, seeds))
+            work = smc_work(ps, stops, s.smc, seeds)
         else:
-            works.append(decode_work(ps, s.max_new_tokens, stops, s.temperature, s.top_k, seeds))
+            work = decode_work(ps, s.max_new_tokens, stops, s.temperature, s.top_k, seeds)
+        if mix is not None:
+            for row, _ in work.tasks:
+                row.variant = next(i for i, m in enumerate(models) if m is d.model)
+        works.append(work)
         prompts.append(ps)
-    done = bar(total=sum(len(d.jobs) for d in decodes), desc="+".join(d.settings.method for d in decodes),
+    done = bar(total=sum(len(d.jobs) for d in decodes), desc="+".join(dict.fromkeys(d.settings.method for d in decodes)),
                progress=progress)
 
     def store(w: int, i: int, c: Completion) -> None:
@@ -176,8 +224,13 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
         d.run.add(d.key(p, s), _record(p, tokenizer, prompts[w][i], c), seconds=c.seconds, seed=s)
         done.update(1)
 
-    with done:
-        run_together(engine_for(model, tokenizer, engine), works, stops, batch_size, store)
+    try:
+        with done:
+            run_together(CachedEngine(mix.model) if mix else engine_for(models[0], tokenizer, engine), works, stops,
+                         batch_size, store)
+    finally:
+        if mix is not None:
+            mix.close()
 
 
 def engine_for(model, tokenizer, engine: str = "transformers"):
