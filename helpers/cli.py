@@ -110,6 +110,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
+    if args.what == "depth-sweep":
+        from helpers.bench.depth_sweep import bench_depth_sweep
+
+        (n,) = _integers(args.problems, "--problems", "16")
+        print(json.dumps(bench_depth_sweep(args.model, n, args.span, args.max_new_tokens, args.shots,
+                                           _integers(args.levels, "--levels", "5,6")), indent=2))
+        return 0
     levels = _integers(args.levels, "--levels", "1,2,3")
     problems = _integers(args.problems, "--problems", "16,32")
     models = tuple(m.strip() for m in args.model.split(",") if m.strip())
@@ -233,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth", "throughput"])
+    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep"])
     p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
                    "smollm2-135m,qwen2.5-coder-0.5b")
     p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "
@@ -251,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling: skip the slow published sampler (batch-1 generate per proposal)")
     p.add_argument("--repeats", type=int, default=2,
                    help="sampling: runs of each batched job, taken in turn; rates are over all of them")
+    p.add_argument("--span", type=int, default=4,
+                   help="depth-sweep: the depths below the full one swept, stitched and naive (chapter 03's span)")
     p.add_argument("--particles", type=int, default=4,
                    help="sampling: SMC's particles per problem (its batch of n rows holds n // particles problems)")
     p.add_argument("--engine", default="transformers",

@@ -92,3 +92,17 @@ def test_the_benchs_first_problems_mix_every_level_and_do_not_depend_on_the_larg
     assert [p.id for p in _problems((1, 2, 3, 4), 16, seed=0)] == [p.id for p in most[:16]]
     levels = [int(p.level) for p in most[:16]]
     assert sorted(set(levels)) == [1, 2, 3, 4] and all(levels.count(k) == 4 for k in (1, 2, 3, 4))
+
+
+def test_depth_sweep_bench_times_both_ways_over_the_same_rows(tiny_dir):
+    from helpers.bench.depth_sweep import bench_depth_sweep
+
+    report = bench_depth_sweep(str(tiny_dir), problems=2, span=2, max_new_tokens=4, shots=0, levels=(1,))
+    assert report["truncations"] == ["stitch 4", "stitch 2", "stitch 3", "naive 2", "naive 3"]
+    assert report["rows"] == 10
+    separate, mixed = report["one_run_per_truncation"], report["one_mixed_run"]
+    assert separate["decoded_tokens"] == mixed["decoded_tokens"] > 0
+    assert report["rows_with_equal_tokens"] == 1.0  # tiny models in float32: no ties to part them
+    assert 0 < report["blocks_run_beyond_the_truncation"] < 1 and report["speedup"] > 0
+    with pytest.raises(ValueError, match="--span"):
+        bench_depth_sweep(str(tiny_dir), span=0)

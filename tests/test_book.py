@@ -61,6 +61,9 @@ def test_run_configuration_page_lists_the_profile(built_book):
     # every chapter's kernel reported its peak memory (the instructor's page quotes it): more than a bare
     # Python with torch and a model (300 MiB), less than the machine
     assert all(300 < c["peak_mib"] < 24 * 1024 for c in chapters.values()), chapters
+    # and the stored records it computed and reused, so the page says which times are times from empty
+    assert all(c["computed"] + c["reused"] > 0 for c in chapters.values() if c["parameters"].get("models")), chapters
+    assert "records computed / reused" in page
 
 
 @pytest.mark.book

@@ -167,7 +167,9 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
             "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
                        f"{describe(default_device())}",
             "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1),
-                                                          "peak_mib": (j.records or {}).get("peak_mib")}
+                                                          "peak_mib": (j.records or {}).get("peak_mib"),
+                                                          "computed": (j.records or {}).get("computed"),
+                                                          "reused": (j.records or {}).get("reused")}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
     folder.mkdir(parents=True, exist_ok=True)
@@ -182,11 +184,16 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
             write_student_notebook(Job(stem, c["parameters"]), out_root)
     lines = [f"Profile **{profile}**, commit `{info['commit']}`, built {info['date']} on {info['machine']}.", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".", "",
-             "| chapter | time (s) | peak memory (GiB) | parameters |", "|---|---|---|---|"]
+             "A chapter's time is its time from an empty results store where it reused no stored record (the "
+             "records column: computed / reused by this build); otherwise it is the time of what was left to compute.",
+             "", "| chapter | time (s) | records computed / reused | peak memory (GiB) | parameters |",
+             "|---|---|---|---|---|"]
     for stem, c in info["chapters"].items():
         params = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in c["parameters"].items())
         memory = "—" if c.get("peak_mib") is None else f"{c['peak_mib'] / 1024:.1f}"
-        lines.append(f"| {stem} | {c['seconds']} | {memory} | {params} |")
+        records = "—" if c.get("computed") is None else f"{c['computed']} / {c.get('reused', 0)}" + (
+            " (from empty)" if not c.get("reused") else "")
+        lines.append(f"| {stem} | {c['seconds']} | {records} | {memory} | {params} |")
     (folder / "run_config.md").write_text("\n".join(lines) + "\n")
 
 
