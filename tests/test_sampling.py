@@ -143,14 +143,14 @@ def test_every_decode_of_one_call_runs_in_one_engine_run_as_it_would_alone(tiny,
 def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tiny, tmp_path, monkeypatch):
     model, tokenizer, _ = tiny
     L = model.config.num_hidden_layers
-    variants = [("stitch", L), ("stitch", L - 1), ("naive", L - 1), ("stitch", 2), ("naive", 1)]
+    variants = [("stitch", L), ("stitch", L - 1), ("naive", L - 1), ("stitch", 2), ("naive", 1), ("naive", L)]
     settings = DecodeSettings("temperature", 8, seed=3)
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         [len(w.tasks) for w in works]) or original(engine, works, *a, **k))
     swept = sample_depths(model, tokenizer, PROBLEMS, settings, variants, n_seeds=2, batch_size=16, root=tmp_path,
                           progress=False)
-    assert runs == [[3 * 2] * len(variants)]  # one run holds every depth's rows
+    assert runs == [[3 * 2] * (len(variants) - 1)]  # one run holds every depth's rows; the full depth once
     del runs[:]
     for method, depth in variants:  # the same records under the same keys: `sample` on the truncation reads them
         m = model if depth == L else truncate(model, depth, method)
@@ -158,4 +158,4 @@ def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tin
         assert stored == swept[(method, depth)]
         alone = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path / "alone", progress=False)
         assert [[r["tokens"] for r in p] for p in alone] == [[r["tokens"] for r in p] for p in stored], (method, depth)
-    assert len(runs) == len(variants)  # only the separate decodes into the other store ran
+    assert len(runs) == len(variants) - 1  # only the separate decodes into the other store ran (full depth: once)

@@ -137,12 +137,13 @@ def sample_depths(model, tokenizer, problems: Sequence[Problem], settings: Decod
         raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     n_layers = model.config.num_hidden_layers
     keys = {p.id: problem_key(p) for p in problems}
-    decodes = {}
+    decodes: dict[tuple[str, int], _Decode] = {}
     for method, depth in dict.fromkeys(variants):  # in order, once each
+        full = next((d for (_, e), d in decodes.items() if e == depth == n_layers), None)
         m = model if depth == n_layers else truncate(model, depth, method)
-        decodes[(method, depth)] = _Decode(settings, decode_run(m, settings, root, engine), list(problems),
-                                           n_seeds if settings.samples else 1, keys, m)
-    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
+        decodes[(method, depth)] = full or _Decode(settings, decode_run(m, settings, root, engine), list(problems),
+                                                   n_seeds if settings.samples else 1, keys, m)  # full depth: one
+    _fill(list({id(d): d for d in decodes.values()}.values()), model, tokenizer, batch_size, progress, engine)
     return {v: d.records() for v, d in decodes.items()}
 
 
