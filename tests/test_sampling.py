@@ -159,3 +159,30 @@ def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tin
         alone = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path / "alone", progress=False)
         assert [[r["tokens"] for r in p] for p in alone] == [[r["tokens"] for r in p] for p in stored], (method, depth)
     assert len(runs) == len(variants) - 1  # only the separate decodes into the other store ran (full depth: once)
+
+
+def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tiny, tmp_path, monkeypatch):
+    from helpers.evaluation.decodes import sample_methods, sample_methods_at_depths
+    from helpers.samplers.settings import chapter_settings
+    from helpers.samplers.smc import SMCConfig
+
+    model, tokenizer, _ = tiny
+    L = model.config.num_hidden_layers
+    settings = chapter_settings(POWER, SMCConfig(alpha=2.0, particles=2, block_size=4), max_new_tokens=8, shots=0,
+                                seed=0)
+    limits = {L: {"power": 1, "smc": 1}, L - 1: {"smc": 2}}
+    runs, original = [], sampling.run_together
+    monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
+        len(works)) or original(engine, works, *a, **k))
+    together = sample_methods_at_depths(model, tokenizer, PROBLEMS, settings, [L, L - 1], n_seeds=2, batch_size=6,
+                                        root=tmp_path / "one", limits=limits, progress=False)
+    assert runs == [2 * len(settings)]  # one run: every method at both depths
+    for depth in (L, L - 1):
+        m = model if depth == L else truncate(model, depth, "stitch")
+        alone = sample_methods(m, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=6, root=tmp_path / "alone",
+                               limits=limits[depth], progress=False)
+        assert set(alone) == set(together[depth])
+        for name in settings:
+            assert len(together[depth][name]) == limits[depth].get(name, len(PROBLEMS))
+            assert [[r["tokens"] for r in p] for p in together[depth][name]] == \
+                [[r["tokens"] for r in p] for p in alone[name]], (depth, name)

@@ -18,6 +18,7 @@ from helpers.evaluation.decodes import (
     pass_at_k,
     per_problem,
     sample_methods,
+    sample_methods_at_depths,
     tokens_per_problem,
 )
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
@@ -161,12 +162,15 @@ def decodes_by_depth(model, tokenizer, problems: Sequence[Problem], settings: di
                      ) -> Iterator[tuple[int, object, dict[str, list[list[dict]]]]]:
     """Chapters 04 and 05's decodes, deepest first: (depth, the model stitched to it, records by method) at the full
     depth and at each of `depths` (None: the depth just below it), every method of `settings` on `problems`, the
-    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records."""
+    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records.
+    What is missing at every depth decodes in one engine run (`sample_methods_at_depths`)."""
     n_layers = model.config.num_hidden_layers
-    for depth in sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True):
-        m = model if depth == n_layers else truncate(model, depth, "stitch")
-        yield depth, m, sample_methods(m, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=batch_size,
-                                       engine=engine, limits=search_limits(depth, n_layers, search_problems))
+    order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
+    runs = sample_methods_at_depths(model, tokenizer, problems, settings, order, n_seeds=n_seeds,
+                                    batch_size=batch_size, engine=engine,
+                                    limits={d: search_limits(d, n_layers, search_problems) for d in order})
+    for depth in order:
+        yield depth, model if depth == n_layers else truncate(model, depth, "stitch"), runs[depth]
 
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,

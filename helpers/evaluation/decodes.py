@@ -32,7 +32,8 @@ from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, eng
 from helpers.samplers.smc import SMCCompletion, smc_work
 from helpers.samplers.work import run_together
 
-__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_depths", "sample_methods", "solve"]
+__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_depths", "sample_methods",
+           "sample_methods_at_depths", "solve"]
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
@@ -103,6 +104,44 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
     until the last ends (the costly searches are admitted first), where one run per method would drain its
     batch at each method's end. `limits[name]` = k runs that decode on the first k problems only (the others
     on all of them)."""
+    _check_counts(n_seeds, batch_size)
+    decodes = _method_decodes(model, problems, settings, n_seeds, limits, root, engine)
+    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
+    return {name: d.records() for name, d in decodes.items()}
+
+
+def sample_methods_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
+                             depths: Sequence[int], *, n_seeds: int, batch_size: int, engine: str = "transformers",
+                             root: Path | None = None, limits: Mapping[int, Mapping[str, int]] | None = None,
+                             progress: bool = True) -> dict[int, dict[str, list[list[dict]]]]:
+    """`sample_methods` at each of `depths` of `model` stitched to that depth (the full depth: the model itself):
+    {depth: {name: records}}, the records under each truncation's own keys, `limits[depth]` as `limits` there.
+
+    Whatever is missing, at every depth, is computed in one engine run through a depth mix
+    (`helpers.models.depth_mix`): where one run per depth drains its batch as that depth's last searches end,
+    the other depths' rows keep it full. On vLLM each depth has a run of its own."""
+    _check_counts(n_seeds, batch_size)
+    n_layers = model.config.num_hidden_layers
+    limits = dict(limits or {})
+    decodes = {}
+    for depth in dict.fromkeys(depths):
+        m = model if depth == n_layers else truncate(model, depth, "stitch")
+        decodes[depth] = _method_decodes(m, problems, settings, n_seeds, limits.get(depth), root, engine)
+    _fill([d for by_name in decodes.values() for d in by_name.values()], model, tokenizer, batch_size, progress,
+          engine)
+    return {depth: {name: d.records() for name, d in by_name.items()} for depth, by_name in decodes.items()}
+
+
+def _check_counts(n_seeds: int, batch_size: int) -> None:
+    if not is_count(n_seeds, 1):
+        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
+    if not is_count(batch_size, 1):
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+
+
+def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], n_seeds: int,
+                    limits: Mapping[str, int] | None, root: Path | None, engine: str) -> dict[str, _Decode]:
+    """One `_Decode` per named decode of `model`, `limits[name]` = k: on the first k problems only."""
     limits = dict(limits or {})
     unknown = sorted(set(limits) - set(settings))
     if unknown:
@@ -110,15 +149,9 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
     for name, k in limits.items():
         if not is_count(k, 1):
             raise ValueError(f"limits[{name!r}] must be a number of problems of at least 1, got {k!r}")
-    if not is_count(n_seeds, 1):
-        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     keys = {p.id: problem_key(p) for p in problems}
-    decodes = {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
-                             n_seeds if s.samples else 1, keys, model) for name, s in settings.items()}
-    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
-    return {name: d.records() for name, d in decodes.items()}
+    return {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
+                          n_seeds if s.samples else 1, keys, model) for name, s in settings.items()}
 
 
 def sample_depths(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings,
@@ -131,10 +164,7 @@ def sample_depths(model, tokenizer, problems: Sequence[Problem], settings: Decod
     What is missing, at every depth, is decoded in one engine run through a depth mix
     (`helpers.models.depth_mix`), so the batch holds every depth's rows at once where one run per depth would
     decode a handful of rows at a time. On vLLM, which runs one model per engine, each truncation has a run."""
-    if not is_count(n_seeds, 1):
-        raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    _check_counts(n_seeds, batch_size)
     n_layers = model.config.num_hidden_layers
     keys = {p.id: problem_key(p) for p in problems}
     decodes: dict[tuple[str, int], _Decode] = {}
