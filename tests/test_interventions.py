@@ -100,6 +100,26 @@ def test_erasure_leaves_earlier_positions_untouched(tiny):
     assert grid[:, -1].max() < 1e-5  # erasing the last token cannot change the predictions before it (batched: float noise)
 
 
+@pytest.mark.parametrize("limit", [3, 256])
+def test_read_windows_in_one_product_give_each_edit_its_own_output_change(tiny, monkeypatch, limit):
+    """Several edits' read windows go through the head together (grouped up to a limit of positions; a longer
+    window alone): each edit's output change is what a run of that edit alone reads, and zero outside its window."""
+    import helpers.interp.interventions as interventions
+
+    model, tokenizer, _ = tiny
+    ids = _ids(tokenizer)
+    T = len(ids)
+    baseline = mean_residual(model, [ids])
+    edits = [Erase(1, 4), Skip(2, "attn", 1, 6), Erase(3, 9), Skip(0, "layer", 1, None), Erase(2, T - 1)]
+    starts = [T - 2, 6, T - 5, 0, T]  # one position, a middle, a few, the whole sequence, none
+    monkeypatch.setattr(interventions, "READOUT_POSITIONS", limit)
+    together = effects(model, ids, edits, baseline=baseline, batch_size=len(edits), read_from=starts)
+    for i, (edit, lo) in enumerate(zip(edits, starts, strict=True)):
+        alone = effects(model, ids, [edit], baseline=baseline, read_from=lo)
+        np.testing.assert_allclose(together.output[i], alone.output[0], atol=2e-5)
+        assert together.output[i, :lo].max(initial=0.0) == 0.0
+        assert lo == T or together.output[i, lo:].max() > 0
+
 def test_integrated_gradients_complete(tiny):
     """Completeness: attributions summed over positions approach p(x) − p(baseline) as steps grow."""
     model, tokenizer, _ = tiny

@@ -218,8 +218,33 @@ def effects(model, ids: Sequence[int], edits: Sequence[Edit], reference: Referen
             l = start + offset
             change = (c.float() - ref.contributions[l]).norm(dim=-1) / ref_norm[l]
             relative[rows, l] = change.cpu().numpy()
-        for b, i in enumerate(rows):
-            window = slice(starts[i], read_to)
-            probs = torch.softmax(ad.unembed(hidden[b, window]).float(), -1)
-            output[i, window] = (probs - ref.probs[window]).norm(dim=-1).cpu().numpy()
+        for group in _readout_groups([(b, i, starts[i]) for b, i in enumerate(rows)], read_to):
+            # the windows of several rows in one product with the head: a row reading a single position
+            # would otherwise stream the whole vocabulary's weights for one vector
+            probs = torch.softmax(ad.unembed(torch.cat([hidden[b, lo:read_to] for b, _, lo in group])).float(), -1)
+            at = 0
+            for _, i, lo in group:
+                n = read_to - lo
+                output[i, lo:read_to] = (probs[at:at + n] - ref.probs[lo:read_to]).norm(dim=-1).cpu().numpy()
+                at += n
     return Effects(relative, output)
+
+
+READOUT_POSITIONS = 256  # positions per product with the head: a full matrix unit, and 256 × V floats at most
+
+
+def _readout_groups(windows: list[tuple[int, int, int]], read_to: int) -> list[list[tuple[int, int, int]]]:
+    """(batch row, edit, first position) windows ending at `read_to`, grouped so each group's positions fill one
+    product with the head (a window longer than the limit forms a group of its own); empty windows are left out."""
+    groups: list[list[tuple[int, int, int]]] = []
+    size = 0
+    for window in windows:
+        n = read_to - window[2]
+        if n <= 0:
+            continue
+        if not groups or size + n > READOUT_POSITIONS:
+            groups.append([])
+            size = 0
+        groups[-1].append(window)
+        size += n
+    return groups
