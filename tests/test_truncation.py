@@ -8,7 +8,7 @@ import torch
 
 from helpers.interp.lens import logit_lens
 from helpers.interp.residual import capture
-from helpers.interp.studies import agreement
+from helpers.interp.studies import agreement, agreement_over
 from helpers.models.truncation import (
     critical_depth,
     kept_blocks,
@@ -106,6 +106,29 @@ def test_agreement_at_full_depth_is_zero(tiny):
     model, tokenizer, info = tiny
     out = agreement(model, stitch_and_preserve(model, info.n_layers), _ids(tokenizer), 3)
     assert out["kl"] == pytest.approx(0, abs=1e-6) and out["nll"] == pytest.approx(out["nll_full"])
+
+
+def test_agreement_over_many_truncations_equals_each_pair_and_is_stored(tiny, tmp_path, monkeypatch):
+    """One full-model pass per sequence serves every truncation: each truncation's means equal those of `agreement`
+    pair by pair, and a second call reads every value back from the store without running a model."""
+    model, tokenizer, info = tiny
+    ids = _ids(tokenizer)
+    items = [("a", ids, 3), ("b", ids[:-2], 5)]
+    shallow = {("stitch", 3): truncate(model, 3, "stitch"), ("naive", 2): truncate(model, 2, "naive"),
+               ("stitch", info.n_layers): model}
+    together = agreement_over(model, shallow, items, root=tmp_path)
+    for key, truncated in shallow.items():
+        pairs = [agreement(model, truncated, i, start) for _, i, start in items]
+        for name in ("kl", "nll", "nll_full"):
+            assert together[key][name] == pytest.approx(np.mean([p[name] for p in pairs]), rel=1e-5, abs=1e-7)
+    assert together[("stitch", info.n_layers)]["kl"] == pytest.approx(0, abs=1e-6)
+    assert together[("stitch", 3)]["kl"] > 0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a stored agreement was computed again")
+
+    monkeypatch.setattr(type(model), "forward", refuse)
+    assert agreement_over(model, shallow, items, root=tmp_path) == together
 
 
 def test_critical_depth():

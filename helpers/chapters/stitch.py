@@ -71,9 +71,10 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
                               batch_size=batch_size)  # every depth and method in one engine run
         for (method, depth), per_problem in swept.items():
             records = [samples[0] for samples in per_problem]
-            shallow = model if depth == info.n_layers else truncate(model, depth, method)
             acc[method][depth], outputs[method][depth] = accuracy(records), records
-            agree[method][depth] = agreement_over(model, shallow, solved.items[:n_agreement])
+        shallow = {(m, d): model if d == info.n_layers else truncate(model, d, m) for m, d in swept}
+        for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
+            agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
                              {d: model_cost(model.config, d) for d in chosen})
         del model

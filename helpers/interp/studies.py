@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from helpers.core.progress import bar
 from helpers.interp.lens import logit_lens
@@ -46,6 +47,25 @@ def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) 
     return {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
 
 
+def _solution_logp(model, x, start: int):
+    """log p of the predictions of tokens start..T-1 (positions start-1..T-2): the head runs on those alone."""
+    logits = model(input_ids=x, use_cache=False, logits_to_keep=x.shape[1] - start + 1).logits[0, :-1]
+    return torch.log_softmax(logits.float(), -1)
+
+
+def _agreement_values(logp_trunc, logp_full, targets) -> dict[str, float]:
+    return {"kl": float(kl_divergence(logp_trunc, logp_full).mean()),
+            "nll": float(-logp_trunc.gather(-1, targets).mean()),
+            "nll_full": float(-logp_full.gather(-1, targets).mean())}
+
+
+def _checked(full, ids, start: int):
+    x = torch.as_tensor(list(ids), dtype=torch.long, device=next(full.parameters()).device)[None]
+    if not 1 <= start < x.shape[1]:
+        raise ValueError(f"start (the first solution token) must lie in 1..{x.shape[1] - 1}, got {start}")
+    return x
+
+
 def agreement(full, truncated, ids, start: int) -> dict[str, float]:
     """How a truncated model's next-token distributions differ from the full model's on one sequence.
 
@@ -53,28 +73,33 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
     mean KL(truncated || full), the truncated model's mean negative log-likelihood of those tokens, and the
     full model's.
     """
-    import torch
-
-    device = next(full.parameters()).device
-    x = torch.as_tensor(list(ids), dtype=torch.long, device=device)[None]
-    if not 1 <= start < x.shape[1]:
-        raise ValueError(f"start (the first solution token) must lie in 1..{x.shape[1] - 1}, got {start}")
+    x = _checked(full, ids, start)
     with torch.inference_mode():
-        logp_full = torch.log_softmax(full(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
-        logp_trunc = torch.log_softmax(truncated(input_ids=x, use_cache=False).logits[0, start - 1:-1].float(), -1)
-    targets = x[0, start:, None]
-    return {"kl": float(kl_divergence(logp_trunc, logp_full).mean()),
-            "nll": float(-logp_trunc.gather(-1, targets).mean()),
-            "nll_full": float(-logp_full.gather(-1, targets).mean())}
+        return _agreement_values(_solution_logp(truncated, x, start), _solution_logp(full, x, start), x[0, start:, None])
 
 
 AGREEMENT_SHAPE = {"kl": float, "nll": float, "nll_full": float}  # what `agreement` returns, as stored
 
 
-def agreement_over(full, truncated, items, root: Path | None = None) -> dict[str, float]:
-    """`agreement` averaged over (name, ids, start) sequences, each stored under both models' identities."""
-    run = Run("agreement", {"full": model_identity(full), "truncated": model_identity(truncated)}, root=root,
-              shape=AGREEMENT_SHAPE)
-    values = [run.compute(sequence_key(name, ids, start), lambda ids=ids, start=start: agreement(full, truncated, ids, start))
-              for name, ids, start in items]
-    return {k: sum(v[k] for v in values) / len(values) for k in ("kl", "nll", "nll_full")} if values else {}
+def agreement_over(full, truncated: dict, items, root: Path | None = None) -> dict:
+    """`agreement` averaged over (name, ids, start) sequences, for each truncated model of `truncated` (any keys to
+    models); each sequence's values are stored under both models' identities. The full model runs once per
+    sequence that some truncation has not stored yet."""
+    runs = {key: Run("agreement", {"full": model_identity(full), "truncated": model_identity(model)}, root=root,
+                     shape=AGREEMENT_SHAPE) for key, model in truncated.items()}
+    values: dict = {key: [] for key in truncated}
+    for name, ids, start in items:
+        unit = sequence_key(name, ids, start)
+        missing = [key for key, run in runs.items() if unit not in run]
+        if missing:
+            x = _checked(full, ids, start)
+            with torch.inference_mode():
+                logp_full = _solution_logp(full, x, start)
+            for key in missing:
+                with torch.inference_mode():
+                    found = _agreement_values(_solution_logp(truncated[key], x, start), logp_full, x[0, start:, None])
+                runs[key].compute(unit, lambda found=found: found)
+        for key, run in runs.items():
+            values[key].append(run.get(unit))
+    return {key: {k: sum(v[k] for v in vals) / len(vals) for k in ("kl", "nll", "nll_full")} if vals else {}
+            for key, vals in values.items()}
