@@ -49,6 +49,11 @@ def test_start_restricts_columns_without_changing_values(tiny):
     assert np.allclose(full.kl[:, 5:], part.kl, atol=1e-5) and np.array_equal(full.overlap[:, 5:], part.overlap)
     with pytest.raises(ValueError):
         logit_lens(model, ids, start=len(ids))
+    late = capture(model, ids, parts="io", logits_from=5)  # the head runs only where the lens reads
+    assert late.logits.shape[0] == len(ids) - 5
+    assert torch.allclose(late.logits, capture(model, ids, parts="io").logits[5:], atol=1e-5)
+    with pytest.raises(ValueError, match="logits from position 5"):
+        logit_lens(model, ids, start=4, cap=late)
 
 
 def test_kl_and_overlap_primitives():

@@ -45,10 +45,13 @@ def logit_lens(model, ids: Sequence[int], k: int = 5, direction: str = "layer||f
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     ad = adapter(model)
-    cap = cap if cap is not None else capture(model, ids, parts="io")
-    if not 0 <= start < cap.logits.shape[0]:
-        raise ValueError(f"start must lie in 0..{cap.logits.shape[0] - 1}, got {start}")
-    final_logits = cap.logits[start:]
+    n = len(ids)
+    if not 0 <= start < n:
+        raise ValueError(f"start must lie in 0..{n - 1}, got {start}")
+    cap = cap if cap is not None else capture(model, ids, parts="io", logits_from=start)
+    if start < cap.logits_from:
+        raise ValueError(f"the capture holds logits from position {cap.logits_from} on; the lens reads from {start}")
+    final_logits = cap.logits[start - cap.logits_from:]
     final_logp = torch.log_softmax(final_logits, dim=-1)
     taps = [h[start:] for h in cap.inputs] + ([cap.outputs[-1][start:]] if include_output else [])
     kls, overlaps, top_ids, top_probs = [], [], [], []

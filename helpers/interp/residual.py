@@ -26,7 +26,8 @@ class Capture:
     attn: torch.Tensor | None
     mlp: torch.Tensor | None
     outputs: torch.Tensor
-    logits: torch.Tensor  # [T, V] float32, the model's own output
+    logits: torch.Tensor  # [T - logits_from, V] float32, the model's own output at positions logits_from..T-1
+    logits_from: int = 0
 
     @property
     def n_layers(self) -> int:
@@ -42,10 +43,11 @@ class Capture:
 
 
 @torch.inference_mode()
-def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Capture:
+def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all", logits_from: int = 0) -> Capture:
     """One forward pass of a single sequence with hooks on every block.
 
     parts='all' records inputs, attention outputs, MLP outputs and outputs; parts='io' only inputs and outputs.
+    The output head runs only at positions `logits_from`.. (a long prompt before them costs no logits).
     """
     if parts not in {"all", "io"}:
         raise ValueError(f"parts must be 'all' or 'io', got {parts!r}")
@@ -54,6 +56,8 @@ def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Cap
     ids = torch.as_tensor(ids, dtype=torch.long, device=device).reshape(1, -1)
     if ids.shape[1] == 0:
         raise ValueError("capture needs at least one token")
+    if not 0 <= logits_from < ids.shape[1]:
+        raise ValueError(f"logits_from must lie in 0..{ids.shape[1] - 1}, got {logits_from}")
     n, T, D = ad.n_layers, ids.shape[1], model.config.hidden_size
     store: dict[str, list] = {k: [None] * n for k in ("inputs", "attn", "mlp", "outputs")}
 
@@ -69,11 +73,11 @@ def capture(model, ids: Sequence[int] | torch.Tensor, parts: str = "all") -> Cap
         points.update({"attn": "attn_output", "mlp": "mlp_output"})
     handlers = {(point, l): keep(kind, l) for kind, point in points.items() for l in range(n)}
     with hooked(ad, handlers):
-        logits = model(input_ids=ids, use_cache=False).logits[0].float()
+        logits = model(input_ids=ids, use_cache=False, logits_to_keep=T - logits_from).logits[0].float()
     stacked = {k: torch.stack(v) if all(t is not None for t in v) else None for k, v in store.items()}
     if stacked["inputs"] is None or stacked["outputs"] is None:
         raise RuntimeError("some blocks did not run; is this a truncated or unusual model?")
-    return Capture(stacked["inputs"], stacked["attn"], stacked["mlp"], stacked["outputs"], logits)
+    return Capture(stacked["inputs"], stacked["attn"], stacked["mlp"], stacked["outputs"], logits, logits_from)
 
 
 # --------------------------------------------------------------------------------------------------
