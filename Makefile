@@ -50,7 +50,7 @@ test: $(STAMP) $(LOWEST)/.stamp
 	@{ nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
 	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }; } & vllm=$$!; \
 	  SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
-	    $(PY) -m pytest -n $(PYTEST_WORKERS); status=$$?; \
+	    $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=12; status=$$?; \
 	  wait $$vllm; \
 	  if test -f $(VLLM_VENV)/.install-failed; then tail -30 $(VLLM_VENV).log; echo "make vllm-env failed"; exit 1; fi; \
 	  exit $$status
