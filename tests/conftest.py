@@ -119,9 +119,11 @@ BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
 
 
 ENVIRONMENTS = "tests/test_environments.py"
-# Half of the lowest-transformers suite runs on the book's worker after the book, the other half and vLLM's suite on
-# the unit tests' worker (measured on 2 cores: the book and its tests about 380 s, the unit tests about 250 s).
-AFTER_THE_BOOK = f"{ENVIRONMENTS}::test_the_unit_tests_pass_on_the_lowest_supported_transformers[1]"
+# vLLM's data-parallel test runs on the book's worker after the book, the rest of vLLM's suite and the
+# lowest-transformers suite on the unit tests' worker. Measured by a fresh clone's make test on 2 cores: the book and
+# its tests about 380 s, the unit tests about 250 s, vLLM's suite 221 s (its data-parallel test 80 of them), each half
+# of the lowest-transformers suite 57 s.
+AFTER_THE_BOOK = f"{ENVIRONMENTS}::test_the_vllm_engine_tests_pass_in_vllms_environment[data-parallel]"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -15,6 +15,9 @@ import helpers
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 
+# The package's own structure, the same on every transformers version: one run (the lowest-transformers run skips it).
+pytestmark = pytest.mark.once
+
 
 def _modules() -> dict[str, ast.Module]:
     found = {}
