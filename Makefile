@@ -40,16 +40,17 @@ book: $(STAMP)
 # Two pytest workers (pytest-xdist): one builds and checks the smoke book (its notebook kernels on one thread, see
 # tests/conftest.py), the other runs the unit tests beside it (tests/conftest.py keeps the book's tests together).
 # The session ends with the unit tests in the two other environments (tests/test_environments.py): the lowest
-# supported transformers, and vLLM's environment, which installs in the background meanwhile, at the lowest CPU
-# priority; whichever worker is free first takes them. PYTEST_WORKERS=0 runs everything in one process.
+# supported transformers, and vLLM's environment. That one installs in the background from the start, at the
+# lowest CPU priority, beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is
+# ready before the unit tests' worker needs it. PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-test: $(STAMP) $(LOWEST)/.stamp
-	$(PY) -m ruff check helpers tests
+test:
 	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed
 	@{ nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
 	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }; } & vllm=$$!; \
-	  SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
+	  $(MAKE) --no-print-directory $(STAMP) $(LOWEST)/.stamp && $(PY) -m ruff check helpers tests \
+	  && SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
 	    $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=12; status=$$?; \
 	  wait $$vllm; \
 	  if test -f $(VLLM_VENV)/.install-failed; then tail -30 $(VLLM_VENV).log; echo "make vllm-env failed"; exit 1; fi; \

@@ -2,9 +2,9 @@
 transformers (an overlay on this environment's packages) and in vLLM's own environment (.venv-vllm).
 
 They are the session's last tests, split so that the two pytest-xdist workers end together: the worker of the
-smoke book takes vLLM's data-parallel test (two engine cores: the suite's longest) after the book
-(tests/conftest.py), the worker of the unit tests the rest of vLLM's suite and both halves of the
-lowest-transformers suite, and no second pass runs after the session. `make test` names the environments
+smoke book takes both halves of the lowest-transformers suite after the book (tests/conftest.py), the worker of the
+unit tests vLLM's suite, whose environment `make test` began installing before everything else, and no second
+pass runs after the session. `make test` names the environments
 (SVD_LOWEST_TRANSFORMERS, SVD_VLLM_ENV); a plain `pytest` skips these tests and `make test-lowest` or
 `make test-vllm` runs the same suites on their own.
 """
@@ -56,13 +56,7 @@ def test_the_unit_tests_pass_on_the_lowest_supported_transformers(part):
             {**os.environ, "PYTHONPATH": folder, "SVD_EXPECT_TRANSFORMERS": version})
 
 
-VLLM_TESTS = "tests/test_vllm_engine.py"
-DATA_PARALLEL = f"{VLLM_TESTS}::test_two_data_parallel_engine_cores_give_the_single_engines_chains_and_particles"
-VLLM_PARTS = {"data-parallel": [DATA_PARALLEL], "one-process": [VLLM_TESTS, "--deselect", DATA_PARALLEL]}
-
-
-@pytest.mark.parametrize("part", VLLM_PARTS)
-def test_the_vllm_engine_tests_pass_in_vllms_environment(part):
+def test_the_vllm_engine_tests_pass_in_vllms_environment():
     if not VLLM:
         pytest.skip("make test runs this: SVD_VLLM_ENV names vLLM's environment")
     venv = Path(VLLM)
@@ -73,7 +67,7 @@ def test_the_vllm_engine_tests_pass_in_vllms_environment(part):
             tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
             pytest.fail(f"vLLM's environment {venv} was not installed:\n{tail}", pytrace=False)
         time.sleep(2)
-    _pytest(str(venv / "bin" / "python"), ["-m", "vllm", *VLLM_PARTS[part]],
+    _pytest(str(venv / "bin" / "python"), ["-m", "vllm", "tests/test_vllm_engine.py"],
             {**os.environ, "SVD_REQUIRE_VLLM": "1"})
 
 
@@ -83,6 +77,8 @@ def test_the_parts_cover_every_unit_test_file_once():
     assert "tests/test_decoding.py" in unit_files() and "tests/test_book.py" not in unit_files()
 
 
-def test_the_vllm_parts_name_a_test_that_exists():
-    source = (TESTS.parent / VLLM_TESTS).read_text()
-    assert f"def {DATA_PARALLEL.rpartition('::')[2]}(" in source
+def test_the_tests_after_the_book_exist():
+    from conftest import AFTER_THE_BOOK
+
+    path, _, name = AFTER_THE_BOOK.partition("::")
+    assert path == f"tests/{Path(__file__).name}" and callable(globals().get(name))
