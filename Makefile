@@ -43,13 +43,14 @@ book: $(STAMP)
 # supported transformers, and vLLM's environment. That one installs in the background from the start, at the
 # lowest CPU priority, beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is
 # ready before the unit tests' worker needs it. If this environment's setup or the lint fails, that install (its
-# own process group, by setsid) is stopped at once, not awaited. PYTEST_WORKERS=0 runs everything in one process.
+# own process group, by setsid) is stopped at once, not awaited, and so it is on Ctrl-C. PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
 test:
 	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed
 	@setsid sh -c 'nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
 	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }' & vllm=$$!; \
+	  trap 'kill -- -'$$vllm' 2>/dev/null; exit 130' INT TERM HUP; \
 	  if $(MAKE) --no-print-directory $(STAMP) $(LOWEST)/.stamp && $(PY) -m ruff check helpers tests; then \
 	    SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
 	      $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=12; status=$$?; \
