@@ -77,7 +77,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
                              {d: model_cost(model.config, d) for d in chosen})
-        del model
+        del model, shallow  # the truncations share the model's weights: keep neither while the next model runs
     return sweeps
 
 

@@ -1,0 +1,73 @@
+"""A chapter that runs several models (or one model in two formats) holds one of them in memory at a time.
+
+The default book's chapter 03 reached 8.2 GiB because the sweep kept the first model alive, through its
+truncations, while the second one loaded and decoded: a laptop of 8 GiB could not build it.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+from conftest import make_tiny
+
+from helpers.data.problems import Problem
+
+PROBLEMS = [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1),
+            Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
+
+
+@pytest.fixture
+def two_models(tmp_path_factory) -> list[str]:
+    return [str(make_tiny(kind, tmp_path_factory.mktemp(f"two-{kind}"))) for kind in ("llama", "qwen2")]
+
+
+def _one_at_a_time(module, monkeypatch) -> list[str]:
+    """Make `module.load_model` fail if a model it handed out earlier is still alive when the next one loads."""
+    real = module.load_model
+    alive: list[tuple[str, weakref.ref]] = []
+    loaded: list[str] = []
+
+    def load_model(name, *args, **kwargs):
+        gc.collect()
+        held = [earlier for earlier, ref in alive if ref() is not None]
+        assert not held, f"{held} still in memory while {name} loads"
+        model, tokenizer, info = real(name, *args, **kwargs)
+        alive.append((name, weakref.ref(model)))
+        loaded.append(name)
+        return model, tokenizer, info
+
+    monkeypatch.setattr(module, "load_model", load_model)
+    return loaded
+
+
+def test_the_depth_sweep_holds_one_model_at_a_time(two_models, tmp_path, monkeypatch):
+    from helpers.chapters import stitch
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    loaded = _one_at_a_time(stitch, monkeypatch)
+    sweeps = stitch.sweep(two_models, PROBLEMS, methods=["stitch", "naive"], depths=None, span=1, depth_step=1,
+                          kl_fraction=0.5, overlap_threshold=0.3, n_agreement=1, max_new_tokens=4, shots=0,
+                          batch_size=4)
+    assert loaded == two_models and set(sweeps) == set(two_models)
+
+
+def test_the_lens_study_holds_one_model_at_a_time(two_models, tmp_path, monkeypatch):
+    from helpers.chapters import logit_lens
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    loaded = _one_at_a_time(logit_lens, monkeypatch)
+    study = logit_lens.lens_study(two_models, PROBLEMS, max_new_tokens=4, shots=0, batch_size=4, kl_fraction=0.5,
+                                  overlap_threshold=0.3, explorer_positions=2)
+    assert loaded == two_models and len(study.summary) == 2
+
+
+def test_the_appendix_holds_one_format_at_a_time(two_models, tmp_path, monkeypatch):
+    from helpers.chapters import precision
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    loaded = _one_at_a_time(precision, monkeypatch)
+    precision.compare_dtypes(two_models[0], PROBLEMS, PROBLEMS[:1], max_new_tokens=4, shots=0, batch_size=2,
+                             n_lens=1, span=1)
+    assert loaded == [two_models[0]] * 2
