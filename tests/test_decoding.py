@@ -114,7 +114,7 @@ def test_truncated_model_decodes_as_when_re_encoded(tiny):
     assert [c.tokens for c in cached] == [c.tokens for c in slow]
 
 
-def test_the_engine_runs_in_bfloat16(tiny_dir):
+def test_the_engine_runs_in_bfloat16(tiny_dir, monkeypatch):
     """The GPU's dtype, on the CPU: the KV buffer takes the model's dtype, and each greedy token with its recorded
     log p is what re-encoding the whole sequence in that dtype gives, to bfloat16's resolution. (Comparing two
     whole greedy decodes instead is fragile: one near-tie decided differently changes every later token.)"""
@@ -123,9 +123,18 @@ def test_the_engine_runs_in_bfloat16(tiny_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.bfloat16).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     prompts = _prompts(tokenizer)
-    engine = CachedEngine(model)
-    cached = decode(model, prompts, 8, [], engine=engine)
-    assert engine.cache.keys.dtype == torch.bfloat16
+    from helpers.engines import slot
+
+    made = []
+
+    class Recorded(slot.SlotCache):  # the engine lets go of its buffer when a run ends: look at it as it is made
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self.keys.dtype)
+
+    monkeypatch.setattr(slot, "SlotCache", Recorded)
+    cached = decode(model, prompts, 8, [], engine=CachedEngine(model))
+    assert made == [torch.bfloat16]
     for prompt, completion in zip(prompts, cached, strict=True):
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([prompt + completion.tokens])).logits[0, len(prompt) - 1:-1]

@@ -150,12 +150,15 @@ class CachedEngine(Engine):
         self._encode_shared_prefix(todo)
         waiting = deque(todo)
         self._admit(waiting)
-        while any(slot.task is not None for slot in self.slots):
-            if not any(slot.decoding for slot in self.slots):
-                raise self.driver.stranded()
-            self._step()
-            self._admit(waiting)
-        return self.driver.results
+        try:
+            while any(slot.task is not None for slot in self.slots):
+                if not any(slot.decoding for slot in self.slots):
+                    raise self.driver.stranded()
+                self._step()
+                self._admit(waiting)
+            return self.driver.results
+        finally:  # the KV buffer (GBs at a full batch) goes now, not when the collector breaks engine <-> driver
+            self.cache = self.driver = None
 
     # ---- prompts -------------------------------------------------------------------------------------
 
