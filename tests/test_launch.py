@@ -11,16 +11,17 @@ from helpers.runner import launch
 from helpers.runner.profiles import NOTEBOOKS, RunError, toc_chapters
 
 
-def test_each_profiles_memory_is_its_largest_model_plus_the_kernel():
-    assert launch.profile_memory("smoke") == pytest.approx(launch.PEAK_GIB["smollm2-135m"] + launch.KERNEL_GIB)
-    assert launch.profile_memory("default") == pytest.approx(launch.PEAK_GIB["qwen2.5-coder-0.5b"] + launch.KERNEL_GIB)
+def test_each_profiles_memory_is_its_largest_model_decoding_plus_the_kernel():
+    for profile, model in (("smoke", "smollm2-135m"), ("default", "qwen2.5-coder-0.5b")):
+        assert launch.profile_memory(profile) == pytest.approx(launch.PEAK_GIB[model] + launch.DECODE_GIB[model]
+                                                               + launch.KERNEL_GIB)
     assert launch.profile_memory("paper") is None  # hub models: not sized here
 
 
 def test_binder_is_told_that_smoke_fits_and_default_does_not():
     lines = launch.advice(launch.BINDER_GIB, ["smoke", "default", "paper"])
-    assert lines[0].startswith("  smoke: about 1.6 GiB, fits")
-    assert lines[1].startswith("  default: about 3.5 GiB, does not fit")
+    assert lines[0].startswith("  smoke: about 1.9 GiB, fits")
+    assert lines[1].startswith("  default: about 5.3 GiB, does not fit")
     assert "hub models" in lines[2]
 
 
@@ -44,7 +45,7 @@ def test_the_cell_installs_only_what_is_missing_and_names_the_profile(monkeypatc
     monkeypatch.setattr("helpers.runner.run.install_models", lambda profile: asked.append(profile) or [])
     launch.check_setup("smoke")
     out = capsys.readouterr().out
-    assert asked == ["smoke"] and "Set up for the 'smoke' profile." in out and "smoke: about 1.6 GiB" in out
+    assert asked == ["smoke"] and "Set up for the 'smoke' profile." in out and "smoke: about 1.9 GiB" in out
 
 
 @pytest.mark.parametrize("stem", toc_chapters())

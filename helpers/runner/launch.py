@@ -15,9 +15,13 @@ from helpers.core import env
 
 # Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a 4 × 256-token forward pass,
 # measured with `/usr/bin/time -f %M` on the CPU: SmolLM2 1.2, Qwen 0.5B 3.1. The 1.5B is scaled from the 0.5B
-# (6.2 bytes per parameter), not measured. Sampling adds little (KV caches of a few MB).
+# (6.2 bytes per parameter), not measured.
 PEAK_GIB = {"smollm2-135m": 1.2, "qwen2.5-coder-0.5b": 3.1, "qwen2.5-coder-1.5b": 9.6}
 KERNEL_GIB = 0.4  # Jupyter, matplotlib and the widgets beside the model
+# What decoding many rows at once adds (their KV buffer), at the batch the profiles that run the model decode at:
+# the 0.5B's chapter 04 of `default` (128 rows) peaked at 5.3 GiB in all, 1.8 more than the forward pass and the
+# kernel. SmolLM2's chapter 04 of `smoke` (16 rows of MH, SMC and plain decodes) peaked at 1.9 GiB, 0.3 more.
+DECODE_GIB = {"smollm2-135m": 0.3, "qwen2.5-coder-0.5b": 1.8}
 BINDER_GIB = 2.0  # what mybinder.org guarantees a session
 
 
@@ -25,7 +29,8 @@ def profile_memory(profile: str) -> float | None:
     """Estimated peak GiB of a profile's chapters (its largest model), or None for hub models we cannot size."""
     from helpers.runner.run import job_models, plan
 
-    peaks = [PEAK_GIB.get(name) for name in job_models(plan(profile))]
+    names = job_models(plan(profile))
+    peaks = [PEAK_GIB[n] + DECODE_GIB.get(n, 0.0) if n in PEAK_GIB else None for n in names]
     return None if not peaks or None in peaks else max(peaks) + KERNEL_GIB
 
 
