@@ -42,8 +42,9 @@ book: $(STAMP)
 # The session ends with the unit tests in the two other environments (tests/test_environments.py): the lowest
 # supported transformers, and vLLM's environment. That one installs in the background from the start, at the
 # lowest CPU priority, beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is
-# ready before the unit tests' worker needs it. If this environment's setup or the lint fails, that install (its
-# own process group, by setsid) is stopped at once, not awaited, and so it is on Ctrl-C. PYTEST_WORKERS=0 runs everything in one process.
+# ready before the unit tests' worker needs it. If this environment's setup or the lint fails, or on Ctrl-C, that
+# install (its own process group, by setsid) is stopped at once, not awaited. PYTEST_WORKERS=0 runs everything in
+# one process.
 PYTEST_WORKERS ?= 2
 
 test:

@@ -74,6 +74,14 @@ def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0, hidden_si
     return path
 
 
+def tiny_problems():
+    """Two problems in the tiny tokenizer's words, for pipelines run end to end on the tiny models."""
+    from helpers.data.problems import Problem
+
+    return [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1),
+            Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
+
+
 @pytest.fixture(scope="session", params=["llama", "qwen2"])
 def tiny_dir(request, tmp_path_factory) -> Path:
     return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))

@@ -10,12 +10,9 @@ import gc
 import weakref
 
 import pytest
-from conftest import make_tiny
+from conftest import make_tiny, tiny_problems
 
-from helpers.data.problems import Problem
-
-PROBLEMS = [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1),
-            Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
+PROBLEMS = tiny_problems()
 
 pytestmark = pytest.mark.once  # what holds a model is this project's code, the same under every transformers
 

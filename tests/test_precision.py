@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import tiny_problems
 
-from helpers.data.problems import Problem
 from helpers.evaluation.decodes import DecodeSettings, decode_run, solve
 from helpers.models import precision
 from helpers.results.identity import model_identity
@@ -56,8 +56,7 @@ def test_a_loaded_model_runs_in_the_dtype_asked_for(tiny_dir):
     assert info.dtype == "float32" and next(model.parameters()).dtype == torch.float32
 
 
-PROBLEMS = [Problem(id="p0", question="Ada has 3 apples .", answer="3", level=1),
-            Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
+PROBLEMS = tiny_problems()
 
 
 def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp_path):
