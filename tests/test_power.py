@@ -138,3 +138,32 @@ def test_toy_tests_touch_no_transformers_code():
     check = "import sys, helpers.samplers.power, helpers.samplers.toy, helpers.evaluation.cost; print('transformers' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+SCHEDULE = dict(alpha=2.0, block_size=2, mcmc_steps=4, max_new_tokens=4)
+
+
+@pytest.mark.toy
+def test_reference_mode_follows_the_published_block_schedule():
+    """Reference mode's law is the published loop's, enumerated over every path (`reference_law`), on a toy where
+    that loop and growth to the cap kB give laws apart by more than the sampling noise."""
+    from helpers.samplers.toy import noise_floor, reference_law
+
+    model = ToyLM(vocab=4, seed=1, sharpness=1.0)  # EOS first about 30% of the time under p^2
+    published = reference_law(model, [1], **SCHEDULE)
+    capped = reference_law(model, [1], **SCHEDULE, growth="cap")
+    assert sum(published.values()) == pytest.approx(1.0, abs=1e-9)
+    n = 4000
+    floor = noise_floor(published, n)
+    assert tv_distance(published, capped) > 4 * floor  # the toy tells the two schedules apart
+    cfg = PowerConfig(mode="reference", **SCHEDULE)
+    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], cfg, list(range(n)))
+    tv = tv_distance(empirical(c.tokens for c in chains), published)
+    assert tv < 2 * floor, f"TV {tv:.4f} from the published loop's law, noise floor {floor:.4f}"
+    assert tv_distance(empirical(c.tokens for c in chains), capped) > 3 * floor
+
+
+def test_reference_mode_records_are_keyed_by_their_schedule():
+    """Records of the schedule before the published one are never reused: reference mode's key names it."""
+    assert PowerConfig(mode="reference").as_dict()["schedule"] == "extend"
+    assert "schedule" not in PowerConfig(mode="exact").as_dict()  # the exact mode's keys stay as they were

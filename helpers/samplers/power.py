@@ -7,9 +7,11 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   completion (absorbing); a proposal runs to EOS or to the current block's end, so it may be longer or
   shorter than the current state; the ratio covers both full suffixes; the cut point is uniform over the
   current state's positions, so the Hastings term log(t_x) − log(t_y) corrects for the two lengths.
-* `reference`: what the published code does: a top-k 50 proposal, a suffix regenerated only up to the
+* `reference`: what the published code does: each block extends the current sequence by B tokens from
+  wherever it stands (so a chain whose EOS-ending suffix was replaced by a same-length one without EOS grows
+  from its own length, not to a fixed cap kB), a top-k 50 proposal, a suffix regenerated only up to the
   current length, the ratio over the proposal's length, no cut-point correction, EOS checked after each
-  block (in the generated tokens only).
+  block (in the generated tokens only). `helpers.samplers.toy.published_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
 Each chain is a program (`_chain`) that asks an engine of `helpers.engines.protocol` for extensions: `CachedEngine`
@@ -33,6 +35,11 @@ from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.work import Work, one_work, run_together
 
 __all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "chain_work", "power_sample", "run_chains"]
+
+
+# How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
+# Part of reference mode's store key, so records of the earlier schedule (growth to the cap kB) are never reused.
+REFERENCE_SCHEDULE = "extend"
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,11 @@ class PowerConfig:
 
     def as_dict(self) -> dict:
         """The settings that change a chain's numbers, for store keys (the length is keyed by its caller)."""
-        return {"alpha": float(self.alpha), "block_size": self.block_size, "mcmc_steps": self.mcmc_steps,
-                "mode": self.mode, "top_k": self.proposal_top_k}
+        settings = {"alpha": float(self.alpha), "block_size": self.block_size, "mcmc_steps": self.mcmc_steps,
+                    "mode": self.mode, "top_k": self.proposal_top_k}
+        if self.mode == "reference":  # records before the published block schedule (growth to a cap kB) stay apart
+            settings["schedule"] = REFERENCE_SCHEDULE
+        return settings
 
     @property
     def target(self) -> Target:
@@ -142,7 +152,10 @@ def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
     """One MH chain as a program: it asks the engine for a block's growth and for each move's proposal."""
     alpha = cfg.alpha
     for block in range(math.ceil(cfg.max_new_tokens / cfg.block_size)):
-        cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
+        if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands
+            cap = min(len(c.tokens) + cfg.block_size, cfg.max_new_tokens)
+        else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
+            cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
         if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
             c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0

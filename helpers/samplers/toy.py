@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
@@ -89,3 +90,91 @@ def noise_floor(law: dict, n: int, repeats: int = 20, seed: int = 0) -> float:
     rng = np.random.default_rng(seed)
     return float(np.mean([tv_distance(empirical(draw_exact(law, n, rng)), law) for _ in range(repeats)]))
 
+
+
+# --------------------------------------------------------------------------------------------------
+# The published MH loop's law, enumerated (independent of the sampler's code, to test it against)
+# --------------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def _next_logprobs(model, ids: tuple[int, ...], temperature: float, top_k: int) -> tuple[list[float], list[float]]:
+    """log p (T = 1) and log q (temperature, then top-k) of every next token after `ids`."""
+    logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    logp = torch.log_softmax(logits, -1)
+    scaled = logits / temperature
+    if 0 < top_k < scaled.numel():
+        scaled = scaled.masked_fill(scaled < torch.topk(scaled, top_k).values[-1], -math.inf)
+    return logp.tolist(), torch.log_softmax(scaled, -1).tolist()
+
+
+def reference_law(model, prompt: Sequence[int], alpha: float, block_size: int, mcmc_steps: int,
+                  max_new_tokens: int, top_k: int = 50, growth: str = "extend") -> dict[tuple[int, ...], float]:
+    """The exact law of the published power-sampling loop (reference mode) over completions, by enumeration.
+
+    Each block extends the chain by `block_size` tokens from its current length (`growth="extend"`, the published
+    loop; `"cap"` grows it to (k+1)·B instead, the schedule this book's reference mode ran before), then makes
+    `mcmc_steps` moves: a cut i uniform over the generated positions, a suffix from the proposal (T = 1/α, top-k)
+    of at most t − i tokens, accepted with probability min(1, r), r over the proposal's length; after a block's
+    moves a chain holding EOS ends there. Every path is summed, so this is exact for a model small enough
+    (vocabulary and `max_new_tokens` of a few tokens).
+    """
+    if growth not in ("extend", "cap"):
+        raise ValueError(f"growth must be 'extend' or 'cap', got {growth!r}")
+    prompt = tuple(prompt)
+    memo: dict[tuple[int, ...], tuple[list[float], list[float]]] = {}
+
+    def step(ids):
+        if ids not in memo:
+            memo[ids] = _next_logprobs(model, prompt + ids, 1.0 / alpha, top_k)
+        return memo[ids]
+
+    def suffixes(prefix: tuple[int, ...], n: int) -> list[tuple[tuple[int, ...], float, float]]:
+        """Every proposal of at most n tokens after `prefix`: (tokens, log q, log p), stopping at EOS."""
+        out, frontier = [], [((), 0.0, 0.0)]
+        while frontier:
+            grown = []
+            for y, lq, lp in frontier:
+                if len(y) == n or (y and y[-1] == EOS):
+                    out.append((y, lq, lp))
+                    continue
+                logp, logq = step(prefix + y)
+                grown += [((*y, v), lq + logq[v], lp + logp[v]) for v in range(len(logq)) if logq[v] > -math.inf]
+            frontier = grown
+        return out
+
+    def token_logs(x: tuple[int, ...]) -> tuple[list[float], list[float]]:
+        logp, logq = zip(*((step(x[:j])[0][x[j]], step(x[:j])[1][x[j]]) for j in range(len(x))), strict=True) \
+            if x else ((), ())
+        return list(logp), list(logq)
+
+    law = {(): 1.0}
+    finished: dict[tuple[int, ...], float] = {}
+    for block in range(math.ceil(max_new_tokens / block_size)):
+        grown: dict[tuple[int, ...], float] = {}
+        for x, w in law.items():
+            end = len(x) + block_size if growth == "extend" else (block + 1) * block_size
+            for y, lq, _ in suffixes(x, min(end, max_new_tokens) - len(x)):
+                grown[x + y] = grown.get(x + y, 0.0) + w * math.exp(lq)
+        law = grown
+        for _ in range(mcmc_steps):
+            moved: dict[tuple[int, ...], float] = {}
+            for x, w in law.items():
+                t = len(x)
+                logp, logq = token_logs(x)
+                for i in range(t):
+                    for y, lq, lp in suffixes(x[:i], t - i):
+                        s = len(y)
+                        log_r = alpha * lp - alpha * sum(logp[i:i + s]) + sum(logq[i:i + s]) - lq
+                        move = w / t * math.exp(lq)
+                        accept = min(1.0, math.exp(min(log_r, 0.0)))
+                        moved[x[:i] + y] = moved.get(x[:i] + y, 0.0) + move * accept
+                        moved[x] = moved.get(x, 0.0) + move * (1.0 - accept)
+            law = moved
+        for x, w in list(law.items()):
+            if EOS in x:
+                finished[x] = finished.get(x, 0.0) + w
+                del law[x]
+    for x, w in law.items():
+        finished[x] = finished.get(x, 0.0) + w
+    return finished
