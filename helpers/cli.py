@@ -7,6 +7,8 @@ bench            benchmarks that print measured ratios as JSON
 glued-diff       compare the glued values of two builds
 install-models   install the wheels of a profile's embedded models
 notebook-code    lines of code, definitions and loops in the chapter notebooks
+release          the results release: add the local store's checked records, or say what it holds
+audit            re-derive released decodes with the model here (teacher-forced log-probs, greedy argmax, counts)
 """
 
 from __future__ import annotations
@@ -20,16 +22,41 @@ from pathlib import Path
 MAX_PROBLEMS = 100_000
 
 
+BUDGET_SPENT = 3  # `run --budget` stopped with work left: the same command again goes on
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from '150m', '2.5h', '90s' or a plain number of seconds; a clear error otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    body, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        value = float(body) * unit
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"a budget is a positive time such as 150m, 2.5h or 90s, not {text!r}")
+    return value
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    from helpers.core.env import REPO
-    from helpers.runner.profiles import parse_overrides
+    import os
+
+    from helpers.core import env
+    from helpers.runner.profiles import BudgetSpent, parse_overrides
     from helpers.runner.run import run
 
     overrides = parse_overrides(args.param)
     if args.dtype is not None:
         overrides["dtype"] = args.dtype
-    run(args.profile, overrides, only=args.only, out_root=Path(args.out) if args.out else REPO,
-        build=not args.no_build, strict=args.strict)
+    if args.no_release:
+        os.environ[env.RELEASE] = "off"  # the kernels inherit it
+    try:
+        run(args.profile, overrides, only=args.only, out_root=Path(args.out) if args.out else env.REPO,
+            build=not args.no_build, strict=args.strict, budget=args.budget)
+    except BudgetSpent as spent:
+        print(f"[run] budget spent: {spent}. Every finished record is in the results store; run the same command "
+              "again to go on.", flush=True)
+        return BUDGET_SPENT
     return 0
 
 
@@ -194,6 +221,47 @@ def _notebook_code(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release(args: argparse.Namespace) -> int:
+    from helpers.runner import publish
+
+    if args.action == "status":
+        print(publish.status(Path(args.release) if args.release else None))
+        return 0
+    batch = publish.add(Path(args.store) if args.store else None, Path(args.release) if args.release else None,
+                        Path(args.build) if args.build else None, args.commit, dry_run=args.dry_run)
+    for line in batch.refused[:20]:
+        print(f"refused {line}")
+    if batch.refused:
+        print(f"{len(batch.refused)} records refused: nothing was released (fix or remove them, then add again)")
+        return 1
+    total = sum(batch.added.values())
+    verb = "would release" if args.dry_run else f"released as batch {batch.name}"
+    print(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
+          + ("" if args.dry_run or not total else f"; {len(batch.files)} new files"))
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from helpers.evaluation.audit import audit, auditable
+    from helpers.runner import publish
+
+    records = publish.released_records(Path(args.release) if args.release else None)
+    candidates = [r for r in records if auditable(r) is None]
+    chosen = publish.sample_records(candidates, None if args.all else args.sample, args.seed)
+    report = audit(chosen)
+    report.skipped.update({why: n for why, n in _skipped(records).items()})
+    print(report.summary())
+    return 1 if report.failed else 0
+
+
+def _skipped(records: list[dict]) -> dict[str, int]:
+    from collections import Counter
+
+    from helpers.evaluation.audit import auditable
+
+    return dict(Counter(why for r in records if (why := auditable(r))))
+
+
 def _dtype_flag(parser: argparse.ArgumentParser) -> None:
     from helpers.models.precision import CHOICES
 
@@ -216,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write book/chapters and _build under this folder instead of the repository")
     p.add_argument("--no-build", action="store_true", help="execute the notebooks but do not build the book")
     p.add_argument("--strict", action="store_true", help="treat stderr output in a notebook as an error")
+    p.add_argument("--budget", type=parse_duration, metavar="TIME",
+                   help="stop when this much time is spent (150m, 2.5h, 90s), every finished record stored; exit "
+                   f"status {BUDGET_SPENT} says work is left and the same command goes on")
+    p.add_argument("--no-release", action="store_true",
+                   help="ignore the results release (release/): recompute what the local store lacks")
     _dtype_flag(p)
     p.set_defaults(func=_cmd_run)
 
@@ -281,6 +354,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("notebook-code", help="lines of code, definitions and loops in the chapter notebooks")
     p.add_argument("folder", nargs="?", default="notebooks")
     p.set_defaults(func=_notebook_code)
+
+    p = sub.add_parser("release", help="the results release: add the local store's checked records, or show it")
+    p.add_argument("action", choices=("add", "status"),
+                   help="add: release the local store's records the release lacks, each checked (shape, key, "
+                   "weights), as one new batch; status: what the release holds")
+    p.add_argument("--store", help="the local store to add from (default: SVD_RESULTS or results/)")
+    p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
+    p.add_argument("--build", help="the folder of the build whose run_config.json says which chapter used which "
+                   "records (default: the checkout)")
+    p.add_argument("--commit", help="the commit that computed the records (default: HEAD)")
+    p.add_argument("--dry-run", action="store_true", help="check and count, write nothing")
+    p.set_defaults(func=_release)
+
+    p = sub.add_parser("audit", help="re-derive released decodes with the model on this machine")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--sample", type=int, default=20, metavar="K", help="audit K random records (default 20)")
+    which.add_argument("--all", action="store_true", help="audit every released decode")
+    p.add_argument("--seed", type=int, default=0, help="which K records --sample draws")
+    p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
+    p.set_defaults(func=_audit)
     return parser
 
 
@@ -288,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.data.problems import DataError
     from helpers.models import precision
     from helpers.models.registry import ModelLoadError
+    from helpers.results.release import ReleaseError
     from helpers.results.store import StoreError
     from helpers.runner.profiles import RunError
 
@@ -296,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "dtype", None) is not None:
             precision.use(args.dtype)
         return args.func(args)
-    except (RunError, ModelLoadError, DataError, StoreError, ValueError) as exc:
+    except (RunError, ModelLoadError, DataError, StoreError, ReleaseError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and closed early

@@ -31,6 +31,8 @@ from helpers.interp.skip_effects import later_layer_profile
 from helpers.models.loading import ModelInfo, load_model
 from helpers.results.identity import sequence_key
 
+ERASURE_SHAPE = [[float]]  # a stored erasure / integrated-gradients record: one row of scores per position
+
 RULES = ("cosine", "kl", "overlap")
 ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
 
@@ -105,7 +107,7 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
             ig_components: Sequence[str], probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = analysis_run("erasure_ig", model, shape=[[float]], baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
+    run = analysis_run("erasure_ig", model, shape=ERASURE_SHAPE, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
     rows = list(range(0, info.n_layers + 1, probe_stride))
     out = []
     for prompt, answer in PROBES:

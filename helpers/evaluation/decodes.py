@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from helpers.core import pulse
 from helpers.core.checks import is_count
 from helpers.core.progress import bar
 from helpers.data.problems import Problem, build_prompt
@@ -246,14 +247,19 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
                 row.variant = next(i for i, m in enumerate(models) if m is d.model)
         works.append(work)
         prompts.append(ps)
-    done = bar(total=sum(len(d.jobs) for d in decodes), desc="+".join(dict.fromkeys(d.settings.method for d in decodes)),
-               progress=progress)
+    what = "+".join(dict.fromkeys(d.settings.method for d in decodes))
+    total = sum(len(d.jobs) for d in decodes)
+    done = bar(total=total, desc=what, progress=progress)
+    stored = [0]  # a disabled bar counts nothing
+    pulse.records(0, total, what)
 
     def store(w: int, i: int, c: Completion) -> None:
         d = decodes[w]
         p, s = d.jobs[i]
         d.run.add(d.key(p, s), _record(p, tokenizer, prompts[w][i], c), seconds=c.seconds, seed=s)
         done.update(1)
+        stored[0] += 1
+        pulse.records(stored[0], total, what)
 
     try:
         with done:

@@ -23,19 +23,24 @@ from filelock import FileLock, Timeout
 
 from helpers.core import env
 
-_usage: dict[str, set] = {"reused": set(), "computed": set()}
+_usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
 
-def _note(kind: str, run_hash: str, key: str) -> None:
+def _note(kind: str, run: Run, key: str) -> None:
     if os.environ.get(env.STORE_USAGE):
-        _usage[kind].add((run_hash, key))
+        _usage[kind].add((run.hash, key))
+        _usage["runs"].add(f"{run.experiment}/{run.hash}")
+        if kind == "reused" and key in run.released:
+            _usage["released"].add((run.hash, key))
 
 
 def _write_usage(path: str) -> None:
-    """The records this process reused and computed, and its peak resident memory (MiB; the runner's table of
-    chapter times and memory, which the instructor's page quotes)."""
+    """The records this process reused (and how many of them from the release) and computed, the runs it used, and
+    its peak resident memory (MiB; the runner's table of chapter times and memory, which the instructor's page
+    quotes, and the release's counts per chapter)."""
     computed = _usage["computed"]
-    usage = {"reused": len(_usage["reused"] - computed), "computed": len(computed)}
+    usage = {"reused": len(_usage["reused"] - computed), "computed": len(computed),
+             "released": len(_usage["released"] - computed), "runs": sorted(_usage["runs"])}
     try:
         import resource
 
@@ -129,7 +134,31 @@ class Run:
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
         self._lock = None
+        self._released = self._load_released()
         self._load()
+
+    @property
+    def released(self) -> frozenset[str]:
+        """The keys whose records come from the results release (`helpers.results.release`), never rewritten."""
+        return frozenset(self._released)
+
+    def _load_released(self) -> dict[str, dict]:
+        """This run's released records, each checked like a stored line; one that fails is reported and computed
+        locally instead."""
+        from helpers.results.release import released_lines
+
+        released, bad = {}, 0
+        for raw in released_lines(self.experiment, self.hash):
+            _, record = self._verdict(raw)
+            if record is None:
+                bad += 1
+            else:
+                released[record["key"]] = record
+        if bad:
+            print(f"[store] {bad} released record{'s' if bad > 1 else ''} of {self.experiment}/{self.hash} cannot be "
+                  "used here (unreadable or of another shape); their units are computed locally", file=sys.stderr,
+                  flush=True)
+        return released
 
     def _verdict(self, raw: bytes) -> tuple[str, dict | None]:
         """('ok', record), ('other', None) for another configuration's line, or ('unreadable' | 'wrong shape',
@@ -147,7 +176,7 @@ class Run:
         return "ok", record
 
     def _load(self) -> None:
-        self._records = {}
+        self._records = dict(self._released)
         self._loaded_size = self._size()
         self._bad = 0
         if not self.path.is_file():
@@ -160,7 +189,7 @@ class Run:
                 verdict, record = self._verdict(raw)
                 if verdict in bad:
                     bad[verdict] += 1  # that unit is simply redone
-                elif record is not None:
+                elif record is not None and record["key"] not in self._released:  # a released record wins
                     self._records[record["key"]] = record
         self._bad = sum(bad.values())
         for what, n in bad.items():
@@ -278,7 +307,7 @@ class Run:
         record = self._records.get(key)
         if record is None:
             return None
-        _note("reused", self.hash, key)
+        _note("reused", self, key)
         return record["result"]
 
     def seconds(self, key: str) -> float | None:
@@ -289,7 +318,7 @@ class Run:
     def results(self) -> dict[str, Any]:
         """All stored results by key."""
         for k in self._records:
-            _note("reused", self.hash, k)
+            _note("reused", self, k)
         return {k: r["result"] for k, r in self._records.items()}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -309,7 +338,7 @@ class Run:
                 os.fsync(fh.fileno())
             self._records[key] = record
             self._loaded_size = self._size()
-        _note("computed", self.hash, key)
+        _note("computed", self, key)
 
     def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
         """Stored result of `key`, computing and storing it first if missing.
@@ -324,5 +353,5 @@ class Run:
                     result = fn()
                     self.add(key, result, time.perf_counter() - start, seed)
                     return self._records[key]["result"]
-        _note("reused", self.hash, key)
+        _note("reused", self, key)
         return self._records[key]["result"]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers.core import env
-from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, Job, RunError
+from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, BudgetSpent, Job, RunError
 
 
 def _error_cell(nb_path: Path) -> str:
@@ -103,8 +103,70 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False) -> None:
-    """Run one notebook with papermill into out_root/book/chapters/."""
+def pulse_log(out_root: Path, stem: str) -> Path:
+    """Where a chapter's decode loop logs its progress and sustained rate (`helpers.core.pulse`), kept after the run."""
+    return out_root / "_build" / "pulse" / f"{stem}.jsonl"
+
+
+class _Watch:
+    """Prints a chapter's progress from its pulse log every `every` seconds: records done of total, tokens/s, rows
+    in flight, an ETA."""
+
+    def __init__(self, stem: str, log: Path, every: float = 30.0):
+        import threading
+
+        self.stem, self.log, self.every = stem, log, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Watch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every):
+            line = progress_line(self.stem, self.log)
+            if line:
+                print("\n" + line, flush=True)
+
+
+def progress_line(stem: str, log: Path) -> str | None:
+    """One line of a chapter's progress from the last entry of its pulse log (None before there is one)."""
+    try:
+        last = json.loads(log.read_text().strip().splitlines()[-1])
+        done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return None
+    width = 20
+    filled = round(width * done / total) if total else 0
+    eta = "?" if not done or done >= total else time.strftime("%H:%M:%S", time.gmtime(elapsed / done * (total - done)))
+    return (f"[run] {stem}: {last.get('what') or 'decode'} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+            f"records, {last.get('tokens_per_s', 0):.1f} tokens/s ({last.get('mean_tokens_per_s', 0):.1f} since the "
+            f"decode began), {last.get('rows', 0)} rows in flight, ETA {eta}")
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether papermill stopped a cell for its time limit (nbclient's CellTimeoutError, wrapped or not)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if "Timeout" in type(exc).__name__ or "timed out" in str(exc).lower():
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+GRACE = 300.0  # seconds past a budget's deadline before a cell that does not decode is stopped from outside
+
+
+def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = False, deadline: float | None = None
+            ) -> None:
+    """Run one notebook with papermill into out_root/book/chapters/. With `deadline` (`run --budget`'s end, seconds
+    since the epoch), the decode loop stops itself there (`helpers.core.pulse`) and a cell still running `GRACE`
+    seconds later is stopped from outside; either raises `BudgetSpent`, with every finished record stored."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -113,20 +175,35 @@ def execute(job: Job, out_root: Path, timeout: int | None, strict: bool = False)
     start = time.perf_counter()
     usage = target.with_suffix(".usage.json")
     usage.unlink(missing_ok=True)
+    log = pulse_log(out_root, job.stem)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
     # The kernel inherits these: explorers print a note, not widgets (helpers.plots.widgets); no tqdm bar is drawn,
     # for it would stay in the page as a stale widget (helpers.core.progress); the kernel counts the stored records
-    # it reuses and computes into `usage`; the launch cell (helpers.runner.launch) has nothing to do.
-    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1"}
+    # it reuses and computes into `usage`, and logs its decoding's progress to `log`; the launch cell
+    # (helpers.runner.launch) has nothing to do.
+    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1",
+                  env.PULSE: str(log)}
+    if deadline is not None:
+        kernel_env[env.DEADLINE] = str(deadline)
+        left = deadline - time.time() + GRACE
+        timeout = left if timeout is None else min(timeout, left)
     try:
-        with environment(kernel_env):
+        with environment(kernel_env), _Watch(job.stem, log):
             papermill.execute_notebook(str(job.source), str(target), parameters=job.parameters,
                                        kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=_progress(job.stem),
-                                       execution_timeout=timeout, log_output=False,
-                                       extra_arguments=KERNEL_ARGUMENTS)
+                                       execution_timeout=None if timeout is None else max(1, int(timeout)),
+                                       log_output=False, extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as exc:
+        job.seconds = time.perf_counter() - start
+        if exc.ename == "BudgetExhausted":
+            raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None
     except Exception as exc:
+        job.seconds = time.perf_counter() - start
+        if deadline is not None and _timed_out(exc):
+            raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
         detail = _error_cell(target) if target.is_file() else str(exc)
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
     job.seconds = time.perf_counter() - start

@@ -22,12 +22,13 @@ from pathlib import Path
 
 from helpers.core import env
 from helpers.runner import glued
-from helpers.runner.execute import DOWNLOADS, execute, write_student_notebook
+from helpers.runner.execute import DOWNLOADS, execute, progress_line, pulse_log, write_student_notebook
 from helpers.runner.params import check_engines, check_job
 from helpers.runner.profiles import (
     BOOK_FILES,
     CHAPTERS,
     NOTEBOOKS,
+    BudgetSpent,
     Job,
     RunError,
     load_profile,
@@ -169,7 +170,9 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
             "versions": versions(), "chapters": {j.stem: {"parameters": j.parameters, "seconds": round(j.seconds, 1),
                                                           "peak_mib": (j.records or {}).get("peak_mib"),
                                                           "computed": (j.records or {}).get("computed"),
-                                                          "reused": (j.records or {}).get("reused")}
+                                                          "reused": (j.records or {}).get("reused"),
+                                                          "released": (j.records or {}).get("released"),
+                                                          "runs": (j.records or {}).get("runs")}
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
     folder.mkdir(parents=True, exist_ok=True)
@@ -308,8 +311,14 @@ def _jupyter_book(out_root: Path, repo: Repository | None, builder: str) -> None
 
 
 def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = env.REPO,
-        build: bool = True, strict: bool = False) -> Path | None:
-    """Execute the profile's chapters and build the book; returns the path of index.html."""
+        build: bool = True, strict: bool = False, budget: float | None = None) -> Path | None:
+    """Execute the profile's chapters and build the book; returns the path of index.html.
+
+    With `budget` (seconds), the run stops when it is spent: the decode under way stops itself, every finished
+    record stored, and `BudgetSpent` says how far the run got; the same call again goes on from there."""
+    if budget is not None and not (isinstance(budget, int | float) and 0 < budget < float("inf")):
+        raise RunError(f"the budget must be a positive time, got {budget!r}")
+    deadline = None if budget is None else time.time() + budget
     jobs = plan(profile, overrides, only)
     check_models(jobs)
     check_engines(jobs)
@@ -321,9 +330,18 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     writable(model_cache(), "SVD_CACHE (the converted models)")
     repo = source_repository() if build else None
     prepare_root(out_root)
-    for job in jobs:
+    for i, job in enumerate(jobs):
+        if deadline is not None and time.time() >= deadline:
+            raise BudgetSpent(f"the budget was spent before {job.stem}; chapters not run: "
+                              + ", ".join(j.stem for j in jobs[i:]))
         print(f"[run] {job.stem} ({profile}) ...", flush=True)
-        execute(job, out_root, timeout, strict)
+        try:
+            execute(job, out_root, timeout, strict, deadline)
+        except BudgetSpent as spent:
+            line = progress_line(job.stem, pulse_log(out_root, job.stem))
+            raise BudgetSpent(f"{spent}; " + (line.removeprefix("[run] ") if line else "no decode had begun")
+                              + ("; chapters not run: " + ", ".join(j.stem for j in jobs[i + 1:]) if jobs[i + 1:]
+                                 else "")) from None
         print(f"[run] {job.stem} done in {job.seconds:.0f} s", flush=True)
     print(time_table(jobs), flush=True)
     write_run_config(out_root, profile, jobs)

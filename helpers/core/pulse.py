@@ -1,0 +1,92 @@
+"""A long run's pulse: decoded tokens, rows in flight and records done, written to a file the runner reads.
+
+The chapters run in kernels the runner starts, whose progress bars are off (`helpers.core.progress`). So the decode
+loop reports here instead: `beat` after every engine step (tokens decoded, rows in flight), `records` as finished
+records are stored. Every `INTERVAL` seconds, and when records finish, one JSON line goes to the file named by
+$SVD_PULSE (nothing is written without it): the runner prints progress from the last line (records done of total,
+tokens/s, an ETA) and keeps the file as the run's minute-by-minute log of its sustained rate.
+
+`run --budget` sets $SVD_DEADLINE (seconds since the epoch): past it, `beat` raises `BudgetExhausted` from inside
+the decode loop, so the kernel stops with every finished record already stored (each is written as it ends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from helpers.core import env
+
+INTERVAL = 60.0  # seconds between lines while tokens flow: the run's log of sustained speed
+
+
+class BudgetExhausted(RuntimeError):
+    """The run's time budget ($SVD_DEADLINE) is spent: decoding stops here; finished records are stored."""
+
+
+def deadline() -> float | None:
+    """The budget's end from $SVD_DEADLINE (seconds since the epoch), or None."""
+    try:
+        return float(os.environ[env.DEADLINE])
+    except (KeyError, ValueError):
+        return None
+
+
+class _Pulse:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.start = self.last = time.time()
+        self.tokens = self.tokens_at_last = 0
+        self.rows = 0
+        self.done = self.total = 0
+        self.what = ""
+
+    def beat(self, tokens: int, rows: int) -> None:
+        self.tokens += tokens
+        self.rows = rows
+        now = time.time()
+        if now - self.last >= INTERVAL:
+            self.write()
+        end = deadline()
+        if end is not None and now > end:
+            self.write()
+            raise BudgetExhausted("the run's time budget is spent (run --budget); every finished record is stored, "
+                                  "and the same command again goes on from there")
+
+    def records(self, done: int, total: int, what: str) -> None:
+        self.done, self.total, self.what = done, total, what
+        if time.time() - self.last >= 5.0 or done == total:
+            self.write()
+
+    def write(self) -> None:
+        path = os.environ.get(env.PULSE)
+        now = time.time()
+        span = max(now - self.last, 1e-9)
+        line = {"time": round(now, 1), "elapsed": round(now - self.start, 1), "what": self.what,
+                "done": self.done, "total": self.total, "rows": self.rows, "tokens": self.tokens,
+                "tokens_per_s": round((self.tokens - self.tokens_at_last) / span, 2),
+                "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
+        self.last, self.tokens_at_last = now, self.tokens
+        if not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+        except OSError:
+            pass  # a progress report never stops the work
+
+
+PULSE = _Pulse()
+
+
+def beat(tokens: int, rows: int) -> None:
+    """An engine step decoded `tokens` tokens with `rows` rows in flight."""
+    PULSE.beat(tokens, rows)
+
+
+def records(done: int, total: int, what: str) -> None:
+    """`done` of the `total` records of the current decode (`what`) are stored."""
+    PULSE.records(done, total, what)

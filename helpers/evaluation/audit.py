@@ -1,0 +1,218 @@
+"""Audit stored decodes against the model: re-derive what a record claims, on the machine at hand.
+
+A decode record (`helpers.evaluation.decodes`) says which tokens a method produced after which prompt, and what they
+scored. The audit rebuilds the problem from its id (the arithmetic generator is deterministic), the prompt from the
+record's settings, and the model (its weights must have the fingerprint the record names, truncated as the record
+says), then teacher-forces prompt + tokens in one forward pass and checks:
+
+* the text, answer and grade follow from the tokens (a changed token changes them);
+* the record's `sum_logp` equals the teacher-forced sum of log p(token) at T = 1, within `LOGP_TOLERANCE`;
+* a greedy record's every token is the argmax, except where the top two logits are closer than `TIE_MARGIN`
+  (there float rounding of another batch or machine may pick either);
+* its counts fit its settings: `n_tokens` is the tokens' length, within `max_new_tokens`; a completion ends at a stop
+  token exactly when it says it stopped; plain decodes decoded each token once; an MH chain decoded at least its
+  answer and its acceptance is a rate; SMC's particles are as many as its settings say and resampled at most once
+  per block.
+
+The tolerances are measured (README, the release section): decoding computes a row's logits in a batch of other
+rows, and the audit in a batch of its own, so float32 sums differ by rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+
+from helpers.data.problems import arithmetic_problem, build_prompt
+from helpers.evaluation.grading import extract_answer, is_equivalent
+from helpers.models.loading import load_model, stop_token_ids
+from helpers.models.truncation import truncate
+from helpers.results.identity import model_identity, problem_key
+
+LOGP_TOLERANCE = 0.02  # nats on a record's sum of log-probabilities (measured: see the README's release section)
+TIE_MARGIN = 0.02  # logits this close at the top may swap between batches and machines: not counted against greedy
+
+
+@dataclass
+class Finding:
+    """One record's audit: what was wrong with it (nothing: it passed), and its deviations."""
+
+    where: str
+    problems: list[str] = field(default_factory=list)
+    logp_deviation: float = 0.0
+    ties: int = 0  # greedy positions whose top two logits were within TIE_MARGIN
+
+
+@dataclass
+class AuditReport:
+    """Every audited record's finding, and what the audit could not check (with why)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[Finding]:
+        return [f for f in self.findings if f.problems]
+
+    @property
+    def max_logp_deviation(self) -> float:
+        return max((f.logp_deviation for f in self.findings), default=0.0)
+
+    def summary(self) -> str:
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
+        lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; largest "
+                 f"|sum_logp - teacher-forced| {self.max_logp_deviation:.2e} nats (tolerance {LOGP_TOLERANCE}); "
+                 f"greedy near-ties skipped: {sum(f.ties for f in self.findings)} positions; not audited: {skipped}"]
+        lines += [f"  FAILED {f.where}: " + "; ".join(f.problems) for f in self.failed]
+        return "\n".join(lines)
+
+
+def problem_from_id(problem_id: str):
+    """The arithmetic problem behind an id `arith-L<level>-<seed>-<index>` (None for other data sets)."""
+    parts = problem_id.split("-")
+    if len(parts) != 4 or parts[0] != "arith":
+        return None
+    try:
+        return arithmetic_problem(int(parts[1].removeprefix("L")), int(parts[3]), int(parts[2]))
+    except (ValueError, KeyError):
+        return None
+
+
+def auditable(record: dict) -> str | None:
+    """Why a stored record cannot be audited here, or None."""
+    config = record.get("config", {})
+    if record.get("experiment") != "decode":
+        return f"{record.get('experiment')} records (the audit re-derives decodes)"
+    if config.get("engine") not in (None, "transformers"):
+        return f"{config.get('engine')} decodes (their engine's own numbers)"
+    if not str(config.get("source", "")).startswith("embedded:"):
+        return "decodes of models that are not embedded"
+    if problem_from_id(str(record.get("result", {}).get("id", ""))) is None:
+        return "decodes of problems other than the arithmetic benchmark"
+    return None
+
+
+def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
+    """Audit stored decode records (whole store lines: key, config, result); models load once per identity."""
+    start = time.perf_counter()
+    report = AuditReport()
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        why = auditable(record)
+        if why:
+            report.skipped[why] = report.skipped.get(why, 0) + 1
+            continue
+        c = record["config"]
+        groups[(c["model"], c["dtype"], c["depth"], c.get("truncation"))].append(record)
+    loaded: dict[tuple, tuple] = {}
+    for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if (name, dtype) not in loaded:
+            loaded.clear()  # one model in memory at a time
+            loaded[(name, dtype)] = load_model(name, dtype=dtype)[:2]
+        model, tokenizer = loaded[(name, dtype)]
+        m = model if method is None else truncate(model, depth, method)
+        identity = model_identity(m)
+        stops = set(stop_token_ids(model, tokenizer))
+        for i in range(0, len(group), batch_size):
+            report.findings += _audit_batch(m, tokenizer, identity, stops, group[i:i + batch_size])
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: list[dict]) -> list[Finding]:
+    findings, rows = [], []
+    for record in records:
+        c, r = record["config"], record["result"]
+        f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']} ({c.get('method')})")
+        findings.append(f)
+        for k in ("weights", "depth", "truncation", "dtype"):
+            if c.get(k) != identity.get(k):
+                f.problems.append(f"its {k} is {c.get(k)!r}, the model here has {identity.get(k)!r}")
+        problem = problem_from_id(r["id"])
+        if problem_key(problem) != record["key"].split("#")[0] or r.get("gold") != problem.answer:
+            f.problems.append("its key or gold answer does not match the problem its id names")
+        prompt = build_prompt(tokenizer, problem.question, shots=c["shots"])
+        if r.get("prompt_tokens") != len(prompt):
+            f.problems.append(f"prompt of {r.get('prompt_tokens')} tokens, rebuilt {len(prompt)}")
+        f.problems += _counts(r, c, stops)
+        text = tokenizer.decode(r["tokens"], skip_special_tokens=True)
+        if text != r["text"]:
+            f.problems.append("its text is not its tokens' text")
+        predicted = extract_answer(text)
+        if predicted != r["predicted"] or is_equivalent(predicted, problem.answer) != r["correct"]:
+            f.problems.append("its answer or grade does not follow from its tokens")
+        rows.append(prompt + list(r["tokens"]))
+    logits = _teacher_forced(model, rows)
+    for f, record, ids, lg in zip(findings, records, rows, logits, strict=True):
+        r = record["result"]
+        n = len(r["tokens"])
+        if n == 0:
+            continue
+        window = lg[len(ids) - n - 1:len(ids) - 1]  # the logits that predicted each completion token
+        tokens = torch.tensor(r["tokens"])
+        logp = torch.log_softmax(window, -1).gather(-1, tokens[:, None])[:, 0]
+        f.logp_deviation = abs(float(logp.sum()) - float(r["sum_logp"]))
+        if not f.logp_deviation <= LOGP_TOLERANCE:
+            f.problems.append(f"sum_logp {r['sum_logp']:.4f}, teacher-forced {float(logp.sum()):.4f}")
+        if record["config"].get("method") == "greedy":
+            top2 = window.topk(2, dim=-1)
+            best = top2.indices[:, 0]
+            gap = top2.values[:, 0] - top2.values[:, 1]
+            ties = gap < TIE_MARGIN
+            f.ties = int(ties.sum())
+            wrong = ((best != tokens) & ~ties).nonzero()[:, 0].tolist()
+            if wrong:
+                f.problems.append(f"greedy token {wrong[0]} is not the argmax ({len(wrong)} positions)")
+    return findings
+
+
+@torch.inference_mode()
+def _teacher_forced(model, rows: list[list[int]]) -> list[torch.Tensor]:
+    """float32 logits of each row (right-padded in one batch, so a row's positions are its own)."""
+    width = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r)
+        mask[i, :len(r)] = 1
+    device = next(model.parameters()).device
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits.float().cpu()
+    return [out[i, :len(r)] for i, r in enumerate(rows)]
+
+
+def _counts(r: dict, c: dict, stops: set[int]) -> list[str]:
+    """What is wrong with the counts a record carries, given its settings."""
+    wrong = []
+    tokens, limit = r["tokens"], c["max_new_tokens"]
+    if r["n_tokens"] != len(tokens) or len(tokens) > limit:
+        wrong.append(f"n_tokens {r['n_tokens']} for {len(tokens)} tokens (at most {limit})")
+    ends = bool(tokens) and tokens[-1] in stops
+    if r["stopped"] != ends or any(t in stops for t in tokens[:-1]):
+        wrong.append("it says it stopped where its tokens do not end at a stop token (or run past one)")
+    if not r["stopped"] and c.get("method") in ("greedy", "temperature", "low_temperature") and len(tokens) != limit:
+        wrong.append(f"an unstopped plain decode of {len(tokens)} tokens, not {limit}")
+    method = c.get("method")
+    if method in ("greedy", "temperature", "low_temperature") and r["decoded_tokens"] != len(tokens):
+        wrong.append(f"a plain decode that decoded {r['decoded_tokens']} tokens for {len(tokens)}")
+    if method == "power":
+        if r["decoded_tokens"] < len(tokens):
+            wrong.append(f"an MH chain that decoded {r['decoded_tokens']} tokens, fewer than its {len(tokens)}")
+        rate = r.get("acceptance")
+        if (c.get("mcmc_steps") == 0) != (rate is None) or (rate is not None and not 0 <= rate <= 1):
+            wrong.append(f"acceptance {rate!r} with {c.get('mcmc_steps')} MH steps per block")
+    if method == "smc":
+        blocks = math.ceil(limit / c["block_size"])
+        particles = r.get("particles", [])
+        if len(particles) != c.get("particles") or not 0 <= r.get("chosen", -1) < len(particles):
+            wrong.append(f"{len(particles)} particles (settings: {c.get('particles')}), chosen {r.get('chosen')}")
+        if not 0 <= r.get("resamples", -1) <= blocks:
+            wrong.append(f"{r.get('resamples')} resamples in at most {blocks} blocks")
+        if any(p["n_tokens"] > limit for p in particles):
+            wrong.append("a particle longer than max_new_tokens")
+    return wrong

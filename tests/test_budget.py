@@ -1,0 +1,70 @@
+"""`run --budget`: decoding stops at the deadline with every finished record stored, and resumes from there; the
+decode loop's pulse log gives the progress line (records done of total, tokens/s, rows, ETA)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import helpers.core.pulse as pulse
+from helpers.cli import BUDGET_SPENT, main, parse_duration
+from helpers.core import env
+from helpers.evaluation.decodes import DecodeSettings, decode_run, sample
+from helpers.results.store import Run
+from helpers.runner.execute import progress_line
+
+
+def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes(tiny, tmp_path, monkeypatch):
+    from conftest import tiny_problems
+
+    model, tokenizer, _ = tiny
+    settings = DecodeSettings("temperature", max_new_tokens=8)
+    stored = []
+    add = Run.add
+    monkeypatch.setattr(Run, "add", lambda self, *a, **k: (stored.append(a[0]), add(self, *a, **k)))
+    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if stored else None)  # spent once a record is stored
+    with pytest.raises(pulse.BudgetExhausted, match="budget"):
+        sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path, progress=False)
+    assert len(stored) == 1 and len(decode_run(model, settings, root=tmp_path)) == 1  # the finished one is kept
+    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    records = sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path,
+                     progress=False)
+    assert len(stored) == 6 and all(len(per) == 3 for per in records)  # only the five missing ones were decoded
+
+
+def test_the_pulse_log_gives_the_progress_line(tiny, tmp_path, monkeypatch):
+    from conftest import tiny_problems
+
+    model, tokenizer, _ = tiny
+    log = tmp_path / "pulse.jsonl"
+    monkeypatch.setenv(env.PULSE, str(log))
+    pulse.PULSE.reset()
+    sample(model, tokenizer, tiny_problems(), DecodeSettings("greedy", max_new_tokens=6), batch_size=2,
+           root=tmp_path, progress=False)
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["done"] == last["total"] == 2 and last["what"] == "greedy" and last["tokens"] > 0
+    line = progress_line("03_stitch_and_preserve", log)
+    assert "2/2 records" in line and "tokens/s" in line and "rows in flight" in line
+    assert progress_line("03_stitch_and_preserve", tmp_path / "absent.jsonl") is None
+
+
+@pytest.mark.parametrize("text, seconds", [("150m", 9000), ("2.5h", 9000), ("90s", 90), ("45", 45)])
+def test_budgets_read_as_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "-5m", "0", "abc", "1e999h", "nanm"])
+def test_a_bad_budget_is_refused(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="positive time"):
+        parse_duration(text)
+
+
+def test_a_budget_spent_before_a_chapter_stops_the_run_with_its_own_status(tmp_path, capsys):
+    status = main(["run", "--profile", "smoke", "--only", "03_stitch_and_preserve", "--no-build", "--out",
+                   str(tmp_path), "--budget", "0.001s"])
+    assert status == BUDGET_SPENT
+    out = capsys.readouterr().out
+    assert "budget spent" in out and "03_stitch_and_preserve" in out and "same command" in out

@@ -1,0 +1,197 @@
+"""The results release: records are checked before they are released, read before the local store, never
+rewritten, refused when their file no longer matches the manifest; and the audit re-derives released decodes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import helpers.evaluation.decodes as decodes
+from helpers.core import env
+from helpers.data.problems import arithmetic_problems
+from helpers.evaluation.audit import LOGP_TOLERANCE, audit
+from helpers.evaluation.decodes import DecodeSettings, decode_run, sample
+from helpers.results.release import ReleaseError, add_batch, read_manifest
+from helpers.runner.publish import RecordCheck, released_records
+from helpers.samplers.power import PowerConfig
+
+GREEDY = DecodeSettings("greedy", max_new_tokens=10)
+POWER = DecodeSettings("power", max_new_tokens=10, power=PowerConfig(alpha=2.0, block_size=5, mcmc_steps=1,
+                                                                      mode="reference"))
+
+
+def _decode(model, tokenizer, problems, settings, store, n_seeds=1):
+    return sample(model, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=4, root=store, progress=False)
+
+
+@pytest.fixture
+def released(tmp_path, tiny, monkeypatch):
+    """A local store of tiny-model decodes, released into a release of its own; SVD_RELEASE points at it."""
+    from conftest import tiny_problems
+
+    model, tokenizer, _ = tiny
+    store, root = tmp_path / "store", tmp_path / "release"
+    root.mkdir()
+    _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
+    assert not batch.refused and sum(batch.added.values()) == 2 and batch.name == "b001"
+    monkeypatch.setenv(env.RELEASE, str(root))
+    return model, tokenizer, store, root
+
+
+def test_released_records_are_read_first_and_nothing_released_is_computed(released, tmp_path, monkeypatch):
+    from conftest import tiny_problems
+
+    model, tokenizer, store, _root = released
+    empty = tmp_path / "empty"
+    run = decode_run(model, GREEDY, root=empty)
+    assert len(run) == 2 and run.released == set(run.results())
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a released record was computed again")
+
+    monkeypatch.setattr(decodes, "decode_work", no_decoding)
+    again = _decode(model, tokenizer, tiny_problems(), GREEDY, empty)
+    first = _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    assert [r[0]["tokens"] for r in again] == [r[0]["tokens"] for r in first]
+    assert not (empty / "decode").exists() or not any((empty / "decode").glob("*.jsonl"))
+
+
+def test_a_batch_only_adds_files_and_the_manifest_says_what_computed_them(released):
+    from conftest import tiny_problems
+
+    model, tokenizer, store, root = released
+    manifest = read_manifest(root)
+    first = {rel: (root / rel).read_bytes() for rel in manifest.files}
+    assert manifest.batches["b001"]["commit"] == "abc1234" and manifest.batches["b001"]["machine"]["cores"]
+    assert manifest.records() == 2
+    again = add_batch(store, root, commit="def5678", check=RecordCheck())  # nothing new
+    assert again.already == 2 and not again.added and len(read_manifest(root).batches) == 1
+    _decode(model, tokenizer, tiny_problems(), POWER, store)  # new records: a second batch of new files
+    second = add_batch(store, root, commit="def5678", check=RecordCheck())
+    manifest = read_manifest(root)
+    assert second.name == "b002" and sum(second.added.values()) == 2 and manifest.records() == 4
+    assert all((root / rel).read_bytes() == blob for rel, blob in first.items())  # never rewritten
+    assert {e["batch"] for e in manifest.files.values()} == {"b001", "b002"}
+
+
+def test_a_record_whose_key_lies_about_its_settings_is_refused_and_nothing_is_released(released, tmp_path):
+    _model, _tokenizer, store, root = released
+    path = next((store / "decode").glob("*.jsonl"))
+    record = json.loads(path.read_text().splitlines()[0])
+    record["config"]["max_new_tokens"] = 99  # another configuration under this file's hash
+    record["key"] = "p9@0000000000#0"
+    path.write_text(path.read_text() + json.dumps(record) + "\n")
+    batch = add_batch(store, root, commit="x", check=RecordCheck())
+    assert len(batch.refused) == 1 and "does not hash" in batch.refused[0]
+    assert not batch.files and len(read_manifest(root).batches) == 1
+
+
+def test_a_result_of_the_wrong_shape_is_refused(released):
+    _model, _tokenizer, store, root = released
+    path = next((store / "decode").glob("*.jsonl"))
+    record = json.loads(path.read_text().splitlines()[0])
+    record["key"], record["result"]["tokens"] = "p8@0000000000#0", "not a list"
+    path.write_text(path.read_text() + json.dumps(record) + "\n")
+    batch = add_batch(store, root, commit="x", check=RecordCheck())
+    assert len(batch.refused) == 1 and "shape" in batch.refused[0]
+
+
+def test_a_changed_released_file_is_refused_with_what_to_do(released, tmp_path):
+    model, _tokenizer, _store, root = released
+    rel = next(iter(read_manifest(root).files))
+    lines = gzip.decompress((root / rel).read_bytes()).decode().splitlines()
+    record = json.loads(lines[0])
+    record["result"]["correct"] = not record["result"]["correct"]
+    (root / rel).write_bytes(gzip.compress(("\n".join([json.dumps(record), *lines[1:]]) + "\n").encode()))
+    with pytest.raises(ReleaseError, match=r"sha256.*git checkout release/"):
+        decode_run(model, GREEDY, root=tmp_path / "empty")
+
+
+def test_a_damaged_manifest_is_a_clear_error(released, tmp_path):
+    model, _tokenizer, _store, root = released
+    (root / "manifest.json").write_text('{"format": 1, "files": {"../../etc/passwd": {}}, "batches": {}}')
+    with pytest.raises(ReleaseError, match="not a release manifest"):
+        decode_run(model, GREEDY, root=tmp_path / "empty")
+
+
+def test_release_off_computes_from_the_local_store_alone(released, tmp_path, monkeypatch):
+    model, _tokenizer, _store, _root = released
+    monkeypatch.setenv(env.RELEASE, "off")
+    assert len(decode_run(model, GREEDY, root=tmp_path / "empty")) == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# The audit, on the embedded model (the audit re-derives decodes of embedded models on the arithmetic benchmark)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smol_release(tmp_path_factory):
+    from helpers.models.loading import load_model
+
+    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
+    base = tmp_path_factory.mktemp("audit")
+    store, root = base / "store", base / "release"
+    root.mkdir()
+    problems = arithmetic_problems(1, levels=[1, 2])
+    for settings in (GREEDY, POWER, DecodeSettings("temperature", max_new_tokens=10)):
+        _decode(model, tokenizer, problems, settings, store, n_seeds=2)
+    batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
+    assert not batch.refused and sum(batch.added.values()) == 10
+    return root
+
+
+def _tampered(root, tmp_path, edit):
+    """A copy of the release whose first greedy record `edit` changed, with the manifest updated to match (as a
+    tamperer would): the audit, not the checksum, must catch it."""
+    import hashlib
+    import shutil
+
+    copy = tmp_path / "tampered"
+    shutil.copytree(root, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    rel = next(r for r in sorted(manifest["files"]) if "decode" in r and any(
+        json.loads(line)["config"]["method"] == "greedy"
+        for line in gzip.decompress((copy / r).read_bytes()).decode().splitlines()))
+    lines = [json.loads(line) for line in gzip.decompress((copy / rel).read_bytes()).decode().splitlines()]
+    edit(lines[0]["result"])
+    blob = gzip.compress("".join(json.dumps(r) + "\n" for r in lines).encode(), mtime=0)
+    (copy / rel).write_bytes(blob)
+    manifest["files"][rel]["sha256"] = hashlib.sha256(blob).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def test_the_audit_passes_honest_records(smol_release):
+    report = audit(released_records(smol_release))
+    assert len(report.findings) == 10 and not report.failed, report.summary()
+    assert report.max_logp_deviation < LOGP_TOLERANCE
+
+
+def test_the_audit_fails_a_record_with_one_token_changed(smol_release, tmp_path):
+    def change(result):
+        result["tokens"][1] = (result["tokens"][1] + 1) % 1000
+
+    report = audit(released_records(_tampered(smol_release, tmp_path, change)))
+    assert len(report.failed) == 1, report.summary()
+    problems = " ".join(report.failed[0].problems)
+    assert "sum_logp" in problems and "argmax" in problems
+
+
+def test_the_audit_fails_a_record_with_its_logp_edited(smol_release, tmp_path):
+    def change(result):
+        result["sum_logp"] += 0.5
+
+    report = audit(released_records(_tampered(smol_release, tmp_path, change)))
+    assert len(report.failed) == 1 and "sum_logp" in report.failed[0].problems[0], report.summary()
+
+
+def test_the_audit_fails_a_record_whose_counts_do_not_fit_its_settings(smol_release, tmp_path):
+    def change(result):
+        result["decoded_tokens"] += 3
+
+    report = audit(released_records(_tampered(smol_release, tmp_path, change)))
+    assert len(report.failed) == 1 and "plain decode" in report.failed[0].problems[0], report.summary()
