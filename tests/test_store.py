@@ -74,7 +74,7 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     import helpers.results.store as store
 
     monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
-    monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set()})
+    monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set(), "released": set(), "runs": set()})
     monkeypatch.setattr(store.atexit, "register", lambda *a: None)  # written by hand below, not at exit
     run = Run("exp", {"k": 3}, root=tmp_path)
     run.add("new", 1, 0.1)
@@ -87,5 +87,6 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     store._write_usage(str(tmp_path / "usage.json"))
     usage = json.loads((tmp_path / "usage.json").read_text())
     peak = usage.pop("peak_mib")
-    assert usage == {"reused": 1, "computed": 0}
+    assert usage == {"reused": 1, "computed": 0, "released": 0, "runs": sorted({f"exp/{old.hash}",
+                                                                                f"exp/{Run('exp', {'k': 4}).hash}"})}
     assert isinstance(peak, int) and peak > 0  # the process's peak resident memory, for the run table

@@ -9,7 +9,10 @@ a new unit.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 IDENTITY_ATTRIBUTE = "svd_identity"
 
@@ -58,3 +61,20 @@ def problem_key(problem) -> str:
 def sequence_key(name: str, ids: Sequence[int], start: int) -> str:
     """`<name>@<digest of the token ids and the first analysed position>`."""
     return f"{name}@{digest(','.join(map(str, ids)), start)}"
+
+
+def _canonical(obj: Any) -> Any:
+    """A JSON-stable form: sorted dict keys, tuples as lists, floats kept exact."""
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def config_hash(config: dict) -> str:
+    """A short, stable hash of a configuration dict (key order does not matter)."""
+    text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

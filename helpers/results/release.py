@@ -31,6 +31,7 @@ from typing import Any
 
 from helpers.core import env
 from helpers.core.jsonfile import JSONFileError, read_json
+from helpers.results.identity import config_hash
 
 MANIFEST = "manifest.json"
 RECORDS = "records"
@@ -175,8 +176,6 @@ def machine() -> dict:
 
 def record_problem(record: Any, path: Path) -> str | None:
     """What is wrong with one stored record read from `path` (`<experiment>/<hash>.jsonl`), or None."""
-    from helpers.results.store import config_hash
-
     if not isinstance(record, dict) or not isinstance(record.get("key"), str) or "result" not in record:
         return "not a store record (a mapping with 'key' and 'result')"
     if not isinstance(record.get("config"), dict):

@@ -8,7 +8,6 @@ records, an interrupted run resumes where it stopped, and a changed configuratio
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import os
 import platform
@@ -22,6 +21,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from helpers.core import env
+from helpers.results.identity import _canonical, config_hash
 
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
@@ -60,23 +60,6 @@ def results_root() -> Path:
     if os.environ.get(env.RESULTS):
         return Path(os.environ[env.RESULTS])
     return (env.REPO if (env.REPO / "_toc.yml").is_file() else Path.cwd()) / "results"
-
-
-def _canonical(obj: Any) -> Any:
-    """A JSON-stable form: sorted dict keys, tuples as lists, floats kept exact."""
-    if isinstance(obj, dict):
-        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(obj, list | tuple):
-        return [_canonical(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def config_hash(config: dict) -> str:
-    """A short, stable hash of a configuration dict (key order does not matter)."""
-    text = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def versions() -> dict[str, str]:
