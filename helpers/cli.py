@@ -245,7 +245,8 @@ def _audit(args: argparse.Namespace) -> int:
     from helpers.evaluation.audit import audit, auditable
     from helpers.runner import publish
 
-    records = publish.released_records(Path(args.release) if args.release else None)
+    records = (publish.stored_records(Path(args.store)) if args.store else
+               publish.released_records(Path(args.release) if args.release else None))
     candidates = [r for r in records if auditable(r) is None]
     chosen = publish.sample_records(candidates, None if args.all else args.sample, args.seed)
     report = audit(chosen)
@@ -373,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="audit every released decode")
     p.add_argument("--seed", type=int, default=0, help="which K records --sample draws")
     p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
+    p.add_argument("--store", help="audit a local results store's records instead (e.g. results/, before adding them)")
     p.set_defaults(func=_audit)
     return parser
 

@@ -195,3 +195,22 @@ def test_the_audit_fails_a_record_whose_counts_do_not_fit_its_settings(smol_rele
 
     report = audit(released_records(_tampered(smol_release, tmp_path, change)))
     assert len(report.failed) == 1 and "plain decode" in report.failed[0].problems[0], report.summary()
+
+
+def test_a_sample_of_the_shipped_release_passes_the_audit():
+    """`make test` audits a few random released decodes of the models installed here (the Pages workflow audits them
+    all); the shipped release must pass as it is."""
+    from helpers.core.env import REPO
+    from helpers.evaluation.audit import auditable
+    from helpers.models.wheels import missing_wheels
+    from helpers.runner.publish import sample_records
+
+    if not (REPO / "release" / "manifest.json").is_file():
+        pytest.skip("NO RELEASE IN THIS CHECKOUT: the shipped release was not audited")
+    records = [r for r in released_records(REPO / "release")
+               if auditable(r) is None and not missing_wheels([r["config"]["model"]])]
+    if not records:
+        pytest.skip("NO RELEASED DECODE OF A MODEL INSTALLED HERE (python -m helpers install-models --profile full): "
+                    "the shipped release was not audited")
+    report = audit(sample_records(records, 3, seed=len(records)))
+    assert len(report.findings) == 3 and not report.failed, report.summary()

@@ -40,13 +40,14 @@ class _Pulse:
     def reset(self) -> None:
         self.start = self.last = time.time()
         self.tokens = self.tokens_at_last = 0
-        self.rows = 0
+        self.rows = self.computed = 0
         self.done = self.total = 0
         self.what = ""
 
-    def beat(self, tokens: int, rows: int) -> None:
+    def beat(self, tokens: int, rows: int, computed: int | None = None) -> None:
         self.tokens += tokens
         self.rows = rows
+        self.computed = rows if computed is None else computed
         now = time.time()
         if now - self.last >= INTERVAL:
             self.write()
@@ -66,7 +67,8 @@ class _Pulse:
         now = time.time()
         span = max(now - self.last, 1e-9)
         line = {"time": round(now, 1), "elapsed": round(now - self.start, 1), "what": self.what,
-                "done": self.done, "total": self.total, "rows": self.rows, "tokens": self.tokens,
+                "done": self.done, "total": self.total, "rows": self.rows, "rows_computed": self.computed,
+                "tokens": self.tokens,
                 "tokens_per_s": round((self.tokens - self.tokens_at_last) / span, 2),
                 "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
         self.last, self.tokens_at_last = now, self.tokens
@@ -82,9 +84,10 @@ class _Pulse:
 PULSE = _Pulse()
 
 
-def beat(tokens: int, rows: int) -> None:
-    """An engine step decoded `tokens` tokens with `rows` rows in flight."""
-    PULSE.beat(tokens, rows)
+def beat(tokens: int, rows: int, computed: int | None = None) -> None:
+    """An engine step decoded `tokens` tokens with `rows` rows in flight, computing `computed` rows (rows waiting at a
+    barrier or free slots below the highest busy one ride along in the pass; None: just the rows in flight)."""
+    PULSE.beat(tokens, rows, computed)
 
 
 def records(done: int, total: int, what: str) -> None:

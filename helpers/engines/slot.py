@@ -312,7 +312,7 @@ class CachedEngine(Engine):
         out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
                          position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
         self.passes += 1
-        pulse.beat(len(busy), len(busy))
+        pulse.beat(len(busy), len(busy), hi)
         logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
         rows = [self.slots[s].task.row for s in busy]
         chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],

@@ -115,6 +115,20 @@ def released_records(root: Path | None = None) -> list[dict]:
     return [json.loads(line) for rel, entry in sorted(manifest.files.items()) for line in file_lines(root, rel, entry)]
 
 
+def stored_records(store: Path) -> list[dict]:
+    """Every readable record of a local results store (whole lines), for an audit before `add`."""
+    records = []
+    for path in sorted(store.glob("*/*.jsonl")):
+        for raw in path.read_bytes().splitlines():
+            try:
+                record = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("config"), dict) and "result" in record:
+                records.append(record)
+    return records
+
+
 def sample_records(records: list[dict], k: int | None, seed: int = 0) -> list[dict]:
     """`k` records drawn at random (a fixed seed, so a run is repeatable), or all of them."""
     if k is None or k >= len(records):

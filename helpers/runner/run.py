@@ -195,7 +195,8 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
         params = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in c["parameters"].items())
         memory = "—" if c.get("peak_mib") is None else f"{c['peak_mib'] / 1024:.1f}"
         records = "—" if c.get("computed") is None else f"{c['computed']} / {c.get('reused', 0)}" + (
-            " (from empty)" if not c.get("reused") else "")
+            " (from empty)" if not c.get("reused") else f", {c['released']} from the release" if c.get("released")
+            else "")
         lines.append(f"| {stem} | {c['seconds']} | {records} | {memory} | {params} |")
     (folder / "run_config.md").write_text("\n".join(lines) + "\n")
 
