@@ -9,6 +9,9 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A test session never writes into the user's results store: whatever a test computes without a root of its own goes
+# to a folder of this session (tests that test the store's location set SVD_RESULTS themselves).
+os.environ["SVD_RESULTS"] = os.path.join(__import__("tempfile").mkdtemp(prefix="svd-test-results-"), "results")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Two workers share the machine: one thread per test process, or their spinning thread pools take the cores
     # from each other. The book's notebook kernels get one thread too (`built_book`).

@@ -62,3 +62,15 @@ def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
     assert "<b>0.00</b>" in table.value  # no MH steps, no extra tokens
     monkeypatch.setenv(env.LIVE_WIDGETS, "0")
     assert "sliders" in widgets.cost_explorer(qwen25_math_configs(), 679, 192, 10).data
+
+
+def test_the_toy_curves_are_stored_and_read_back(tmp_path, monkeypatch):
+    """Chapter 04's toy curves are stored like its decodes, so a build from the release recomputes none of them."""
+    import helpers.chapters.power_sampling as ch
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    first = toy_convergence(2.0, [0, 1], 16, particles=[1])
+    monkeypatch.setattr(ch, "run_chains", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    again = toy_convergence(2.0, [0, 1], 16, particles=[1])
+    assert again.tv == first.tv and again.smc_tv == first.smc_tv and again.noise_floor == first.noise_floor
+    assert len(ch.toy_run(2.0, [0, 1], 16, 0, [1])) == 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from helpers.data.problems import Problem, interleaved
+from helpers.engines.categorical import VERSION as DRAW
 from helpers.evaluation.cost import model_cost
 from helpers.evaluation.decodes import (
     OUTCOMES,
@@ -24,9 +25,10 @@ from helpers.evaluation.decodes import (
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
 from helpers.models.loading import load_model
 from helpers.models.truncation import truncate
-from helpers.samplers.power import PowerConfig, ReencodeEngine, run_chains
+from helpers.results.store import Run
+from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, ReencodeEngine, run_chains
 from helpers.samplers.settings import DecodeSettings, chapter_settings
-from helpers.samplers.smc import SMCConfig, run_smc
+from helpers.samplers.smc import RESAMPLING, SMCConfig, run_smc
 from helpers.samplers.target import MH_MODES
 from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 
@@ -59,29 +61,47 @@ class ToyConvergence:
         return values
 
 
+TOY_SHAPE = {"tv": {mode: [float] for mode in MH_MODES}, "smc_tv": [float], "noise": float}  # a stored toy curve
+
+
+def toy_run(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> Run:
+    """The store of the toy convergence curves: keyed by their settings and by how the samplers draw and move, so a
+    changed sampler (the reference schedule, the draw, SMC's resampling) computes them again."""
+    return Run("toy_convergence", {"alpha": float(alpha), "steps": list(steps), "n_chains": n_chains, "seed": seed,
+                                   "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, "draw": DRAW,
+                                   "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING}, shape=TOY_SHAPE)
+
+
 def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int = 0,
                     particles: Sequence[int] = ()) -> ToyConvergence:
     """Run `n_chains` chains per (mode, N) on the toy model and measure how close they come to p^α; the same
-    for `n_chains` SMC samples per particle count K (ESS checked after every token)."""
+    for `n_chains` SMC samples per particle count K (ESS checked after every token). The curves are stored (and
+    released) like the chapters' decodes; the exact distributions are recomputed, which is instant."""
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
-    tv: dict[str, list[float]] = {}
-    for mode in MH_MODES:
-        tv[mode] = []
-        for n in steps:
-            cfg = PowerConfig(alpha=alpha, block_size=2, mcmc_steps=n, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
-            chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
-            tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
-    # the distance that sampling noise alone leaves with this many draws
-    noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
-    smc_tv = []
-    for k in particles:
-        cfg = SMCConfig(alpha=alpha, particles=k, block_size=1, max_new_tokens=TOY_MAX_TOKENS)
-        out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
-        smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
+
+    def curves() -> dict:
+        tv: dict[str, list[float]] = {}
+        for mode in MH_MODES:
+            tv[mode] = []
+            for n in steps:
+                cfg = PowerConfig(alpha=alpha, block_size=2, mcmc_steps=n, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
+                chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+                tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
+        # the distance that sampling noise alone leaves with this many draws
+        noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
+        smc_tv = []
+        for k in particles:
+            cfg = SMCConfig(alpha=alpha, particles=k, block_size=1, max_new_tokens=TOY_MAX_TOKENS)
+            out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+            smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
+        return {"tv": tv, "smc_tv": smc_tv, "noise": noise}
+
+    stored = toy_run(alpha, steps, n_chains, seed, particles).compute("curves", curves)
     tables = {a: exact_distributions(toy, [1], TOY_MAX_TOKENS, a) for a in EXPLORER_ALPHAS}
-    return ToyConvergence(alpha, list(steps), n_chains, tv, tv_distance(dist["low_temperature"], dist["power"]),
-                          noise, tables, list(particles), smc_tv)
+    return ToyConvergence(alpha, list(steps), n_chains, stored["tv"], tv_distance(dist["low_temperature"],
+                                                                                    dist["power"]),
+                          stored["noise"], tables, list(particles), stored["smc_tv"])
 
 
 def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:

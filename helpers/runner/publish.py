@@ -29,6 +29,7 @@ def record_shape(experiment: str, config: dict) -> Any:
     """The shape (`helpers.results.store.conforms`) a stored result of `experiment` has, as the code that computes it
     checks it when reading; a ReleaseError for an experiment no code of the book stores."""
     from helpers.chapters.effective_depth import ERASURE_SHAPE
+    from helpers.chapters.power_sampling import TOY_SHAPE
     from helpers.evaluation.decodes import RECORD_SHAPE, SMC_SHAPE
     from helpers.interp.depth import PROFILE_SHAPE
     from helpers.interp.skip_effects import SHAPE as SKIP_SHAPE
@@ -36,7 +37,7 @@ def record_shape(experiment: str, config: dict) -> Any:
 
     shapes = {"decode": SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE, "logit_lens": LENS_SHAPE,
               "agreement": AGREEMENT_SHAPE, "depth_profile": PROFILE_SHAPE, "skip_effects": SKIP_SHAPE,
-              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE}
+              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE, "toy_convergence": TOY_SHAPE}
     if experiment not in shapes:
         raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(shapes)} are released")
     return shapes[experiment]
