@@ -228,7 +228,8 @@ def _release(args: argparse.Namespace) -> int:
         print(publish.status(Path(args.release) if args.release else None))
         return 0
     batch = publish.add(Path(args.store) if args.store else None, Path(args.release) if args.release else None,
-                        Path(args.build) if args.build else None, args.commit, dry_run=args.dry_run)
+                        Path(args.build) if args.build else None, args.commit, dry_run=args.dry_run,
+                        chapter=args.chapter)
     for line in batch.refused[:20]:
         print(f"refused {line}")
     if batch.refused:
@@ -365,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build", help="the folder of the build whose run_config.json says which chapter used which "
                    "records (default: the checkout)")
     p.add_argument("--commit", help="the commit that computed the records (default: HEAD)")
+    p.add_argument("--chapter", help="count every record of this batch under this chapter (a step that ran one)")
     p.add_argument("--dry-run", action="store_true", help="check and count, write nothing")
     p.set_defaults(func=_release)
 

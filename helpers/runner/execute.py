@@ -197,6 +197,7 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
     except PapermillExecutionError as exc:
         job.seconds = time.perf_counter() - start
         if exc.ename == "BudgetExhausted":
+            _read_usage(job, usage)  # the kernel has exited: what it reused and computed, for the run configuration
             raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None
@@ -208,9 +209,7 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
     job.seconds = time.perf_counter() - start
     write_student_notebook(job, out_root)
-    if usage.is_file():
-        job.records = json.loads(usage.read_text())
-        usage.unlink()
+    _read_usage(job, usage)
     _show_build_parameters(target, job.parameters)
     noisy = stderr_cells(target)
     if noisy:
@@ -218,6 +217,16 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         if strict:
             raise RunError(message)
         print("warning: " + message, file=sys.stderr)
+
+
+def _read_usage(job: Job, usage: Path) -> None:
+    """What the chapter's kernel reused and computed (written when it exits), into `job.records`."""
+    if usage.is_file():
+        try:
+            job.records = json.loads(usage.read_text())
+        except (OSError, ValueError):
+            job.records = None
+        usage.unlink(missing_ok=True)
 
 
 DOWNLOADS = "downloads"  # beside the executed chapters: the notebooks as a student runs them

@@ -97,14 +97,19 @@ def build_chapters(build: Path) -> dict[str, set[tuple[str, str]]]:
 
 
 def add(store: Path | None = None, root: Path | None = None, build: Path | None = None, commit: str | None = None,
-        dry_run: bool = False) -> Batch:
-    """Release the local store's records that the release lacks (see `helpers.results.release.add_batch`)."""
+        dry_run: bool = False, chapter: str | None = None) -> Batch:
+    """Release the local store's records that the release lacks (see `helpers.results.release.add_batch`); the
+    manifest counts them per chapter by the build's run configuration, or all under `chapter` (a step that ran one
+    chapter and was stopped before it could say which runs it used)."""
     from helpers.runner.run import _git_commit
 
     root = root or env.REPO / "release"
     root.mkdir(parents=True, exist_ok=True)
-    return add_batch(store or results_root(), root, commit=commit or _git_commit(), check=RecordCheck(),
-                     chapters=build_chapters(build or env.REPO), dry_run=dry_run)
+    store = store or results_root()
+    chapters = ({chapter: {(p.parent.name, p.stem) for p in store.glob("*/*.jsonl")}} if chapter else
+                build_chapters(build or env.REPO))
+    return add_batch(store, root, commit=commit or _git_commit(), check=RecordCheck(), chapters=chapters,
+                     dry_run=dry_run)
 
 
 def released_records(root: Path | None = None) -> list[dict]:

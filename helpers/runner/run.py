@@ -339,6 +339,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         try:
             execute(job, out_root, timeout, strict, deadline)
         except BudgetSpent as spent:
+            write_run_config(out_root, profile, jobs[:i + 1])  # which runs each chapter used, for `release add`
             line = progress_line(job.stem, pulse_log(out_root, job.stem))
             raise BudgetSpent(f"{spent}; " + (line.removeprefix("[run] ") if line else "no decode had begun")
                               + ("; chapters not run: " + ", ".join(j.stem for j in jobs[i + 1:]) if jobs[i + 1:]
