@@ -68,3 +68,26 @@ def test_a_budget_spent_before_a_chapter_stops_the_run_with_its_own_status(tmp_p
     assert status == BUDGET_SPENT
     out = capsys.readouterr().out
     assert "budget spent" in out and "03_stitch_and_preserve" in out and "same command" in out
+
+
+def test_a_drain_admits_no_mh_chain_but_finishes_the_rest(tiny, tmp_path, monkeypatch):
+    """Near a budget's end the engine admits no MH chain (one cut off at the deadline is lost) and keeps decoding the
+    rows that finish soon; when only chains are left, it stops with the others' records stored."""
+    from conftest import tiny_problems
+
+    from helpers.evaluation.decodes import sample_methods
+    from helpers.samplers.power import PowerConfig
+
+    model, tokenizer, _ = tiny
+    settings = {"power": DecodeSettings("power", 8, power=PowerConfig(alpha=2.0, block_size=4, mcmc_steps=1)),
+                "greedy": DecodeSettings("greedy", 8)}
+    monkeypatch.setattr(pulse, "draining", lambda: True)
+    with pytest.raises(pulse.BudgetExhausted, match="long rows"):
+        sample_methods(model, tokenizer, tiny_problems(), settings, n_seeds=1, batch_size=2, root=tmp_path,
+                       progress=False)
+    assert len(decode_run(model, settings["greedy"], root=tmp_path)) == 2
+    assert len(decode_run(model, settings["power"], root=tmp_path)) == 0
+    monkeypatch.setattr(pulse, "draining", lambda: False)
+    records = sample_methods(model, tokenizer, tiny_problems(), settings, n_seeds=1, batch_size=2, root=tmp_path,
+                             progress=False)
+    assert all(len(per) == 1 for per in records["power"])

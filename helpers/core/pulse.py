@@ -33,6 +33,16 @@ def deadline() -> float | None:
         return None
 
 
+def draining() -> bool:
+    """Whether the budget's drain has begun ($SVD_DRAIN, seconds since the epoch): from then on the slot engine admits
+    no long row (an MH chain runs for many times its answer's length, and one cut off at the deadline is lost), and
+    fills freed slots with rows that finish in minutes, so that the chains under way can end before the deadline."""
+    try:
+        return time.time() >= float(os.environ[env.DRAIN])
+    except (KeyError, ValueError):
+        return False
+
+
 class _Pulse:
     def __init__(self) -> None:
         self.reset()
@@ -58,6 +68,8 @@ class _Pulse:
                                   "and the same command again goes on from there")
 
     def records(self, done: int, total: int, what: str) -> None:
+        if done == 0:  # a decode begins: its rate counts from here
+            self.reset()
         self.done, self.total, self.what = done, total, what
         if time.time() - self.last >= 5.0 or done == total:
             self.write()

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
@@ -109,6 +110,7 @@ class Row:
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
     state: object = None  # set to an extension's `state` when the row adopts that extension's tokens
+    long: ClassVar[bool] = False  # a row that runs for many times its answer's length (an MH chain): see `draining`
 
     def adopt(self, req: Extension) -> None:
         """Take a finished extension's tokens in place of everything after its first `keep` generated ones."""

@@ -157,6 +157,10 @@ class CachedEngine(Engine):
                     raise self.driver.stranded()
                 self._step()
                 self._admit(waiting)
+            if waiting:  # only rows a budget's drain holds back are left: they could not finish in time
+                raise pulse.BudgetExhausted(f"the run's time budget ends before {len(waiting)} long rows (MH chains) "
+                                            "could finish; every finished record is stored, and the same command "
+                                            "again goes on from there")
             return self.driver.results
         finally:  # the KV buffer (GBs at a full batch) goes now, not when the collector breaks engine <-> driver
             self.cache = self.driver = None
@@ -183,7 +187,15 @@ class CachedEngine(Engine):
     def _admit(self, waiting: deque) -> None:
         """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
         free = [s for s, slot in enumerate(self.slots) if slot.task is None]
-        group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
+        if free and waiting and pulse.draining():  # a budget ends soon: admit only rows that can finish by then
+            picks, rest = [], deque()
+            for task in waiting:
+                (picks if len(picks) < len(free) and not task.row.long else rest).append(task)
+            waiting.clear()
+            waiting.extend(rest)
+            group = list(zip(free, picks, strict=False))
+        else:
+            group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
         if not group:
             self._compact()
             return

@@ -311,6 +311,13 @@ def _jupyter_book(out_root: Path, repo: Repository | None, builder: str) -> None
                        + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
 
 
+def drain_seconds(budget: float) -> float:
+    """How long before a budget's end decoding stops admitting MH chains: a chain cut off at the deadline is lost,
+    and one of the full profile's lives about 40 minutes at 126 rows (measured), so a quarter of the budget, at most
+    45 minutes, lets most chains under way finish while rows that end in minutes keep the batch full."""
+    return min(0.25 * budget, 45 * 60.0)
+
+
 def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = env.REPO,
         build: bool = True, strict: bool = False, budget: float | None = None) -> Path | None:
     """Execute the profile's chapters and build the book; returns the path of index.html.
@@ -337,7 +344,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
                               + ", ".join(j.stem for j in jobs[i:]))
         print(f"[run] {job.stem} ({profile}) ...", flush=True)
         try:
-            execute(job, out_root, timeout, strict, deadline)
+            execute(job, out_root, timeout, strict, deadline, drain=0.0 if budget is None else drain_seconds(budget))
         except BudgetSpent as spent:
             write_run_config(out_root, profile, jobs[:i + 1])  # which runs each chapter used, for `release add`
             line = progress_line(job.stem, pulse_log(out_root, job.stem))

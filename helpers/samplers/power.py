@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
@@ -112,6 +113,8 @@ class PowerConfig:
 @dataclass
 class Chain(Row):
     """One MH chain: a decoded row plus what the sampler tracks about it."""
+
+    long: ClassVar[bool] = True  # N moves per block: many times its answer's length (a budget's drain admits none)
 
     acceptance: list[float] = field(default_factory=list)
     moves: list[tuple[int, bool]] = field(default_factory=list)
