@@ -44,7 +44,8 @@ book: $(STAMP)
 # lowest CPU priority, beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is
 # ready before the unit tests' worker needs it. If this environment's setup or the lint fails, or on Ctrl-C, that
 # install (its own process group, by setsid) is stopped at once, not awaited. PYTEST_WORKERS=0 runs everything in
-# one process.
+# one process. The full profile's model is installed too (its wheels, about 15 s), so that the tests can audit a sample
+# of the results release's decodes with it (tests/test_release.py).
 PYTEST_WORKERS ?= 2
 
 test:
@@ -52,7 +53,8 @@ test:
 	@setsid sh -c 'nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
 	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }' & vllm=$$!; \
 	  trap 'kill -- -'$$vllm' 2>/dev/null; exit 130' INT TERM HUP; \
-	  if $(MAKE) --no-print-directory $(STAMP) $(LOWEST)/.stamp && $(PY) -m ruff check helpers tests; then \
+	  if $(MAKE) --no-print-directory $(STAMP) $(LOWEST)/.stamp && $(PY) -m ruff check helpers tests \
+	      && $(PY) -m helpers install-models --profile full; then \
 	    SVD_LOWEST_TRANSFORMERS=$(abspath $(LOWEST))=$(LOWEST_VERSION) SVD_VLLM_ENV=$(abspath $(VLLM_VENV)) \
 	      $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=12; status=$$?; \
 	    wait $$vllm; \
