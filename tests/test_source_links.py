@@ -66,3 +66,9 @@ def test_generated_chapter_paths_map_to_their_notebooks():
     assert retarget(binder).endswith("urlpath=lab/tree/notebooks/05_cost.ipynb")
     issue = "https://github.com/o/r/issues/new?title=Issue%20on%20page%20%2Fbook/chapters/05_cost.html"
     assert retarget(issue) == issue  # names the page the reader saw
+
+
+def test_the_pages_own_downloads_are_not_retargeted():
+    """The header's .ipynb download is a file of the built book (`_sources/`): rewritten to notebooks/ it was a 404."""
+    download = "../../_sources/book/chapters/04_power_sampling.ipynb"
+    assert retarget(download) == download

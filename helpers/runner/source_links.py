@@ -99,7 +99,10 @@ def source_path(generated: str) -> str:
 
 
 def retarget(url: str) -> str:
-    """A button's address with every generated path in it replaced by its source's (edit, blob and launch links)."""
+    """A button's address with every generated path in it replaced by its source's (edit, blob and launch links).
+    The page's own downloads (`_sources/...`, files of the built book) are left alone: they exist where they point."""
+    if "_sources/" in url:
+        return url
     for built, source in SOURCE_OF.items():
         url = re.sub(rf"(?<=[/=]){re.escape(built)}", source, url)
     return url
