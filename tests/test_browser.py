@@ -95,7 +95,7 @@ const text = main.innerText;
 out.raw_math = (text.match(/\\\\\\(|\\\\\\[|\\$\\$/g) || []).length;
 out.math_spans = document.querySelectorAll('span.math, div.math').length;
 out.typeset = document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length;
-out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') && t.includes('|---')).map(t => t.slice(0, 60));
+out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') || /\\|\\s*[-\u2013\u2014]{1,3}\\s*\\|/.test(t)).map(t => t.slice(0, 60));
 out.unresolved = (text.match(/\\{glue[^}]*\\}|\\{cite[^}]*\\}|\\?\\?\\?|\\bglue:[a-z]+/g) || []);
 out.notes_without_figure = [...main.querySelectorAll('div.cell')].filter(c => c.innerText.includes('Interactive explorer:')).filter(c => {
   const next = c.nextElementSibling; return !(next && next.querySelector('img'));
