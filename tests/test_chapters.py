@@ -105,6 +105,14 @@ def test_stitch_against_naive_is_paired_per_depth():
     assert stitch.methods_values(s)["methods_sentence"] == ""
 
 
+def test_where_no_depth_separates_the_methods_the_sentence_says_so_in_words():
+    s = _sweep({4: 0.4, 5: 0.4, 6: 0.8}, {4: 0.4, 5: 0.4, 6: 0.8})
+    same = [{"correct": i < 4, "text": ""} for i in range(10)]
+    s.outputs = {"stitch": {4: same, 5: same, 6: same}, "naive": {4: same, 5: same, 6: same}}
+    sentence = stitch.methods_values(s)["methods_sentence"]
+    assert "no truncated depth of the 2 separates" in sentence and "at 0 of" not in sentence
+
+
 def test_report_sentence_sets_the_removable_share_against_the_report():
     one = stitch.report_sentence(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.1, 6: 0.5}), 0.5)
     assert "can lose 1 of 6 blocks (17% of its depth), more of its depth than the report's models (7–11%)" in one

@@ -155,6 +155,9 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     assert np.isclose(values["dtype_kl_max_gap"],
                       np.abs(c.kl["bfloat16"].mean(0) - c.kl["float32"].mean(0)).max())
     assert "float32" in values["dtype_sentence"] and "bfloat16" in values["dtype_sentence"]
+    all_same = values["dtype_identical"] == 2  # no decode differs: no "first differing token at position 0"
+    assert ("identical token for token on all 2 problems" in values["dtype_sentence"]) == all_same
+    assert ("(median)" in values["dtype_sentence"]) == (not all_same)
     assert "| blocks | float32 | bfloat16 |" in appendix.sweep_table(c)
 
 

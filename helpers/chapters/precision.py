@@ -136,9 +136,11 @@ def comparison_values(c: DtypeComparison) -> dict:
     sentence = scope_sentence(c) + (
         f"On {n} problems, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
         f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
-        f"{verdict}. The two greedy decodes are identical token for token on {n - len(differing)} of {n} "
-        f"problems; where they differ, the first differing token is at position "
-        f"{int(np.median(differing)) if differing else 0} (median). The logit lens's KL per layer moves by at most "
+        f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of {n} "
+                          f"problems; where they differ, the first differing token is at position "
+                          f"{int(np.median(differing))} (median). " if differing else
+                          f"The two greedy decodes are identical token for token on all {n} problems. ")
+        + f"The logit lens's KL per layer moves by at most "
         f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
         f"and the critical stitched depth is {_depth(crit['float32'])} in float32 and {_depth(crit['bfloat16'])} "
         f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)}")

@@ -233,9 +233,13 @@ def methods_values(s: Sweep) -> dict:
     def listed(depths: list[int]) -> str:
         return f" ({', '.join(map(str, depths))})" if depths else ""
 
-    sentence = (f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive truncation at "
-                f"{len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly less accurate at "
-                f"{len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+    if better or worse:
+        sentence = (f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive truncation "
+                    f"at {len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly less accurate at "
+                    f"{len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+    else:  # "more accurate at 0 of the 3 depths, less accurate at 0" says nothing a reader can use
+        sentence = (f"On {s.model}'s {n} problems, no truncated depth of the {len(diffs)} separates stitch-and-preserve "
+                    "from naive truncation by more than the noise of these problems.")
     return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
 
 

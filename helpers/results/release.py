@@ -204,13 +204,15 @@ Check = Callable[[str, dict], str | None]  # (experiment, record) → what is wr
 
 
 def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: dict[str, set[tuple[str, str]]]
-              | None = None, experiments: Iterable[str] | None = None, dry_run: bool = False) -> Batch:
+              | None = None, experiments: Iterable[str] | None = None, runs: set[tuple[str, str]] | None = None,
+              dry_run: bool = False) -> Batch:
     """Release the records of the local store at `store` that the release at `root` lacks, as one new batch.
 
     Every record is checked first (`record_problem`: its key hashes its configuration; `check`: its shape and the
     weights it names, by the caller that knows them); a refused record is listed with its reason and not released,
     and with any refused the batch is not written at all. `chapters` maps a chapter to the (experiment, hash) runs
-    it used, for the manifest's counts and seconds per chapter. Existing files are never rewritten.
+    it used, for the manifest's counts and seconds per chapter; `runs`, the (experiment, hash) runs to release (None:
+    every run of the store). Existing files are never rewritten.
     """
     manifest = read_manifest(root) if (root / MANIFEST).is_file() else Manifest(root)
     released = {(e, h): {json.loads(line)["key"] for rel in rels for line in file_lines(root, rel, manifest.files[rel])}
@@ -221,7 +223,7 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
     new: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for path in sorted(store.glob("*/*.jsonl")):
         experiment, run_hash = path.parent.name, path.stem
-        if wanted is not None and experiment not in wanted:
+        if (wanted is not None and experiment not in wanted) or (runs is not None and (experiment, run_hash) not in runs):
             continue
         have = released.get((experiment, run_hash), set())
         seen: set[str] = set()

@@ -98,17 +98,21 @@ def build_chapters(build: Path) -> dict[str, set[tuple[str, str]]]:
 
 def add(store: Path | None = None, root: Path | None = None, build: Path | None = None, commit: str | None = None,
         dry_run: bool = False, chapter: str | None = None) -> Batch:
-    """Release the local store's records that the release lacks (see `helpers.results.release.add_batch`); the
-    manifest counts them per chapter by the build's run configuration, or all under `chapter` (a step that ran one
-    chapter and was stopped before it could say which runs it used)."""
+    """Release the local store's records that the release lacks (see `helpers.results.release.add_batch`): those of
+    the runs the build's chapters used (its run configuration; every run of the store where it names none), counted
+    per chapter, or every run's under `chapter` (a step that ran one chapter and was stopped before it could say
+    which runs it used)."""
     from helpers.runner.run import _git_commit
 
     root = root or env.REPO / "release"
     root.mkdir(parents=True, exist_ok=True)
     store = store or results_root()
-    chapters = ({chapter: {(p.parent.name, p.stem) for p in store.glob("*/*.jsonl")}} if chapter else
-                build_chapters(build or env.REPO))
-    return add_batch(store, root, commit=commit or _git_commit(), check=RecordCheck(), chapters=chapters,
+    if chapter:
+        chapters, runs = {chapter: {(p.parent.name, p.stem) for p in store.glob("*/*.jsonl")}}, None
+    else:  # the runs the build's chapters used, and only those: the store may hold other profiles' records
+        chapters = build_chapters(build or env.REPO)
+        runs = set().union(*chapters.values()) if any(chapters.values()) else None
+    return add_batch(store, root, commit=commit or _git_commit(), check=RecordCheck(), chapters=chapters, runs=runs,
                      dry_run=dry_run)
 
 
