@@ -148,13 +148,11 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
         if predicted != r["predicted"] or is_equivalent(predicted, problem.answer) != r["correct"]:
             f.problems.append("its answer or grade does not follow from its tokens")
         rows.append(prompt + list(r["tokens"]))
-    logits = _teacher_forced(model, rows)
-    for f, record, ids, lg in zip(findings, records, rows, logits, strict=True):
+    logits = _teacher_forced(model, rows, [len(r["result"]["tokens"]) for r in records])
+    for f, record, window in zip(findings, records, logits, strict=True):
         r = record["result"]
-        n = len(r["tokens"])
-        if n == 0:
+        if not r["tokens"]:
             continue
-        window = lg[len(ids) - n - 1:len(ids) - 1]  # the logits that predicted each completion token
         tokens = torch.tensor(r["tokens"])
         logp = torch.log_softmax(window, -1).gather(-1, tokens[:, None])[:, 0]
         f.logp_deviation = abs(float(logp.sum()) - float(r["sum_logp"]))
@@ -173,17 +171,23 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
 
 
 @torch.inference_mode()
-def _teacher_forced(model, rows: list[list[int]]) -> list[torch.Tensor]:
-    """float32 logits of each row (right-padded in one batch, so a row's positions are its own)."""
+def _teacher_forced(model, rows: list[list[int]], completions: list[int]) -> list[torch.Tensor]:
+    """float32 logits that predicted each row's last `completions[i]` tokens, from one pass over the batch.
+
+    Rows are left-padded (positions counted from each row's first token), so that every row's completion lies in
+    the batch's last columns and the output head runs over those only (`logits_to_keep`), not over the prompts."""
     width = max(len(r) for r in rows)
     ids = torch.zeros(len(rows), width, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r)
-        mask[i, :len(r)] = 1
+        ids[i, width - len(r):] = torch.tensor(r)
+        mask[i, width - len(r):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    keep = max(completions) + 1
     device = next(model.parameters()).device
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits.float().cpu()
-    return [out[i, :len(r)] for i, r in enumerate(rows)]
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                use_cache=False, logits_to_keep=keep).logits.float().cpu()  # [rows, keep, vocab]: columns width-keep..
+    return [out[i, keep - 1 - n:keep - 1] if n else out[i, :0] for i, n in enumerate(completions)]
 
 
 def _counts(r: dict, c: dict, stops: set[int]) -> list[str]:
