@@ -42,16 +42,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from helpers.core import env
-    from helpers.runner.profiles import BudgetSpent, parse_overrides
+    from helpers.runner.profiles import BudgetSpent, RunError, parse_overrides
     from helpers.runner.run import run
 
     overrides = parse_overrides(args.param)
     if args.dtype is not None:
         overrides["dtype"] = args.dtype
+    if args.only is not None and len(args.only) > 1:
+        raise RunError(f"--only takes one chapter, given {len(args.only)} ({', '.join(args.only)}): run them one "
+                       "after the other, or write a profile whose 'chapters' lists them.")
+    only = args.only[0] if args.only else None
     if args.no_release:
         os.environ[env.RELEASE] = "off"  # the kernels inherit it
     try:
-        run(args.profile, overrides, only=args.only, out_root=Path(args.out) if args.out else env.REPO,
+        run(args.profile, overrides, only=only, out_root=Path(args.out) if args.out else env.REPO,
             build=not args.no_build, strict=args.strict, budget=args.budget)
     except BudgetSpent as spent:
         print(f"[run] budget spent: {spent}. Every finished record is in the results store; run the same command "
@@ -280,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="execute the chapters under a profile and build the book")
     p.add_argument("--profile", default="default", help="a profile in notebooks/profiles/ (smoke, default, paper, ...) or a path to your own YAML file")
-    p.add_argument("--only", help="execute only this chapter (e.g. 02_logit_lens); the others must exist")
+    p.add_argument("--only", action="append", help="execute only this chapter (e.g. 02_logit_lens); the others must "
+                   "exist")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter (value read as YAML); repeatable")
     p.add_argument("--out", help="write book/chapters and _build under this folder instead of the repository")

@@ -104,6 +104,8 @@ PROFILE_FILES = [
     ("empty", "", "sets nothing: a profile holds parameters"),
     ("only a description", "description: mine\n", "sets nothing: a profile holds parameters"),
     ("empty sections", "parameters: {}\nnotebooks:\n", "sets nothing"),
+    ("an empty chapter name", "chapters: ['']\nbase: smoke\n", "non-empty text"),
+    ("a chapter that is not text", "chapters: [3]\nbase: smoke\n", "non-empty text"),
 ]
 
 SAMPLING = [

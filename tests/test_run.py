@@ -153,6 +153,13 @@ def test_cli_names_the_unknown_key():
     assert "no_such_key" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_only_given_twice_is_refused_before_any_chapter_runs():
+    """Repeated --only used to run the last one silently."""
+    proc = subprocess.run([sys.executable, "-m", "helpers", "run", "--profile", "smoke", "--only", "01_effective_depth",
+                           "--only", "04_power_sampling"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--only takes one chapter" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypatch):
     import importlib.util
 

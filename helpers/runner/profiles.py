@@ -123,8 +123,10 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
                                 or not 0 < timeout < math.inf):
         raise RunError(f"Profile {name!r}: timeout is the seconds a cell may run, a positive finite number; got "
                        f"{timeout!r}.")
-    if data.get("chapters") is not None and not isinstance(data["chapters"], list):
-        raise RunError(f"Profile {name!r}: chapters must be a list of chapter names, got {data['chapters']!r}.")
+    if data.get("chapters") is not None and (not isinstance(data["chapters"], list) or not all(
+            isinstance(c, str) and c.strip() for c in data["chapters"])):
+        raise RunError(f"Profile {name!r}: chapters must be a list of chapter names (non-empty text, e.g. "
+                       f"02_logit_lens), got {data['chapters']!r}.")
     if not any(data.get(k) for k in ("parameters", "notebooks", "base", "chapters")):
         raise RunError(f"Profile {name!r} ({path}) sets nothing: a profile holds parameters (for every chapter), "
                        "notebooks (per chapter: {stem: {parameter: value}}), the chapters it runs, or a base "
