@@ -308,6 +308,21 @@ def test_a_torn_last_line_is_cut_before_the_next_record(tmp_path):
     assert [json.loads(line)["key"] for line in lines] == ["a", "b"]  # every line is valid JSON
 
 
+def test_a_whole_last_record_without_its_newline_is_kept_and_a_torn_one_set_aside(tmp_path):
+    run = Run("exp", {"k": 1}, root=tmp_path)
+    run.add("a", 1, 0.1)
+    run.path.write_bytes(run.path.read_bytes().rstrip(b"\n"))  # complete, but its newline never reached the disk
+    again = Run("exp", {"k": 1}, root=tmp_path)
+    assert again.get("a") == 1  # finished work, not recomputed
+    again.add("b", 2, 0.1)
+    assert [json.loads(line)["key"] for line in run.path.read_text().splitlines()] == ["a", "b"]
+    with run.path.open("a") as fh:
+        fh.write('{"key": "c", "config_ha')
+    Run("exp", {"k": 1}, root=tmp_path).add("d", 3, 0.1)
+    assert [json.loads(line)["key"] for line in run.path.read_text().splitlines()] == ["a", "b", "d"]
+    assert '{"key": "c", "config_ha' in run.aside_path.read_text()  # kept, not lost
+
+
 def test_a_second_process_waits_and_reuses_the_first_ones_records(tmp_path, capsys):
     first, second = Run("exp", {"k": 2}, root=tmp_path), Run("exp", {"k": 2}, root=tmp_path)
     holding = threading.Event()

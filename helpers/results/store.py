@@ -167,8 +167,10 @@ class Run:
         bad = {"unreadable": 0, "wrong shape": 0}
         with self.path.open("rb") as fh:
             for raw in fh:
-                if not raw.strip() or not raw.endswith(b"\n"):
-                    continue  # blank, or a last line still being written (or torn, which the lock holder cuts)
+                if not raw.strip():
+                    continue
+                if not raw.endswith(b"\n") and self._verdict(raw)[0] == "unreadable":
+                    continue  # a last line still being written (or torn, which the lock holder sets aside)
                 verdict, record = self._verdict(raw)
                 if verdict in bad:
                     bad[verdict] += 1  # that unit is simply redone
@@ -258,7 +260,8 @@ class Run:
                 self._lock = None
 
     def _repair_tail(self) -> None:
-        """Cut a last line that an interruption left unfinished (no newline), so the file stays valid JSONL."""
+        """End a last line that lacks its newline: a whole record gets its newline (it is finished work); a torn
+        one (an interruption mid-write) is moved into `aside_path` and cut, so the file stays valid JSONL."""
         if not self.path.is_file():
             return
         with self.path.open("rb+") as fh:
@@ -268,16 +271,24 @@ class Run:
             fh.seek(size - 1)
             if fh.read(1) == b"\n":
                 return
-            end = size  # look back, a block at a time, for the newline that ends the last whole line
+            end, cut_at = size, 0  # look back, a block at a time, for the newline that ends the last whole line
             while end > 0:
                 start = max(0, end - (1 << 16))
                 fh.seek(start)
                 cut = fh.read(end - start).rfind(b"\n")
                 if cut >= 0:
-                    fh.truncate(start + cut + 1)
-                    return
+                    cut_at = start + cut + 1
+                    break
                 end = start
-            fh.truncate(0)  # no whole line at all
+            fh.seek(cut_at)
+            tail = fh.read()
+            if self._verdict(tail)[0] in ("ok", "other"):  # complete JSON of a record: keep it
+                fh.seek(size)
+                fh.write(b"\n")
+                return
+            with self.aside_path.open("ab") as aside:
+                aside.write(tail + b"\n")
+            fh.truncate(cut_at)
 
     def __contains__(self, key: str) -> bool:
         return key in self._records
