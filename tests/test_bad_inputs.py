@@ -192,6 +192,24 @@ def test_profile_files_are_validated_as_a_whole(case, text, fragment, tmp_path):
     assert fragment in str(info.value), f"{case}: {info.value}"
 
 
+def test_a_long_chain_of_base_profiles_is_refused_without_a_traceback(tmp_path):
+    for i in range(1200):
+        (tmp_path / f"p{i}.yaml").write_text(f"base: {tmp_path / f'p{i + 1}.yaml'}\n" if i < 1199 else "base: smoke\n")
+    with pytest.raises(RunError, match="chain of more than 8 base profiles"):
+        plan(str(tmp_path / "p0.yaml"))
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    import time
+
+    lines = ["a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    start = time.perf_counter()
+    with pytest.raises(RunError, match="expands to more than"):
+        plan(_profile_file(tmp_path, "parameters:\n  " + "\n  ".join(lines) + "\n"))
+    assert time.perf_counter() - start < 5
+
+
 def test_a_profile_given_as_a_path_runs(tmp_path):
     path = _profile_file(tmp_path, "parameters:\n  n_problems: 2\n")
     assert all(j.parameters.get("n_problems", 2) == 2 for j in plan(path))

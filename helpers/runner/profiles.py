@@ -84,6 +84,37 @@ def profile_path(name: str) -> Path:
     return path
 
 
+MAX_BASES = 8  # base profiles in a chain: full -> default is the deepest the book has
+MAX_PROFILE_BYTES = 100_000
+MAX_PROFILE_NODES = 20_000  # values after YAML's aliases are expanded: a profile is small; an alias bomb is not
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a document whose aliases would expand past `MAX_PROFILE_NODES` values, before
+    building it (a few lines of nested aliases can expand to billions)."""
+
+    def construct_document(self, node):
+        counted: dict[int, int] = {}
+
+        def size(n) -> int:
+            if id(n) in counted:
+                return counted[id(n)]
+            counted[id(n)] = 1  # a recursive alias counts once while it is measured
+            total = 1
+            if isinstance(n, yaml.SequenceNode):
+                total += sum(size(c) for c in n.value)
+            elif isinstance(n, yaml.MappingNode):
+                total += sum(size(k) + size(v) for k, v in n.value)
+            counted[id(n)] = total
+            if total > MAX_PROFILE_NODES:
+                raise RunError(f"A profile expands to more than {MAX_PROFILE_NODES:,} values through YAML aliases; "
+                               "write its settings out instead.")
+            return total
+
+        size(node)
+        return super().construct_document(node)
+
+
 def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
     """A profile: {'description', 'parameters' (for every notebook), 'notebooks': {stem: {...}}, 'timeout'}.
 
@@ -93,13 +124,22 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
     if name in _seen:
         raise RunError(f"Profile {name!r} is its own base (through {' -> '.join((*_seen, name))}); a base must end "
                        "in a profile without one.")
+    if len(_seen) >= MAX_BASES:
+        raise RunError(f"Profile {_seen[0]!r} starts from a chain of more than {MAX_BASES} base profiles "
+                       f"({' -> '.join(_seen[:3])} -> ...); a profile starts from a few at most (full -> default).")
     path = profile_path(name)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if len(text) > MAX_PROFILE_BYTES:
+            raise RunError(f"Profile {name!r} ({path}) holds {len(text):,} characters; a profile is a page of "
+                           f"settings (at most {MAX_PROFILE_BYTES:,}).")
+        data = yaml.load(text, Loader=_BoundedLoader)
     except UnicodeDecodeError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     except yaml.YAMLError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise RunError(f"Profile {name!r} ({path}) is nested too deeply to be a profile.") from None
     if data is None:
         data = {}  # an empty file: said below, with what a profile holds
     if not isinstance(data, dict):
