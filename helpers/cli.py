@@ -187,10 +187,12 @@ def _glued_rows(where: str) -> list[dict]:
             rows = read_json(path)
         except JSONFileError as err:
             raise DataError(f"{where} is not a glued_values.json file: {err}") from None
-        if not isinstance(rows, list) or not all(isinstance(r, dict) and {"chapter", "name", "value"} <= set(r)
-                                                 for r in rows):
-            raise DataError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter, "
-                            "name and value")
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and {"chapter", "name", "value"} <= set(r) and isinstance(r["chapter"], str)
+                and isinstance(r["name"], str) and isinstance(r["value"], str | int | float | bool | type(None))
+                for r in rows):
+            raise DataError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter "
+                            "and name (text) and value (a number, text or null)")
         return rows
     raise DataError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
                     "(book/chapters after `python -m helpers run`)")

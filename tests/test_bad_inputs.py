@@ -475,8 +475,12 @@ def test_truncate_on_the_command_line(tiny_dir, capsys):
 
 @pytest.mark.parametrize(("case", "content", "fragment"), [
     ("empty folder", None, "holds no executed chapter"),
-    ("a JSON list of numbers", "[1, 2]", "list of objects with chapter, name and value"),
+    ("a JSON list of numbers", "[1, 2]", "list of objects with chapter"),
     ("an object", '{"chapter": "x"}', "list of objects"),
+    ("a chapter that is a list", '[{"chapter": [1], "name": "a", "value": 1}]', "list of objects with chapter"),
+    ("a value that is a mapping", '[{"chapter": "c", "name": "a", "value": {}}]', "a number, text or null"),
+    ("an integer of 5,000 digits", '[{"chapter": "c", "name": "a", "value": ' + "9" * 5000 + "}]",
+     "a number too long"),
     ("broken JSON", "[{", "glued.json is not a glued_values.json file"),
     ("nested 100,000 levels deep", "[" * 100_000 + "]" * 100_000, "nested too deeply to be read as JSON"),
 ], ids=lambda v: v if isinstance(v, str) and " " in v else None)
@@ -489,6 +493,13 @@ def test_glued_diff_refuses_what_is_not_a_build(case, content, fragment, tmp_pat
         target.write_text(content)
     status, err = _main(["glued-diff", str(target), str(target)], capsys)
     assert status == 2 and fragment in err and "Traceback" not in err, f"{case}: {err}"
+
+
+@pytest.mark.parametrize("notebook", ['{"cells": 5}', '{"cells": [{"outputs": 3}]}', "[1]"])
+def test_glued_diff_on_a_folder_whose_notebook_is_malformed_says_which(notebook, tmp_path, capsys):
+    (tmp_path / "01_effective_depth.ipynb").write_text(notebook)
+    status, err = _main(["glued-diff", str(tmp_path), str(tmp_path)], capsys)
+    assert status == 2 and "01_effective_depth.ipynb is not a notebook" in err and "Traceback" not in err, err
 
 
 def test_a_results_store_that_is_a_file_stops_the_run_before_any_chapter(tmp_path, monkeypatch):

@@ -27,3 +27,5 @@ def read_json(path: str | Path) -> Any:
         raise JSONFileError(f"{path} is not valid JSON ({exc})") from None
     except RecursionError:
         raise JSONFileError(f"{path} is nested too deeply to be read as JSON") from None
+    except ValueError:  # Python's limit on the digits of an integer (sys.set_int_max_str_digits)
+        raise JSONFileError(f"{path} holds a number too long to be a value of this book's files") from None

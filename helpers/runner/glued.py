@@ -33,13 +33,18 @@ def glued_values(notebook: Path) -> dict[str, object]:
         nb = read_json(notebook)
     except JSONFileError as err:
         raise DataError(f"{err}; execute the chapter again (python -m helpers run --only ...)") from None
-    if not isinstance(nb, dict):
-        raise DataError(f"{notebook} is not a notebook (a JSON object with cells); execute the chapter again.")
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("outputs", []), list)
+                                              for c in cells):
+        raise DataError(f"{notebook} is not a notebook (a JSON object with a list of cells); execute the chapter "
+                        "again.")
     found: dict[str, object] = {}
-    for cell in nb.get("cells", []):
+    for cell in cells:
         for out in cell.get("outputs", []):
-            meta = out.get("metadata", {}).get("scrapbook")
-            if not meta:
+            meta = out.get("metadata", {}).get("scrapbook") if isinstance(out, dict) and isinstance(
+                out.get("metadata", {}), dict) else None
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) \
+                    or not isinstance(out.get("data", {}), dict):
                 continue
             data = {k.removeprefix(GLUE_PREFIX): v for k, v in out.get("data", {}).items()}
             if any(k.startswith("image/") for k in data):
