@@ -636,3 +636,20 @@ def test_a_store_file_that_cannot_be_written_is_named(tmp_path):
 def test_an_out_folder_that_cannot_be_made_stops_the_run_before_any_chapter(tmp_path, capsys):
     status, err = _main(["run", "--profile", "smoke", "--out", "/proc/no-such-folder", "--no-build"], capsys)
     assert status == 2 and "--out: cannot write into /proc/no-such-folder" in err and "Traceback" not in err
+
+
+def test_a_cache_folder_under_a_file_is_refused_before_any_conversion(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SVD_CACHE", str(blocker / "cache"))
+    with pytest.raises(ModelLoadError, match=r"cannot be made: .*file is a file, not a folder"):
+        load_model("smollm2-135m", device="cpu", dtype="float32")
+
+
+def test_a_store_file_that_is_a_folder_is_one_clear_error(tmp_path):
+    from helpers.results.store import StoreError
+
+    run = Run("exp", {"k": 9}, root=tmp_path)
+    run.path.mkdir(parents=True)
+    with pytest.raises(StoreError, match="cannot be written.*SVD_RESULTS"):
+        run.add("a", 1, 0.1)

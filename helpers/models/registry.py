@@ -83,8 +83,12 @@ def cache_dir() -> Path:
     not a folder, before any conversion starts."""
     named = os.environ.get(env.CACHE)
     root = Path(named or Path.home() / ".cache" / "search-versus-depth")
+    where = f"SVD_CACHE={named}" if named else str(root)
     if root.exists() and not root.is_dir():
-        where = f"SVD_CACHE={named}" if named else str(root)
         raise ModelLoadError(f"{where} is a file, not a folder: the converted models and checkpoints go into a "
                              "folder. Point SVD_CACHE at a folder (it is made if missing), or unset it.")
+    blocker = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ModelLoadError(f"{where} cannot be made: {blocker} is a file, not a folder. Point SVD_CACHE at a "
+                             "folder you can write to, or unset it.")
     return root

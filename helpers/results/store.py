@@ -326,10 +326,15 @@ class Run:
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self.locked():
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as err:
+                raise StoreError(f"{self.path} cannot be written ({err.strerror or err}): it must be a file in a "
+                                 "folder you can write to; move what is there away, or set SVD_RESULTS to another "
+                                 "folder.") from None
             self._records[key] = record
             self._loaded_size = self._size()
         _note("computed", self, key)
