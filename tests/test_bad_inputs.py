@@ -651,5 +651,5 @@ def test_a_store_file_that_is_a_folder_is_one_clear_error(tmp_path):
 
     run = Run("exp", {"k": 9}, root=tmp_path)
     run.path.mkdir(parents=True)
-    with pytest.raises(StoreError, match="cannot be written.*SVD_RESULTS"):
+    with pytest.raises(StoreError, match=r"cannot be written.*SVD_RESULTS"):
         run.add("a", 1, 0.1)
