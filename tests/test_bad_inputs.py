@@ -653,3 +653,18 @@ def test_a_store_file_that_is_a_folder_is_one_clear_error(tmp_path):
     run.path.mkdir(parents=True)
     with pytest.raises(StoreError, match=r"cannot be written.*SVD_RESULTS"):
         run.add("a", 1, 0.1)
+
+
+@pytest.mark.parametrize("old", ['{"chapters": {"01_effective_depth": {"seconds": 3}}}', '{"chapters": [1]}', "[1",
+                                 '{"chapters": {"x": {"parameters": {}, "seconds": true}}}'])
+def test_a_run_configuration_from_an_older_runner_is_replaced_not_a_keyerror(old, tmp_path):
+    from helpers.runner.profiles import Job
+    from helpers.runner.run import previous_chapters, write_run_config
+
+    folder = tmp_path / "book" / "chapters"
+    folder.mkdir(parents=True)
+    (folder / "run_config.json").write_text(old)
+    assert previous_chapters(folder / "run_config.json") == {}
+    write_run_config(tmp_path, "smoke", [Job("02_logit_lens", {"n_problems": 1}, seconds=1.0)])
+    written = json.loads((folder / "run_config.json").read_text())
+    assert list(written["chapters"]) == ["02_logit_lens"]

@@ -158,6 +158,30 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def previous_chapters(json_path: Path, say: bool = False) -> dict:
+    """The chapters an earlier run recorded in `json_path` (run_config.json), each entry checked; an unreadable file
+    or entry is left out (and, with `say`, a note says so), never a KeyError after the chapters' work is done."""
+    from helpers.core.jsonfile import JSONFileError, read_json
+
+    if not json_path.is_file():
+        return {}
+    try:
+        chapters = read_json(json_path).get("chapters", {})
+    except (JSONFileError, AttributeError):
+        chapters = None
+    if not isinstance(chapters, dict):
+        if say:
+            print(f"[run] note: {json_path} is not a run configuration this runner wrote; it will be replaced",
+                  flush=True)
+        return {}
+    kept = {stem: c for stem, c in chapters.items() if isinstance(c, dict) and isinstance(c.get("parameters"), dict)
+            and isinstance(c.get("seconds"), int | float) and not isinstance(c.get("seconds"), bool)}
+    if say and len(kept) < len(chapters):
+        print(f"[run] note: {len(chapters) - len(kept)} chapter entries of {json_path} come from an older runner; "
+              "they are dropped from the run configuration", flush=True)
+    return kept
+
+
 def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
     """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
     from helpers.models.loading import default_device
@@ -176,10 +200,8 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
                                                  for j in jobs}}
     folder = out_root / CHAPTERS
     folder.mkdir(parents=True, exist_ok=True)
-    previous = {}
     json_path = folder / "run_config.json"
-    if json_path.is_file():  # keep the record of chapters this run did not re-execute (--only)
-        previous = json.loads(json_path.read_text()).get("chapters", {})
+    previous = previous_chapters(json_path)  # keep the record of chapters this run did not re-execute (--only)
     info["chapters"] = {**previous, **info["chapters"]}
     json_path.write_text(json.dumps(info, indent=2))
     for stem, c in info["chapters"].items():  # chapters executed by an earlier run, before downloads existed
@@ -337,6 +359,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     writable(results_root(), "SVD_RESULTS (the results store)")
     writable(model_cache(), "SVD_CACHE (the converted models)")
     repo = source_repository() if build else None
+    previous_chapters(out_root / CHAPTERS / "run_config.json", say=True)  # said now, not after the chapters ran
     prepare_root(out_root)
     for i, job in enumerate(jobs):
         if deadline is not None and time.time() >= deadline:
