@@ -92,7 +92,7 @@ vllm-env: $(VLLM_STAMP)
 test-vllm: $(VLLM_STAMP)
 	SVD_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider tests/test_vllm_engine.py
 
-# The sampling benchmark as the README reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
+# The sampling benchmark as book/performance.md reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
 BENCH_ARGS ?= --model smollm2-135m,qwen2.5-coder-0.5b --problems 16,32
 bench: $(STAMP)
 	$(PY) -m helpers install-models --profile default

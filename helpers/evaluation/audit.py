@@ -14,7 +14,7 @@ says), then teacher-forces prompt + tokens in one forward pass and checks:
   answer and its acceptance is a rate; SMC's particles are as many as its settings say and resampled at most once
   per block.
 
-The tolerances are measured (README, the release section): decoding computes a row's logits in a batch of other
+The tolerances are measured (the reproducibility page, "The results release"): decoding computes a row's logits in a batch of other
 rows, and the audit in a batch of its own, so float32 sums differ by rounding.
 """
 
@@ -34,7 +34,7 @@ from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import truncate
 from helpers.results.identity import model_identity, problem_key
 
-LOGP_TOLERANCE = 0.02  # nats on a record's sum of log-probabilities (measured: see the README's release section)
+LOGP_TOLERANCE = 0.02  # nats on a record's sum of log-probabilities (measured: the reproducibility page, "The results release")
 TIE_MARGIN = 0.02  # logits this close at the top may swap between batches and machines: not counted against greedy
 
 
