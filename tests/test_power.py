@@ -153,7 +153,7 @@ def test_reference_mode_follows_the_published_block_schedule():
     published = reference_law(model, [1], **SCHEDULE)
     capped = reference_law(model, [1], **SCHEDULE, growth="cap")
     assert sum(published.values()) == pytest.approx(1.0, abs=1e-9)
-    n = 4000
+    n = 2000
     floor = noise_floor(published, n)
     assert tv_distance(published, capped) > 4 * floor  # the toy tells the two schedules apart
     cfg = PowerConfig(mode="reference", **SCHEDULE)
