@@ -39,6 +39,46 @@ def test_the_kept_blocks_check_passes_the_reference_and_catches_stitch_and_prese
         kept_last_two(10, 1)
 
 
+def _forever(*args):
+    while True:
+        pass
+
+
+def _endless(n, d):
+    i = 0
+    while True:
+        yield i
+        i += 1
+
+
+@pytest.mark.parametrize(("student", "fragment"), [
+    (lambda kl, nats: None, "returned None"),
+    (lambda kl, nats: "2", "must return an integer layer, got '2'"),
+    (lambda kl, nats: 1 / 0, "raised ZeroDivisionError"),
+    (_forever, "did not finish within 0.5 seconds"),
+])
+def test_a_students_rule_that_fails_in_its_own_way_gets_a_sentence(student, fragment):
+    from helpers.chapters.exercises import StudentCodeError
+
+    with pytest.raises(StudentCodeError, match=fragment):
+        check_depth_rule(student, time_limit_s=0.5)
+
+
+@pytest.mark.parametrize(("student", "fragment"), [
+    (lambda n, d: None, "returned None"),
+    (lambda n, d: [0, "1"][:d], "must return block indices"),
+    (lambda n, d: 7, "must return a list of block indices, got int"),
+    (_endless, "blocks kept"),  # an endless generator is cut, then measured
+    (_forever, "did not finish within 0.5 seconds"),
+])
+def test_a_students_kept_blocks_that_fail_in_their_own_way_get_a_sentence(student, fragment):
+    from helpers.chapters.exercises import StudentCodeError
+
+    with pytest.raises(AssertionError, match=fragment) as caught:
+        check_kept_blocks(student, time_limit_s=0.5)
+    assert isinstance(caught.value, StudentCodeError) or fragment == "blocks kept"
+
+
 def test_the_absolute_rule_ignores_the_last_layer():
     assert kl_below([5.0, 3.0, 0.5, 0.0], 1.0) == 2
     assert kl_below([5.0, 3.0, 2.0, 0.0], 1.0) == -1  # only the last layer is below: none

@@ -1,14 +1,57 @@
 """The code of the book's "extend" exercises: the reference solutions, and the checks a student runs on theirs.
 
 Each exercise asks for a small function; `check_*` calls it on many inputs against the reference and against
-the rules any such function must keep, and raises `AssertionError` naming the first input it gets wrong.
+the rules any such function must keep, and raises `AssertionError` naming the first input it gets wrong. A student's
+function may also fail in ways of its own (raise, return None or the wrong type, never end): each comes back as a
+`StudentCodeError`, one sentence that says what the function did, and a check gives up after `TIME_LIMIT` seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import islice
 
 import numpy as np
+
+TIME_LIMIT = 10.0  # seconds for a whole check: the reference solutions pass in a fraction of one
+
+
+class StudentCodeError(AssertionError):
+    """What a student's function did wrong, in one sentence (an AssertionError, as every failed check is)."""
+
+
+@contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Stop the block after `seconds` with a `StudentCodeError` (on the main thread of a Unix process, where the
+    notebook's cells run; elsewhere the block runs without a limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def stop(signum, frame):
+        raise StudentCodeError(f"{what} did not finish within {seconds:g} seconds: look for a loop that never ends")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _call(fn: Callable, *args):
+    """`fn(*args)`, its exceptions told as a sentence about the student's function."""
+    try:
+        return fn(*args)
+    except StudentCodeError:
+        raise
+    except Exception as exc:
+        name = getattr(fn, "__name__", "your function")
+        raise StudentCodeError(f"{name}{args!r} raised {type(exc).__name__}: {exc}") from None
 
 
 def layer_name(layer: int | None) -> str:
@@ -46,29 +89,58 @@ def _curves(seed: int) -> list[np.ndarray]:
     return curves
 
 
-def check_depth_rule(rule: Callable[[Sequence[float], float], int], seed: int = 0) -> str:
+def check_depth_rule(rule: Callable[[Sequence[float], float], int], seed: int = 0,
+                     time_limit_s: float = TIME_LIMIT) -> str:
     """Check a student's `rule(kl_curve, nats)` against `kl_below` on many curves and thresholds."""
     n = 0
-    for curve in _curves(seed):
-        for nats in (0.5, 1.0, 2.5, 10.0):
-            got, want = rule(list(curve), nats), kl_below(curve, nats)
-            assert isinstance(got, int | np.integer), f"the rule must return an integer layer, got {got!r}"
-            assert got == want, (f"on the KL curve {np.round(curve, 2).tolist()} with {nats} nats: got {got}, "
-                                 f"expected {want} (the first layer before the last whose KL is below it, or -1)")
-            n += 1
+    with time_limit(time_limit_s, "the rule"):
+        for curve in _curves(seed):
+            for nats in (0.5, 1.0, 2.5, 10.0):
+                n += _check_rule_once(rule, curve, nats)
     return f"passed on {n} curves and thresholds"
 
 
-def check_kept_blocks(kept: Callable[[int, int], list[int]]) -> str:
+def _check_rule_once(rule, curve, nats) -> int:
+    got, want = _call(rule, list(curve), nats), kl_below(curve, nats)
+    if got is None:
+        raise StudentCodeError("the rule returned None: it must return an integer layer (-1 where none is below); "
+                               "is a `return` missing?")
+    if isinstance(got, bool) or not isinstance(got, int | np.integer):
+        raise StudentCodeError(f"the rule must return an integer layer, got {got!r} ({type(got).__name__})")
+    assert got == want, (f"on the KL curve {np.round(curve, 2).tolist()} with {nats} nats: got {got}, "
+                         f"expected {want} (the first layer before the last whose KL is below it, or -1)")
+    return 1
+
+
+def check_kept_blocks(kept: Callable[[int, int], list[int]], time_limit_s: float = TIME_LIMIT) -> str:
     """Check a student's `kept(n_layers, depth)` against `kept_last_two` for every depth of models of 4 to 36
     blocks, and against what any truncation must keep: `depth` blocks, in order, all of them at full depth."""
     n = 0
-    for n_layers in range(4, 37):
-        for depth in range(2, n_layers + 1):
-            got = list(kept(n_layers, depth))
-            assert len(got) == depth, f"L = {n_layers}, depth {depth}: {len(got)} blocks kept, expected {depth}"
-            assert got == sorted(set(got)), f"L = {n_layers}, depth {depth}: {got} is not increasing"
-            assert got == kept_last_two(n_layers, depth), (
-                f"L = {n_layers}, depth {depth}: got {got}, expected {kept_last_two(n_layers, depth)}")
-            n += 1
+    with time_limit(time_limit_s, "kept"):
+        for n_layers in range(4, 37):
+            for depth in range(2, n_layers + 1):
+                n += _check_kept_once(kept, n_layers, depth)
     return f"passed on {n} (model, depth) pairs"
+
+
+def _check_kept_once(kept, n_layers: int, depth: int) -> int:
+    blocks = _call(kept, n_layers, depth)
+    if blocks is None:
+        raise StudentCodeError("kept returned None: it must return the list of block indices it keeps; is a "
+                               "`return` missing?")
+    if isinstance(blocks, str | bytes | dict) or not hasattr(blocks, "__iter__"):
+        raise StudentCodeError(f"kept must return a list of block indices, got {type(blocks).__name__}")
+    try:
+        got = list(islice(iter(blocks), n_layers + 1))  # an endless generator is cut here, not followed forever
+    except StudentCodeError:
+        raise
+    except Exception as exc:
+        raise StudentCodeError(f"iterating over what kept({n_layers}, {depth}) returned raised "
+                               f"{type(exc).__name__}: {exc}") from None
+    if any(isinstance(b, bool) or not isinstance(b, int | np.integer) for b in got):
+        raise StudentCodeError(f"kept({n_layers}, {depth}) must return block indices (integers), got {got!r}")
+    assert len(got) == depth, f"L = {n_layers}, depth {depth}: {len(got)} blocks kept, expected {depth}"
+    assert got == sorted(set(got)), f"L = {n_layers}, depth {depth}: {got} is not increasing"
+    assert got == kept_last_two(n_layers, depth), (
+        f"L = {n_layers}, depth {depth}: got {got}, expected {kept_last_two(n_layers, depth)}")
+    return 1
