@@ -668,3 +668,17 @@ def test_a_run_configuration_from_an_older_runner_is_replaced_not_a_keyerror(old
     write_run_config(tmp_path, "smoke", [Job("02_logit_lens", {"n_problems": 1}, seconds=1.0)])
     written = json.loads((folder / "run_config.json").read_text())
     assert list(written["chapters"]) == ["02_logit_lens"]
+
+
+def test_an_integer_of_5000_digits_is_one_clear_line_wherever_it_is_given(tmp_path, capsys):
+    from helpers.data.problems import DataError, load_local
+
+    status, err = _main(["run", "--profile", "smoke", "-p", "seed=" + "9" * 5000], capsys)
+    assert status == 2 and "too long" in err and "int_max_str_digits" not in err and "Traceback" not in err
+    with pytest.raises(RunError, match="too long"):
+        plan(_profile_file(tmp_path, "parameters:\n  seed: " + "9" * 5000 + "\n"))
+    data = tmp_path / "problems.jsonl"
+    data.write_text('{"question": "q", "answer": ' + "9" * 5000 + "}\n")
+    with pytest.raises(DataError, match="too long"):
+        load_local(data)
+

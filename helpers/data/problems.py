@@ -246,6 +246,8 @@ def load_local(path: str | Path, fields: dict[str, str] | None = None, source: s
         raise DataError(f"{path} is neither a JSON list nor JSON lines: {exc}") from None
     except RecursionError:
         raise DataError(f"{path} is nested too deeply to be a problem file (records are flat objects).") from None
+    except ValueError:  # an integer past Python's digit limit (sys.set_int_max_str_digits)
+        raise DataError(f"{path} holds a number too long to read; write long answers as text (in quotes).") from None
     fields = {"question": "question", "answer": "answer", **(fields or {})}
     return _records_to_problems(records, fields, source or path.stem)
 

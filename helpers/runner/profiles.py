@@ -140,6 +140,8 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
         raise RunError(f"Profile {name!r} ({path}) is not valid YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise RunError(f"Profile {name!r} ({path}) is nested too deeply to be a profile.") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise RunError(f"Profile {name!r} ({path}) holds a number too long to be a setting.") from None
     if data is None:
         data = {}  # an empty file: said below, with what a profile holds
     if not isinstance(data, dict):
@@ -210,6 +212,8 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise RunError(f"-p expects key=value, got {pair!r}")
         try:
             out[key.strip()] = yaml.safe_load(value)
+        except ValueError:  # an integer past Python's digit limit (sys.set_int_max_str_digits)
+            raise RunError(f"-p {key.strip()}: the number is too long to be a parameter's value.") from None
         except yaml.YAMLError:
             raise RunError(f"-p {key.strip()}: {value!r} is not a value (write numbers, true/false, strings or lists "
                            "such as [1, 2, 3]).") from None
