@@ -254,3 +254,35 @@ def test_a_chapter_page_shows_the_parameters_it_ran_with(tmp_path):
     namespace: dict = {}
     exec(text, namespace)  # still runnable: the page's cell reproduces the run's values
     assert (namespace["alpha"], namespace["block_size"], namespace["n_seeds"]) == (2.0, 40, 2)
+
+
+def test_every_notebook_parameter_has_a_declared_domain():
+    """A parameter added to a notebook without a domain in helpers.runner.params.DOMAINS fails here, so no parameter
+    reaches a chapter unchecked."""
+    from helpers.runner.params import DOMAINS
+    from helpers.runner.profiles import notebook_parameters
+
+    missing = {(stem, name) for stem in toc_chapters() for name in notebook_parameters(stem) if name not in DOMAINS}
+    assert not missing, f"parameters without a domain: {sorted(missing)}"
+    assert all(d.meaning and d.kind in ("int", "float", "str", "bool", "list") for d in DOMAINS.values())
+
+
+@pytest.mark.parametrize(("stem", "key", "value", "fragment"), [
+    ("03_stitch_and_preserve", "span", "abc", "must be an integer of at least 1"),
+    ("03_stitch_and_preserve", "span", "1.5", "must be an integer of at least 1"),
+    ("01_effective_depth", "kl_fraction", "2", "above 0 and at most 1"),
+    ("02_logit_lens", "overlap_threshold", "-1", "from 0 to 1"),
+    ("01_effective_depth", "reduction", "bogus", "one of tokens, prompts, max"),
+    ("03_stitch_and_preserve", "depth_step", "0", "at least 1"),
+    ("06_precision", "collapse_fraction", "5", "above 0 and at most 1"),
+    ("06_precision", "sweep_problems", "0", "at least 1"),
+    ("02_logit_lens", "explorer_positions", "-1", "at least 1"),
+    ("04_power_sampling", "power_mode", "fast", "mode must be one of"),
+    ("04_power_sampling", "smc_ess_threshold", "1.5", "ess_threshold must be"),
+    ("05_cost", "matched", "3", "true or false"),
+])
+def test_a_value_outside_its_domain_is_refused_before_any_chapter(stem, key, value, fragment):
+    with pytest.raises(RunError, match=None) as caught:
+        plan("smoke", overrides=parse_overrides([f"{key}={value}"]), only=stem)
+    message = str(caught.value)
+    assert stem in message and key in message and fragment in message, message

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.runner.profiles import Job, RunError
@@ -14,7 +15,142 @@ MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book come
 
 
 COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
-          "probe_stride", "depth_splits", "smc_particles", "smc_block_size")  # names (or prefixes) of parameters that count something: at least 1
+          "probe_stride", "depth_splits", "smc_particles", "smc_block_size", "explorer_positions", "depth_step",
+          "sweep_problems")  # names (or prefixes) of parameters that count something: at least 1
+
+
+@dataclass(frozen=True)
+class Domain:
+    """What a notebook parameter means and the values it may take: its kind (int, float, str, bool, list), whether
+    null is allowed (and what it means), a range for numbers (`low`/`high` inclusive, `above` exclusive) and the
+    choices for text. The runner checks every parameter against its domain before any chapter starts."""
+
+    meaning: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    choices: tuple[str, ...] | str | None = None  # a tuple, or "module:NAME" read from the module that defines them
+    null: str | None = None  # what null means, where it is allowed
+
+    def describe(self) -> str:
+        if self.choices:
+            return f"one of {', '.join(_choice_names(self.choices))}"
+        if self.low is not None and self.high == MAX_COUNT:
+            span = f"of at least {self.low:g} (at most {MAX_COUNT:,})"
+        elif self.low is not None and self.high is not None:
+            span = f"from {self.low:g} to {self.high:,g}"
+        elif self.above is not None and self.high is not None:
+            span = f"above {self.above:g} and at most {self.high:g}"
+        elif self.above is not None:
+            span = f"above {self.above:g}"
+        elif self.low is not None:
+            span = f"at least {self.low:g}"
+        else:
+            span = ""
+        what = {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false",
+                "list": "a list"}[self.kind]
+        return " ".join(p for p in (what, span) if p) + (f" (or null: {self.null})" if self.null else "")
+
+
+def _choice_names(choices) -> tuple[str, ...]:
+    if isinstance(choices, tuple):
+        return choices
+    module, name = choices.split(":")
+    import importlib
+
+    return tuple(getattr(importlib.import_module(module), name))
+
+
+COUNT_MAX = dict(low=1, high=MAX_COUNT)
+FRACTION = dict(above=0.0, high=1.0)
+# Every notebook parameter's domain, declared once (tests/test_run.py fails on a parameter without one). List
+# parameters' entries, models, data sets and depths are checked further below, by the code that knows them; the
+# samplers' settings keep their ranges in the samplers' own constructors, which `_check_samplers` calls.
+DOMAINS: dict[str, Domain] = {
+    "profile": Domain("the profile that built the page (the runner sets it)", "str"),
+    "models": Domain("the models a chapter runs (known names, saved folders or hub ids)", "list"),
+    "dataset": Domain("the problem set: arithmetic, a hub set or a JSON/JSONL file", "str"),
+    "levels": Domain("the difficulty levels problems are drawn from", "list"),
+    "n_problems": Domain("problems per level", "int", **COUNT_MAX),
+    "seed": Domain("the seed problems and samples are drawn with", "int", low=0, high=2**31 - 1),
+    "shots": Domain("worked examples before each question", "int", low=0, high=16),
+    "dtype": Domain("the models' number format", "str", choices=("auto", "float32", "bfloat16")),
+    "batch_size": Domain("rows decoding at once", "int", **COUNT_MAX),
+    "max_new_tokens": Domain("the longest completion, in tokens", "int", **COUNT_MAX),
+    "kl_fraction": Domain("effective depth: the first layer whose lens KL is below this share of its maximum",
+                          "float", **FRACTION),
+    "overlap_threshold": Domain("effective depth: the first layer whose top-5 overlap with the output exceeds "
+                                "this", "float", low=0.0, high=1.0),
+    "reduction": Domain("how per-token curves are averaged", "str", choices="helpers.interp.residual:REDUCTIONS"),
+    "n_skip_problems": Domain("problems of the layer-skip study", "int", **COUNT_MAX),
+    "n_splits": Domain("random splits of the skip study", "int", **COUNT_MAX),
+    "skip_parts": Domain("the parts a skip removes", "list"),
+    "n_depth_problems": Domain("problems per level of the depth-score study", "int", **COUNT_MAX),
+    "depth_splits": Domain("random splits of the depth-score study", "int", **COUNT_MAX),
+    "ig_steps": Domain("integrated-gradients steps", "int", **COUNT_MAX),
+    "ig_components": Domain("the components integrated gradients attributes to", "list"),
+    "probe_stride": Domain("erasure and integrated gradients at every n-th layer", "int", **COUNT_MAX),
+    "map_models": Domain("models whose shallow-to-deep linear maps are fitted", "list"),
+    "map_tokens": Domain("tokens per model for the linear maps", "int", **COUNT_MAX),
+    "explorer_positions": Domain("positions the lens explorer shows", "int", **COUNT_MAX),
+    "methods": Domain("the truncations compared", "list"),
+    "span": Domain("depths below the full one that the sweep tries", "int", **COUNT_MAX,
+                   null="from the earliest cut point"),
+    "depth_step": Domain("the stride of the cut-point sweep", "int", **COUNT_MAX),
+    "n_agreement": Domain("problems the agreement with the full model is measured on", "int", **COUNT_MAX),
+    "n_examples": Domain("example completions shown", "int", **COUNT_MAX),
+    "collapse_fraction": Domain("critical depth: from here on accuracy stays above this share of the full "
+                                "model's", "float", **FRACTION),
+    "depths": Domain("stitched depths tried", "list", null="the depth just below the full model"),
+    "alpha": Domain("the power of the target p^alpha (its range: helpers.samplers.target.Target)", "float"),
+    "block_size": Domain("tokens per MH block (its range: PowerConfig)", "int"),
+    "mcmc_steps": Domain("MH steps per block (its range: PowerConfig)", "int"),
+    "power_mode": Domain("the MH algorithm (its choices: PowerConfig)", "str"),
+    "n_seeds": Domain("samples per problem", "int", **COUNT_MAX),
+    "smc_particles": Domain("SMC's particles per answer (its range: SMCConfig)", "int"),
+    "smc_block_size": Domain("tokens between SMC's resampling checks (its range: SMCConfig)", "int"),
+    "smc_ess_threshold": Domain("SMC resamples when the effective sample size falls below this share (its "
+                                "range: SMCConfig)", "float"),
+    "smc_bridge_tokens": Domain("tokens over which SMC's exponent rises from 1 to alpha, 0: off (its range: "
+                                "SMCConfig)", "int"),
+    "search_problems": Domain("the searches off the headline run on the first this many problems", "int",
+                              **COUNT_MAX, null="every problem"),
+    "engine": Domain("the decoding engine", "str", choices="helpers.samplers.settings:ENGINES"),
+    "sweep_steps": Domain("the MH steps per block the N figure tries", "list"),
+    "toy_samples": Domain("chains per point of the toy curves", "int", **COUNT_MAX),
+    "toy_steps": Domain("MH steps per block on the toy model", "list"),
+    "toy_particles": Domain("SMC particle counts on the toy model", "list"),
+    "cost_models": Domain("models whose FLOPs chapter 05 counts", "list"),
+    "matched": Domain("decode the T = 1 samples that give best-of-k and majority vote power's budget", "bool"),
+    "n_lens": Domain("problems the logit lens reads in both formats", "int", **COUNT_MAX),
+    "sweep_problems": Domain("problems per level of the appendix's stitched sweep", "int", **COUNT_MAX),
+    "sweep_levels": Domain("levels of the appendix's stitched sweep", "list"),
+    "emulated_problems": Domain("where bfloat16 is emulated, at most this many problems per set", "int",
+                                **COUNT_MAX, null="every problem"),
+}
+
+
+def check_domain(where: str, name: str, value) -> None:
+    """`value` against `name`'s declared domain (kind, null, range, choices); an error that names the domain."""
+    domain = DOMAINS.get(name)
+    if domain is None:
+        raise RunError(f"{where}: the runner knows no domain for this parameter (declare it in "
+                       "helpers.runner.params.DOMAINS)")
+    if value is None:
+        if domain.null or domain.kind == "list":
+            return
+        raise RunError(f"{where}: must be {domain.describe()} ({domain.meaning}).")
+    kind = _kind(value)
+    if kind != domain.kind and not (domain.kind == "float" and kind == "int"):
+        raise RunError(f"{where} is {_a(kind)}; it must be {domain.describe()} ({domain.meaning}).")
+    outside = kind in ("int", "float") and (
+        not math.isfinite(value) or (domain.low is not None and value < domain.low)
+        or (domain.high is not None and value > domain.high) or (domain.above is not None and value <= domain.above))
+    if outside:
+        raise RunError(f"{where}: must be {domain.describe()} ({domain.meaning}).")
+    if kind == "str" and domain.choices and value not in _choice_names(domain.choices):
+        raise RunError(f"{where}: must be {domain.describe()} ({domain.meaning}).")
 
 
 # Parameters that cut a set of problems to its first k (null: none cut), and what each one cuts.
@@ -41,7 +177,8 @@ def _a(kind: str) -> str:
 
 
 def check_value(stem: str, name: str, value, default) -> None:
-    """Check one parameter against its notebook's literal default (the schema) and its declared range."""
+    """Check one parameter against its declared domain, its notebook's literal default (the schema) and the rules of
+    the code that uses it."""
     allowed = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",), "str": ("str",), "list": ("list",)}
     want = _kind(default)
     where = f"{stem}: parameter {name!r} = {value!r}"
@@ -80,6 +217,7 @@ def check_value(stem: str, name: str, value, default) -> None:
             check(value)
         except ValueError as err:
             raise RunError(f"{where}: {err}") from None
+    check_domain(where, name, value)  # last: the rules above say more where they apply
 
 
 LIST_RANGES = {  # list parameters of integers: (lowest, highest) entry, and what an entry is
