@@ -153,7 +153,7 @@ def status(root: Path | None = None) -> str:
         return "no release here (release/manifest.json is absent, or SVD_RELEASE=off)"
     manifest = read_manifest(root)
     size = sum((root / rel).stat().st_size for rel in manifest.files if (root / rel).is_file())
-    lines = [f"release {root}: {manifest.records()} records in {len(manifest.files)} files, {size / 1e6:.1f} MB"]
+    lines = [f"release {root}: {manifest.records()} records in {len(manifest.files)} files, {size / 1e6:.2f} MB"]
     for name, batch in manifest.batches.items():
         machine = batch.get("machine", {})
         lines.append(f"  batch {name}: {batch.get('records')} records, commit {batch.get('commit')}, added "
