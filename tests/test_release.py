@@ -197,6 +197,7 @@ def test_the_audit_fails_a_record_whose_counts_do_not_fit_its_settings(smol_rele
     assert len(report.failed) == 1 and "plain decode" in report.failed[0].problems[0], report.summary()
 
 
+@pytest.mark.once  # the release's weights are those of the current transformers' conversion (the lowest converts anew)
 def test_a_sample_of_the_shipped_release_passes_the_audit():
     """`make test` audits a few random released decodes of the models installed here (the Pages workflow audits them
     all); the shipped release must pass as it is."""
