@@ -14,6 +14,9 @@ from helpers.evaluation.decodes import DecodeSettings, decode_run, sample
 from helpers.results.store import Run
 from helpers.runner.execute import progress_line
 
+# The budget is the runner's and the engine loop's own logic, the same under every transformers: one run.
+pytestmark = pytest.mark.once
+
 
 def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes(tiny, tmp_path, monkeypatch):
     from conftest import tiny_problems

@@ -17,6 +17,9 @@ from helpers.results.release import ReleaseError, add_batch, read_manifest
 from helpers.runner.publish import RecordCheck, released_records
 from helpers.samplers.power import PowerConfig
 
+# The store, the release and the budget are the library's own logic, the same under every transformers: one run.
+pytestmark = pytest.mark.once
+
 GREEDY = DecodeSettings("greedy", max_new_tokens=10)
 POWER = DecodeSettings("power", max_new_tokens=10, power=PowerConfig(alpha=2.0, block_size=5, mcmc_steps=1,
                                                                       mode="reference"))
