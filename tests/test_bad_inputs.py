@@ -563,7 +563,7 @@ def test_a_record_of_the_wrong_shape_is_set_aside_and_recomputed(case, result, t
     again = Run("exp", {"a": 1}, root=tmp_path, shape=shape)
     assert "unit" not in again and again.get("good")["kl"] == 0.5, case
     err = capsys.readouterr().err
-    assert f"skipped 1 record whose result has the wrong shape for exp of {run.path}" in err, case
+    assert f"skipped 1 record whose result has the wrong shape or length for exp of {run.path}" in err, case
     Run("exp", {"a": 1}, root=tmp_path, shape=shape)
     assert "skipped" not in capsys.readouterr().err  # said once per process
     assert again.compute("unit", lambda: {"kl": 0.25, "nll": 1.5, "nll_full": 1.5}) == {"kl": 0.25, "nll": 1.5,
@@ -587,8 +587,58 @@ def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_p
     path.write_text(json.dumps({**record, "result": {"kl": first[0]["kl"]}}) + "\n")
     again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
     assert again == first and set(PROFILE_SHAPE) <= set(again[0])
-    assert "wrong shape for depth_profile" in capsys.readouterr().err
+    assert "wrong shape or length for depth_profile" in capsys.readouterr().err
     assert len(path.with_name(path.name + ".set-aside").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("case", ["per-layer lists cut to 3 entries", "empty per-layer lists"])
+def test_a_stored_analysis_of_the_wrong_length_is_recomputed_not_read(case, tiny, tmp_path, capsys):
+    """The reproduction: depth profiles of a 4-layer model whose per-layer lists were cut gave `"n_layers": 3` and
+    exit 0; empty lists made every later run fail deep in numpy. The lists must be as long as the model is deep."""
+    from helpers.interp.depth import curves, effective_depths, profiles
+
+    model, tokenizer, _ = tiny
+    problems = load_problems("arithmetic", n=2, levels=[1], seed=0)
+    first = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    depth = model.config.num_hidden_layers
+    assert all(len(r["kl"]["sum"]) == depth for r in first)
+    (path,) = (tmp_path / "depth_profile").glob("*.jsonl")
+    n = 3 if case.startswith("per-layer") else 0
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    cut = {name: {**v, "sum": v["sum"][:n], "max": v["max"][:n]} for name, v in lines[0]["result"].items()}
+    path.write_text("".join(json.dumps(r) + "\n" for r in [{**lines[0], "result": cut}, lines[1]]))
+    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    assert again == first, case
+    assert effective_depths(curves(again))["n_layers"] == depth
+    assert "1 record whose result has the wrong shape or length for depth_profile" in capsys.readouterr().err
+    assert len(path.with_name(path.name + ".set-aside").read_text().splitlines()) == 1
+
+
+def test_sized_shapes_read_their_lengths_from_the_configuration():
+    from helpers.results.store import Sized, conforms, shape_sizes
+
+    sizes = shape_sizes({"depth": 4, "steps": [1, 2], "flag": True, "name": "x"})
+    assert sizes == {"depth": 4, "steps": 2}  # a bool is not a count
+    shape = {"kl": Sized(float, "depth"), "tv": Sized(float, "steps"), "m": [Sized(Sized(float, 2), "steps")]}
+    good = {"kl": [0.0, 1, 2.5, 3.0], "tv": [0.1, 0.2], "m": [[[1, 2], [3, 4]]] * 3}
+    assert conforms(good, shape, sizes)
+    assert not conforms({**good, "kl": [0.0, 1, 2.5]}, shape, sizes)
+    assert not conforms({**good, "m": [[[1, 2], [3]]]}, shape, sizes)
+    assert not conforms({**good, "tv": []}, shape, sizes)
+    with pytest.raises(ValueError, match="'layers'"):
+        conforms([1.0], Sized(float, "layers"), sizes)
+
+
+def test_an_smc_record_with_too_few_particles_does_not_conform():
+    from helpers.evaluation.decodes import SMC_SHAPE
+    from helpers.results.store import conforms
+
+    particle = {"predicted": "1", "correct": True, "log_weight": -1.0, "n_tokens": 3}
+    record = {"id": "p", "text": "1", "tokens": [1, 2, 3], "predicted": "1", "correct": True, "n_tokens": 3,
+              "sum_logp": -1.0, "stopped": True, "decoded_tokens": 6, "prefill_tokens": 2, "acceptance": None,
+              "chosen": 0, "resamples": 0.0, "particles": [particle, particle]}
+    assert conforms(record, SMC_SHAPE, {"particles": 2})
+    assert not conforms(record, SMC_SHAPE, {"particles": 4})
 
 
 def test_a_cache_folder_that_is_a_file_is_refused_before_any_conversion(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ from helpers.evaluation.decodes import (
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
 from helpers.models.loading import load_model
 from helpers.models.truncation import truncate
-from helpers.results.store import Run
+from helpers.results.store import Run, Sized
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, ReencodeEngine, run_chains
 from helpers.samplers.settings import DecodeSettings, chapter_settings
 from helpers.samplers.smc import RESAMPLING, SMCConfig, run_smc
@@ -61,7 +61,8 @@ class ToyConvergence:
         return values
 
 
-TOY_SHAPE = {"tv": {mode: [float] for mode in MH_MODES}, "smc_tv": [float], "noise": float}  # a stored toy curve
+TOY_SHAPE = {"tv": {mode: Sized(float, "steps") for mode in MH_MODES}, "smc_tv": Sized(float, "particles"),
+             "noise": float}  # a stored toy curve: a TV per step count, an SMC TV per particle count
 
 
 def toy_run(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> Run:

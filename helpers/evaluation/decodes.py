@@ -26,7 +26,7 @@ from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import truncate, truncation_of
 from helpers.results.identity import model_identity, problem_key
-from helpers.results.store import Run
+from helpers.results.store import Run, Sized
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import chain_work
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
@@ -58,8 +58,8 @@ def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> di
 RECORD_SHAPE = {"id": str, "text": str, "tokens": [int], "predicted": (str, type(None)), "correct": bool,
                 "n_tokens": int, "sum_logp": float, "stopped": bool, "decoded_tokens": int, "prefill_tokens": int,
                 "acceptance": (float, type(None))}  # `_record`, as the store checks it
-SMC_SHAPE = {**RECORD_SHAPE, "chosen": int, "resamples": float, "particles": [
-    {"predicted": (str, type(None)), "correct": bool, "log_weight": float, "n_tokens": int}]}
+SMC_SHAPE = {**RECORD_SHAPE, "chosen": int, "resamples": float, "particles": Sized(
+    {"predicted": (str, type(None)), "correct": bool, "log_weight": float, "n_tokens": int}, "particles")}
 
 
 def sample_seed(base: int, problem_id: str, index: int) -> int:

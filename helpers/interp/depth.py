@@ -35,7 +35,7 @@ from helpers.interp.skip_effects import (
     skip_effects,
 )
 from helpers.results.identity import model_identity, sequence_key
-from helpers.results.store import Run
+from helpers.results.store import Run, Sized
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 
@@ -60,7 +60,8 @@ def _lists(d: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-PROFILE_SHAPE = {name: {"sum": [float], "n": int, "max": [float]} for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}
+PROFILE_SHAPE = {name: {"sum": Sized(float, "depth"), "n": int, "max": Sized(float, "depth")}
+                 for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}  # per layer of the model that computed it
 
 
 def profile_one(model, ids: Sequence[int]) -> dict:

@@ -11,6 +11,7 @@ import numpy as np
 
 from helpers.interp.interventions import Reference, Skip, effects
 from helpers.models.adapter import adapter
+from helpers.results.store import Sized
 
 
 def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int = 8, margin: int = 4) -> list[int]:
@@ -22,8 +23,9 @@ def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int
     return sorted(candidates[:n])
 
 
-SHAPE = {"part": str, "splits": [(int, type(None))], "matrix": [[[float]]], "output": [[float]],
-         "matrix_mean": [[[float]]], "output_mean": [[float]]}  # `SkipEffects.as_dict`, as the store checks it
+_LAYERS = Sized(float, "depth")
+SHAPE = {"part": str, "splits": [(int, type(None))], "matrix": [Sized(_LAYERS, "depth")], "output": [_LAYERS],
+         "matrix_mean": [Sized(_LAYERS, "depth")], "output_mean": [_LAYERS]}  # `SkipEffects.as_dict`, per layer
 
 
 @dataclass

@@ -18,7 +18,7 @@ from helpers.core.progress import bar
 from helpers.interp.lens import logit_lens
 from helpers.interp.metrics import kl_divergence
 from helpers.results.identity import model_identity, sequence_key
-from helpers.results.store import Run
+from helpers.results.store import Run, Sized
 
 
 def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,
@@ -39,7 +39,8 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 
 
-LENS_SHAPE = {"kl": [float], "overlap": [float], "n_positions": int}  # a stored `_lens_record`
+LENS_SHAPE = {"kl": Sized(float, "depth"), "overlap": Sized(float, "depth"), "n_positions": int}  # a `_lens_record`: a
+# value per layer
 
 
 def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:

@@ -80,18 +80,42 @@ class StoreError(RuntimeError):
 _REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
 
 
-def conforms(value: Any, shape: Any) -> bool:
+class Sized:
+    """A shape for a list of exactly `n` items of shape `item` (see `conforms`): `n` is a number, or the name of a
+    field of the run's configuration whose value is a count (`depth`, `particles`) or a list (`steps`), so a
+    per-layer list is checked against the depth of the model that computed it."""
+
+    def __init__(self, item: Any, n: int | str):
+        self.item, self.n = item, n
+
+    def __repr__(self) -> str:
+        return f"Sized({self.item!r}, {self.n!r})"
+
+
+def shape_sizes(config: dict) -> dict[str, int]:
+    """The counts a configuration gives `Sized` shapes: each integer field's value and each list field's length."""
+    return {k: (len(v) if isinstance(v, list | tuple) else v) for k, v in config.items()
+            if isinstance(v, list | tuple) or (isinstance(v, int) and not isinstance(v, bool))}
+
+
+def conforms(value: Any, shape: Any, sizes: dict[str, int] | None = None) -> bool:
     """Whether `value`, read back from JSON, has `shape`: a type (`float` also takes an int; neither takes a bool),
-    a tuple of alternatives (`type(None)` for null), `[s]` for a list of s, `{key: s}` for a dict holding at
-    least those keys, or None for anything. The recursion follows the shape, so it is as deep as the shape."""
+    a tuple of alternatives (`type(None)` for null), `[s]` for a list of s, `Sized(s, n)` for a list of exactly n
+    (a name in `sizes`, see `shape_sizes`), `{key: s}` for a dict holding at least those keys, or None for anything.
+    The recursion follows the shape, so it is as deep as the shape."""
     if shape is None:
         return True
     if isinstance(shape, tuple):
-        return any(conforms(value, s) for s in shape)
+        return any(conforms(value, s, sizes) for s in shape)
+    if isinstance(shape, Sized):
+        n = shape.n if isinstance(shape.n, int) else (sizes or {}).get(shape.n)
+        if n is None:
+            raise ValueError(f"a Sized shape names {shape.n!r}, which the run's configuration does not give")
+        return isinstance(value, list) and len(value) == n and all(conforms(v, shape.item, sizes) for v in value)
     if isinstance(shape, list):
-        return isinstance(value, list) and all(conforms(v, shape[0]) for v in value)
+        return isinstance(value, list) and all(conforms(v, shape[0], sizes) for v in value)
     if isinstance(shape, dict):
-        return isinstance(value, dict) and all(k in value and conforms(value[k], s) for k, s in shape.items())
+        return isinstance(value, dict) and all(k in value and conforms(value[k], s, sizes) for k, s in shape.items())
     if isinstance(value, bool):
         return shape is bool
     if shape is float:
@@ -102,8 +126,9 @@ def conforms(value: Any, shape: Any) -> bool:
 class Run:
     """The records of one experiment under one configuration, keyed by unit of work.
 
-    With a `shape` (see `conforms`), a stored result of another shape does not count as finished: it is reported
-    once, set aside in `aside_path` when the run next writes, and its unit computed again.
+    With a `shape` (see `conforms`; its `Sized` lengths are read from the configuration), a stored result of another
+    shape or length does not count as finished: it is reported once, set aside in `aside_path` when the run next
+    writes, and its unit computed again.
     """
 
     def __init__(self, experiment: str, config: dict, root: Path | None = None, shape: Any = None):
@@ -114,6 +139,7 @@ class Run:
         self.hash = config_hash(config)
         self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"
         self.shape = shape  # what a stored result must look like (`conforms`); None: anything
+        self._sizes = shape_sizes(self.config)
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
         self._lock = None
@@ -154,7 +180,7 @@ class Run:
             return "unreadable", None
         if record.get("config_hash") != self.hash:
             return "other", None
-        if not conforms(record["result"], self.shape):
+        if not conforms(record["result"], self.shape, self._sizes):
             return "wrong shape", None
         return "ok", record
 
@@ -181,7 +207,7 @@ class Run:
             if n and (self.path, what, n) not in _REPORTED:
                 _REPORTED.add((self.path, what, n))
                 lines = f"{n} {what} line{'s' if n > 1 else ''}" if what == "unreadable" else \
-                    f"{n} record{'s' if n > 1 else ''} whose result has the wrong shape for {self.experiment}"
+                    f"{n} record{'s' if n > 1 else ''} whose result has the wrong shape or length for {self.experiment}"
                 print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name} when "
                       "this run next writes, and the units they held are computed again", file=sys.stderr, flush=True)
 

@@ -22,7 +22,7 @@ from helpers.results.release import (
     read_manifest,
     release_root,
 )
-from helpers.results.store import conforms, results_root
+from helpers.results.store import conforms, results_root, shape_sizes
 
 
 def record_shape(experiment: str, config: dict) -> Any:
@@ -67,8 +67,8 @@ class RecordCheck:
             shape = record_shape(experiment, record["config"])
         except ReleaseError as err:
             return str(err)
-        if not conforms(record["result"], shape):
-            return f"its result does not have the shape of a {experiment} record"
+        if not conforms(record["result"], shape, shape_sizes(record["config"])):
+            return f"its result does not have the shape and lengths of a {experiment} record"
         configs = [record["config"]] if experiment != "agreement" else [record["config"].get("full", {}),
                                                                         record["config"].get("truncated", {})]
         for config in configs:
