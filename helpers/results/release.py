@@ -151,7 +151,23 @@ def released_lines(experiment: str, config_hash: str) -> list[bytes]:
     if root is None:
         return []
     manifest, index = _manifest(root)
-    return [line for rel in index.get((experiment, config_hash), []) for line in file_lines(root, rel, manifest.files[rel])]
+    return [line for rel in index.get((experiment, config_hash), []) for line in _lines(root, rel, manifest.files[rel])]
+
+
+_LINES: dict[tuple, list[bytes]] = {}
+
+
+def _lines(root: Path, rel: str, entry: dict) -> list[bytes]:
+    """`file_lines`, read and checked once per process (again if the file changed on disk): a chapter builds many
+    runs over the same released files."""
+    try:
+        stat = (root / rel).stat()
+        stamp = (str((root / rel).resolve()), entry["sha256"], stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return file_lines(root, rel, entry)  # which says what is wrong
+    if stamp not in _LINES:
+        _LINES[stamp] = file_lines(root, rel, entry)
+    return _LINES[stamp]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,11 +14,6 @@ from helpers.runner.profiles import Job, RunError
 MAX_COUNT = 100_000  # no count of problems, tokens or samples in this book comes near it
 
 
-COUNTS = ("n_", "batch_size", "max_new_tokens", "block_size", "toy_samples", "ig_steps", "map_tokens", "span",
-          "probe_stride", "depth_splits", "smc_particles", "smc_block_size", "explorer_positions", "depth_step",
-          "sweep_problems")  # names (or prefixes) of parameters that count something: at least 1
-
-
 @dataclass(frozen=True)
 class Domain:
     """What a notebook parameter means and the values it may take: its kind (int, float, str, bool, list), whether
@@ -104,12 +99,12 @@ DOMAINS: dict[str, Domain] = {
                                 "model's", "float", **FRACTION),
     "depths": Domain("stitched depths tried", "list", null="the depth just below the full model"),
     "alpha": Domain("the power of the target p^alpha (its range: helpers.samplers.target.Target)", "float"),
-    "block_size": Domain("tokens per MH block (its range: PowerConfig)", "int"),
+    "block_size": Domain("tokens per MH block (its range: PowerConfig)", "int", **COUNT_MAX),
     "mcmc_steps": Domain("MH steps per block (its range: PowerConfig)", "int"),
     "power_mode": Domain("the MH algorithm (its choices: PowerConfig)", "str"),
     "n_seeds": Domain("samples per problem", "int", **COUNT_MAX),
-    "smc_particles": Domain("SMC's particles per answer (its range: SMCConfig)", "int"),
-    "smc_block_size": Domain("tokens between SMC's resampling checks (its range: SMCConfig)", "int"),
+    "smc_particles": Domain("SMC's particles per answer (its range: SMCConfig)", "int", **COUNT_MAX),
+    "smc_block_size": Domain("tokens between SMC's resampling checks (its range: SMCConfig)", "int", **COUNT_MAX),
     "smc_ess_threshold": Domain("SMC resamples when the effective sample size falls below this share (its "
                                 "range: SMCConfig)", "float"),
     "smc_bridge_tokens": Domain("tokens over which SMC's exponent rises from 1 to alpha, 0: off (its range: "
@@ -153,10 +148,6 @@ def check_domain(where: str, name: str, value) -> None:
         raise RunError(f"{where}: must be {domain.describe()} ({domain.meaning}).")
 
 
-# Parameters that cut a set of problems to its first k (null: none cut), and what each one cuts.
-SUBSETS = {"search_problems": "the searches' subset", "emulated_problems": "the subset run where bfloat16 is emulated"}
-
-
 def _kind(value) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -193,10 +184,6 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: every entry must be an integer, like the default {default!r}.")
     if isinstance(value, float) and not math.isfinite(value):
         raise RunError(f"{where}: must be a finite number.")
-    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value < 1:
-        raise RunError(f"{where}: counts must be at least 1.")
-    if _kind(value) == "int" and (name.startswith(COUNTS[0]) or name in COUNTS) and value > MAX_COUNT:
-        raise RunError(f"{where}: at most {MAX_COUNT:,}; a count this large would run for years.")
     if name == "engine" and isinstance(value, str):
         _check_engine(where, value)
     if name in ("models", "map_models", "cost_models") and isinstance(value, list):
@@ -206,8 +193,6 @@ def check_value(stem: str, name: str, value, default) -> None:
     if name in ("seed", "shots") and _kind(value) == "int" and value < 0:
         what = {"seed": "the seed", "shots": "the number of worked examples"}[name]
         raise RunError(f"{where}: {what} must be 0 or more.")
-    if name in SUBSETS and (_kind(value) != "int" or not 1 <= value <= MAX_COUNT):
-        raise RunError(f"{where}: {SUBSETS[name]} is a number of problems of at least 1 (or null: every problem).")
     if name in LIST_RANGES or name in LIST_CHOICES:
         _check_list(where, name, value)
     if name == "dtype":

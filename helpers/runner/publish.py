@@ -52,12 +52,11 @@ class RecordCheck:
 
     def weights(self, name: str) -> str | None:
         if name not in self.fingerprints:
-            from helpers.models.checksums import weights_fingerprint
+            from helpers.models.loading import embedded_fingerprint
             from helpers.models.registry import ModelLoadError
-            from helpers.models.wheels import _converted_embedded
 
             try:
-                self.fingerprints[name] = weights_fingerprint(_converted_embedded(name))
+                self.fingerprints[name] = embedded_fingerprint(name)
             except ModelLoadError:
                 self.fingerprints[name] = None
         return self.fingerprints[name]
