@@ -92,7 +92,8 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     """With search_problems = 2 of 3: the headline (MH at the stitched depth, greedy at the full one) on every
     problem, MH at the full depth and SMC on the first two of the chapters' order; chapter 05 decodes no search
     again, and its matched baselines stay on the subset."""
-    from helpers.chapters.power_sampling import search_limits, search_order, steps_sweep
+    from helpers.chapters.power_sampling import steps_sweep
+    from helpers.evaluation.comparison import search_limits, search_order
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     order = search_order(PROBLEMS, 2)

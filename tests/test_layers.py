@@ -84,6 +84,15 @@ def test_no_module_imports_a_module_that_imports_it_back():
     assert circles(import_graph()) == []
 
 
+def test_no_chapter_imports_another_chapter():
+    """What two chapters share lives below them (a chapter's module is its notebook's code; `exercises` holds the
+    exercises' checkers, which every chapter may use)."""
+    graph = import_graph()
+    chapters = {m for m in graph if m.startswith("helpers.chapters.") and m != "helpers.chapters.exercises"}
+    assert len(chapters) >= 6
+    assert {m: sorted(graph[m] & chapters - {m}) for m in chapters if graph[m] & chapters - {m}} == {}
+
+
 def test_the_decode_protocol_imports_no_engine_and_env_imports_nothing():
     graph = import_graph()
     assert graph["helpers.core.env"] == set()

@@ -8,8 +8,8 @@ import pytest
 
 import helpers.evaluation.decodes as sampling
 from helpers.data.problems import Problem
-from helpers.evaluation.decodes import DecodeSettings, decode_run, sample, sample_depths, solve
-from helpers.models.truncation import truncate
+from helpers.evaluation.decodes import DecodeSettings, decode_run, sample, sample_at_depths, solve
+from helpers.models.truncation import at_depth, truncate
 from helpers.results.identity import model_identity
 from helpers.samplers.power import PowerConfig
 
@@ -148,12 +148,13 @@ def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tin
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         [len(w.tasks) for w in works]) or original(engine, works, *a, **k))
-    swept = sample_depths(model, tokenizer, PROBLEMS, settings, variants, n_seeds=2, batch_size=16, root=tmp_path,
-                          progress=False)
+    swept = {v: by_name["decode"] for v, by_name in sample_at_depths(
+        model, tokenizer, PROBLEMS, {"decode": settings}, variants, n_seeds=2, batch_size=16, root=tmp_path,
+        progress=False).items()}
     assert runs == [[3 * 2] * (len(variants) - 1)]  # one run holds every depth's rows; the full depth once
     del runs[:]
     for method, depth in variants:  # the same records under the same keys: `sample` on the truncation reads them
-        m = model if depth == L else truncate(model, depth, method)
+        m = at_depth(model, depth, method)
         stored = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path, progress=False)
         assert stored == swept[(method, depth)]
         alone = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path / "alone", progress=False)
@@ -162,7 +163,7 @@ def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tin
 
 
 def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tiny, tmp_path, monkeypatch):
-    from helpers.evaluation.decodes import sample_methods, sample_methods_at_depths
+    from helpers.evaluation.decodes import sample_methods
     from helpers.samplers.settings import chapter_settings
     from helpers.samplers.smc import SMCConfig
 
@@ -170,19 +171,18 @@ def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tin
     L = model.config.num_hidden_layers
     settings = chapter_settings(POWER, SMCConfig(alpha=2.0, particles=2, block_size=4), max_new_tokens=8, shots=0,
                                 seed=0)
-    limits = {L: {"power": 1, "smc": 1}, L - 1: {"smc": 2}}
+    limits = {("stitch", L): {"power": 1, "smc": 1}, ("stitch", L - 1): {"smc": 2}}
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         len(works)) or original(engine, works, *a, **k))
-    together = sample_methods_at_depths(model, tokenizer, PROBLEMS, settings, [L, L - 1], n_seeds=2, batch_size=6,
-                                        root=tmp_path / "one", limits=limits, progress=False)
+    together = sample_at_depths(model, tokenizer, PROBLEMS, settings, list(limits), n_seeds=2, batch_size=6,
+                                root=tmp_path / "one", limits=limits, progress=False)
     assert runs == [2 * len(settings)]  # one run: every method at both depths
-    for depth in (L, L - 1):
-        m = model if depth == L else truncate(model, depth, "stitch")
-        alone = sample_methods(m, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=6, root=tmp_path / "alone",
-                               limits=limits[depth], progress=False)
-        assert set(alone) == set(together[depth])
+    for variant in limits:
+        alone = sample_methods(at_depth(model, variant[1]), tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=6,
+                               root=tmp_path / "alone", limits=limits[variant], progress=False)
+        assert set(alone) == set(together[variant])
         for name in settings:
-            assert len(together[depth][name]) == limits[depth].get(name, len(PROBLEMS))
-            assert [[r["tokens"] for r in p] for p in together[depth][name]] == \
-                [[r["tokens"] for r in p] for p in alone[name]], (depth, name)
+            assert len(together[variant][name]) == limits[variant].get(name, len(PROBLEMS))
+            assert [[r["tokens"] for r in p] for p in together[variant][name]] == \
+                [[r["tokens"] for r in p] for p in alone[name]], (variant, name)

@@ -10,6 +10,7 @@ from helpers.interp.lens import logit_lens
 from helpers.interp.residual import capture
 from helpers.interp.studies import agreement, agreement_over
 from helpers.models.truncation import (
+    at_depth,
     critical_depth,
     kept_blocks,
     naive_truncate,
@@ -30,6 +31,22 @@ def test_full_depth_gives_identical_logits(tiny, method):
     x = torch.tensor([_ids(tokenizer)])
     with torch.inference_mode():
         assert torch.equal(truncate(model, info.n_layers, method)(x).logits, model(x).logits)
+
+
+def test_at_depth_is_the_model_itself_at_full_depth_and_a_truncation_below(tiny):
+    model, tokenizer, info = tiny
+    x = torch.tensor([_ids(tokenizer)])
+    L = info.n_layers
+    assert at_depth(model, L) is model and at_depth(model, L, "naive") is model
+    with torch.inference_mode():
+        for method in ("stitch", "naive"):
+            shallow = at_depth(model, L - 1, method)
+            assert truncation_of(shallow)["kept_blocks"] == kept_blocks(L, L - 1, method)
+            assert torch.equal(shallow(x).logits, truncate(model, L - 1, method)(x).logits)
+    with pytest.raises(ValueError, match="method must be one of"):
+        at_depth(model, L, "middle")  # checked at full depth too
+    with pytest.raises(ValueError, match="depth for stitch"):
+        at_depth(model, L + 1)
 
 
 def test_kept_blocks_and_invalid_depths():

@@ -23,7 +23,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     from helpers.engines.slot import CachedEngine
     from helpers.models.depth_mix import DepthMix
     from helpers.models.loading import load_model
-    from helpers.models.truncation import kept_blocks, truncate
+    from helpers.models.truncation import at_depth, kept_blocks
     from helpers.samplers.plain import decode_work
     from helpers.samplers.work import run_together
 
@@ -39,7 +39,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     separate: dict[tuple[str, int], list] = {}
     start = time.perf_counter()
     for method, depth in variants:
-        m = model if depth == L else truncate(model, depth, method)
+        m = at_depth(model, depth, method)
         (separate[(method, depth)],) = run_together(CachedEngine(m), [decode_work(prompts, max_new_tokens, stops)],
                                                     stops, batch_size=problems)
     separate_seconds = time.perf_counter() - start

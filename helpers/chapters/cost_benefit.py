@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.chapters.power_sampling import comparisons_table, decodes_by_depth, search_order
 from helpers.data.problems import Problem
+from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
 from helpers.evaluation.cost import (
     Shape,
     block_ends,

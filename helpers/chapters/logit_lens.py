@@ -1,6 +1,7 @@
 """Chapter 02: each model solves the problems greedily, the logit lens reads the solutions, the rules pick cuts.
 
-`solutions_and_lens` is the pipeline chapter 03 shares: the same decode and the same lens records.
+The pipeline, shared with chapter 03, is `helpers.evaluation.solutions.solutions_and_lens`: the same decode and the
+same lens records.
 """
 
 from __future__ import annotations
@@ -13,42 +14,16 @@ import numpy as np
 from helpers.chapters.exercises import layer_name
 from helpers.data.problems import Problem, build_prompt
 from helpers.data.sequences import solution_sequence
-from helpers.evaluation.decodes import accuracy, solve
+from helpers.evaluation.decodes import accuracy
+from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import percent_with_interval
 from helpers.interp.lens import (
-    cut_points,
     depth_ratio,
-    effective_depth_kl,
-    effective_depth_overlap,
+    lens_cut_points,
     lens_table,
 )
 from helpers.interp.studies import lens_over_problems
 from helpers.models.loading import load_model, stop_token_ids
-
-
-@dataclass
-class Solved:
-    """A model's greedy solutions and the logit lens over them."""
-
-    records: list[dict]
-    items: list[tuple[str, list[int], int]]  # (problem id, prompt + solution ids, first solution position)
-    curves: dict[str, np.ndarray]  # 'kl', 'overlap': [problems, layers]
-
-
-def solutions_and_lens(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int,
-                       batch_size: int) -> Solved:
-    """Greedy solutions (stored once for every chapter) and the lens over prompt + solution (stored too)."""
-    records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
-    items = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
-                                  solution_tokens=r["tokens"])) for p, r in zip(problems, records, strict=True)]
-    return Solved(records, items, lens_over_problems(model, items))
-
-
-def lens_cut_points(curves: dict[str, np.ndarray], kl_fraction: float, overlap_threshold: float) -> tuple[int, int, list[int]]:
-    """(KL effective depth, overlap effective depth, candidate cut points) from mean curves."""
-    ed_kl = effective_depth_kl(curves["kl"].mean(0), kl_fraction)
-    ed_ov = effective_depth_overlap(curves["overlap"].mean(0), overlap_threshold)
-    return ed_kl, ed_ov, cut_points([ed_kl, ed_ov])
 
 
 @dataclass

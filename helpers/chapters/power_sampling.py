@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from helpers.data.problems import Problem, interleaved
+from helpers.data.problems import Problem
 from helpers.engines.categorical import VERSION as DRAW
+from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
 from helpers.evaluation.cost import model_cost
 from helpers.evaluation.decodes import (
     OUTCOMES,
@@ -19,12 +20,11 @@ from helpers.evaluation.decodes import (
     pass_at_k,
     per_problem,
     sample_methods,
-    sample_methods_at_depths,
     tokens_per_problem,
 )
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
 from helpers.models.loading import load_model
-from helpers.models.truncation import truncate
+from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, ReencodeEngine, run_chains
 from helpers.samplers.settings import DecodeSettings, chapter_settings
@@ -155,45 +155,6 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
-def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:
-    """The chapters' problem order: as given, or, when the searches run on a subset, levels taken in turn, so that
-    the first `search_problems` cover every level alike. Every method's scores keep this order."""
-    if search_problems is None:
-        return list(problems)
-    if isinstance(search_problems, bool) or not isinstance(search_problems, int) or search_problems < 1:
-        raise ValueError(f"search_problems must be a number of problems of at least 1, or None (all), got "
-                         f"{search_problems!r}")
-    return interleaved(problems, None)
-
-
-def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dict[str, int]:
-    """Which decodes run on the first `search_problems` problems only, at `depth`: the searches off the headline.
-
-    The headline, MH at a stitched depth against greedy at the full depth, runs on every problem, as do the cheap
-    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. One
-    function, so that chapter 05 reads exactly the records chapter 04 wrote.
-    """
-    if search_problems is None:
-        return {}
-    return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
-
-
-def decodes_by_depth(model, tokenizer, problems: Sequence[Problem], settings: dict, depths: Sequence[int] | None, *,
-                     n_seeds: int, batch_size: int, engine: str, search_problems: int | None
-                     ) -> Iterator[tuple[int, object, dict[str, list[list[dict]]]]]:
-    """Chapters 04 and 05's decodes, deepest first: (depth, the model stitched to it, records by method) at the full
-    depth and at each of `depths` (None: the depth just below it), every method of `settings` on `problems`, the
-    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records.
-    What is missing at every depth decodes in one engine run (`sample_methods_at_depths`)."""
-    n_layers = model.config.num_hidden_layers
-    order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
-    runs = sample_methods_at_depths(model, tokenizer, problems, settings, order, n_seeds=n_seeds,
-                                    batch_size=batch_size, engine=engine,
-                                    limits={d: search_limits(d, n_layers, search_problems) for d in order})
-    for depth in order:
-        yield depth, model if depth == n_layers else truncate(model, depth, "stitch"), runs[depth]
-
-
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
                     power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "transformers", search_problems: int | None = None
@@ -297,20 +258,6 @@ def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
         out.append((f"power − greedy, both at {r.depth}", paired_prefix(r.scores["power"], r.scores["greedy"])))
         out.append((f"SMC − power, both at {r.depth}", paired_prefix(r.scores["smc"], r.scores["power"])))
     return out
-
-
-def _noise_word(d: PairedDifference) -> str:
-    return "yes" if d.clear else "borderline" if d.borderline else "no"
-
-
-def comparisons_table(tests: Sequence[tuple[str, PairedDifference]]) -> str:
-    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test."""
-    lines = ["| comparison | difference [95% interval] | better / worse / problems | paired test p | larger than its noise? |",
-             "|---|---|---|---|---|"]
-    for label, d in tests:
-        lines.append(f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
-                     f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
-    return "\n".join(lines)
 
 
 def verdict(rows: Sequence[DepthRow]) -> dict:
@@ -463,7 +410,7 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     subset = search_order(problems, search_problems)[:search_problems]
     model, tokenizer, info = load_model(model_name)
     depth = info.n_layers - 1 if depth is None else depth
-    m = model if depth == info.n_layers else truncate(model, depth, "stitch")
+    m = at_depth(model, depth)
 
     ordered = sorted(set(steps) | {power.mcmc_steps})
     configs = {n: replace(power, mcmc_steps=n) for n in ordered}

@@ -22,7 +22,7 @@ import numpy as np
 from helpers.core.checks import is_count
 from helpers.data.problems import Problem, build_prompt, interleaved
 from helpers.data.sequences import solution_sequence
-from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_depths, solve
+from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths, solve
 from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
 from helpers.interp.studies import lens_over_problems
 from helpers.models.loading import default_device, load_model
@@ -108,11 +108,12 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
                                                solution_tokens=r["tokens"]))
                      for p, r in list(zip(problems, records, strict=True))[:n_lens]]
         kl[dtype] = lens_over_problems(model, items)["kl"]
-        swept = sample_depths(model, tokenizer, sweep_problems, DecodeSettings("greedy", max_new_tokens, shots),
-                              [("stitch", d) for d in range(max(n_layers - span, 2), n_layers + 1)],
-                              batch_size=batch_size)  # every depth in one engine run, as chapter 03's sweep
-        sweep[dtype] = {depth: accuracy([samples[0] for samples in per_problem])
-                        for (_, depth), per_problem in swept.items()}
+        swept = sample_at_depths(model, tokenizer, sweep_problems, {"greedy": DecodeSettings("greedy", max_new_tokens,
+                                                                                              shots)},
+                                 [("stitch", d) for d in range(max(n_layers - span, 2), n_layers + 1)], n_seeds=1,
+                                 batch_size=batch_size)  # every depth in one engine run, as chapter 03's sweep
+        sweep[dtype] = {depth: accuracy([samples[0] for samples in by_name["greedy"]])
+                        for (_, depth), by_name in swept.items()}
         seconds[dtype] = time.perf_counter() - start
         del model
     return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,

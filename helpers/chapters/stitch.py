@@ -6,14 +6,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from helpers.chapters.logit_lens import lens_cut_points, solutions_and_lens
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost, model_cost
-from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_depths
+from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths
+from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
+from helpers.interp.lens import lens_cut_points
 from helpers.interp.studies import agreement_over
 from helpers.models.loading import load_model
-from helpers.models.truncation import critical_depth, truncate
+from helpers.models.truncation import at_depth, critical_depth
 
 
 @dataclass
@@ -67,12 +68,13 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
         agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
         outputs: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
         greedy = DecodeSettings("greedy", max_new_tokens, shots)
-        swept = sample_depths(model, tokenizer, problems, greedy, [(m, d) for m in methods for d in chosen],
-                              batch_size=batch_size)  # every depth and method in one engine run
-        for (method, depth), per_problem in swept.items():
-            records = [samples[0] for samples in per_problem]
+        swept = sample_at_depths(model, tokenizer, problems, {"greedy": greedy},
+                                 [(m, d) for m in methods for d in chosen], n_seeds=1,
+                                 batch_size=batch_size)  # every depth and method in one engine run
+        for (method, depth), by_name in swept.items():
+            records = [samples[0] for samples in by_name["greedy"]]
             acc[method][depth], outputs[method][depth] = accuracy(records), records
-        shallow = {(m, d): model if d == info.n_layers else truncate(model, d, m) for m, d in swept}
+        shallow = {(m, d): at_depth(model, d, m) for m, d in swept}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,

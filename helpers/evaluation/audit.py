@@ -31,7 +31,7 @@ import torch
 from helpers.data.problems import arithmetic_problem, build_prompt
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.loading import load_model, stop_token_ids
-from helpers.models.truncation import truncate
+from helpers.models.truncation import at_depth
 from helpers.results.identity import model_identity, problem_key
 
 LOGP_TOLERANCE = 0.02  # nats on a record's sum of log-probabilities (measured: the reproducibility page, "The results release")
@@ -116,7 +116,7 @@ def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
             loaded.clear()  # one model in memory at a time
             loaded[(name, dtype)] = load_model(name, dtype=dtype)[:2]
         model, tokenizer = loaded[(name, dtype)]
-        m = model if method is None else truncate(model, depth, method)
+        m = at_depth(model, depth, method or "stitch")
         identity = model_identity(m)
         stops = set(stop_token_ids(model, tokenizer))
         for i in range(0, len(group), batch_size):

@@ -24,7 +24,7 @@ from helpers.engines.slot import CachedEngine
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
-from helpers.models.truncation import truncate, truncation_of
+from helpers.models.truncation import at_depth, truncation_of
 from helpers.results.identity import model_identity, problem_key
 from helpers.results.store import Run, Sized
 from helpers.samplers.plain import decode_work
@@ -33,8 +33,8 @@ from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, eng
 from helpers.samplers.smc import SMCCompletion, smc_work
 from helpers.samplers.work import run_together
 
-__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_depths", "sample_methods",
-           "sample_methods_at_depths", "solve"]
+__all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_at_depths", "sample_methods",
+           "solve"]
 
 
 def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> dict:
@@ -97,40 +97,39 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
 def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], *,
                    n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None,
                    limits: Mapping[str, int] | None = None, progress: bool = True) -> dict[str, list[list[dict]]]:
-    """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`), as `sample`
-    gives them: the one call through which chapters 04 and 05 decode, so that 05 reads 04's records by
-    construction.
+    """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`) of one model, as
+    `sample` gives them: `sample_at_depths` at the model's own depth."""
+    here = ("stitch", model.config.num_hidden_layers)
+    return sample_at_depths(model, tokenizer, problems, settings, [here], n_seeds=n_seeds, batch_size=batch_size,
+                            engine=engine, root=root, limits={here: limits} if limits else None,
+                            progress=progress)[here]
 
-    Whatever is missing, of every decode, is computed in one engine run: the batch holds rows of every method
-    until the last ends (the costly searches are admitted first), where one run per method would drain its
-    batch at each method's end. `limits[name]` = k runs that decode on the first k problems only (the others
-    on all of them)."""
+
+def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
+                     variants: Sequence[tuple[str, int]], *, n_seeds: int, batch_size: int, engine: str = "transformers",
+                     root: Path | None = None, limits: Mapping[tuple[str, int], Mapping[str, int]] | None = None,
+                     progress: bool = True) -> dict[tuple[str, int], dict[str, list[list[dict]]]]:
+    """{(method, depth): {name: records[problem][sample]}}: each named decode of `settings`, for each truncation
+    (method, depth) of `model` (`at_depth`: at full depth the model itself), as `sample` on that truncation gives
+    them and under the same store keys. The one function through which chapters 03-06 decode, so that a chapter
+    reads another's records by construction. `limits[variant][name]` = k: that decode on the first k problems only.
+
+    Whatever is missing, of every decode at every depth, is computed in one engine run: the batch holds rows of
+    every method and depth (a depth mix, `helpers.models.depth_mix`) until the last ends, with the costly searches
+    admitted first, where one run per method or depth would drain its batch at each one's end. On vLLM, which runs
+    one model per engine, each truncation has a run of its own."""
     _check_counts(n_seeds, batch_size)
-    decodes = _method_decodes(model, problems, settings, n_seeds, limits, root, engine)
-    _fill(list(decodes.values()), model, tokenizer, batch_size, progress, engine)
-    return {name: d.records() for name, d in decodes.items()}
-
-
-def sample_methods_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
-                             depths: Sequence[int], *, n_seeds: int, batch_size: int, engine: str = "transformers",
-                             root: Path | None = None, limits: Mapping[int, Mapping[str, int]] | None = None,
-                             progress: bool = True) -> dict[int, dict[str, list[list[dict]]]]:
-    """`sample_methods` at each of `depths` of `model` stitched to that depth (the full depth: the model itself):
-    {depth: {name: records}}, the records under each truncation's own keys, `limits[depth]` as `limits` there.
-
-    Whatever is missing, at every depth, is computed in one engine run through a depth mix
-    (`helpers.models.depth_mix`): where one run per depth drains its batch as that depth's last searches end,
-    the other depths' rows keep it full. On vLLM each depth has a run of its own."""
-    _check_counts(n_seeds, batch_size)
-    n_layers = model.config.num_hidden_layers
     limits = dict(limits or {})
-    decodes = {}
-    for depth in dict.fromkeys(depths):
-        m = model if depth == n_layers else truncate(model, depth, "stitch")
-        decodes[depth] = _method_decodes(m, problems, settings, n_seeds, limits.get(depth), root, engine)
-    _fill([d for by_name in decodes.values() for d in by_name.values()], model, tokenizer, batch_size, progress,
-          engine)
-    return {depth: {name: d.records() for name, d in by_name.items()} for depth, by_name in decodes.items()}
+    decodes: dict[tuple[str, int], dict[str, _Decode]] = {}
+    shared: dict[tuple[str, int], _Decode] = {}  # the full depth under two methods is one model, one decode
+    for variant in dict.fromkeys((method, depth) for method, depth in variants):  # in order, once each
+        m = at_depth(model, variant[1], variant[0])
+        by_name = _method_decodes(m, problems, settings, n_seeds, limits.get(variant), root, engine)
+        decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems)), d)
+                            for name, d in by_name.items()}
+    _fill(list({id(d): d for by_name in decodes.values() for d in by_name.values()}.values()), model, tokenizer,
+          batch_size, progress, engine)
+    return {v: {name: d.records() for name, d in by_name.items()} for v, by_name in decodes.items()}
 
 
 def _check_counts(n_seeds: int, batch_size: int) -> None:
@@ -153,29 +152,6 @@ def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, D
     keys = {p.id: problem_key(p) for p in problems}
     return {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
                           n_seeds if s.samples else 1, keys, model) for name, s in settings.items()}
-
-
-def sample_depths(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings,
-                  variants: Sequence[tuple[str, int]], *, n_seeds: int = 1, batch_size: int = 16,
-                  engine: str = "transformers", root: Path | None = None, progress: bool = True
-                  ) -> dict[tuple[str, int], list[list[dict]]]:
-    """records[problem][sample] of one decode for each truncation (method, depth) of `model` (at full depth the
-    model itself), as `sample` on that truncation gives them and under the same store keys: chapter 03's sweep.
-
-    What is missing, at every depth, is decoded in one engine run through a depth mix
-    (`helpers.models.depth_mix`), so the batch holds every depth's rows at once where one run per depth would
-    decode a handful of rows at a time. On vLLM, which runs one model per engine, each truncation has a run."""
-    _check_counts(n_seeds, batch_size)
-    n_layers = model.config.num_hidden_layers
-    keys = {p.id: problem_key(p) for p in problems}
-    decodes: dict[tuple[str, int], _Decode] = {}
-    for method, depth in dict.fromkeys(variants):  # in order, once each
-        full = next((d for (_, e), d in decodes.items() if e == depth == n_layers), None)
-        m = model if depth == n_layers else truncate(model, depth, method)
-        decodes[(method, depth)] = full or _Decode(settings, decode_run(m, settings, root, engine), list(problems),
-                                                   n_seeds if settings.samples else 1, keys, m)  # full depth: one
-    _fill(list({id(d): d for d in decodes.values()}.values()), model, tokenizer, batch_size, progress, engine)
-    return {v: d.records() for v, d in decodes.items()}
 
 
 def _fill(decodes: list[_Decode], model, tokenizer, batch_size: int, progress: bool, engine: str) -> None:

@@ -26,7 +26,6 @@ from helpers.interp.lens import (
     logit_lens,
 )
 from helpers.interp.residual import CONTRIBUTION_METRICS, capture, contributions, reduce_layers, summarise
-from helpers.interp.skip_effects import SHAPE as SKIP_SHAPE
 from helpers.interp.skip_effects import (
     SkipEffects,
     depth_score,
@@ -60,6 +59,9 @@ def _lists(d: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
+_LAYERS = Sized(float, "depth")
+SKIP_SHAPE = {"part": str, "splits": [(int, type(None))], "matrix": [Sized(_LAYERS, "depth")], "output": [_LAYERS],
+              "matrix_mean": [Sized(_LAYERS, "depth")], "output_mean": [_LAYERS]}  # `SkipEffects.as_dict`, per layer
 PROFILE_SHAPE = {name: {"sum": Sized(float, "depth"), "n": int, "max": Sized(float, "depth")}
                  for name in (*CONTRIBUTION_METRICS, "kl", "overlap")}  # per layer of the model that computed it
 

@@ -118,3 +118,10 @@ def lens_table(model, tokenizer, ids: Sequence[int], start: int, n_positions: in
 def cut_points(effective_depths: Sequence[int]) -> list[int]:
     """Candidate depths (blocks kept) from effective-depth layers: tap l is what l blocks produce."""
     return sorted({int(d) for d in effective_depths if d is not None and d > 0})
+
+
+def lens_cut_points(curves: dict[str, np.ndarray], kl_fraction: float, overlap_threshold: float) -> tuple[int, int, list[int]]:
+    """(KL effective depth, overlap effective depth, candidate cut points) from mean curves."""
+    ed_kl = effective_depth_kl(curves["kl"].mean(0), kl_fraction)
+    ed_ov = effective_depth_overlap(curves["overlap"].mean(0), overlap_threshold)
+    return ed_kl, ed_ov, cut_points([ed_kl, ed_ov])

@@ -11,7 +11,6 @@ import numpy as np
 
 from helpers.interp.interventions import Reference, Skip, effects
 from helpers.models.adapter import adapter
-from helpers.results.store import Sized
 
 
 def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int = 8, margin: int = 4) -> list[int]:
@@ -21,11 +20,6 @@ def future_splits(T: int, n: int = 4, seed: int = 123, step: int = 8, first: int
     if not candidates:
         raise ValueError(f"a sequence of {T} tokens is too short for split positions from {first} in steps of {step}")
     return sorted(candidates[:n])
-
-
-_LAYERS = Sized(float, "depth")
-SHAPE = {"part": str, "splits": [(int, type(None))], "matrix": [Sized(_LAYERS, "depth")], "output": [_LAYERS],
-         "matrix_mean": [Sized(_LAYERS, "depth")], "output_mean": [_LAYERS]}  # `SkipEffects.as_dict`, per layer
 
 
 @dataclass

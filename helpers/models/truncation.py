@@ -93,6 +93,16 @@ def stitch_and_preserve(model, depth: int):
     return truncate(model, depth, "stitch")
 
 
+def at_depth(model, depth: int, method: str = "stitch"):
+    """`model` cut to `depth` blocks by `method`; at the model's own depth, the model itself (a truncation there
+    would run the same blocks, under the same identity, at the cost of a second module tree)."""
+    if depth == adapter(model).n_layers:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        return model
+    return truncate(model, depth, method)
+
+
 def truncation_of(model) -> dict | None:
     """The truncation record of a model made here ({'method', 'depth', 'kept_blocks', ...}), or None."""
     return getattr(model.config, "truncation", None)

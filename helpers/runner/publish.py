@@ -31,8 +31,7 @@ def record_shape(experiment: str, config: dict) -> Any:
     from helpers.chapters.effective_depth import ERASURE_SHAPE
     from helpers.chapters.power_sampling import TOY_SHAPE
     from helpers.evaluation.decodes import RECORD_SHAPE, SMC_SHAPE
-    from helpers.interp.depth import PROFILE_SHAPE
-    from helpers.interp.skip_effects import SHAPE as SKIP_SHAPE
+    from helpers.interp.depth import PROFILE_SHAPE, SKIP_SHAPE
     from helpers.interp.studies import AGREEMENT_SHAPE, LENS_SHAPE
 
     shapes = {"decode": SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE, "logit_lens": LENS_SHAPE,

@@ -1,0 +1,65 @@
+"""The method comparison of chapters 04 and 05: which problems the searches run on, every method's decodes at every
+depth (one call, so that chapter 05 reads exactly the records chapter 04 wrote), and the paired tests as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from helpers.data.problems import Problem, interleaved
+from helpers.evaluation.decodes import sample_at_depths
+from helpers.evaluation.stats import PairedDifference
+from helpers.models.truncation import at_depth
+
+
+def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:
+    """The chapters' problem order: as given, or, when the searches run on a subset, levels taken in turn, so that
+    the first `search_problems` cover every level alike. Every method's scores keep this order."""
+    if search_problems is None:
+        return list(problems)
+    if isinstance(search_problems, bool) or not isinstance(search_problems, int) or search_problems < 1:
+        raise ValueError(f"search_problems must be a number of problems of at least 1, or None (all), got "
+                         f"{search_problems!r}")
+    return interleaved(problems, None)
+
+
+def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dict[str, int]:
+    """Which decodes run on the first `search_problems` problems only, at `depth`: the searches off the headline.
+
+    The headline, MH at a stitched depth against greedy at the full depth, runs on every problem, as do the cheap
+    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. One
+    function, so that chapter 05 reads exactly the records chapter 04 wrote.
+    """
+    if search_problems is None:
+        return {}
+    return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
+
+
+def decodes_by_depth(model, tokenizer, problems: Sequence[Problem], settings: dict, depths: Sequence[int] | None, *,
+                     n_seeds: int, batch_size: int, engine: str, search_problems: int | None
+                     ) -> Iterator[tuple[int, object, dict[str, list[list[dict]]]]]:
+    """Chapters 04 and 05's decodes, deepest first: (depth, the model stitched to it, records by method) at the full
+    depth and at each of `depths` (None: the depth just below it), every method of `settings` on `problems`, the
+    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records.
+    What is missing at every depth decodes in one engine run (`sample_at_depths`)."""
+    n_layers = model.config.num_hidden_layers
+    order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
+    variants = [("stitch", d) for d in order]
+    runs = sample_at_depths(model, tokenizer, problems, settings, variants, n_seeds=n_seeds, batch_size=batch_size,
+                            engine=engine, limits={v: search_limits(v[1], n_layers, search_problems) for v in variants})
+    for variant in variants:
+        yield variant[1], at_depth(model, variant[1]), runs[variant]
+
+
+def _noise_word(d: PairedDifference) -> str:
+    return "yes" if d.clear else "borderline" if d.borderline else "no"
+
+
+def comparisons_table(tests: Sequence[tuple[str, PairedDifference]]) -> str:
+    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test."""
+    lines = ["| comparison | difference [95% interval] | better / worse / problems | paired test p | larger than its noise? |",
+             "|---|---|---|---|---|"]
+    for label, d in tests:
+        lines.append(f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
+                     f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
+    return "\n".join(lines)

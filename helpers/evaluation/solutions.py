@@ -1,0 +1,33 @@
+"""A model's greedy solutions and the logit lens over them: the pipeline chapters 02 and 03 share, so that both read the
+same stored decodes and lens records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.data.problems import Problem, build_prompt
+from helpers.data.sequences import solution_sequence
+from helpers.evaluation.decodes import solve
+from helpers.interp.studies import lens_over_problems
+
+
+@dataclass
+class Solved:
+    """A model's greedy solutions and the logit lens over them."""
+
+    records: list[dict]
+    items: list[tuple[str, list[int], int]]  # (problem id, prompt + solution ids, first solution position)
+    curves: dict[str, np.ndarray]  # 'kl', 'overlap': [problems, layers]
+
+
+def solutions_and_lens(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int,
+                       batch_size: int) -> Solved:
+    """Greedy solutions (stored once for every chapter) and the lens over prompt + solution (stored too)."""
+    records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
+    items = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
+                                  solution_tokens=r["tokens"])) for p, r in zip(problems, records, strict=True)]
+    return Solved(records, items, lens_over_problems(model, items))
