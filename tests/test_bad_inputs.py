@@ -29,6 +29,7 @@ from helpers.runner.run import plan
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import DecodeSettings
 from helpers.samplers.smc import SMCConfig
+from helpers.samplers.target import Target
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,21 +110,27 @@ PROFILE_FILES = [
 ]
 
 SAMPLING = [
-    ("low temperature alpha 0", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=0), "alpha"),
-    ("low temperature alpha NaN", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=math.nan),
+    ("low temperature alpha 0", lambda: DecodeSettings("low_temperature", max_new_tokens=8, target=Target(0)), "alpha"),
+    ("low temperature alpha NaN", lambda: DecodeSettings("low_temperature", max_new_tokens=8,
+                                                         target=Target(math.nan)), "alpha"),
+    ("low temperature alpha True", lambda: DecodeSettings("low_temperature", max_new_tokens=8, target=Target(True)),
      "alpha"),
-    ("low temperature alpha True", lambda: DecodeSettings("low_temperature", max_new_tokens=8, alpha=True), "alpha"),
-    ("power alpha infinite", lambda: PowerConfig(alpha=math.inf, max_new_tokens=8, block_size=4).validate(), "alpha"),
-    ("power alpha True", lambda: PowerConfig(alpha=True, max_new_tokens=8, block_size=4).validate(), "alpha"),
-    ("block size 0", lambda: PowerConfig(block_size=0).validate(need_length=False), "block_size"),
-    ("negative MH steps", lambda: PowerConfig(mcmc_steps=-1).validate(need_length=False), "mcmc_steps"),
-    ("unknown mode", lambda: PowerConfig(mode="fast").validate(need_length=False), "mode"),
+    ("low temperature without its target", lambda: DecodeSettings("low_temperature", max_new_tokens=8),
+     "need target=Target"),
+    ("a target on greedy", lambda: DecodeSettings("greedy", max_new_tokens=8, target=Target(2.0)), "only they take"),
+    ("a target that is a number", lambda: DecodeSettings("power", max_new_tokens=8, target=2.0,
+                                                          power=PowerConfig(block_size=4)), "must be a Target"),
+    ("power alpha infinite", lambda: Target(math.inf, 8), "alpha"),
+    ("a block longer than the answer", lambda: PowerConfig(block_size=16).validate(Target(2.0, 8)), "block_size"),
+    ("block size 0", lambda: PowerConfig(block_size=0).validate(), "block_size"),
+    ("negative MH steps", lambda: PowerConfig(mcmc_steps=-1).validate(), "mcmc_steps"),
+    ("unknown mode", lambda: PowerConfig(mode="fast").validate(), "mode"),
     ("unknown method", lambda: DecodeSettings("beam", max_new_tokens=8), "method"),
     ("SMC without its settings", lambda: DecodeSettings("smc", max_new_tokens=8), "SMC needs smc="),
     ("SMC settings on greedy", lambda: DecodeSettings("greedy", max_new_tokens=8, smc=SMCConfig()), "only SMC"),
-    ("SMC with no particles", lambda: SMCConfig(particles=0).validate(need_length=False), "particles"),
-    ("SMC lengths that disagree", lambda: DecodeSettings("smc", max_new_tokens=8, smc=SMCConfig(max_new_tokens=9)),
-     "differs"),
+    ("SMC with no particles", lambda: SMCConfig(particles=0).validate(), "particles"),
+    ("SMC lengths that disagree", lambda: DecodeSettings("smc", max_new_tokens=8, target=Target(2.0, 9),
+                                                         smc=SMCConfig()), "differs"),
     ("zero tokens", lambda: DecodeSettings("greedy", max_new_tokens=0), "max_new_tokens"),
 ]
 

@@ -43,16 +43,17 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
 
     from helpers.bench.published_sampler import GenerateEngine
     from helpers.samplers.power import PowerConfig, run_chains
+    from helpers.samplers.target import Target
 
     model, tokenizer, _ = tiny
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
-    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2, max_new_tokens=8, mode="reference", top_k=5)
-    (chain,) = run_chains(GenerateEngine(model), [prompt], [tokenizer.eos_token_id], cfg, [3])
+    target, cfg = Target(2.0, 8), PowerConfig(block_size=4, mcmc_steps=2, mode="reference", top_k=5)
+    (chain,) = run_chains(GenerateEngine(model), [prompt], [tokenizer.eos_token_id], target, cfg, [3])
     assert chain.tokens and chain.decoded_tokens >= len(chain.tokens) and len(chain.moves) == 4
     with torch.no_grad():
         logits = model(torch.tensor([prompt + chain.tokens])).logits[0, len(prompt) - 1:-1].float()
     ids = torch.tensor(chain.tokens)[:, None]
-    scaled = logits / cfg.temperature
+    scaled = logits / target.temperature
     scaled = scaled.masked_fill(scaled < torch.topk(scaled, 5, -1).values[:, -1:], float("-inf"))
     assert torch.allclose(torch.tensor(chain.logp), torch.log_softmax(logits, -1).gather(-1, ids)[:, 0], atol=1e-4)
     assert torch.allclose(torch.tensor(chain.logq), torch.log_softmax(scaled, -1).gather(-1, ids)[:, 0], atol=1e-4)

@@ -80,9 +80,10 @@ def test_a_drain_admits_no_mh_chain_but_finishes_the_rest(tiny, tmp_path, monkey
 
     from helpers.evaluation.decodes import sample_methods
     from helpers.samplers.power import PowerConfig
+    from helpers.samplers.target import Target
 
     model, tokenizer, _ = tiny
-    settings = {"power": DecodeSettings("power", 8, power=PowerConfig(alpha=2.0, block_size=4, mcmc_steps=1)),
+    settings = {"power": DecodeSettings("power", 8, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1)),
                 "greedy": DecodeSettings("greedy", 8)}
     monkeypatch.setattr(pulse, "draining", lambda: True)
     with pytest.raises(pulse.BudgetExhausted, match="long rows"):

@@ -174,19 +174,25 @@ def test_paired_comparisons_name_what_the_prose_compares():
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
     from helpers.samplers.power import PowerConfig
+    from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
 
-    prose = power_sampling.prose_values(rows, PowerConfig(alpha=2.0, block_size=4), SMCConfig(alpha=2.0))
+    prose = power_sampling.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
     assert set(prose) == set(power_sampling.PROSE) and prose["comparisons_table"] == "\n".join(table)
     assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 
 
 def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
 
     rows = [_row(6, 0.5, 0.55, smc=0.55), _row(4, 0.0, 1.0, low=0.0, smc=0.0)]
-    text = power_sampling.smc_sentence(rows, SMCConfig(alpha=2.0, particles=4, block_size=16))
+    text = power_sampling.smc_sentence(rows, Searches(Target(2.0), PowerConfig(),
+                                                      SMCConfig(particles=4, block_size=16)))
     assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
     assert "1.5 times per sample on average" in text
     assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74], for 40 and 35 decoded tokens per sample" in text

@@ -61,9 +61,10 @@ def test_exact_count_of_the_report_settings_sums_four_blocks():
 
 def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_chains=600):
     from helpers.samplers.power import PowerConfig, ReencodeEngine, run_chains
+    from helpers.samplers.target import Target
 
-    cfg = PowerConfig(alpha=2.0, block_size=block_size, mcmc_steps=steps, max_new_tokens=max_new_tokens, mode=mode)
-    chains = run_chains(ReencodeEngine(length_model), [[1]] * n_chains, stops, cfg, list(range(n_chains)))
+    target, cfg = Target(2.0, max_new_tokens), PowerConfig(block_size=block_size, mcmc_steps=steps, mode=mode)
+    chains = run_chains(ReencodeEngine(length_model), [[1]] * n_chains, stops, target, cfg, list(range(n_chains)))
     decoded = np.array([c.decoded_tokens for c in chains], dtype=float)
     return chains, decoded.mean(), decoded.std() / np.sqrt(n_chains)
 

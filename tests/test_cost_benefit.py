@@ -8,17 +8,18 @@ import helpers.evaluation.decodes as sampling
 from helpers.chapters import cost_benefit as ch
 from helpers.chapters.power_sampling import compare_methods
 from helpers.samplers.power import PowerConfig
+from helpers.samplers.settings import Searches
 from helpers.samplers.smc import SMCConfig
+from helpers.samplers.target import Target
 from tests.test_sampling import PROBLEMS
 
-POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2)
-SMC = SMCConfig(alpha=2.0, particles=3, block_size=4)
+SEARCHES = Searches(Target(2.0), PowerConfig(block_size=4, mcmc_steps=2), SMCConfig(particles=3, block_size=4))
 SETTINGS = dict(n_seeds=2, max_new_tokens=8, shots=0, seed=0, batch_size=4)
 
 
 def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, SMC, **SETTINGS)
+    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, **SETTINGS)
     calls = []
     plain = sampling.decode_work
 
@@ -32,7 +33,7 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(sampling, "decode_work", watched)
     monkeypatch.setattr(sampling, "chain_work", no_chains)
     monkeypatch.setattr(sampling, "smc_work", no_chains)
-    m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, **SETTINGS)
+    m = ch.measure(str(tiny_dir), PROBLEMS, [3], SEARCHES, matched=True, **SETTINGS)
     # only new temperature-1 samples (the compute-matched baselines) and greedy at the break-even depth
     assert set(calls) <= {1.0, 0.0}
     assert calls.count(0.0) <= 1
@@ -100,7 +101,7 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     assert [p.level for p in order] == [1, 2, 3] and search_order(PROBLEMS, None) == PROBLEMS
     assert search_limits(4, 4, 2) == {"power": 2, "smc": 2} and search_limits(3, 4, 2) == {"smc": 2}
     assert search_limits(3, 4, None) == {}
-    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], POWER, SMC, search_problems=2, **SETTINGS)
+    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, search_problems=2, **SETTINGS)
     full, cut = rows
     assert (full.depth, cut.depth) == (4, 3)
     assert (full.count("power"), full.count("smc"), full.count("greedy")) == (2, 2, 3)
@@ -112,14 +113,14 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
 
     monkeypatch.setattr(sampling, "chain_work", no_search)
     monkeypatch.setattr(sampling, "smc_work", no_search)
-    m = ch.measure(str(tiny_dir), PROBLEMS, [3], POWER, SMC, matched=True, search_problems=2, **SETTINGS)
+    m = ch.measure(str(tiny_dir), PROBLEMS, [3], SEARCHES, matched=True, search_problems=2, **SETTINGS)
     by = {(p.depth, p.method): p for p in m.points}
     assert by[(3, "power")].n_problems == 3 and by[(4, "power")].n_problems == 2
     assert all(p.n_problems == 2 for p in m.points if p.matched)
     assert ch.matched_comparisons(m)  # paired over the problems both ran
     monkeypatch.undo()
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    sweep = steps_sweep(str(tiny_dir), PROBLEMS, 3, POWER, [0, 1], n_seeds=2, max_new_tokens=8, shots=0, seed=0,
+    sweep = steps_sweep(str(tiny_dir), PROBLEMS, 3, SEARCHES, [0, 1], n_seeds=2, max_new_tokens=8, shots=0, seed=0,
                         batch_size=4, search_problems=2)
     assert sweep.steps == [0, 1] and sweep.n_problems == 2 and sweep.chapter_steps == 2
     assert set(sweep.scores) == {0, 1, 2}  # the chapter's own N is read for the other mode's comparison

@@ -12,6 +12,7 @@ from helpers.models.depth_mix import DepthMix
 from helpers.models.truncation import truncate
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import PowerConfig, chain_work
+from helpers.samplers.target import Target
 from helpers.samplers.work import run_together
 
 
@@ -49,11 +50,11 @@ def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
     prompts = [tokenizer(shots + t)["input_ids"] for t in ("Ada has 3 apples and 4 pears .", "0 1 2 3", "How many")]
     assert shared_prefix(prompts)  # encoded once per variant: the last block's keys differ between them
     stops = {tokenizer.eos_token_id}
-    power = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=1, max_new_tokens=6)
+    target, power = Target(2.0, 6), PowerConfig(block_size=3, mcmc_steps=1)
 
     def works():  # per variant: greedy, T = 1 and an MH chain on every prompt
         return [decode_work(prompts, 6, stops), decode_work(prompts, 6, stops, 1.0, 0, [3, 4, 5]),
-                chain_work(prompts, stops, power, [6, 7, 8])]
+                chain_work(prompts, stops, target, power, [6, 7, 8])]
 
     mixed_works = []
     for v in range(len(variants)):

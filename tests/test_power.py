@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.samplers.power import CachedEngine, PowerConfig, ReencodeEngine, power_sample, run_chains
+from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 ALPHA, T = 4.0, 4
@@ -16,10 +17,10 @@ def toy():
     return model, exact_distributions(model, [1], T, ALPHA)
 
 
-def _tv(model, target, mode, steps, n=2000):
-    cfg = PowerConfig(alpha=ALPHA, block_size=2, mcmc_steps=steps, max_new_tokens=T, mode=mode)
-    samples = [power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens for s in range(n)]
-    return tv_distance(empirical(samples), target)
+def _tv(model, law, mode, steps, n=2000):
+    cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
+    samples = [power_sample(model, [1], [EOS], Target(ALPHA, T), cfg, seed=s, cache=False).tokens for s in range(n)]
+    return tv_distance(empirical(samples), law)
 
 
 @pytest.mark.toy
@@ -43,9 +44,9 @@ def test_cache_reuse_gives_the_same_chain(tiny):
     model, tokenizer, _ = tiny
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
     for mode in ("exact", "reference"):
-        cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
-        cached = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=1, cache=True)
-        again = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=1, cache=False)
+        cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
+        cached = power_sample(model, prompt, [tokenizer.eos_token_id], target, cfg, seed=1, cache=True)
+        again = power_sample(model, prompt, [tokenizer.eos_token_id], target, cfg, seed=1, cache=False)
         assert cached.tokens == again.tokens and cached.moves == again.moves
         assert max(abs(a - b) for a, b in zip(cached.logp + cached.logq, again.logp + again.logq, strict=True)) < 1e-4
         assert cached.decoded_tokens == again.decoded_tokens
@@ -56,11 +57,11 @@ def test_cache_reuse_gives_the_same_chain(tiny):
 def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
-    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
+    cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
     stops = [tokenizer.eos_token_id]
-    batched = run_chains(CachedEngine(model), prompts, stops, cfg, [1, 2, 3])
-    reencoded = run_chains(ReencodeEngine(model), prompts, stops, cfg, [1, 2, 3])
-    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, [1, 2, 3], strict=True)]
+    batched = run_chains(CachedEngine(model), prompts, stops, target, cfg, [1, 2, 3])
+    reencoded = run_chains(ReencodeEngine(model), prompts, stops, target, cfg, [1, 2, 3])
+    alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, [1, 2, 3], strict=True)]
     for a, b, c in zip(batched, reencoded, alone, strict=True):
         assert a.tokens == b.tokens == c.tokens and a.moves == b.moves
         assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
@@ -68,8 +69,8 @@ def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
 
 def test_accounting(tiny):
     model, tokenizer, _ = tiny
-    cfg = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=2, max_new_tokens=9)
-    out = power_sample(model, tokenizer("Ada has")["input_ids"], [], cfg, seed=0)
+    cfg, target = PowerConfig(block_size=3, mcmc_steps=2), Target(2.0, 9)
+    out = power_sample(model, tokenizer("Ada has")["input_ids"], [], target, cfg, seed=0)
     assert len(out.tokens) == 9 and len(out.acceptance) == 3 and len(out.moves) == 6
     assert out.decoded_tokens >= 9 and out.forward_passes >= out.decoded_tokens and out.seconds > 0
 
@@ -78,14 +79,15 @@ def test_accounting(tiny):
                                  dict(max_new_tokens=4, block_size=8), dict(mode="fast"), dict(top_k=-2)])
 def test_bad_parameters_raise_clear_errors(tiny, bad):
     model = tiny[0]
-    cfg = PowerConfig(**{"alpha": 2.0, "block_size": 4, "mcmc_steps": 1, "max_new_tokens": 8, **bad})
+    given = {"alpha": 2.0, "block_size": 4, "mcmc_steps": 1, "max_new_tokens": 8, **bad}
     with pytest.raises(ValueError, match=next(iter(bad))):
-        power_sample(model, [1, 2], [], cfg)
+        target = Target(given.pop("alpha"), given.pop("max_new_tokens"))
+        power_sample(model, [1, 2], [], target, PowerConfig(**given))
 
 
 def test_empty_prompt_is_rejected(tiny):
     with pytest.raises(ValueError, match="prompt is empty"):
-        power_sample(tiny[0], [], [], PowerConfig(alpha=2.0, block_size=2, max_new_tokens=4))
+        power_sample(tiny[0], [], [], Target(2.0, 4), PowerConfig(block_size=2))
 
 
 @pytest.mark.parametrize("mode", ["exact", "reference"])
@@ -94,13 +96,13 @@ def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
     model, tokenizer, _ = tiny
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
     prompts = [tokenizer(t)["input_ids"] for t in texts]
-    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=3, max_new_tokens=12, mode=mode)
+    cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
     stops = [tokenizer.eos_token_id]
     seeds = [5, 6, 7, 8, 9]
     done = []
-    refilled = run_chains(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=2,
+    refilled = run_chains(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=2,
                           on_done=lambda i, c: done.append(i))
-    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
+    alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
     for a, b in zip(refilled, alone, strict=True):
         assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
         assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
@@ -114,16 +116,16 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     model, tokenizer, _ = tiny
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
     prompts = [tokenizer(t)["input_ids"] for t in texts]
-    cfg = PowerConfig(alpha=2.0, block_size=3, mcmc_steps=2, max_new_tokens=10)
+    cfg, target = PowerConfig(block_size=3, mcmc_steps=2), Target(2.0, 10)
     stops = [tokenizer.eos_token_id]
     seeds = [11, 12, 13, 14, 15]
     moves = []
     copy_slot = SlotCache.copy_slot
     monkeypatch.setattr(SlotCache, "copy_slot", lambda self, src, dst, n: (moves.append((src, dst)),
                                                                          copy_slot(self, src, dst, n)))
-    together = run_chains(CachedEngine(model), prompts, stops, cfg, seeds)
+    together = run_chains(CachedEngine(model), prompts, stops, target, cfg, seeds)
     assert any(src != len(prompts) for src, _ in moves), "no row was moved down (only shared-prefix copies)"
-    alone = [power_sample(model, p, stops, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
+    alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
     for a, b in zip(together, alone, strict=True):
         assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
         assert max(abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-4
@@ -156,8 +158,9 @@ def test_reference_mode_follows_the_published_block_schedule():
     n = 2000
     floor = noise_floor(published, n)
     assert tv_distance(published, capped) > 4 * floor  # the toy tells the two schedules apart
-    cfg = PowerConfig(mode="reference", **SCHEDULE)
-    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], cfg, list(range(n)))
+    cfg = PowerConfig(block_size=SCHEDULE["block_size"], mcmc_steps=SCHEDULE["mcmc_steps"], mode="reference")
+    target = Target(SCHEDULE["alpha"], SCHEDULE["max_new_tokens"])
+    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], target, cfg, list(range(n)))
     tv = tv_distance(empirical(c.tokens for c in chains), published)
     assert tv < 2 * floor, f"TV {tv:.4f} from the published loop's law, noise floor {floor:.4f}"
     assert tv_distance(empirical(c.tokens for c in chains), capped) > 3 * floor

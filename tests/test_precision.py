@@ -11,6 +11,7 @@ from helpers.evaluation.decodes import DecodeSettings, decode_run, solve
 from helpers.models import precision
 from helpers.results.identity import model_identity
 from helpers.samplers.power import PowerConfig, power_sample
+from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 
@@ -96,8 +97,8 @@ def test_power_sampling_converges_to_the_bfloat16_models_own_target():
     target = exact_distributions(model, [1], 4, 4.0)["power"]
 
     def tv(steps: int, n: int = 1000) -> float:
-        cfg = PowerConfig(alpha=4.0, block_size=2, mcmc_steps=steps, max_new_tokens=4, mode="exact")
-        return tv_distance(empirical(power_sample(model, [1], [EOS], cfg, seed=s, cache=False).tokens
+        cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode="exact")
+        return tv_distance(empirical(power_sample(model, [1], [EOS], Target(4.0, 4), cfg, seed=s, cache=False).tokens
                                      for s in range(n)), target)
 
     # 1,000 chains leave about 0.04 of sampling noise; the proposal alone (no MH step) is 0.4 away.
@@ -111,8 +112,8 @@ def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir)
 
     model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
-    cfg = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2, max_new_tokens=12, mode="exact")
-    chain = power_sample(model, prompt, [tokenizer.eos_token_id], cfg, seed=3)
+    target, cfg = Target(2.0, 12), PowerConfig(block_size=4, mcmc_steps=2, mode="exact")
+    chain = power_sample(model, prompt, [tokenizer.eos_token_id], target, cfg, seed=3)
     ids = torch.tensor([prompt + chain.tokens])
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()

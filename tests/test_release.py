@@ -16,13 +16,14 @@ from helpers.evaluation.decodes import DecodeSettings, decode_run, sample
 from helpers.results.release import ReleaseError, add_batch, read_manifest
 from helpers.runner.publish import RecordCheck, released_records
 from helpers.samplers.power import PowerConfig
+from helpers.samplers.target import Target
 
 # The store, the release and the budget are the library's own logic, the same under every transformers: one run.
 pytestmark = pytest.mark.once
 
 GREEDY = DecodeSettings("greedy", max_new_tokens=10)
-POWER = DecodeSettings("power", max_new_tokens=10, power=PowerConfig(alpha=2.0, block_size=5, mcmc_steps=1,
-                                                                      mode="reference"))
+POWER = DecodeSettings("power", max_new_tokens=10, target=Target(2.0),
+                       power=PowerConfig(block_size=5, mcmc_steps=1, mode="reference"))
 
 
 def _decode(model, tokenizer, problems, settings, store, n_seeds=1):

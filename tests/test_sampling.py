@@ -12,19 +12,21 @@ from helpers.evaluation.decodes import DecodeSettings, decode_run, sample, sampl
 from helpers.models.truncation import at_depth, truncate
 from helpers.results.identity import model_identity
 from helpers.samplers.power import PowerConfig
+from helpers.samplers.settings import Searches
+from helpers.samplers.target import Target
 
 PROBLEMS = [Problem(id=f"p{i}", question=q, answer=a, level=lvl)
             for i, (q, a, lvl) in enumerate([("Ada has 3 apples .", "3", 1), ("0 1 2 3 + 4", "7", 2),
                                               ("How many apples does Ada have now ?", "7", 3)])]
-POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=1)
+POWER = PowerConfig(block_size=4, mcmc_steps=1)
 
 
 def _hash(model, method="temperature", **kw):
     args = {"max_new_tokens": 8, "shots": 0, "seed": 0, **kw}
     if method == "power":
         args.setdefault("power", POWER)
-    if method == "low_temperature":
-        args.setdefault("alpha", 2.0)
+    if method in ("power", "low_temperature"):
+        args.setdefault("target", Target(2.0))
     return decode_run(model, DecodeSettings(method, **args)).hash
 
 
@@ -34,7 +36,7 @@ def test_every_setting_that_changes_numbers_changes_the_key(tiny):
             "temperature": _hash(model)}
     assert len(set(base.values())) == 3 and _hash(model, "greedy") not in base.values()
     changed = [
-        _hash(model, "power", power=dataclasses.replace(POWER, alpha=3.0)),
+        _hash(model, "power", target=Target(3.0)),
         _hash(model, "power", power=dataclasses.replace(POWER, block_size=2)),
         _hash(model, "power", power=dataclasses.replace(POWER, mcmc_steps=2)),
         _hash(model, "power", power=dataclasses.replace(POWER, mode="reference")),
@@ -44,7 +46,7 @@ def test_every_setting_that_changes_numbers_changes_the_key(tiny):
         _hash(truncate(model, 2, "stitch"), "power"),
     ]
     assert base["power"] not in changed and len(set(changed)) == len(changed)
-    assert _hash(model, "low_temperature", alpha=4.0) != base["low_temperature"]
+    assert _hash(model, "low_temperature", target=Target(4.0)) != base["low_temperature"]
     assert _hash(model, "low_temperature", top_k=5) != base["low_temperature"]
     assert _hash(model, seed=3) != base["temperature"] and _hash(model, top_k=5) != base["temperature"]
     # Greedy decoding depends on no seed; a full-depth "truncation" is the original model.
@@ -91,17 +93,18 @@ def test_more_samples_extend_the_same_record_set(tiny, tmp_path):
 def test_power_sampling_settings_have_one_home(tiny, tmp_path):
     model, tokenizer, _ = tiny
     with pytest.raises(ValueError, match="no longer targets p\\^alpha"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8,
-               power=PowerConfig(alpha=2.0, block_size=4, top_k=5), root=tmp_path)
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0),
+               power=PowerConfig(block_size=4, top_k=5), root=tmp_path)
     with pytest.raises(ValueError, match="needs power=PowerConfig"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, root=tmp_path)
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0), root=tmp_path)
     with pytest.raises(ValueError, match="differs from max_new_tokens"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8,
-               power=dataclasses.replace(POWER, max_new_tokens=12), root=tmp_path)
+        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0, 12), power=POWER,
+               root=tmp_path)
     with pytest.raises(ValueError, match="alpha must be a positive, finite number"):
-        sample(model, tokenizer, PROBLEMS, method="low_temperature", alpha=0, max_new_tokens=8, root=tmp_path)
-    records = sample(model, tokenizer, PROBLEMS[:1], method="power", max_new_tokens=8, power=POWER, root=tmp_path,
-                     progress=False)
+        sample(model, tokenizer, PROBLEMS, method="low_temperature", target=Target(0), max_new_tokens=8,
+               root=tmp_path)
+    records = sample(model, tokenizer, PROBLEMS[:1], method="power", max_new_tokens=8, target=Target(2.0), power=POWER,
+                     root=tmp_path, progress=False)
     assert records[0][0]["decoded_tokens"] >= records[0][0]["n_tokens"] >= 1
 
 
@@ -122,7 +125,7 @@ def test_every_decode_of_one_call_runs_in_one_engine_run_as_it_would_alone(tiny,
     from helpers.samplers.smc import SMCConfig
 
     model, tokenizer, _ = tiny
-    settings = chapter_settings(POWER, SMCConfig(alpha=2.0, particles=2, block_size=4), max_new_tokens=8, shots=0,
+    settings = chapter_settings(Searches(Target(2.0), POWER, SMCConfig(particles=2, block_size=4)), max_new_tokens=8, shots=0,
                                 seed=0)
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
@@ -169,7 +172,7 @@ def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tin
 
     model, tokenizer, _ = tiny
     L = model.config.num_hidden_layers
-    settings = chapter_settings(POWER, SMCConfig(alpha=2.0, particles=2, block_size=4), max_new_tokens=8, shots=0,
+    settings = chapter_settings(Searches(Target(2.0), POWER, SMCConfig(particles=2, block_size=4)), max_new_tokens=8, shots=0,
                                 seed=0)
     limits = {("stitch", L): {"power": 1, "smc": 1}, ("stitch", L - 1): {"smc": 2}}
     runs, original = [], sampling.run_together

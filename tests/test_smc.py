@@ -18,6 +18,7 @@ from helpers.samplers.smc import (
     smc_sample,
     systematic_resample,
 )
+from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, noise_floor, tv_distance
 
 ALPHA, T, N = 2.0, 4, 1000
@@ -29,11 +30,10 @@ def toy():
     return model, exact_distributions(model, [1], T, ALPHA)
 
 
-def _tv(model, target, particles, threshold=0.5, bridge=0):
-    cfg = SMCConfig(alpha=ALPHA, particles=particles, block_size=1, ess_threshold=threshold, bridge_tokens=bridge,
-                    max_new_tokens=T)
-    out = run_smc(ReencodeEngine(model), [[1]] * N, [EOS], cfg, list(range(N)))
-    return tv_distance(empirical(c.tokens for c in out), target), sum(c.resamples for c in out)
+def _tv(model, law, particles, threshold=0.5, bridge=0):
+    cfg = SMCConfig(particles=particles, block_size=1, ess_threshold=threshold, bridge_tokens=bridge)
+    out = run_smc(ReencodeEngine(model), [[1]] * N, [EOS], Target(ALPHA, T), cfg, list(range(N)))
+    return tv_distance(empirical(c.tokens for c in out), law), sum(c.resamples for c in out)
 
 
 @pytest.mark.toy
@@ -67,8 +67,8 @@ def test_without_resampling_bridging_changes_no_final_weight(tiny):
     not, so the tokens and the final weights agree."""
     model, tokenizer, _ = tiny
     prompt, stops = tokenizer("Ada has 3 apples .")["input_ids"], [tokenizer.eos_token_id]
-    plain, bridged = (smc_sample(model, prompt, stops, SMCConfig(alpha=3.0, particles=3, block_size=2, ess_threshold=0,
-                                                                 bridge_tokens=b, max_new_tokens=9), seed=4)
+    plain, bridged = (smc_sample(model, prompt, stops, Target(3.0, 9),
+                                 SMCConfig(particles=3, block_size=2, ess_threshold=0, bridge_tokens=b), seed=4)
                       for b in (0, 5))
     assert [p.tokens for p in plain.particles] == [p.tokens for p in bridged.particles]
     assert np.allclose(plain.log_weights, bridged.log_weights, atol=1e-6)
@@ -81,8 +81,8 @@ def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is"]]
     stops, seeds = [tokenizer.eos_token_id], [3, 4, 5]
-    cfg = SMCConfig(alpha=2.0, particles=1, block_size=3, max_new_tokens=10)
-    smc = run_smc(CachedEngine(model), prompts, stops, cfg, seeds)
+    target, cfg = Target(2.0, 10), SMCConfig(particles=1, block_size=3)
+    smc = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds)
     low = decode(model, prompts, 10, stops, temperature=0.5, seeds=seeds)
     for a, b in zip(smc, low, strict=True):
         assert a.tokens == b.tokens and a.resamples == 0
@@ -94,9 +94,9 @@ def test_resampled_particles_continue_exactly_as_their_parents_would(tiny):
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
     stops = [tokenizer.eos_token_id]
-    cfg = SMCConfig(alpha=2.0, particles=4, block_size=3, ess_threshold=1.0, max_new_tokens=12)
-    cached = run_smc(CachedEngine(model), prompts, stops, cfg, [7, 8])
-    reencoded = run_smc(ReencodeEngine(model), prompts, stops, cfg, [7, 8])
+    target, cfg = Target(2.0, 12), SMCConfig(particles=4, block_size=3, ess_threshold=1.0)
+    cached = run_smc(CachedEngine(model), prompts, stops, target, cfg, [7, 8])
+    reencoded = run_smc(ReencodeEngine(model), prompts, stops, target, cfg, [7, 8])
     assert sum(c.resamples for c in cached) >= 2
     for a, b in zip(cached, reencoded, strict=True):
         assert a.resamples == b.resamples and a.chosen == b.chosen and a.tokens == b.tokens
@@ -109,11 +109,12 @@ def test_batches_of_whole_problems_give_the_same_samples(tiny):
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is", "How many"]]
     stops, seeds = [tokenizer.eos_token_id], [1, 2, 3, 4]
-    cfg = SMCConfig(alpha=2.0, particles=3, block_size=4, ess_threshold=0.9, max_new_tokens=10)
+    target, cfg = Target(2.0, 10), SMCConfig(particles=3, block_size=4, ess_threshold=0.9)
     done = []
-    together = run_smc(CachedEngine(model), prompts, stops, cfg, seeds)
-    in_twos = run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=7, on_done=lambda i, c: done.append(i))
-    smaller = run_smc(CachedEngine(model), prompts, stops, cfg, seeds, batch_size=1)  # rounded up to one problem
+    together = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds)
+    in_twos = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=7,
+                      on_done=lambda i, c: done.append(i))
+    smaller = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=1)  # rounded up to one problem
     for a, b, c in zip(together, in_twos, smaller, strict=True):
         assert a.tokens == b.tokens == c.tokens and a.chosen == b.chosen == c.chosen
         assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
@@ -122,8 +123,8 @@ def test_batches_of_whole_problems_give_the_same_samples(tiny):
 
 def test_accounting_counts_every_particle(tiny):
     model, tokenizer, _ = tiny
-    cfg = SMCConfig(alpha=2.0, particles=3, block_size=4, max_new_tokens=8)
-    out = smc_sample(model, tokenizer("Ada has")["input_ids"], [], cfg, seed=0)
+    target, cfg = Target(2.0, 8), SMCConfig(particles=3, block_size=4)
+    out = smc_sample(model, tokenizer("Ada has")["input_ids"], [], target, cfg, seed=0)
     assert len(out.particles) == 3 and len(out.log_weights) == 3
     assert all(len(p.tokens) == 8 for p in out.particles)
     assert out.decoded_tokens == 3 * 8  # resampling copies tokens; it decodes none
@@ -157,8 +158,8 @@ def test_a_release_copies_parents_and_resets_weights():
 
     ps = [Particle([1], None, tokens=[5 + j], logp=[-1.0], logq=[-0.5], log_weight=w)
           for j, w in enumerate([0.0, -50.0, -50.0, 0.0])]
-    cfg = SMCConfig(alpha=2.0, particles=4, block_size=1, ess_threshold=0.9, max_new_tokens=4)
-    group = ParticleGroup(ps, cfg, {0}, torch.Generator().manual_seed(0))
+    target, cfg = Target(2.0, 4), SMCConfig(particles=4, block_size=1, ess_threshold=0.9)
+    group = ParticleGroup(ps, target, cfg, {0}, torch.Generator().manual_seed(0))
     copies = group.release()
     assert group.resamples == 1 and len(copies) == 2
     assert {src.tokens[0] for src, _ in copies} <= {5, 8}
@@ -172,16 +173,17 @@ def test_a_release_copies_parents_and_resets_weights():
                                  dict(block_size=0), dict(ess_threshold=1.5), dict(ess_threshold=-0.1),
                                  dict(ess_threshold=True), dict(max_new_tokens=0), dict(bridge_tokens=-1)])
 def test_bad_settings_raise_clear_errors(tiny, bad):
-    cfg = SMCConfig(**{"alpha": 2.0, "particles": 2, "block_size": 4, "max_new_tokens": 8, **bad})
+    given = {"alpha": 2.0, "particles": 2, "block_size": 4, "max_new_tokens": 8, **bad}
     with pytest.raises(ValueError, match=next(iter(bad))):
-        smc_sample(tiny[0], [1, 2], [], cfg)
+        target = Target(given.pop("alpha"), given.pop("max_new_tokens"))
+        smc_sample(tiny[0], [1, 2], [], target, SMCConfig(**given))
 
 
 def test_empty_prompt_and_unset_length_are_rejected(tiny):
     with pytest.raises(ValueError, match="prompt is empty"):
-        smc_sample(tiny[0], [], [], SMCConfig(alpha=2.0, max_new_tokens=4))
+        smc_sample(tiny[0], [], [], Target(2.0, 4), SMCConfig())
     with pytest.raises(ValueError, match="max_new_tokens is not set"):
-        smc_sample(tiny[0], [1], [], SMCConfig(alpha=2.0))
+        smc_sample(tiny[0], [1], [], Target(2.0), SMCConfig())
 
 
 class _Pair(Group):

@@ -19,6 +19,7 @@ from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode
 from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.smc import SMCConfig, run_smc
+from helpers.samplers.target import Target
 from helpers.samplers.toy import draw_exact, empirical, noise_floor, sequence_logprob, tv_distance
 
 pytestmark = pytest.mark.vllm
@@ -64,8 +65,8 @@ def six(tmp_path_factory):
 
 def test_exact_power_sampling_on_vllm_reaches_p_alpha(six, record_property):
     _model, laws, engine = six
-    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
-    chains = run_chains(engine, [PROMPT] * N, [], cfg, list(range(N)))
+    target, cfg = Target(ALPHA, T), PowerConfig(block_size=1, mcmc_steps=10, mode="exact")
+    chains = run_chains(engine, [PROMPT] * N, [], target, cfg, list(range(N)))
     tv = tv_distance(empirical(c.tokens for c in chains), laws["power"])
     noise, gap = noise_floor(laws["power"], N), tv_distance(laws["low"], laws["power"])
     record_property("tv_exact", tv), record_property("noise", noise), record_property("gap", gap)
@@ -77,8 +78,8 @@ def test_exact_power_sampling_on_vllm_reaches_p_alpha(six, record_property):
 def test_smc_on_vllm_reaches_p_alpha(six):
     """Resampling at every token (threshold 1), so that rows are copied at every barrier."""
     _model, laws, engine = six
-    cfg = SMCConfig(alpha=ALPHA, particles=8, block_size=1, ess_threshold=1.0, max_new_tokens=T)
-    out = run_smc(engine, [PROMPT] * N, [], cfg, list(range(N)))
+    target, cfg = Target(ALPHA, T), SMCConfig(particles=8, block_size=1, ess_threshold=1.0)
+    out = run_smc(engine, [PROMPT] * N, [], target, cfg, list(range(N)))
     tv, noise = tv_distance(empirical(c.tokens for c in out), laws["power"]), noise_floor(laws["power"], N)
     print(f"vLLM SMC (K = 8): TV {tv:.4f}, noise floor {noise:.4f}")
     assert tv < 2 * noise and sum(c.resamples for c in out) > 0
@@ -95,9 +96,10 @@ def test_low_temperature_sampling_on_vllm_has_the_tempered_law(six):
 def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
     """No closed form: vLLM's samples against the transformers engine's, at the two-sample noise floor."""
     model, _laws, engine = six
-    cfg = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=4, mode="reference", max_new_tokens=T)
-    ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], cfg, list(range(N))))
-    theirs = empirical(c.tokens for c in run_chains(CachedEngine(model), [PROMPT] * N, [], cfg, list(range(N))))
+    target, cfg = Target(ALPHA, T), PowerConfig(block_size=1, mcmc_steps=4, mode="reference")
+    ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], target, cfg, list(range(N))))
+    theirs = empirical(c.tokens for c in run_chains(CachedEngine(model), [PROMPT] * N, [], target, cfg,
+                                                    list(range(N))))
     floor = float(np.mean([tv_distance(empirical(draw_exact(theirs, N, np.random.default_rng(seed))),
                                        empirical(draw_exact(theirs, N, np.random.default_rng(seed + 99))))
                            for seed in range(10)]))
@@ -112,22 +114,23 @@ def test_two_data_parallel_engine_cores_give_the_single_engines_chains_and_parti
     for move (vLLM seeds each request; whose core runs it does not matter), so the exactness shown above holds
     there too. The SMC groups' rows start on alternate cores, so resampling copies rows across cores."""
     _model, _laws, single = six
-    power = PowerConfig(alpha=ALPHA, block_size=1, mcmc_steps=10, mode="exact", max_new_tokens=T)
-    smc = SMCConfig(alpha=ALPHA, particles=8, block_size=1, ess_threshold=1.0, max_new_tokens=T)
+    target = Target(ALPHA, T)
+    power = PowerConfig(block_size=1, mcmc_steps=10, mode="exact")
+    smc = SMCConfig(particles=8, block_size=1, ess_threshold=1.0)
     n = N // 5
     engine = VLLMEngine(single.folder, dtype="float32", max_model_len=64, data_parallel_size=2, kv_cache_gib=1)
     try:
-        chains = run_chains(engine, [PROMPT] * n, [], power, list(range(n)))
-        particles = run_smc(engine, [PROMPT] * (n // 4), [], smc, list(range(n // 4)))
+        chains = run_chains(engine, [PROMPT] * n, [], target, power, list(range(n)))
+        particles = run_smc(engine, [PROMPT] * (n // 4), [], target, smc, list(range(n // 4)))
         writers = {path.stem for path in Path(engine._records.name).glob("*.logz")}
     finally:
         engine.close()
     assert len(writers) == 2 and str(os.getpid()) not in writers  # both cores sampled, neither in this process
-    theirs = run_chains(single, [PROMPT] * n, [], power, list(range(n)))
+    theirs = run_chains(single, [PROMPT] * n, [], target, power, list(range(n)))
     assert [c.tokens for c in chains] == [c.tokens for c in theirs]
     assert [c.moves for c in chains] == [c.moves for c in theirs]  # every MH decision alike
     assert np.allclose([c.logq for c in chains], [c.logq for c in theirs], atol=1e-5)
-    theirs = run_smc(single, [PROMPT] * (n // 4), [], smc, list(range(n // 4)))
+    theirs = run_smc(single, [PROMPT] * (n // 4), [], target, smc, list(range(n // 4)))
     assert [c.tokens for c in particles] == [c.tokens for c in theirs]
     assert [c.resamples for c in particles] == [c.resamples for c in theirs] and sum(c.resamples for c in theirs)
 
@@ -209,6 +212,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.chapters.power_sampling import compare_methods
     from helpers.data.problems import load_problems
     from helpers.runner.run import plan
+    from helpers.samplers.settings import Searches
     from tests.conftest import make_tiny
 
     folder = make_tiny("qwen2", tmp_path / "tiny", n_layers=4, hidden_size=128)
@@ -224,9 +228,10 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     monkeypatch.setattr(precision, "_chosen", precision.chosen())  # restored after the test
     precision.use(p["dtype"])  # as the notebook does: without it, 'auto' is bfloat16 on CPUs that compute it
     problems = load_problems(p["dataset"], n=p["n_problems"], levels=p["levels"], seed=p["seed"])
-    power = PowerConfig(alpha=p["alpha"], block_size=p["block_size"], mcmc_steps=p["mcmc_steps"], mode=p["power_mode"])
-    smc = SMCConfig(p["alpha"], p["smc_particles"], p["smc_block_size"], p["smc_ess_threshold"])
-    rows = compare_methods(p["models"], problems, p["depths"], power, smc, n_seeds=p["n_seeds"],
+    searches = Searches.from_parameters(**{k: p[k] for k in (
+        "alpha", "block_size", "mcmc_steps", "power_mode", "smc_particles", "smc_block_size", "smc_ess_threshold",
+        "smc_bridge_tokens")})
+    rows = compare_methods(p["models"], problems, p["depths"], searches, n_seeds=p["n_seeds"],
                            max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"],
                            batch_size=p["batch_size"], engine=p["engine"])
     assert [r.depth for r in rows] == [4, 3]
@@ -236,7 +241,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.samplers.settings import chapter_settings
 
     model = load_model(str(folder))[0]  # the dtype the chapter used
-    settings = chapter_settings(power, smc, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
+    settings = chapter_settings(searches, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
     for s in settings.values():  # every decode stored under vLLM's key, none under the transformers engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
     assert len(list((tmp_path / "results" / "decode").glob("*.jsonl"))) == 10  # five decodes at two depths

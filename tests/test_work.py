@@ -14,19 +14,21 @@ from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import PowerConfig, chain_work
 from helpers.samplers.smc import SMCConfig, smc_work
+from helpers.samplers.target import Target
 from helpers.samplers.work import capacity, run_together
 
-POWER = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=2, max_new_tokens=8)
-REFERENCE = PowerConfig(alpha=2.0, block_size=4, mcmc_steps=1, mode="reference", top_k=5, max_new_tokens=8)
-SMC = SMCConfig(alpha=2.0, particles=2, block_size=4, ess_threshold=0.9, max_new_tokens=8)  # 2: a group straddles a batch
+TARGET = Target(2.0, 8)
+POWER = PowerConfig(block_size=4, mcmc_steps=2)
+REFERENCE = PowerConfig(block_size=4, mcmc_steps=1, mode="reference", top_k=5)
+SMC = SMCConfig(particles=2, block_size=4, ess_threshold=0.9)  # 2: a group straddles a batch
 SEEDS = [5, 6, 7]
 
 
 def _works(tokenizer):
     prompts = [tokenizer(t)["input_ids"] for t in ("Ada has 3 apples .", "0 1 2", "How many apples")]
     stops = {tokenizer.eos_token_id}
-    return [chain_work(prompts, stops, POWER, SEEDS), smc_work(prompts, stops, SMC, SEEDS),
-            chain_work(prompts, stops, REFERENCE, SEEDS), decode_work(prompts, 8, stops, 0.5, 0, SEEDS),
+    return [chain_work(prompts, stops, TARGET, POWER, SEEDS), smc_work(prompts, stops, TARGET, SMC, SEEDS),
+            chain_work(prompts, stops, TARGET, REFERENCE, SEEDS), decode_work(prompts, 8, stops, 0.5, 0, SEEDS),
             decode_work(prompts, 8, stops, 1.0, 3, SEEDS), decode_work(prompts, 8, stops)], stops
 
 

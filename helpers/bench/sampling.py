@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import platform
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
 from helpers.core import env
 from helpers.samplers.target import MH_MODES
+
+if TYPE_CHECKING:
+    from helpers.samplers.settings import Searches
 
 SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 1.0,
                     "power_vs_plain": 0.95}
@@ -43,8 +47,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     from helpers.core.checks import is_count
     from helpers.models.loading import load_model
     from helpers.samplers.power import PowerConfig
-    from helpers.samplers.settings import check_engine
+    from helpers.samplers.settings import Searches, check_engine
     from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
 
     for n in problems:
         if not is_count(n, 1):
@@ -62,9 +67,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 
         require_vllm()  # before any model is loaded: says what to install
 
-    cfg = PowerConfig(alpha=alpha, block_size=block_size, mcmc_steps=mcmc_steps,
-                      max_new_tokens=max_new_tokens).validate()  # before any model is loaded or decoded
-    smc = SMCConfig(alpha=alpha, particles=particles, block_size=block_size, max_new_tokens=max_new_tokens).validate()
+    target = Target(alpha, max_new_tokens)  # every setting checked before any model is loaded or decoded
+    s = Searches(target, PowerConfig(block_size=block_size, mcmc_steps=mcmc_steps).validate(target),
+                 SMCConfig(particles=particles, block_size=block_size).validate(target))
     report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
                            "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels),
                            "repeats": repeats, "smc_particles": particles},
@@ -74,20 +79,20 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
               "models": {}}
     for name in models:
         model, tokenizer, info = load_model(name)
-        report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, cfg, smc, problems, shots,
+        report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, s, problems, shots,
                                                                              seed, levels, baseline, repeats)}
         if info.name == DECODE_RATE_TARGET["model"] and info.dtype == DECODE_RATE_TARGET["dtype"]:
             report["models"][info.name]["decode_rate_target"] = _decode_rate_verdict(
                 report["models"][info.name]["batches"])
         if "vllm" in engines:
-            report["models"][info.name]["engines"] = _bench_engines(model, tokenizer, cfg, problems, shots, seed,
+            report["models"][info.name]["engines"] = _bench_engines(model, tokenizer, s, problems, shots, seed,
                                                                      levels, repeats)
     if "vllm" in engines:
         report["targets"].update(ENGINE_TARGET)
     return report
 
 
-def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats) -> dict:
+def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels, repeats) -> dict:
     """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
     from helpers.engines.slot import CachedEngine
@@ -99,10 +104,10 @@ def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats
     vllm = VLLMEngine.for_model(model, tokenizer)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
     make = {"transformers": lambda: CachedEngine(model), "vllm": lambda: vllm}
-    decode(model, prompts[:2], 4, stops, temperature=cfg.temperature, seeds=seeds[:2], engine=vllm)  # warm-up
+    decode(model, prompts[:2], 4, stops, temperature=s.target.temperature, seeds=seeds[:2], engine=vllm)  # warm-up
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}
-        jobs = _engine_jobs(model, prompts[:n], stops, seeds[:n], cfg)
+        jobs = _engine_jobs(model, prompts[:n], stops, seeds[:n], s)
         for _ in range(repeats):
             for engine_name, engine_of in make.items():
                 for job, run in jobs.items():
@@ -126,7 +131,7 @@ def _bench_engines(model, tokenizer, cfg, problems, shots, seed, levels, repeats
     return out
 
 
-def _engine_jobs(model, prompts, stops, seeds, cfg) -> dict:
+def _engine_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
     """The engine bench's jobs, by name: each decodes `prompts` on the engine it is given."""
     from dataclasses import replace
 
@@ -134,9 +139,9 @@ def _engine_jobs(model, prompts, stops, seeds, cfg) -> dict:
     from helpers.samplers.power import run_chains
 
     def power(mode: str):
-        return lambda engine: run_chains(engine, prompts, stops, replace(cfg, mode=mode), seeds)
+        return lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode=mode), seeds)
 
-    return {"greedy": lambda engine: decode(model, prompts, cfg.max_new_tokens, stops, engine=engine),
+    return {"greedy": lambda engine: decode(model, prompts, s.target.length, stops, engine=engine),
             "power_exact": power("exact"), "power_reference": power("reference")}
 
 
@@ -167,7 +172,7 @@ def _decode_rate_verdict(batches: dict) -> dict:
             "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
 
 
-def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, baseline, repeats) -> dict:
+def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
     from helpers.bench.published_sampler import GenerateEngine
@@ -176,14 +181,14 @@ def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, base
     from helpers.samplers.power import CachedEngine, run_chains
 
     stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
-    temperature, length = cfg.temperature, cfg.max_new_tokens
+    temperature, length = s.target.temperature, s.target.length
     decode(model, prompts[:2], 4, stops, temperature=temperature, seeds=seeds[:2])  # warm-up, untimed
     _generate(model, tokenizer, prompts[:2], 2, temperature)
     out: dict = {"layers": model.config.num_hidden_layers, "batches": {}}
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}  # per job: (tokens, seconds, prefill seconds) per run
         acceptance: dict[str, float] = {}
-        jobs = _batch_jobs(model, prompts[:n], stops, seeds[:n], cfg, smc)
+        jobs = _batch_jobs(model, prompts[:n], stops, seeds[:n], s)
         for _ in range(repeats):
             prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
             runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
@@ -203,9 +208,10 @@ def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, base
         out["batches"][str(n)] = row
     if baseline:
         per_problem = []
-        for prompt, s in zip(prompts, seeds, strict=True):
+        published = replace(s.power, mode="reference")
+        for prompt, seed_ in zip(prompts, seeds, strict=True):
             start = time.perf_counter()
-            (chain,) = run_chains(GenerateEngine(model), [prompt], stops, replace(cfg, mode="reference"), [s])
+            (chain,) = run_chains(GenerateEngine(model), [prompt], stops, s.target, published, [seed_])
             per_problem.append((time.perf_counter() - start, chain.decoded_tokens))
         for n in problems:
             seconds = sum(t for t, _ in per_problem[:n])
@@ -215,7 +221,7 @@ def _bench_model(model, tokenizer, cfg, smc, problems, shots, seed, levels, base
     return out
 
 
-def _batch_jobs(model, prompts, stops, seeds, cfg, smc) -> dict:
+def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
     """The jobs of one batch of `len(prompts)` rows on the slot engine, by name: greedy decoding, plain sampling at
     T = 1/α, power sampling in both modes (a chain per prompt) and SMC (K particles for each of the first n // K
     prompts, so that it too decodes n rows at once)."""
@@ -225,15 +231,15 @@ def _batch_jobs(model, prompts, stops, seeds, cfg, smc) -> dict:
     from helpers.samplers.power import run_chains
     from helpers.samplers.smc import run_smc
 
-    n, length = len(prompts), cfg.max_new_tokens
-    groups = max(1, n // smc.particles)
+    n, length = len(prompts), s.target.length
+    groups = max(1, n // s.smc.particles)
     return {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
-            "plain_sampling": lambda engine: decode(model, prompts, length, stops, temperature=cfg.temperature,
+            "plain_sampling": lambda engine: decode(model, prompts, length, stops, temperature=s.target.temperature,
                                                     seeds=seeds, engine=engine),
-            "power_exact": lambda engine: run_chains(engine, prompts, stops, replace(cfg, mode="exact"), seeds),
-            "power_reference": lambda engine: run_chains(engine, prompts, stops, replace(cfg, mode="reference"),
+            "power_exact": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="exact"), seeds),
+            "power_reference": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="reference"),
                                                          seeds),
-            "smc": lambda engine: run_smc(engine, prompts[:groups], stops, smc, seeds[:groups])}
+            "smc": lambda engine: run_smc(engine, prompts[:groups], stops, s.target, s.smc, seeds[:groups])}
 
 
 def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:

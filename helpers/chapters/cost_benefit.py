@@ -32,7 +32,7 @@ from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_wi
 from helpers.models.loading import load_model
 from helpers.models.truncation import truncate
 from helpers.samplers.power import PowerConfig
-from helpers.samplers.settings import chapter_settings
+from helpers.samplers.settings import Searches, chapter_settings
 from helpers.samplers.smc import SMCConfig
 
 LABELS = {"greedy": "greedy", "low_temperature": "low temp.", "temperature": "T=1", "power": "power", "smc": "SMC"}
@@ -156,8 +156,7 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
                  samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
 
 
-def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, power: PowerConfig,
-            smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
             matched: bool = True, engine: str = "transformers", search_problems: int | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
@@ -173,7 +172,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     problems = search_order(problems, search_problems)
     model, tokenizer, info = load_model(name)
     L = info.n_layers
-    settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    power, smc = searches.power, searches.smc
     common = dict(batch_size=batch_size, engine=engine)
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}

@@ -27,9 +27,9 @@ from helpers.models.loading import load_model
 from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, ReencodeEngine, run_chains
-from helpers.samplers.settings import DecodeSettings, chapter_settings
+from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
 from helpers.samplers.smc import RESAMPLING, SMCConfig, run_smc
-from helpers.samplers.target import MH_MODES
+from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
 
 TOY_MAX_TOKENS = 4
@@ -41,7 +41,7 @@ class ToyConvergence:
     """Total-variation distance to p^α on the enumerable toy model: against MH steps for both modes, and
     against the number of SMC particles."""
 
-    alpha: float
+    target: Target  # p^α over completions of TOY_MAX_TOKENS tokens
     steps: list[int]
     n_chains: int
     tv: dict[str, list[float]]  # mode -> distance per entry of `steps`
@@ -80,27 +80,28 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
     released) like the chapters' decodes; the exact distributions are recomputed, which is instant."""
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
+    target = Target(alpha, TOY_MAX_TOKENS)
 
     def curves() -> dict:
         tv: dict[str, list[float]] = {}
         for mode in MH_MODES:
             tv[mode] = []
             for n in steps:
-                cfg = PowerConfig(alpha=alpha, block_size=2, mcmc_steps=n, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
-                chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+                cfg = PowerConfig(block_size=2, mcmc_steps=n, mode=mode)
+                chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
                 tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
         # the distance that sampling noise alone leaves with this many draws
         noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
         smc_tv = []
         for k in particles:
-            cfg = SMCConfig(alpha=alpha, particles=k, block_size=1, max_new_tokens=TOY_MAX_TOKENS)
-            out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+            cfg = SMCConfig(particles=k, block_size=1)
+            out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
             smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
         return {"tv": tv, "smc_tv": smc_tv, "noise": noise}
 
     stored = toy_run(alpha, steps, n_chains, seed, particles).compute("curves", curves)
     tables = {a: exact_distributions(toy, [1], TOY_MAX_TOKENS, a) for a in EXPLORER_ALPHAS}
-    return ToyConvergence(alpha, list(steps), n_chains, stored["tv"], tv_distance(dist["low_temperature"],
+    return ToyConvergence(target, list(steps), n_chains, stored["tv"], tv_distance(dist["low_temperature"],
                                                                                     dist["power"]),
                           stored["noise"], tables, list(particles), stored["smc_tv"])
 
@@ -114,8 +115,9 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
               "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
     for mode in MH_MODES:
-        cfg = PowerConfig(alpha=1.0, block_size=2, mcmc_steps=steps, max_new_tokens=TOY_MAX_TOKENS, mode=mode)
-        chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], cfg, list(range(n_chains)))
+        cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
+        chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], Target(1.0, TOY_MAX_TOKENS), cfg,
+                            list(range(n_chains)))
         moves = [accepted for c in chains for _, accepted in c.moves]
         values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")
         values[f"ex_one_tv_{mode}"] = tv_distance(empirical(c.tokens for c in chains), p)
@@ -156,7 +158,7 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
 
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
-                    power: PowerConfig, smc: SMCConfig, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
+                    searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "transformers", search_problems: int | None = None
                     ) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
@@ -169,7 +171,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
     """
     problems = search_order(problems, search_problems)
     rows = []
-    settings = chapter_settings(power, smc, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     for name in models:
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
@@ -299,18 +301,19 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
     return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence}
 
 
-def acceptance_sentence(rows: Sequence[DepthRow], power: PowerConfig) -> str:
+def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     """What the chains did: the share of proposals accepted at each depth, for the chosen α, B and N."""
     mine = [r for r in rows if r.model == rows[0].model]
     rates = ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine if r.acceptance == r.acceptance)
     if not rates:
-        return f"With N = {power.mcmc_steps} no proposal was made, so the chains never moved."
+        return f"With N = {searches.power.mcmc_steps} no proposal was made, so the chains never moved."
     lowest = min(r.acceptance for r in mine)
     moved = ("so the chains do move: most proposals, each regenerating a suffix of the answer, replace the "
              "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
              "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
              "plain sampling at T = 1 here")
-    return (f"With α = {power.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
+    power = searches.power
+    return (f"With α = {searches.target.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
             f"chains accepted {rates} of their proposals, {moved}.")
 
 
@@ -320,12 +323,13 @@ def _short(d: PairedDifference) -> str:
             f"{d.worse} of {d.n} problems, p = {d.p_value:.2g}: {word}")
 
 
-def smc_sentence(rows: Sequence[DepthRow], smc: SMCConfig) -> str:
+def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     """SMC against MH at each depth of the first model (accuracy, paired difference, tokens per sample), then
     SMC on the best truncation against the full model's greedy decoding."""
     mine = [r for r in rows if r.model == rows[0].model]
     full = next(r for r in mine if r.depth == r.n_layers)
-    text = (f"SMC ran K = {smc.particles} particles (α = {smc.alpha:g}); they met every {smc.block_size} tokens and "
+    smc = searches.smc
+    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} tokens and "
             f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
             f"{np.mean([r.resamples for r in mine]):.1f} times per sample on average. ")
     for r in mine:
@@ -396,12 +400,12 @@ def _verdict_word(d: PairedDifference) -> str:
             "within its noise: these problems cannot tell the two apart")
 
 
-def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, power: PowerConfig,
+def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, searches: Searches,
                 steps: Sequence[int], *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
                 engine: str = "transformers", search_problems: int | None = None, other_mode: bool = True
                 ) -> StepsSweep:
     """Does N matter? MH power sampling of `model_name` stitched to `depth` blocks (None: one below full) with each
-    number of steps per block in `steps`, all else as `power`, on the first `search_problems` problems of the
+    number of steps per block in `steps`, all else as `searches`' MH settings, on the first `search_problems` problems of the
     chapters' order (all: None); with `other_mode`, the other MH mode at the chapter's N too. Runs the chapter
     already made (its own N) are read from the store."""
     if not steps or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in steps):
@@ -412,13 +416,15 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     depth = info.n_layers - 1 if depth is None else depth
     m = at_depth(model, depth)
 
+    power = searches.power
     ordered = sorted(set(steps) | {power.mcmc_steps})
     configs = {n: replace(power, mcmc_steps=n) for n in ordered}
     other = ("reference" if power.mode == "exact" else "exact") if other_mode and power.mcmc_steps > 0 else None
     if other:
         configs[other] = replace(power, mode=other, top_k=0)
     runs = sample_methods(m, tokenizer, subset, {
-        name: DecodeSettings("power", max_new_tokens, shots, seed, power=cfg) for name, cfg in configs.items()},
+        name: DecodeSettings("power", max_new_tokens, shots, seed, target=searches.target, power=cfg)
+        for name, cfg in configs.items()},
         n_seeds=n_seeds, batch_size=batch_size, engine=engine)  # one engine run for every N
     keep = [n for n in ordered if n in steps]
     sweep = StepsSweep(model_name, depth, info.n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
@@ -440,8 +446,8 @@ def critical_depth(rows: Sequence[DepthRow]) -> int | None:
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")
 
 
-def prose_values(rows: Sequence[DepthRow], power: PowerConfig, smc: SMCConfig) -> dict[str, str]:
+def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict[str, str]:
     """The chapter's glued tables and sentences after its figure, every one Markdown (`PROSE`)."""
     return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
-            acceptance_sentence(rows, power), "outcomes_table": outcomes_table(rows),
-            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, smc)}
+            acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
+            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches)}

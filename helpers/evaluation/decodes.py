@@ -213,9 +213,9 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
         ps = [build_prompt(tokenizer, p.question, shots=s.shots) for p, _ in d.jobs]
         seeds = [sample_seed(s.seed, p.id, i) for p, i in d.jobs]
         if s.method == "power":
-            work = chain_work(ps, stops, s.power, seeds)
+            work = chain_work(ps, stops, s.target, s.power, seeds)
         elif s.method == "smc":
-            work = smc_work(ps, stops, s.smc, seeds)
+            work = smc_work(ps, stops, s.target, s.smc, seeds)
         else:
             work = decode_work(ps, s.max_new_tokens, stops, s.temperature, s.top_k, seeds)
         if mix is not None:

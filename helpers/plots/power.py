@@ -18,13 +18,13 @@ def toy_convergence(result):
     for i, (mode, tv) in enumerate(result.tv.items()):
         ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"MH, {mode} mode")
     ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
-           title=f"Metropolis–Hastings, α = {result.alpha:g}, {result.n_chains} chains")
+           title=f"Metropolis–Hastings, α = {result.target.alpha:g}, {result.n_chains} chains")
     if result.particles:
         right = axes[0, 1]
         right.plot(result.particles, result.smc_tv, "s-", color=PALETTE[2], label="SMC (systematic resampling)")
         right.set_xscale("log", base=2)
         right.set_xticks(result.particles, [str(k) for k in result.particles])
-        right.set(xlabel="particles (K)", title=f"SMC, α = {result.alpha:g}, {result.n_chains} samples")
+        right.set(xlabel="particles (K)", title=f"SMC, α = {result.target.alpha:g}, {result.n_chains} samples")
     for a in axes[0]:
         a.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
         a.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")

@@ -324,31 +324,25 @@ def check_job(job: Job, defaults: dict) -> None:
     _check_samplers(job, literal)
 
 
-# A sampler's settings and the notebook parameters that set them (helpers.samplers.power, helpers.samplers.smc).
-POWER_PARAMETERS = {"alpha": "alpha", "block_size": "block_size", "mcmc_steps": "mcmc_steps", "mode": "power_mode",
-                    "max_new_tokens": "max_new_tokens"}
-
-
-SMC_PARAMETERS = {"alpha": "alpha", "particles": "smc_particles", "block_size": "smc_block_size",
-                  "ess_threshold": "smc_ess_threshold", "bridge_tokens": "smc_bridge_tokens",
-                  "max_new_tokens": "max_new_tokens"}
-
-
 def _check_samplers(job: Job, literal: dict) -> None:
-    """The job's power-sampling and SMC settings, made into the samplers' own configs: their rules, not a copy."""
-    from helpers.samplers.power import PowerConfig
-    from helpers.samplers.smc import SMCConfig
+    """The job's α, power-sampling and SMC settings, made into the samplers' own configs by the map the notebooks
+    use (`Searches.from_parameters`): their rules, not a copy."""
+    import inspect
+
+    from helpers.core.checks import SettingError
+    from helpers.samplers.settings import Searches
 
     values = {**literal, **job.parameters}
-    for config, names in ((PowerConfig, POWER_PARAMETERS), (SMCConfig, SMC_PARAMETERS)):
-        if not all(name in values for name in names.values()):
-            continue  # this chapter does not run that sampler
-        try:
-            config(**{field: values[name] for field, name in names.items()}).validate()
-        except ValueError as err:
-            name = names.get(getattr(err, "field", ""))  # a SettingError names its field
-            where = f"parameter {name!r} = {values[name]!r}" if name else "its sampler settings"
-            raise RunError(f"{job.stem}: {where}: {err}") from None
+    names = list(inspect.signature(Searches.from_parameters).parameters)
+    if not all(name in values for name in names):
+        return  # this chapter does not search
+    try:
+        Searches.from_parameters(**{name: values[name] for name in names})
+    except SettingError as err:
+        where = f"parameter {err.field!r} = {values[err.field]!r}" if err.field in values else "its sampler settings"
+        raise RunError(f"{job.stem}: {where}: {err}") from None
+    except ValueError as err:
+        raise RunError(f"{job.stem}: its sampler settings: {err}") from None
 
 
 def _check_depths(job: Job, literal: dict) -> None:

@@ -32,7 +32,7 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
 from helpers.engines.slot import CachedEngine
-from helpers.samplers.target import MH_MODES, Target
+from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 
 __all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "chain_work", "power_sample", "run_chains"]
@@ -45,21 +45,16 @@ REFERENCE_SCHEDULE = "extend"
 
 @dataclass(frozen=True)
 class PowerConfig:
-    """The one home of power-sampling settings; `validate` explains what is wrong with bad values.
+    """The one home of the MH sampler's own settings (α and the length are the `Target`'s); `validate` explains
+    what is wrong with bad values."""
 
-    `max_new_tokens` may stay None here when a caller that decodes every method (`helpers.evaluation.decodes.sample`)
-    supplies its own length; `run_chains` needs it set.
-    """
-
-    alpha: float = 4.0
     block_size: int = 192
     mcmc_steps: int = 10
     mode: str = "exact"
     top_k: int = 0  # reference mode only: 0 means the published 50
-    max_new_tokens: int | None = None
 
-    def validate(self, need_length: bool = True) -> PowerConfig:
-        Target(self.alpha)  # α by the one rule (helpers.samplers.target); the length, at least a block, below
+    def validate(self, target: Target | None = None) -> PowerConfig:
+        """Check the settings, and with a `target`, that its length is set and holds at least one block."""
         if not is_count(self.block_size, 1):
             raise SettingError("block_size",
                                f"block_size must be an integer of at least 1, got {self.block_size!r}")
@@ -75,33 +70,17 @@ class PowerConfig:
                                "exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
                                "no longer targets p^alpha. Use top_k=0, or mode='reference' for the published top-k "
                                "proposal.")
-        if self.max_new_tokens is None:
-            if need_length:
-                raise SettingError("max_new_tokens",
-                                   "max_new_tokens is not set: give PowerConfig(max_new_tokens=...) or decode through "
-                                   "helpers.evaluation.decodes.sample, which sets it")
-        elif not is_count(self.max_new_tokens, self.block_size):
-            raise SettingError("max_new_tokens",
-                               f"max_new_tokens must be an integer of at least block_size ({self.block_size}), "
-                               f"got {self.max_new_tokens!r}")
+        if target is not None:
+            check_length(target.length, self.block_size, f" (block_size, {self.block_size})")
         return self
 
     def as_dict(self) -> dict:
-        """The settings that change a chain's numbers, for store keys (the length is keyed by its caller)."""
-        settings = {"alpha": float(self.alpha), "block_size": self.block_size, "mcmc_steps": self.mcmc_steps,
-                    "mode": self.mode, "top_k": self.proposal_top_k}
+        """The settings that change a chain's numbers, for store keys (α and the length are keyed by the caller)."""
+        settings = {"block_size": self.block_size, "mcmc_steps": self.mcmc_steps, "mode": self.mode,
+                    "top_k": self.proposal_top_k}
         if self.mode == "reference":  # records before the published block schedule (growth to a cap kB) stay apart
             settings["schedule"] = REFERENCE_SCHEDULE
         return settings
-
-    @property
-    def target(self) -> Target:
-        """The p^α this config samples (α and the length checked there)."""
-        return Target(self.alpha, self.max_new_tokens)
-
-    @property
-    def temperature(self) -> float:
-        return self.target.temperature
 
     @property
     def proposal_top_k(self) -> int:
@@ -125,40 +104,43 @@ class Chain(Row):
 # --------------------------------------------------------------------------------------------------
 
 
-def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, cfg: PowerConfig, seeds: list[int],
+def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, target: Target, cfg: PowerConfig, seeds: list[int],
                batch_size: int | None = None, on_done: OnDone | None = None) -> list[Completion]:
-    """Power-sample one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by default).
+    """Power-sample `target` with one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by
+    default).
 
     Each chain moves through its blocks on its own: when one of its proposals ends, its next one starts, and
     when a chain ends the next waiting one takes its place. `on_done(i, completion)` hears of each chain as soon
     as it ends.
     """
     stops = set(stop_ids)
-    (done,) = run_together(engine, [chain_work(prompts, stops, cfg, seeds)], stops, batch_size, one_work(on_done))
+    (done,) = run_together(engine, [chain_work(prompts, stops, target, cfg, seeds)], stops, batch_size,
+                           one_work(on_done))
     return done
 
 
-def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: PowerConfig, seeds: Sequence[int]) -> Work:
+def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target, cfg: PowerConfig,
+               seeds: Sequence[int]) -> Work:
     """The chains' programs, checked, for `run_chains` or a shared engine run (`helpers.samplers.work`)."""
-    cfg.validate()
+    cfg.validate(target)
     if len(prompts) != len(seeds):
         raise ValueError("give one seed per prompt")
     if not prompts or any(not p for p in prompts):
         raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
-    chains = [Chain(list(p), torch.Generator().manual_seed(int(s)), cfg.temperature, cfg.proposal_top_k)
+    chains = [Chain(list(p), torch.Generator().manual_seed(int(s)), target.temperature, cfg.proposal_top_k)
               for p, s in zip(prompts, seeds, strict=True)]
-    return Work([(c, _chain(c, cfg, stops)) for c in chains], len(chains),
-                room=2 * cfg.max_new_tokens)  # a proposal is written after the state it may replace
+    return Work([(c, _chain(c, target, cfg, stops)) for c in chains], len(chains),
+                room=2 * target.length)  # a proposal is written after the state it may replace
 
 
-def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
+def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Program:
     """One MH chain as a program: it asks the engine for a block's growth and for each move's proposal."""
-    alpha = cfg.alpha
-    for block in range(math.ceil(cfg.max_new_tokens / cfg.block_size)):
+    alpha, length = target.alpha, target.length
+    for block in range(math.ceil(length / cfg.block_size)):
         if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands
-            cap = min(len(c.tokens) + cfg.block_size, cfg.max_new_tokens)
+            cap = min(len(c.tokens) + cfg.block_size, length)
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
-            cap = min((block + 1) * cfg.block_size, cfg.max_new_tokens)
+            cap = min((block + 1) * cfg.block_size, length)
         if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
             c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0
@@ -188,7 +170,8 @@ def _chain(c: Chain, cfg: PowerConfig, stops: set[int]) -> Program:
                       acceptance=c.acceptance, moves=c.moves)
 
 
-def power_sample(model, prompt: list[int], stop_ids, cfg: PowerConfig, seed: int = 0, cache: bool = True) -> Completion:
+def power_sample(model, prompt: list[int], stop_ids, target: Target, cfg: PowerConfig, seed: int = 0,
+                 cache: bool = True) -> Completion:
     """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
     engine = CachedEngine(model) if cache else ReencodeEngine(model)
-    return run_chains(engine, [list(prompt)], stop_ids, cfg, [seed])[0]
+    return run_chains(engine, [list(prompt)], stop_ids, target, cfg, [seed])[0]

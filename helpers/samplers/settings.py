@@ -10,15 +10,16 @@ so its records are keyed apart (`engine: vllm`): one engine's records are never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from helpers.core.checks import is_count
+from helpers.core.checks import SettingError, is_count
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.smc import SMCConfig
-from helpers.samplers.target import Target, same_target
+from helpers.samplers.target import Target, check_length
 
 METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
+TARGETED = ("low_temperature", "power", "smc")  # the methods that aim at p^alpha
 ENGINES = ("transformers", "vllm")
 PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what a prompt looks like: stored decodes recompute
 
@@ -27,16 +28,16 @@ PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what
 class DecodeSettings:
     """Everything that changes a decode's numbers, checked when made; `key()` is its part of the store key.
 
-    `alpha` is the low-temperature method's T = 1/α (power sampling and SMC carry α in their own settings).
-    `top_k` restricts temperature sampling; power sampling's proposal top-k is the `PowerConfig`'s. The length
-    of `power` and `smc` is this object's `max_new_tokens` (set on them here, so no caller has to).
+    `target` (`Target(alpha)`) is the p^α of low-temperature sampling (T = 1/α), power sampling and SMC, which those
+    methods need and the others refuse; its length is set to `max_new_tokens` here, so no caller has to. `top_k`
+    restricts temperature sampling; power sampling's proposal top-k is the `PowerConfig`'s.
     """
 
     method: str
     max_new_tokens: int
     shots: int = 0
     seed: int = 0
-    alpha: float | None = None
+    target: Target | None = None
     top_k: int = 0
     power: PowerConfig | None = None
     smc: SMCConfig | None = None
@@ -44,9 +45,7 @@ class DecodeSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.max_new_tokens is None:
-            raise ValueError("max_new_tokens must be an integer of at least 1, got None")
-        Target(1.0, self.max_new_tokens)  # the length by the one rule (helpers.samplers.target)
+        check_length(self.max_new_tokens)
         if not is_count(self.shots, 0):
             raise ValueError(f"shots must be an integer of at least 0, got {self.shots!r}")
         if not is_count(self.seed, 0):
@@ -57,16 +56,19 @@ class DecodeSettings:
             raise ValueError("power sampling needs power=PowerConfig(...), and only power sampling takes one")
         if (self.smc is not None) != (self.method == "smc"):
             raise ValueError("SMC needs smc=SMCConfig(...), and only SMC takes one")
-        for name, given in (("power", self.power), ("smc", self.smc)):
-            if given is None:
-                continue
-            given.validate(need_length=False)
-            if given.max_new_tokens not in (None, self.max_new_tokens):
-                raise ValueError(f"{name}.max_new_tokens ({given.max_new_tokens}) differs from max_new_tokens "
+        if (self.target is not None) != (self.method in TARGETED):
+            raise ValueError(f"{', '.join(TARGETED)} need target=Target(alpha), and only they take one; got "
+                             f"{self.method!r} with target {self.target!r}")
+        if self.target is not None:
+            if not isinstance(self.target, Target):
+                raise ValueError(f"target must be a Target(alpha), got {self.target!r}")
+            if self.target.max_new_tokens not in (None, self.max_new_tokens):
+                raise ValueError(f"target.max_new_tokens ({self.target.max_new_tokens}) differs from max_new_tokens "
                                  f"({self.max_new_tokens}); set one of them")
-            object.__setattr__(self, name, replace(given, max_new_tokens=self.max_new_tokens).validate())
-        if self.method == "low_temperature":
-            Target(self.alpha)  # T = 1/alpha: alpha by the one rule
+            object.__setattr__(self, "target", Target(self.target.alpha, self.max_new_tokens))
+        for given in (self.power, self.smc):
+            if given is not None:
+                given.validate(self.target)
 
     @property
     def temperature(self) -> float:
@@ -75,9 +77,7 @@ class DecodeSettings:
             return 0.0
         if self.method == "temperature":
             return 1.0
-        if self.method == "low_temperature":
-            return Target(self.alpha).temperature
-        return (self.power or self.smc).temperature
+        return self.target.temperature
 
     @property
     def samples(self) -> bool:
@@ -96,9 +96,10 @@ class DecodeSettings:
         if self.method == "greedy":
             return settings
         if self.method in ("power", "smc"):
-            return {**settings, "seed": self.seed, **(self.power or self.smc).as_dict()}
+            return {**settings, "seed": self.seed, "alpha": float(self.target.alpha),
+                    **(self.power or self.smc).as_dict()}
         if self.method == "low_temperature":
-            return {**settings, "seed": self.seed, "alpha": float(self.alpha), "top_k": self.top_k}
+            return {**settings, "seed": self.seed, "alpha": float(self.target.alpha), "top_k": self.top_k}
         return {**settings, "seed": self.seed, "top_k": self.top_k}
 
 
@@ -118,14 +119,51 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def chapter_settings(power: PowerConfig, smc: SMCConfig, *, max_new_tokens: int, shots: int, seed: int
-                     ) -> dict[str, DecodeSettings]:
+@dataclass(frozen=True)
+class Searches:
+    """What chapters 04 and 05 search with: one p^α (its `Target`) and the two samplers' own settings."""
+
+    target: Target
+    power: PowerConfig
+    smc: SMCConfig
+
+    @classmethod
+    def from_parameters(cls, *, alpha: float, block_size: int, mcmc_steps: int, power_mode: str, smc_particles: int,
+                        smc_block_size: int, smc_ess_threshold: float, smc_bridge_tokens: int,
+                        max_new_tokens: int | None = None) -> Searches:
+        """From a notebook's parameters, by their own names: the one map from those names to the samplers'
+        settings (the notebooks and the runner's checks both call it). With `max_new_tokens`, the length is checked
+        against the settings too. A bad value raises a SettingError that names the notebook's parameter."""
+        names = {"power": {"block_size": "block_size", "mcmc_steps": "mcmc_steps", "mode": "power_mode"},
+                 "smc": {"block_size": "smc_block_size", "particles": "smc_particles",
+                         "ess_threshold": "smc_ess_threshold", "bridge_tokens": "smc_bridge_tokens"}}
+        part = "target"
+        try:
+            target = Target(alpha)
+            part = "power"
+            power = PowerConfig(block_size=block_size, mcmc_steps=mcmc_steps, mode=power_mode).validate()
+            part = "smc"
+            smc = SMCConfig(particles=smc_particles, block_size=smc_block_size, ess_threshold=smc_ess_threshold,
+                            bridge_tokens=smc_bridge_tokens).validate()
+            if max_new_tokens is not None:
+                length = Target(alpha, check_length(max_new_tokens))
+                part = "power"
+                power.validate(length)
+                part = "smc"
+                smc.validate(length)
+        except SettingError as err:
+            raise SettingError(names.get(part, {}).get(err.field, err.field), str(err)) from None
+        return cls(target, power, smc)
+
+
+def chapter_settings(searches: Searches, *, max_new_tokens: int, shots: int, seed: int) -> dict[str, DecodeSettings]:
     """The five decodes chapters 04 and 05 compare, by method: greedy, low temperature (T = 1/α), T = 1, power
-    sampling by MH and by SMC. One function, so that chapter 05 reads exactly the records chapter 04 wrote."""
-    alpha = same_target(power=power, smc=smc)
+    sampling by MH and by SMC, the last three towards the same p^α. One function, so that chapter 05 reads exactly
+    the records chapter 04 wrote."""
     common = dict(max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    target = Target(searches.target.alpha)
     return {"greedy": DecodeSettings("greedy", **common),
-            "low_temperature": DecodeSettings("low_temperature", alpha=alpha, **common),
+            "low_temperature": DecodeSettings("low_temperature", target=target, **common),
             "temperature": DecodeSettings("temperature", **common),
-            "power": DecodeSettings("power", power=power, **common),
-            "smc": DecodeSettings("smc", smc=smc, **common)}
+            "power": DecodeSettings("power", target=target, power=searches.power, **common),
+            "smc": DecodeSettings("smc", target=target, smc=searches.smc, **common)}

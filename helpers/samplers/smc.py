@@ -36,7 +36,7 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
 from helpers.engines.slot import CachedEngine
-from helpers.samplers.target import Target
+from helpers.samplers.target import Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 
 RESAMPLING = "systematic"
@@ -44,20 +44,16 @@ RESAMPLING = "systematic"
 
 @dataclass(frozen=True)
 class SMCConfig:
-    """The one home of the SMC sampler's settings; `validate` explains what is wrong with bad values.
+    """The one home of the SMC sampler's own settings (α and the length are the `Target`'s); `validate` explains
+    what is wrong with bad values."""
 
-    `max_new_tokens` may stay None when `helpers.evaluation.decodes.sample` supplies the length; `run_smc` needs it set.
-    """
-
-    alpha: float = 4.0
     particles: int = 8
     block_size: int = 32  # tokens between the particles' meetings, where the ESS is checked
     ess_threshold: float = 0.5  # resample when ESS < ess_threshold · particles (0: never, 1: at every meeting)
     bridge_tokens: int = 0  # exponent bridging over this many first tokens (0: off, the target from the start)
-    max_new_tokens: int | None = None
 
-    def validate(self, need_length: bool = True) -> SMCConfig:
-        Target(self.alpha, self.max_new_tokens)  # α and the length by the one rule (helpers.samplers.target)
+    def validate(self, target: Target | None = None) -> SMCConfig:
+        """Check the settings, and with a `target`, that its length is set."""
         if not is_count(self.particles, 1):
             raise SettingError("particles",
                                f"particles must be an integer of at least 1, got {self.particles!r}")
@@ -73,32 +69,21 @@ class SMCConfig:
             raise SettingError("bridge_tokens",
                                f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
                                f"{self.bridge_tokens!r}")
-        if self.max_new_tokens is None and need_length:
-            raise SettingError("max_new_tokens",
-                               "max_new_tokens is not set: give SMCConfig(max_new_tokens=...) or decode through "
-                               "helpers.evaluation.decodes.sample, which sets it")
+        if target is not None:
+            check_length(target.length)
         return self
 
     def as_dict(self) -> dict:
-        """The settings that change a sample's numbers, for store keys (the length is keyed by its caller)."""
-        settings = {"alpha": float(self.alpha), "particles": self.particles, "block_size": self.block_size,
+        """The settings that change a sample's numbers, for store keys (α and the length are keyed by the caller)."""
+        settings = {"particles": self.particles, "block_size": self.block_size,
                     "ess_threshold": float(self.ess_threshold), "resampling": RESAMPLING}
         return {**settings, "bridge_tokens": self.bridge_tokens} if self.bridge_tokens else settings
 
-    @property
-    def target(self) -> Target:
-        """The p^α this config samples (α and the length checked there)."""
-        return Target(self.alpha, self.max_new_tokens)
-
-    @property
-    def temperature(self) -> float:
-        return self.target.temperature
-
-    def exponent(self, t: int) -> float:
-        """The exponent of the intermediate target after t generated tokens (α throughout without bridging)."""
+    def exponent(self, t: int, alpha: float) -> float:
+        """The exponent of the intermediate target p^α after t generated tokens (α throughout without bridging)."""
         if not self.bridge_tokens:
-            return float(self.alpha)
-        return 1.0 + (self.alpha - 1.0) * min(t, self.bridge_tokens) / self.bridge_tokens
+            return float(alpha)
+        return 1.0 + (alpha - 1.0) * min(t, self.bridge_tokens) / self.bridge_tokens
 
 
 @dataclass
@@ -151,8 +136,9 @@ def _ancestors(counts: np.ndarray) -> list[int]:
 class ParticleGroup(Group):
     """The K particles of one problem: they meet after every block, where the group resamples them."""
 
-    def __init__(self, particles: list[Particle], cfg: SMCConfig, stops: set[int], generator: torch.Generator):
-        self.particles, self.cfg, self.stops, self.generator = particles, cfg, stops, generator
+    def __init__(self, particles: list[Particle], target: Target, cfg: SMCConfig, stops: set[int],
+                 generator: torch.Generator):
+        self.particles, self.target, self.cfg, self.stops, self.generator = particles, target, cfg, stops, generator
         self.size = len(particles)
         self.done = False
         self.ess: list[float] = []
@@ -161,7 +147,7 @@ class ParticleGroup(Group):
     def release(self) -> list[tuple[Row, Row]]:
         ps = self.particles
         for p in ps:
-            p.finished = p.finished or len(p.tokens) >= self.cfg.max_new_tokens or bool(
+            p.finished = p.finished or len(p.tokens) >= self.target.length or bool(
                 p.tokens and p.tokens[-1] in self.stops)
         if all(p.finished for p in ps):
             self.done = True
@@ -191,26 +177,28 @@ class ParticleGroup(Group):
         return int(torch.multinomial(torch.softmax(log_w, 0), 1, generator=self.generator))
 
 
-def _particle(p: Particle, group: ParticleGroup, cfg: SMCConfig) -> Program:
+def _particle(p: Particle, group: ParticleGroup) -> Program:
     """One particle as a program: grow a block from the proposal, add its log weight, meet the others."""
+    cfg, length = group.cfg, group.target.length
     while not group.done:
-        if not p.finished and len(p.tokens) < cfg.max_new_tokens and not (p.tokens and p.tokens[-1] in group.stops):
-            cap = min((len(p.tokens) // cfg.block_size + 1) * cfg.block_size, cfg.max_new_tokens)
+        if not p.finished and len(p.tokens) < length and not (p.tokens and p.tokens[-1] in group.stops):
+            cap = min((len(p.tokens) // cfg.block_size + 1) * cfg.block_size, length)
             start = len(p.tokens)
             p.adopt((yield Extension(p, start, cap - start)))
-            p.log_weight += _weight_gain(p, start, cfg, group.stops)
+            p.log_weight += _weight_gain(p, start, group.target, cfg, group.stops)
         yield Barrier(group)
     return Completion(tokens=p.tokens, logp=p.logp, logq=p.logq, stopped=bool(p.tokens) and p.tokens[-1] in group.stops)
 
 
-def _weight_gain(p: Particle, start: int, cfg: SMCConfig, stops: set[int]) -> float:
+def _weight_gain(p: Particle, start: int, target: Target, cfg: SMCConfig, stops: set[int]) -> float:
     """The log weight that tokens start.. of a particle add: α·log p − log q each (= log Z_t) without bridging."""
+    alpha = target.alpha
     if not cfg.bridge_tokens:
-        return sum(cfg.alpha * lp - lq for lp, lq in zip(p.logp[start:], p.logq[start:], strict=True))
+        return sum(alpha * lp - lq for lp, lq in zip(p.logp[start:], p.logq[start:], strict=True))
     gain, prefix, n = 0.0, sum(p.logp[:start]), len(p.tokens)
     for t in range(start, n):
-        last = t + 1 == n and (p.tokens[t] in stops or n >= cfg.max_new_tokens)
-        before, now = cfg.exponent(t), (cfg.alpha if last else cfg.exponent(t + 1))
+        last = t + 1 == n and (p.tokens[t] in stops or n >= target.length)
+        before, now = cfg.exponent(t, alpha), (alpha if last else cfg.exponent(t + 1, alpha))
         gain += (now - before) * prefix + now * p.logp[t] - p.logq[t]
         prefix += p.logp[t]
     return gain
@@ -223,20 +211,22 @@ def particle_seeds(seed: int, particles: int) -> tuple[list[int], int]:
     return [int(seed)] + [int(x) for x in derived[1:particles]], int(derived[particles])
 
 
-def run_smc(engine: Engine, prompts: list[list[int]], stop_ids, cfg: SMCConfig, seeds: list[int],
+def run_smc(engine: Engine, prompts: list[list[int]], stop_ids, target: Target, cfg: SMCConfig, seeds: list[int],
             batch_size: int | None = None, on_done: OnDone | None = None) -> list[SMCCompletion]:
-    """One SMC sample per (prompt, seed): K particles each; `on_done(i, completion)` hears of each problem as its
+    """One SMC sample of `target` per (prompt, seed): K particles each; `on_done(i, completion)` hears of each problem as its
     last particle ends. At most `batch_size` particles decode at once, rounded down to whole problems (at least
     one problem's K)."""
     stops = set(stop_ids)
-    (done,) = run_together(engine, [smc_work(prompts, stops, cfg, seeds)], stops, batch_size, one_work(on_done))
+    (done,) = run_together(engine, [smc_work(prompts, stops, target, cfg, seeds)], stops, batch_size,
+                           one_work(on_done))
     return done
 
 
-def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: SMCConfig, seeds: Sequence[int]) -> Work:
+def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target, cfg: SMCConfig,
+             seeds: Sequence[int]) -> Work:
     """The particles' programs, checked, for `run_smc` or a shared engine run (`helpers.samplers.work`): a
     problem's K particles are consecutive rows that run together, and its job ends with the last of them."""
-    cfg.validate()
+    cfg.validate(target)
     if len(prompts) != len(seeds):
         raise ValueError("give one seed per prompt")
     if not prompts or any(not p for p in prompts):
@@ -245,10 +235,10 @@ def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: SMCConfig, 
     groups, tasks = [], []
     for prompt, seed in zip(prompts, seeds, strict=True):
         particle_seed, group_seed = particle_seeds(seed, k)
-        ps = [Particle(list(prompt), torch.Generator().manual_seed(s), cfg.temperature) for s in particle_seed]
-        group = ParticleGroup(ps, cfg, stops, torch.Generator().manual_seed(group_seed))
+        ps = [Particle(list(prompt), torch.Generator().manual_seed(s), target.temperature) for s in particle_seed]
+        group = ParticleGroup(ps, target, cfg, stops, torch.Generator().manual_seed(group_seed))
         groups.append(group)
-        tasks += [(p, _particle(p, group, cfg)) for p in ps]
+        tasks += [(p, _particle(p, group)) for p in ps]
     pending: dict[int, dict[int, Completion]] = {}
 
     def collect(i: int, c: Completion) -> tuple[int, SMCCompletion] | None:
@@ -259,7 +249,7 @@ def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], cfg: SMCConfig, 
         done = pending.pop(problem)
         return problem, _combine(groups[problem], [done[j] for j in range(k)])
 
-    return Work(tasks, len(groups), room=cfg.max_new_tokens, group=k, collect=collect)
+    return Work(tasks, len(groups), room=target.length, group=k, collect=collect)
 
 
 def _combine(group: ParticleGroup, particles: list[Completion]) -> SMCCompletion:
@@ -273,7 +263,7 @@ def _combine(group: ParticleGroup, particles: list[Completion]) -> SMCCompletion
         resamples=group.resamples)
 
 
-def smc_sample(model, prompt: list[int], stop_ids, cfg: SMCConfig, seed: int = 0, engine: Engine | None = None
-               ) -> SMCCompletion:
-    """One SMC sample for one prompt (`CachedEngine` unless an engine is given)."""
-    return run_smc(engine or CachedEngine(model), [list(prompt)], stop_ids, cfg, [seed])[0]
+def smc_sample(model, prompt: list[int], stop_ids, target: Target, cfg: SMCConfig, seed: int = 0,
+               engine: Engine | None = None) -> SMCCompletion:
+    """One SMC sample of `target` for one prompt (`CachedEngine` unless an engine is given)."""
+    return run_smc(engine or CachedEngine(model), [list(prompt)], stop_ids, target, cfg, [seed])[0]

@@ -1,7 +1,8 @@
-"""The target every sampler of p^α shares: α and the longest completion, checked once, where a `Target` is made.
+"""The target every sampler of p^α shares: α and the longest completion, the one home of both and of their rules.
 
-`PowerConfig`, `SMCConfig` and `DecodeSettings` keep their own settings and take α and the length through this
-class, so one rule says what an α or a length may be, and the proposal's temperature 1/α is computed in one place.
+`Target` is the only class that holds α: a decode's settings (`helpers.samplers.settings.DecodeSettings`) carry one,
+and the samplers take it beside their own knobs (`PowerConfig`, `SMCConfig`), so methods compared side by side
+cannot aim at two different p^α, and the proposal's temperature 1/α is computed in one place.
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ from helpers.core.checks import SettingError, is_count
 MH_MODES = ("exact", "reference")
 
 
+def check_length(max_new_tokens, at_least: int = 1, why: str = "") -> int:
+    """The one rule for a completion's length: an integer (not a bool) of at least `at_least`."""
+    if not is_count(max_new_tokens, at_least):
+        raise SettingError("max_new_tokens", f"max_new_tokens must be an integer of at least {at_least}{why}, got "
+                                             f"{max_new_tokens!r}")
+    return max_new_tokens
+
+
 @dataclass(frozen=True)
 class Target:
-    """p^α over completions of at most `max_new_tokens` tokens (None: the caller that decodes supplies it)."""
+    """p^α over completions of at most `max_new_tokens` tokens (None: the decode settings that carry it set it)."""
 
     alpha: float
     max_new_tokens: int | None = None
@@ -29,21 +38,18 @@ class Target:
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < math.inf:
             raise SettingError("alpha",
                                f"alpha must be a positive, finite number (the target is p^alpha), got {a!r}")
-        if self.max_new_tokens is not None and not is_count(self.max_new_tokens, 1):
-            raise SettingError("max_new_tokens",
-                               f"max_new_tokens must be an integer of at least 1, got {self.max_new_tokens!r}")
+        if self.max_new_tokens is not None:
+            check_length(self.max_new_tokens)
 
     @property
     def temperature(self) -> float:
         """T = 1/α: the proposal's temperature (and low-temperature sampling's)."""
         return 1.0 / self.alpha
 
-
-def same_target(**configs) -> float:
-    """The α that every named config (PowerConfig, SMCConfig, ...) targets; an error naming them when they differ,
-    since methods compared side by side must sample the same p^α."""
-    alphas = {name: float(cfg.alpha) for name, cfg in configs.items()}
-    if len(set(alphas.values())) > 1:
-        raise ValueError("the samplers compared must target the same p^alpha; got "
-                         + ", ".join(f"{name} alpha = {a:g}" for name, a in alphas.items()))
-    return next(iter(alphas.values()))
+    @property
+    def length(self) -> int:
+        """`max_new_tokens`, which a sampler needs set."""
+        if self.max_new_tokens is None:
+            raise SettingError("max_new_tokens", "max_new_tokens is not set: give Target(alpha, max_new_tokens) or "
+                                                 "decode through helpers.evaluation.decodes.sample, which sets it")
+        return self.max_new_tokens
