@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.data.problems import Problem
+from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
 from helpers.evaluation.cost import (
     Shape,
@@ -37,7 +38,7 @@ from helpers.samplers.smc import SMCConfig
 
 LABELS = {"greedy": "greedy", "low_temperature": "low temp.", "temperature": "T=1", "power": "power", "smc": "SMC"}
 
-REPORT = {"alpha": 2.0, "mcmc_steps": 10, "block_size": 192, "length": 679}  # the report's §4.2.4 settings
+REPORT = REPORT_SETTINGS  # the report's §4.2.4 settings (helpers.data.published)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from helpers.data.problems import Problem
+from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
 from helpers.evaluation.cost import model_cost
@@ -292,13 +293,20 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
                     f"{d.describe()}, which is {noise}. (Power sampling on the full model: "
-                    f"{full.interval('power')}.) The report saw 65.0% against 61.0% for "
-                    "Qwen2.5-Math-1.5B and 79.0% against 71.0% for Qwen2.5-Math-7B, power sampling at 26 of 28 layers "
-                    "against full-depth greedy, on 100 MATH500 problems, where an interval is about ±9 points."
+                    f"{full.interval('power')}.) {_report_headline()}"
                     f" The power-sampled answer cost {best.tokens_power / max(best.tokens_greedy, 1):.1f} times the "
                     f"tokens of a greedy answer, each at {100 * best.flops_share:.0f}% of the full model's FLOPs "
                     "per token.")
     return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence}
+
+
+def _report_headline() -> str:
+    """The report's answer to the same question, from `helpers.data.published`."""
+    seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
+                        for name, r in REPORT_HEADLINE.items())
+    where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
+    return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
+            f"{REPORT_PROBLEMS} MATH500 problems, where an interval is about ±9 points.")
 
 
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
