@@ -41,7 +41,7 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
     """Its log p and log q per token equal those of the re-encoded sequence under the proposal it states."""
     import torch
 
-    from helpers.bench.published_sampler import GenerateEngine
+    from helpers.engines.generate import GenerateEngine
     from helpers.samplers.power import PowerConfig, run_chains
     from helpers.samplers.target import Target
 

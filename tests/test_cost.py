@@ -60,7 +60,8 @@ def test_exact_count_of_the_report_settings_sums_four_blocks():
 
 
 def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_chains=600):
-    from helpers.samplers.power import PowerConfig, ReencodeEngine, run_chains
+    from helpers.engines.protocol import ReencodeEngine
+    from helpers.samplers.power import PowerConfig, run_chains
     from helpers.samplers.target import Target
 
     target, cfg = Target(2.0, max_new_tokens), PowerConfig(block_size=block_size, mcmc_steps=steps, mode=mode)

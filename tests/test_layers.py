@@ -93,6 +93,25 @@ def test_no_chapter_imports_another_chapter():
     assert {m: sorted(graph[m] & chapters - {m}) for m in chapters if graph[m] & chapters - {m}} == {}
 
 
+ENGINE_CLASSES = {"Engine", "SerialEngine", "CachedEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
+
+
+def test_no_module_above_the_engines_names_a_concrete_engine_class():
+    """Code above `engines/` asks for an engine by kind (`helpers.engines.kinds.make_engine`) and types it by the
+    interface (`Engine`); naming a class would tie a sampler or a chapter to one engine (docstrings may name them)."""
+    named = {}
+    for name, tree in _modules().items():
+        if name.startswith("helpers.engines"):
+            continue
+        for node in ast.walk(tree):
+            used = {node.id} if isinstance(node, ast.Name) else {node.attr} if isinstance(node, ast.Attribute) else \
+                {a.name for a in node.names} if isinstance(node, ast.ImportFrom) else set()
+            hits = used & (ENGINE_CLASSES - {"Engine"})
+            if hits:
+                named.setdefault(name, set()).update(hits)
+    assert named == {}
+
+
 def test_the_decode_protocol_imports_no_engine_and_env_imports_nothing():
     graph = import_graph()
     assert graph["helpers.core.env"] == set()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.samplers.power import CachedEngine, PowerConfig, ReencodeEngine, power_sample, run_chains
+from helpers.engines.protocol import ReencodeEngine
+from helpers.engines.slot import CachedEngine
+from helpers.samplers.power import PowerConfig, power_sample, run_chains
 from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 

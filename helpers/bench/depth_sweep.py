@@ -20,7 +20,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     computations the mix spends on blocks its rows' truncations do not run."""
     from helpers.bench.sampling import _inputs, _machine
     from helpers.core.checks import is_count
-    from helpers.engines.slot import CachedEngine
+    from helpers.engines.kinds import make_engine
     from helpers.models.depth_mix import DepthMix
     from helpers.models.loading import load_model
     from helpers.models.truncation import at_depth, kept_blocks
@@ -34,13 +34,13 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     variants = [("stitch", L)] + [(m, d) for m in ("stitch", "naive") for d in range(max(L - span, 2), L)]
     stops, prompts, _ = _inputs(model, tokenizer, levels, problems, shots, seed)
     stops = set(stops)
-    run_together(CachedEngine(model), [decode_work(prompts[:2], 2, stops)], stops)  # first-call costs stay out
+    run_together(make_engine("slot", model), [decode_work(prompts[:2], 2, stops)], stops)  # first-call costs stay out
 
     separate: dict[tuple[str, int], list] = {}
     start = time.perf_counter()
     for method, depth in variants:
         m = at_depth(model, depth, method)
-        (separate[(method, depth)],) = run_together(CachedEngine(m), [decode_work(prompts, max_new_tokens, stops)],
+        (separate[(method, depth)],) = run_together(make_engine("slot", m), [decode_work(prompts, max_new_tokens, stops)],
                                                     stops, batch_size=problems)
     separate_seconds = time.perf_counter() - start
 
@@ -52,7 +52,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
             row.variant = v
         works.append(work)
     start = time.perf_counter()
-    mixed = run_together(CachedEngine(mix.model), works, stops, batch_size=problems * len(variants))
+    mixed = run_together(make_engine("slot", mix.model), works, stops, batch_size=problems * len(variants))
     mixed_seconds = time.perf_counter() - start
     mix.close()
 

@@ -32,7 +32,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
     turn, the same whichever counts the run holds): the published algorithm as its code runs it
-    (`GenerateEngine`, batch 1, timed per problem, so one run of the largest n serves every n); plain batched
+    (the "generate" engine, `helpers.engines.generate`, batch 1, timed per problem, so one run of the largest n serves every n); plain batched
     `generate` of the same prompts at batch n, sampling T = 1/α for exactly `max_new_tokens` tokens, its prefill
     and decoding timed apart by a streamer; plain sampling and power sampling (both modes) in this project's
     engine, whose prefill time is measured apart.
@@ -95,15 +95,14 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels, repeats) -> dict:
     """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
-    from helpers.engines.slot import CachedEngine
-    from helpers.engines.vllm import VLLMEngine
+    from helpers.engines.kinds import make_engine, release_engines
     from helpers.samplers.plain import decode
 
     stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
     start = time.perf_counter()
-    vllm = VLLMEngine.for_model(model, tokenizer)
+    vllm = make_engine("vllm", model, tokenizer)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
-    make = {"transformers": lambda: CachedEngine(model), "vllm": lambda: vllm}
+    make = {"transformers": lambda: make_engine("slot", model), "vllm": lambda: vllm}
     decode(model, prompts[:2], 4, stops, temperature=s.target.temperature, seeds=seeds[:2], engine=vllm)  # warm-up
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}
@@ -127,7 +126,7 @@ def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels,
         row["ratios"]["vllm_power_exact_warm_vs_transformers_power_exact"] = round(
             row["vllm_power_exact_warm"]["tokens_per_second"] / row["transformers_power_exact"]["tokens_per_second"], 2)
         out["batches"][str(n)] = row
-    VLLMEngine.shutdown()
+    release_engines()
     return out
 
 
@@ -175,10 +174,10 @@ def _decode_rate_verdict(batches: dict) -> dict:
 def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats) -> dict:
     from dataclasses import replace
 
-    from helpers.bench.published_sampler import GenerateEngine
+    from helpers.engines.kinds import make_engine
     from helpers.engines.protocol import total
     from helpers.samplers.plain import decode
-    from helpers.samplers.power import CachedEngine, run_chains
+    from helpers.samplers.power import run_chains
 
     stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
     temperature, length = s.target.temperature, s.target.length
@@ -193,7 +192,7 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
             prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
             runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
             for name, job in jobs.items():
-                engine = CachedEngine(model)
+                engine = make_engine("slot", model)
                 start = time.perf_counter()
                 done = job(engine)
                 runs.setdefault(name, []).append(
@@ -211,7 +210,7 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
         published = replace(s.power, mode="reference")
         for prompt, seed_ in zip(prompts, seeds, strict=True):
             start = time.perf_counter()
-            (chain,) = run_chains(GenerateEngine(model), [prompt], stops, s.target, published, [seed_])
+            (chain,) = run_chains(make_engine("generate", model), [prompt], stops, s.target, published, [seed_])
             per_problem.append((time.perf_counter() - start, chain.decoded_tokens))
         for n in problems:
             seconds = sum(t for t, _ in per_problem[:n])

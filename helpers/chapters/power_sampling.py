@@ -10,6 +10,7 @@ import numpy as np
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
+from helpers.engines.kinds import make_engine
 from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
 from helpers.evaluation.cost import model_cost
 from helpers.evaluation.decodes import (
@@ -27,7 +28,7 @@ from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_wi
 from helpers.models.loading import load_model
 from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
-from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, ReencodeEngine, run_chains
+from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
 from helpers.samplers.smc import RESAMPLING, SMCConfig, run_smc
 from helpers.samplers.target import MH_MODES, Target
@@ -89,14 +90,14 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
             tv[mode] = []
             for n in steps:
                 cfg = PowerConfig(block_size=2, mcmc_steps=n, mode=mode)
-                chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
+                chains = run_chains(make_engine("reencode", toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
                 tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
         # the distance that sampling noise alone leaves with this many draws
         noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
         smc_tv = []
         for k in particles:
             cfg = SMCConfig(particles=k, block_size=1)
-            out = run_smc(ReencodeEngine(toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
+            out = run_smc(make_engine("reencode", toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
             smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
         return {"tv": tv, "smc_tv": smc_tv, "noise": noise}
 
@@ -117,7 +118,7 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
               "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
     for mode in MH_MODES:
         cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
-        chains = run_chains(ReencodeEngine(toy), [[1]] * n_chains, [EOS], Target(1.0, TOY_MAX_TOKENS), cfg,
+        chains = run_chains(make_engine("reencode", toy), [[1]] * n_chains, [EOS], Target(1.0, TOY_MAX_TOKENS), cfg,
                             list(range(n_chains)))
         moves = [accepted for c in chains for _, accepted in c.moves]
         values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")

@@ -19,8 +19,8 @@ from helpers.core import pulse
 from helpers.core.checks import is_count
 from helpers.core.progress import bar
 from helpers.data.problems import Problem, build_prompt
+from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Completion
-from helpers.engines.slot import CachedEngine
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
@@ -239,7 +239,7 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
 
     try:
         with done:
-            run_together(CachedEngine(mix.model) if mix else engine_for(models[0], tokenizer, engine), works, stops,
+            run_together(make_engine("slot", mix.model) if mix else engine_for(models[0], tokenizer, engine), works, stops,
                          batch_size, store)
     finally:
         if mix is not None:
@@ -248,11 +248,7 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
 
 def engine_for(model, tokenizer, engine: str = "transformers"):
     """The engine that runs `model`'s decodes: the transformers slot engine, or vLLM on a checkpoint of it."""
-    if check_engine(engine) == "vllm":
-        from helpers.engines.vllm import VLLMEngine
-
-        return VLLMEngine.for_model(model, tokenizer)
-    return CachedEngine(model)
+    return make_engine("vllm" if check_engine(engine) == "vllm" else "slot", model, tokenizer)
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,

@@ -1,5 +1,5 @@
 """Plain decoding, greedy or sampled: one program of one extension per prompt, run on the slot engine
-(`helpers.engines.slot.CachedEngine`) unless another engine is given. It sits above both the protocol
+(the slot engine, `helpers.engines.kinds`) unless another engine is given. It sits above both the protocol
 (`helpers.engines.protocol`) and the slot engine, so neither needs to import the other's user."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import torch
 
+from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
-from helpers.engines.slot import CachedEngine
 from helpers.samplers.work import Work, one_work, run_together
 
 
@@ -24,7 +24,7 @@ def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_id
     """
     stops = set(stop_ids)
     work = decode_work(prompts, max_new_tokens, stops, temperature, top_k, seeds)
-    (done,) = run_together(engine or CachedEngine(model), [work], stops, batch_size, one_work(on_done))
+    (done,) = run_together(engine or make_engine("slot", model), [work], stops, batch_size, one_work(on_done))
     return done
 
 

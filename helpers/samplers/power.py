@@ -17,7 +17,7 @@ Only per-token scalars are kept: the sampled token, log p under the model at T=1
 Each chain is a program (`_chain`) that asks an engine of `helpers.engines.protocol` for extensions: `CachedEngine`
 (the book's decode loop) runs many chains at once, each at its own pace, and keeps each chain's KV cache up
 to its cut point; `ReencodeEngine` re-encodes at every token (for checks). The published code's own cost
-pattern, `generate` per proposal, is in `helpers.bench.published_sampler`.
+pattern, `generate` per proposal, is `helpers.engines.generate`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from typing import ClassVar
 import torch
 
 from helpers.core.checks import SettingError, is_count
-from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, ReencodeEngine, Row
-from helpers.engines.slot import CachedEngine
+from helpers.engines.kinds import make_engine
+from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 
-__all__ = ["CachedEngine", "Chain", "PowerConfig", "ReencodeEngine", "chain_work", "power_sample", "run_chains"]
+__all__ = ["Chain", "PowerConfig", "chain_work", "power_sample", "run_chains"]
 
 
 # How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
@@ -173,5 +173,5 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
 def power_sample(model, prompt: list[int], stop_ids, target: Target, cfg: PowerConfig, seed: int = 0,
                  cache: bool = True) -> Completion:
     """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
-    engine = CachedEngine(model) if cache else ReencodeEngine(model)
+    engine = make_engine("slot" if cache else "reencode", model)
     return run_chains(engine, [list(prompt)], stop_ids, target, cfg, [seed])[0]

@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from helpers.core.checks import SettingError, is_count
+from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
-from helpers.engines.slot import CachedEngine
 from helpers.samplers.target import Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 
@@ -265,5 +265,5 @@ def _combine(group: ParticleGroup, particles: list[Completion]) -> SMCCompletion
 
 def smc_sample(model, prompt: list[int], stop_ids, target: Target, cfg: SMCConfig, seed: int = 0,
                engine: Engine | None = None) -> SMCCompletion:
-    """One SMC sample of `target` for one prompt (`CachedEngine` unless an engine is given)."""
-    return run_smc(engine or CachedEngine(model), [list(prompt)], stop_ids, target, cfg, [seed])[0]
+    """One SMC sample of `target` for one prompt (the slot engine unless an engine is given)."""
+    return run_smc(engine or make_engine("slot", model), [list(prompt)], stop_ids, target, cfg, [seed])[0]

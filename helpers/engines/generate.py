@@ -1,4 +1,4 @@
-"""The published power sampler's cost pattern, as a benchmark baseline (Karan & Du's code, described in words).
+"""The published power sampler's cost pattern, as an engine: the benchmarks' baseline (Karan & Du's code, described in words).
 
 Their code proposes every suffix with one batch-1 `generate` call on the whole prefix, which `generate`
 re-encodes, sampling at T = 1/α with the library's default top-k of 50 and keeping every step's processed

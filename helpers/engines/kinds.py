@@ -1,0 +1,43 @@
+"""The engines by name: code above this package asks for an engine by what it is for, never by its class.
+
+'slot' is the book's transformers decode loop (`slot.CachedEngine`: many rows at once on KV slots); 'reencode'
+re-encodes every prefix (`protocol.ReencodeEngine`: the check on the others, and models without a KV cache);
+'generate' is the published sampler's cost pattern, one `generate` call per extension (`generate.GenerateEngine`:
+the benches' baseline); 'vllm' is vLLM on a checkpoint of the model (`vllm.VLLMEngine`, kept for the next call with
+the same model).
+"""
+
+from __future__ import annotations
+
+from helpers.engines.protocol import Engine
+
+KINDS = ("slot", "reencode", "generate", "vllm")
+
+
+def make_engine(kind: str, model, tokenizer=None) -> Engine:
+    """The engine of `kind` (see `KINDS`) for `model` (vLLM also needs its tokenizer to write the checkpoint)."""
+    if kind == "slot":
+        from helpers.engines.slot import CachedEngine
+
+        return CachedEngine(model)
+    if kind == "reencode":
+        from helpers.engines.protocol import ReencodeEngine
+
+        return ReencodeEngine(model)
+    if kind == "generate":
+        from helpers.engines.generate import GenerateEngine
+
+        return GenerateEngine(model)
+    if kind == "vllm":
+        from helpers.engines.vllm import VLLMEngine
+
+        return VLLMEngine.for_model(model, tokenizer)
+    raise ValueError(f"engine kind must be one of {KINDS}, got {kind!r}")
+
+
+def release_engines() -> None:
+    """Let go of the vLLM engine this process holds, if any (its memory is freed with it)."""
+    import sys
+
+    if "helpers.engines.vllm" in sys.modules:
+        sys.modules["helpers.engines.vllm"].VLLMEngine.shutdown()
