@@ -34,7 +34,8 @@ MIN_SHARED_PREFIX = 16
 
 @dataclass
 class Completion:
-    """What one row produced and what it cost: the result type of a plain decode and of a power-sampling chain.
+    """What one row produced and what it cost: the result type of a plain decode (samplers extend it with what
+    their rows did besides: `helpers.samplers.power.ChainCompletion`, `helpers.samplers.smc.SMCCompletion`).
 
     A forward pass shared by several rows counts once for each of them (`forward_passes`), while its wall time
     is split over them (`seconds`), so that the rows' seconds add up to the run's. A prefix encoded once for all
@@ -49,8 +50,6 @@ class Completion:
     prefill_tokens: int = 0  # context tokens run through the model besides the newest one of each pass
     forward_passes: int = 0  # forward passes this row took part in
     seconds: float = 0.0
-    acceptance: list[float] = field(default_factory=list)  # power sampling: acceptance rate of each block's moves
-    moves: list[tuple[int, bool]] = field(default_factory=list)  # power sampling: (cut position, accepted)
 
     @property
     def sum_logp(self) -> float:

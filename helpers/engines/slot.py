@@ -146,24 +146,28 @@ class CachedEngine(Engine):
         self.cache = SlotCache(self.model, n_slots + len(variants), longest + max(room, 16) + 1)
         self.cache_kw = cache_keyword(self.model)
         self.slots = [Slot() for _ in range(n_slots)]
+        self.where: dict[int, int] = {}  # id(row) -> the slot it runs in
         self.eager = getattr(self.model.config, "_attn_implementation", None) == "eager"
-        self.driver = Driver(self, todo, on_done)
+        driver = Driver(self, todo, on_done)  # it calls this engine's hooks; the engine never holds it
         self._encode_shared_prefix(todo)
         waiting = deque(todo)
-        self._admit(waiting)
         try:
-            while any(slot.task is not None for slot in self.slots):
+            for task in self._admit(waiting):
+                driver.advance(task, None)
+            while self.where:
                 if not any(slot.decoding for slot in self.slots):
-                    raise self.driver.stranded()
-                self._step()
-                self._admit(waiting)
+                    raise driver.stranded()
+                for task, extension in self._step():  # the rows whose extension ended in this pass
+                    driver.advance(task, extension)
+                for task in self._admit(waiting):
+                    driver.advance(task, None)
             if waiting:  # only rows a budget's drain holds back are left: they could not finish in time
                 raise pulse.BudgetExhausted(f"the run's time budget ends before {len(waiting)} long rows (MH chains) "
                                             "could finish; every finished record is stored, and the same command "
                                             "again goes on from there")
-            return self.driver.results
-        finally:  # the KV buffer (GBs at a full batch) goes now, not when the collector breaks engine <-> driver
-            self.cache = self.driver = None
+            return driver.results
+        finally:  # the KV buffer (GBs at a full batch) goes with the run, not with this engine
+            self.cache = None
 
     # ---- prompts -------------------------------------------------------------------------------------
 
@@ -184,8 +188,9 @@ class CachedEngine(Engine):
             self.passes += 1
             self.prefill_seconds += seconds
 
-    def _admit(self, waiting: deque) -> None:
-        """Give free slots to waiting rows, prefill their prompts in one pass, and start their programs."""
+    def _admit(self, waiting: deque) -> list[Task]:
+        """Give free slots to waiting rows and prefill their prompts in one pass; the rows whose programs the driver
+        then starts."""
         free = [s for s, slot in enumerate(self.slots) if slot.task is None]
         if free and waiting and pulse.draining():  # a budget ends soon: admit only rows that can finish by then
             picks, rest = [], deque()
@@ -198,11 +203,12 @@ class CachedEngine(Engine):
             group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
         if not group:
             self._compact()
-            return
+            return []
         start = time.perf_counter()
         todo = []
         for s, task in group:
             slot = self.slots[s] = Slot(task)
+            self.where[id(task.row)] = s
             prompt, n = task.row.prompt, len(self.shared)
             if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
                 self.cache.copy_slot(self.spare[task.row.variant], s, n)
@@ -223,7 +229,7 @@ class CachedEngine(Engine):
             self.prefill_seconds += time.perf_counter() - start
         for s, task in group:
             self.slots[s].filled = len(task.row.prompt) - 1
-            self.driver.advance(task, None)
+        return [task for _, task in group]
 
     def _forward(self, slots: list[int], chunks: list[list[int]], starts: list[int], variants: list[int]) -> None:
         """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
@@ -260,7 +266,7 @@ class CachedEngine(Engine):
     # ---- the driver's hooks -----------------------------------------------------------------------------
 
     def _slot(self, row: Row) -> int:
-        return next(s for s, slot in enumerate(self.slots) if slot.task is not None and slot.task.row is row)
+        return self.where[id(row)]
 
     def _adopted(self, task: Task, extension: Extension) -> None:
         """The extension's tokens take their place: its keys and values move down to where its prefix ends."""
@@ -296,10 +302,11 @@ class CachedEngine(Engine):
         split_cost(members, 0, time.perf_counter() - start)
 
     def _ended(self, task: Task) -> None:
-        self.slots[self._slot(task.row)] = Slot()
+        self.slots[self.where.pop(id(task.row))] = Slot()
 
-    def _step(self) -> None:
-        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked)."""
+    def _step(self) -> list[tuple[Task, Extension]]:
+        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked); the rows
+        whose extension ended (a stop token, or its limit), for the driver to hand back to their programs."""
         start = time.perf_counter()
         busy = [s for s, slot in enumerate(self.slots) if slot.decoding]
         hi = busy[-1] + 1
@@ -330,6 +337,7 @@ class CachedEngine(Engine):
         chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],
                                        [r.generator for r in rows])
         elapsed, shares = time.perf_counter() - start, self._shares(rows)
+        ended = []
         for b, s in enumerate(busy):
             slot, req = self.slots[s], reqs[s]
             task = slot.task
@@ -339,7 +347,8 @@ class CachedEngine(Engine):
             task.passes += 1
             task.seconds += elapsed * shares[b]
             if chosen[b] in self.stops or len(req.tokens) >= req.limit:
-                self.driver.advance(task, req)
+                ended.append((task, req))
+        return ended
 
     def _compact(self) -> None:
         """When no row waits, move the highest rows down into free slots below them.
@@ -357,3 +366,4 @@ class CachedEngine(Engine):
             moving = self.slots[src]
             self.cache.copy_slot(src, dst, max(moving.filled, moving.base + moving.fed))
             self.slots[dst], self.slots[src] = moving, Slot()
+            self.where[id(moving.task.row)] = dst

@@ -28,7 +28,7 @@ from helpers.models.truncation import at_depth, truncation_of
 from helpers.results.identity import model_identity, problem_key
 from helpers.results.store import Run, Sized
 from helpers.samplers.plain import decode_work
-from helpers.samplers.power import chain_work
+from helpers.samplers.power import ChainCompletion, chain_work
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
 from helpers.samplers.smc import SMCCompletion, smc_work
 from helpers.samplers.work import run_together
@@ -44,7 +44,8 @@ def _record(problem: Problem, tokenizer, prompt: list[int], c: Completion) -> di
               "prompt_tokens": len(prompt), "predicted": predicted, "correct": is_equivalent(predicted, problem.answer),
               "n_tokens": len(c.tokens), "sum_logp": c.sum_logp, "stopped": c.stopped,
               "decoded_tokens": c.decoded_tokens, "prefill_tokens": c.prefill_tokens,
-              "acceptance": (sum(c.acceptance) / len(c.acceptance)) if c.acceptance else None}
+              "acceptance": (sum(c.acceptance) / len(c.acceptance))
+              if isinstance(c, ChainCompletion) and c.acceptance else None}
     if isinstance(c, SMCCompletion):  # every particle's answer and weight, the returned one at `chosen`
         answers = [predicted if i == c.chosen else extract_answer(tokenizer.decode(p.tokens, skip_special_tokens=True))
                    for i, p in enumerate(c.particles)]  # the returned particle's text is decoded above already

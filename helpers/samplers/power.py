@@ -35,7 +35,7 @@ from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Prog
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 
-__all__ = ["Chain", "PowerConfig", "chain_work", "power_sample", "run_chains"]
+__all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_work", "power_sample", "run_chains"]
 
 
 # How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
@@ -90,6 +90,14 @@ class PowerConfig:
 
 
 @dataclass
+class ChainCompletion(Completion):
+    """A chain's completion, with what its moves did."""
+
+    acceptance: list[float] = field(default_factory=list)  # the acceptance rate of each block's moves
+    moves: list[tuple[int, bool]] = field(default_factory=list)  # (cut position, accepted) of every move
+
+
+@dataclass
 class Chain(Row):
     """One MH chain: a decoded row plus what the sampler tracks about it."""
 
@@ -105,7 +113,7 @@ class Chain(Row):
 
 
 def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, target: Target, cfg: PowerConfig, seeds: list[int],
-               batch_size: int | None = None, on_done: OnDone | None = None) -> list[Completion]:
+               batch_size: int | None = None, on_done: OnDone | None = None) -> list[ChainCompletion]:
     """Power-sample `target` with one chain per (prompt, seed) pair; at most `batch_size` chains run at once (all by
     default).
 
@@ -166,12 +174,12 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
             end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
             c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
             break
-    return Completion(tokens=c.tokens, logp=c.logp, logq=c.logq, stopped=bool(c.tokens) and c.tokens[-1] in stops,
-                      acceptance=c.acceptance, moves=c.moves)
+    return ChainCompletion(tokens=c.tokens, logp=c.logp, logq=c.logq,
+                           stopped=bool(c.tokens) and c.tokens[-1] in stops, acceptance=c.acceptance, moves=c.moves)
 
 
 def power_sample(model, prompt: list[int], stop_ids, target: Target, cfg: PowerConfig, seed: int = 0,
-                 cache: bool = True) -> Completion:
+                 cache: bool = True) -> ChainCompletion:
     """One power-sampling chain; `cache=False` re-encodes every prefix (the same numbers, at the reference's cost)."""
     engine = make_engine("slot" if cache else "reencode", model)
     return run_chains(engine, [list(prompt)], stop_ids, target, cfg, [seed])[0]
