@@ -273,6 +273,7 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
     g, p = full.accuracy["greedy"], full.accuracy["power"]
     if best is None:
         sentence = "No truncated depth was tested."
+        answer, headline = "Not tested: this build ran no truncated depth.", ""
     else:
         b = best.accuracy["power"]
         d = paired_prefix(best.scores["power"], full.scores["greedy"])
@@ -298,7 +299,12 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
                     f" The power-sampled answer cost {best.tokens_power / max(best.tokens_greedy, 1):.1f} times the "
                     f"tokens of a greedy answer, each at {100 * best.flops_share:.0f}% of the full model's FLOPs "
                     "per token.")
-    return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence}
+        answer = answer.strip()
+        headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
+                    f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "
+                    f"with every block; the paired difference is {d.describe()}.")
+    return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence, "answer": answer,
+            "headline": headline}
 
 
 def _report_headline() -> str:

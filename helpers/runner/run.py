@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from helpers.core import env
-from helpers.runner import glued
+from helpers.runner import front, glued
 from helpers.runner.execute import DOWNLOADS, execute, progress_line, pulse_log, write_student_notebook
 from helpers.runner.params import check_engines, check_job
 from helpers.runner.profiles import (
@@ -182,7 +182,7 @@ def previous_chapters(json_path: Path, say: bool = False) -> dict:
     return kept
 
 
-def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
+def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> dict:
     """The run configuration page included by book/reproducibility.md (and its JSON twin)."""
     from helpers.models.loading import default_device
     from helpers.models.precision import describe
@@ -221,6 +221,7 @@ def write_run_config(out_root: Path, profile: str, jobs: list[Job]) -> None:
             else "")
         lines.append(f"| {stem} | {c['seconds']} | {records} | {memory} | {params} |")
     (folder / "run_config.md").write_text("\n".join(lines) + "\n")
+    return info
 
 
 def job_models(jobs: list[Job]) -> list[str]:
@@ -376,8 +377,9 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
                                  else "")) from None
         print(f"[run] {job.stem} done in {job.seconds:.0f} s", flush=True)
     print(time_table(jobs), flush=True)
-    write_run_config(out_root, profile, jobs)
-    glued.write(out_root / CHAPTERS, toc_chapters(out_root))
+    info = write_run_config(out_root, profile, jobs)
+    rows = glued.write(out_root / CHAPTERS, toc_chapters(out_root))
+    front.write(out_root / CHAPTERS, rows, profile, info["commit"], info["date"])
     if not build:
         return None
     missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]

@@ -1,0 +1,40 @@
+"""The front page's answer: the book's question answered in two sentences with this build's own numbers, and which
+profile, commit and date built them (`book/intro.md` includes `chapters/answer.md`, which the runner writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ANSWER = "answer.md"
+
+
+def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> str:
+    """Two sentences from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's answer with its
+    headline comparison, then what the search cost against what the truncation saved; a chapter this build did not
+    run is named as such."""
+    values = {(r["chapter"], r["name"]): r["value"] for r in rows}
+    built = f"*Built with the **{profile}** profile at commit `{commit}` on {date[:10]}.*"
+    answer, headline = values.get(("04_power_sampling", "answer")), values.get(("04_power_sampling", "headline"))
+    if not isinstance(answer, str):
+        return ("This build did not run chapter 04 (power sampling on truncated models), so it states no answer; "
+                "build the whole profile to see one. " + built + "\n")
+    first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
+    mult = values.get(("05_cost", "measured_multiplier"))
+    saved = values.get(("05_cost", "saved_build"))
+    needed = values.get(("05_cost", "needed_saving"))
+    depth = values.get(("05_cost", "build_depth"))
+    if all(isinstance(v, int | float) for v in (mult, saved, needed, depth)):
+        verdict = "far more than" if needed > 2 * saved else "more than" if needed > saved else "no more than"
+        second = (f"Each power-sampled answer decoded {mult:.1f} times the tokens of a greedy one, while running "
+                  f"{depth:.0f} blocks saved {saved:.0f}% of the FLOPs per token, where breaking even would need "
+                  f"{needed:.0f}%: the search costs {verdict} the truncation saves.")
+    else:
+        second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
+    return f"{first} {second}\n\n{built}\n"
+
+
+def write(chapters_dir: Path, rows: list[dict], profile: str, commit: str, date: str) -> Path:
+    """Write `answer.md` beside the executed chapters."""
+    path = Path(chapters_dir) / ANSWER
+    path.write_text(answer_markdown(rows, profile, commit, date), encoding="utf-8")
+    return path

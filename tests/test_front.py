@@ -1,0 +1,31 @@
+"""The front page states the build's answer in two sentences with its own numbers, and says which chapters it lacks."""
+
+from __future__ import annotations
+
+from helpers.runner.front import answer_markdown
+
+BUILT = dict(profile="full", commit="abc1234", date="2026-11-26T03:00:00")
+
+
+def test_the_answer_quotes_chapters_04_and_05():
+    rows = [
+        {"chapter": "04_power_sampling", "name": "answer", "value": "Not shown: power sampling stays below."},
+        {"chapter": "04_power_sampling", "name": "headline", "value": "On m, power sampling scored 40% [30–50]."},
+        {"chapter": "05_cost", "name": "measured_multiplier", "value": 9.04},
+        {"chapter": "05_cost", "name": "saved_build", "value": 3.2},
+        {"chapter": "05_cost", "name": "needed_saving", "value": 88.9},
+        {"chapter": "05_cost", "name": "build_depth", "value": 23},
+    ]
+    text = answer_markdown(rows, **BUILT)
+    assert text.startswith("**Not shown: power sampling stays below.** On m, power sampling scored 40% [30–50].")
+    assert "decoded 9.0 times the tokens of a greedy one, while running 23 blocks saved 3% of the FLOPs per token, "\
+           "where breaking even would need 89%: the search costs far more than the truncation saves." in text
+    assert "**full** profile at commit `abc1234` on 2026-11-26" in text
+
+
+def test_a_build_without_the_chapters_says_so_instead_of_inventing_an_answer():
+    assert "did not run chapter 04" in answer_markdown([], **BUILT)
+    only_04 = [{"chapter": "04_power_sampling", "name": "answer", "value": "Yes: it does."},
+               {"chapter": "04_power_sampling", "name": "headline", "value": ""}]
+    text = answer_markdown(only_04, **BUILT)
+    assert text.startswith("**Yes: it does.** This build did not run chapter 05")
