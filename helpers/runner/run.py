@@ -114,6 +114,7 @@ def build_pdf(out_root: Path, repo: Repository | None = None) -> Path | None:
         return None
     _jupyter_book(out_root, repo, "singlehtml")
     page = _single_page(out_root / "_build" / "singlehtml")
+    _add_title_page(page, out_root / CHAPTERS / "run_config.json")
     target = out_root / "_build" / "html" / PDF_NAME
     target.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile:
@@ -136,6 +137,29 @@ def _single_page(folder: Path) -> Path:
     page = folder / "print.html"
     shutil.copyfile(folder / redirect.group(1), page)
     return page
+
+
+def _add_title_page(page: Path, run_config: Path) -> None:
+    """Put a title page first in the page Chromium prints: the book's title, its question, and the profile, commit
+    and date of the build (from run_config.json); the print stylesheet gives it a page of its own."""
+    from html import escape
+
+    from helpers.core.jsonfile import JSONFileError, read_json
+
+    try:
+        info = read_json(run_config)
+    except JSONFileError:
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    built = (f"Profile {info.get('profile', '?')}, commit {info.get('commit', '?')}, built "
+             f"{str(info.get('date', '?'))[:10]}")
+    title = ('<div class="pdf-title print-only"><h1>Search versus Depth</h1>'
+             "<p><em>Can spending more compute at inference time make up for running fewer layers?</em></p>"
+             f"<p>{escape(built)}</p></div>")
+    html = page.read_text(encoding="utf-8")
+    at = re.search(r"<main[^>]*>", html) or re.search(r"<body[^>]*>", html)
+    if at is not None:
+        page.write_text(html[:at.end()] + title + html[at.end():], encoding="utf-8")
 
 
 def time_table(jobs: list[Job]) -> str:
