@@ -89,8 +89,11 @@ def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
         assert max(abs(x - y) for x, y in zip(a.logq, b.logq, strict=True)) < 1e-5
 
 
-def test_resampled_particles_continue_exactly_as_their_parents_would(tiny):
-    """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree."""
+@pytest.mark.parametrize("gather_above", [0.0, 0.125, 1.0])  # always, sometimes, never run the busy slots alone
+def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monkeypatch, gather_above):
+    """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree, whether the
+    particles waiting at a barrier ride along in the passes or the busy ones run alone."""
+    monkeypatch.setattr(CachedEngine, "gather_above", gather_above)
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
     stops = [tokenizer.eos_token_id]
@@ -206,3 +209,26 @@ def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
     row = Row([1, 2])
     with pytest.raises(RuntimeError, match="barrier"):
         engine(tiny[0]).run([(row, _waits(row))], set())
+
+
+def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tiny, monkeypatch):
+    """With a third of the vocabulary as stop tokens, particles end their blocks at different steps and wait for
+    their group; the slot engine then runs the busy slots alone (their keys and values gathered), and every
+    particle's tokens equal what re-encoding every prefix gives."""
+    from helpers.engines import slot
+
+    model, tokenizer, _ = tiny
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
+    stops = list(range(0, len(tokenizer), 3))
+    target, cfg = Target(2.0, 12), SMCConfig(particles=4, block_size=6, ess_threshold=1.0)
+    passes, point = [], slot.SlotCache.point
+    monkeypatch.setattr(slot.SlotCache, "point", lambda self, rows, cols, width, contiguous: (
+        passes.append((cols.shape[1], len(rows), contiguous)), point(self, rows, cols, width, contiguous))[-1])
+    monkeypatch.setattr(CachedEngine, "gather_above", 0.0)
+    cached = run_smc(CachedEngine(model), prompts, stops, target, cfg, [5, 6, 7])
+    decoding = [(n, contiguous) for q, n, contiguous in passes if q == 1]
+    assert any(not contiguous for _, contiguous in decoding)  # some passes ran a gathered subset of the slots
+    reencoded = run_smc(ReencodeEngine(model), prompts, stops, target, cfg, [5, 6, 7])
+    for a, b in zip(cached, reencoded, strict=True):
+        assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
+        assert a.chosen == b.chosen and np.allclose(a.log_weights, b.log_weights, atol=1e-3)

@@ -127,6 +127,7 @@ class CachedEngine(Engine):
     """
 
     prefill_seconds = 0.0  # wall time spent encoding prompts, the rest of a run's time is decoding
+    gather_above = 0.125  # run only the busy slots when more than this share of slots 0..hi-1 would ride along
 
     @torch.inference_mode()
     def run(self, tasks, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
@@ -305,12 +306,18 @@ class CachedEngine(Engine):
         self.slots[self.where.pop(id(task.row))] = Slot()
 
     def _step(self) -> list[tuple[Task, Extension]]:
-        """One forward pass over slots 0..hi-1: a token for every busy slot (free slots ride along, masked); the rows
-        whose extension ended (a stop token, or its limit), for the driver to hand back to their programs."""
+        """One forward pass that decodes a token for every busy slot; the rows whose extension ended (a stop token,
+        or its limit), for the driver to hand back to their programs.
+
+        The pass runs slots 0..hi-1 as one contiguous batch, free and waiting slots riding along masked, unless more
+        than `gather_above` of them would ride along (SMC particles waiting at a barrier for their group): then it
+        runs the busy slots alone, their keys and values gathered (a copy per layer, far cheaper than the rows'
+        share of the linear layers it saves)."""
         start = time.perf_counter()
         busy = [s for s, slot in enumerate(self.slots) if slot.decoding]
         hi = busy[-1] + 1
-        live = [slot if slot.decoding else None for slot in self.slots[:hi]]  # None: free or waiting, rides along
+        computed = busy if hi - len(busy) > self.gather_above * hi else list(range(hi))
+        live = [self.slots[s] if self.slots[s].decoding else None for s in computed]  # None: free or waiting
         reqs = [slot.task.request if slot else None for slot in live]
         # the first token of an extension feeds the prefix's last; later ones feed the extension's previous token
         feed = [(r.tokens[-1] if slot.fed else r.prefix_last) if slot else 0 for slot, r in zip(live, reqs, strict=True)]
@@ -318,28 +325,30 @@ class CachedEngine(Engine):
         # A row that rides along writes its dummy token where nothing is kept: a free slot anywhere, a row waiting
         # at a barrier just past its adopted tokens (`filled`), where its next extension writes first; never over
         # its own prompt, which the other rows' steps would otherwise overwrite while it waits.
-        col = [slot.base + slot.fed if slot else self.slots[s].filled for s, slot in enumerate(live)]
+        col = [slot.base + slot.fed if slot else self.slots[s].filled for s, slot in zip(computed, live, strict=True)]
         base = [slot.base if slot else c for slot, c in zip(live, col, strict=True)]
         width = max(col) + 1
         dev = self.device
         lo_t, base_t, col_t = (torch.tensor(x, device=dev)[:, None] for x in (lo, base, col))
         columns = torch.arange(width, device=dev)
-        allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [hi, width]
-        self.cache.point(torch.arange(hi, device=dev), col_t, width, contiguous=True)
+        allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [rows computed, width]
+        self.cache.point(torch.tensor(computed, device=dev), col_t, width,
+                         contiguous=computed[-1] == len(computed) - 1)
         position = torch.tensor([slot.lo + slot.fed if slot else 0 for slot in live], device=dev)
-        self._route([slot.task.row.variant if slot.task is not None else 0 for slot in self.slots[:hi]])
+        self._route([self.slots[s].task.row.variant if self.slots[s].task is not None else 0 for s in computed])
         out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
                          position_ids=position[:, None], use_cache=True, **{self.cache_kw: self.cache})
         self.passes += 1
-        pulse.beat(len(busy), len(busy), hi)
-        logits = out.logits[busy, -1] if len(busy) < hi else out.logits[:, -1]
+        pulse.beat(len(busy), len(busy), len(computed))
+        at = {s: b for b, s in enumerate(computed)}
+        logits = out.logits[:, -1] if len(computed) == len(busy) else out.logits[[at[s] for s in busy], -1]
         rows = [self.slots[s].task.row for s in busy]
         chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],
                                        [r.generator for r in rows])
         elapsed, shares = time.perf_counter() - start, self._shares(rows)
         ended = []
         for b, s in enumerate(busy):
-            slot, req = self.slots[s], reqs[s]
+            slot, req = self.slots[s], reqs[at[s]]
             task = slot.task
             req.append(chosen[b], logp[b], logq[b])
             slot.fed += 1
