@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -199,7 +200,30 @@ def test_the_whole_book_is_one_pdf(built_book):
     out, _ = built_book
     if browser() is None:
         pytest.skip("NO PDF TEST: no Chromium on PATH (apt-get install chromium)")
-    pdf = (out / "_build" / "html" / PDF_NAME).read_bytes()
+    path = out / "_build" / "html" / PDF_NAME
+    pdf = path.read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
     assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
     assert pages >= 8 * len(toc_chapters()), pages  # every chapter, with its figures and exercises
+    from pypdf import PdfReader
+
+    texts = [page.extract_text() or "" for page in PdfReader(path).pages]
+    assert "Search versus Depth" in texts[0] and "Profile smoke" in texts[0]  # a title page with the build
+    assert len(texts[0].split()) < 40  # ... and nothing else on it
+    numbered = [i for i, text in enumerate(texts[1:], start=2) if re.search(rf"(^|\s){i}\s*$", text.strip())
+                or re.search(rf"(^|\n){i}(\n|$)", text)]
+    assert len(numbered) > 0.8 * (len(texts) - 1), f"{len(numbered)} of {len(texts) - 1} pages carry their number"
+    assert not [i for i, text in enumerate(texts) if "Show code cell source" in text]  # no code toggles printed
+    starts = {stem: [i for i, text in enumerate(texts) if _title(stem) in text[:300]] for stem in toc_chapters()}
+    assert all(starts.values()), {s: v for s, v in starts.items() if not v}  # every chapter begins a page
+    glued = sum("glued_values" in text or "| chapter | name |" in text for text in texts)
+    assert glued <= 2  # the glued-value table is a download, not pages of the PDF
+
+
+def _title(stem: str) -> str:
+    """A chapter's title, its notebook's first heading."""
+    import json
+
+    cells = json.loads((Path(__file__).parent.parent / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    first = next(c for c in cells if c["cell_type"] == "markdown" and "".join(c["source"]).lstrip().startswith("# "))
+    return "".join(first["source"]).lstrip()[2:].splitlines()[0].strip()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 import time
@@ -24,6 +25,9 @@ import pytest
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
 SKIP_PAGES = {"genindex.html", "search.html", "py-modindex.html"}
+# What a sentence about an empty or degenerate quantity must never show (one pattern per line, kept beside this file)
+BANNED = [re.compile(line) for line in (Path(__file__).with_name("banned_prose.txt")).read_text(encoding="utf-8")
+          .splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _no_browser(reason: str):
@@ -96,9 +100,13 @@ out.raw_math = (text.match(/\\\\\\(|\\\\\\[|\\$\\$/g) || []).length;
 out.math_spans = document.querySelectorAll('span.math, div.math').length;
 out.typeset = document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length;
 out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') || /\\|\\s*[-\u2013\u2014]{1,3}\\s*\\|/.test(t)).map(t => t.slice(0, 60));
+out.prose = [...main.querySelectorAll('p, li, td, th, figcaption, dd, .admonition-title')]
+  .filter(e => !e.closest('pre, code, .cell_input, .highlight')).map(e => e.innerText);
 out.unresolved = (text.match(/\\{glue[^}]*\\}|\\{cite[^}]*\\}|\\?\\?\\?|\\bglue:[a-z]+/g) || []);
 out.notes_without_figure = [...main.querySelectorAll('div.cell')].filter(c => c.innerText.includes('Interactive explorer:')).filter(c => {
-  const next = c.nextElementSibling; return !(next && next.querySelector('img'));
+  let next = c.nextElementSibling;  // the static figure, maybe after a cell whose figure is glued (no output)
+  while (next && next.matches('div.cell') && !next.querySelector('img, .cell_output *')) next = next.nextElementSibling;
+  return !(next && next.querySelector('img'));
 }).length;
 return out;
 """
@@ -129,7 +137,11 @@ def test_every_page_renders_cleanly(browser, server, html_root):
         errors = [e["message"][:160] for e in browser.get_log("browser")
                   if e["level"] == "SEVERE" and "favicon" not in e["message"]]
         browser.save_screenshot(str(shots / (page.replace("/", "_").removesuffix(".html") + ".png")))
+        prose = found.pop("prose")
+        placeholders = sorted({m.group(0) for text in prose for pattern in BANNED for m in pattern.finditer(text)})
         bad = {k: v for k, v in found.items() if k not in ("math_spans", "typeset") and v}
+        if placeholders:
+            bad["placeholders"] = placeholders
         if found["math_spans"] and not found["typeset"]:
             bad["math_not_typeset"] = found["math_spans"]
         if errors:

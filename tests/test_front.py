@@ -29,3 +29,23 @@ def test_a_build_without_the_chapters_says_so_instead_of_inventing_an_answer():
                {"chapter": "04_power_sampling", "name": "headline", "value": ""}]
     text = answer_markdown(only_04, **BUILT)
     assert text.startswith("**Yes: it does.** This build did not run chapter 05")
+
+
+def test_the_banned_prose_list_catches_what_readers_saw():
+    """The placeholders of the issue's reading (tests/banned_prose.txt, which the browser test applies to every page)
+    are caught, and ordinary sentences are not."""
+    import re
+    from pathlib import Path
+
+    banned = [re.compile(line) for line in Path(__file__).with_name("banned_prose.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+
+    def caught(text):
+        return [m.group(0) for p in banned for m in p.finditer(text)]
+
+    for text in ("layer none at 1.0 nat", "the ratio is undefined", "accuracy nan", "more accurate at 0 of 0",
+                 "a perplexity of 538449449.8", "a KL of 0.0e+00", "at position 0 (median)", "depth None"):
+        assert caught(text), text
+    for text in ("none of the problems", "No truncated depth was tested.", "a perplexity of ≈ 5.4×10⁸",
+                 "0 of 16 problems", "layer 0 at 1.0 nat"):
+        assert not caught(text), text

@@ -148,9 +148,24 @@ def contribution_values(r: ModelStudy) -> dict:
 def cosine_values(r: ModelStudy) -> dict:
     """How many layers erase more than they add, and the cosine effective depth."""
     ed = r.ed["effective_depth"]["cosine"]
-    return {"n_negative": int(sum(v < 0 for v in r.curves["cos_mean"])),
-            "ed_cos": "none" if ed is None else str(ed),
-            "ratio_cos": "undefined" if ed is None else f"{r.ed['ratio']['cosine']:.2f}"}
+    sentence = ("The averaged cosine never turns from negative to non-negative, so the cosine rule finds no "
+                "effective depth on this model." if ed is None else
+                f"Its last turn from negative to non-negative is at layer **{ed}** (ratio (ED+1)/L = "
+                f"{r.ed['ratio']['cosine']:.2f}).")
+    return {"n_negative": int(sum(v < 0 for v in r.curves["cos_mean"])), "ed_cos": ed, "cos_sentence": sentence}
+
+
+def ratio_phrase(ratios: dict[str, float | None]) -> str:
+    """The three rules' ratios (ED+1)/L as one phrase, a rule that finds no layer said in words: '0.71 (cosine),
+    0.85 (KL) and 0.92 (overlap)', or '0.85 (KL) and 0.92 (overlap); the cosine rule finds no layer'."""
+    names = {"cosine": "cosine", "kl": "KL", "overlap": "overlap"}
+    found = [f"{ratios[rule]:.2f} ({names[rule]})" for rule in RULES if ratios.get(rule) is not None]
+    missing = [names[rule] for rule in RULES if ratios.get(rule) is None]
+    text = ", ".join(found[:-1]) + (" and " if len(found) > 1 else "") + (found[-1] if found else "")
+    if not missing:
+        return text
+    lack = f"the {' and '.join(missing)} rule{'s' if len(missing) > 1 else ''} find{'' if len(missing) > 1 else 's'} no layer"
+    return f"{text}; {lack}" if found else f"not defined: {lack}"
 
 
 def per_problem_lens(r: ModelStudy) -> dict[str, np.ndarray]:
@@ -267,8 +282,7 @@ def published_values(r: ModelStudy) -> dict:
               for rule in RULES}
     values["level_spread"] = ", ".join(f"{rule} {min(v):.2f}–{max(v):.2f}" for rule, v in spread.items() if v) \
         or "not defined"
-    cos = r.ed["ratio"]["cosine"]
-    values["our_cos"] = "undefined" if cos is None else f"{cos:.2f}"
+    values["our_ratios"] = ratio_phrase(r.ed["ratio"])
     return values
 
 

@@ -55,8 +55,9 @@ def _call(fn: Callable, *args):
 
 
 def layer_name(layer: int | None) -> str:
-    """A layer as the exercises' solutions print it: its index, or "none" where a rule finds none (None or -1)."""
-    return "none" if layer is None or layer < 0 else str(layer)
+    """A layer as the exercises' solutions print it: "layer 12", or "no layer" where a rule finds none (None or
+    -1), so that the sentence stays true either way."""
+    return "no layer" if layer is None or layer < 0 else f"layer {layer}"
 
 
 def kl_below(kl_curve: Sequence[float], nats: float = 1.0) -> int:

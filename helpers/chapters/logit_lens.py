@@ -89,7 +89,7 @@ def result_values(study: LensStudy, n_problems: int) -> dict:
             "kl_max": first["kl_max"], "kl_max_layer": first["kl_max_layer"], "kl_last_tap": first["kl_last_tap"],
             "overlap_last_tap": first["overlap_last_tap"], "ed_kl": first["ed_kl"], "ed_overlap": first["ed_overlap"],
             "ratio_kl": first["ratio_kl"], "ratio_overlap": first["ratio_overlap"], "peak_sentence": peak,
-            "cuts": ", ".join(str(c) for c in first["cuts"]) or "none",
+            "cuts": ", ".join(str(c) for c in first["cuts"]) or "not defined (neither rule finds a layer)",
             "blocks_after_cut": first["layers"] - min(first["cuts"], default=first["layers"])}
 
 

@@ -27,7 +27,7 @@ from helpers.evaluation.stats import PairedDifference, paired_difference, percen
 from helpers.interp.studies import lens_over_problems
 from helpers.models.loading import default_device, load_model
 from helpers.models.precision import native_bfloat16
-from helpers.models.truncation import critical_depth
+from helpers.models.truncation import critical_depth, critical_depth_text
 
 DTYPES = ("float32", "bfloat16")
 
@@ -143,7 +143,8 @@ def comparison_values(c: DtypeComparison) -> dict:
                           f"The two greedy decodes are identical token for token on all {n} problems. ")
         + f"The logit lens's KL per layer moves by at most "
         f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
-        f"and the critical stitched depth is {_depth(crit['float32'])} in float32 and {_depth(crit['bfloat16'])} "
+        f"and the critical stitched depth is {critical_depth_text(crit['float32'])} in float32 and "
+        f"{critical_depth_text(crit['bfloat16'])} "
         f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)}")
     return {
         "dtype_model": c.model, "dtype_n_problems": n, "dtype_planned_problems": c.planned[0],
@@ -152,7 +153,8 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
         "dtype_identical_share": 100 * (n - len(differing)) / n, "dtype_same_correctness": same_answer,
         "dtype_kl_max_gap": float(gap.max()), "dtype_kl_max_gap_layer": int(gap.argmax()),
-        "dtype_critical_float32": _depth(crit["float32"]), "dtype_critical_bfloat16": _depth(crit["bfloat16"]),
+        "dtype_critical_float32": critical_depth_text(crit["float32"]),
+        "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),
         "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
         "dtype_sentence": sentence,
     }
@@ -186,8 +188,8 @@ def exercise_values(c: DtypeComparison) -> dict:
     strict = {d: critical_depth(c.sweep[d], c.sweep[d][c.n_layers], EXERCISE_COLLAPSE) for d in DTYPES}
     return {"ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
             "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
-            "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": _depth(strict["float32"]),
-            "ex_critical_bfloat16": _depth(strict["bfloat16"])}
+            "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
+            "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}
 
 
 def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
@@ -202,10 +204,6 @@ def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
             f"critical depth asks for at least {c.collapse_fraction:.0%} of the full model's accuracy, a line that one "
             f"problem of {c.n_sweep} can cross; here the formats differ by "
             f"{abs(solved['float32'] - solved['bfloat16'])} problem(s) at that depth.")
-
-
-def _depth(depth: int | None) -> int | str:
-    return depth if depth is not None else "undefined"
 
 
 def sweep_table(c: DtypeComparison) -> str:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from helpers.core.numbers import readable
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost, model_cost
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths
@@ -14,7 +15,7 @@ from helpers.evaluation.stats import PairedDifference, paired_difference, percen
 from helpers.interp.lens import lens_cut_points
 from helpers.interp.studies import agreement_over
 from helpers.models.loading import load_model
-from helpers.models.truncation import at_depth, critical_depth
+from helpers.models.truncation import at_depth, critical_depth, critical_depth_text
 
 
 @dataclass
@@ -88,11 +89,11 @@ def agreement_values(s: Sweep) -> dict:
     cut = min(s.depths)
     methods = list(s.agreement)
     values = {"cut_depth": cut, "n_layers": s.n_layers,
-              "ppl_full": math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"]),
+              "ppl_full": readable(math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"])),
               "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"])}
     for m in methods:
         values[f"kl_{m}_at_cut"] = s.agreement[m][cut]["kl"]
-        values[f"ppl_{m}_at_cut"] = math.exp(s.agreement[m][cut]["nll"])
+        values[f"ppl_{m}_at_cut"] = readable(math.exp(s.agreement[m][cut]["nll"]), 1)
     return values
 
 
@@ -122,7 +123,7 @@ def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict
             "params_kept_at_cut": 100 * kept.params_total / full_cost.params_total,
             "unembed_share": 100 * full_cost.flops_unembedding / full_cost.flops_per_token,
             "critical_sentence": _critical_sentence(s, crit, full_acc, collapse_fraction),
-            "critical_depth_stitch": crit.get("stitch") if crit.get("stitch") is not None else "undefined"}
+            "critical_depth_stitch": critical_depth_text(crit.get("stitch"))}
 
 
 EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter critical depth"
@@ -134,8 +135,8 @@ def exercise_values(s: Sweep) -> dict:
     method = next(iter(s.accuracy))
     strict = critical_depth(s.accuracy[method], s.accuracy[method][s.n_layers], EXERCISE_COLLAPSE)
     return {"ex_collapse": EXERCISE_COLLAPSE, "ex_method": method,
-            "ex_critical": "undefined" if strict is None else strict,
-            "ex_full_kl": max(abs(s.agreement[m][s.n_layers]["kl"]) for m in s.agreement)}
+            "ex_critical": critical_depth_text(strict),
+            "ex_full_kl": readable(max(abs(s.agreement[m][s.n_layers]["kl"]) for m in s.agreement))}
 
 
 def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction: float) -> str:
@@ -178,8 +179,8 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         rows.append(f"| {s.model} | {s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{cs if cs is not None else 'undefined'} | {s.n_layers - cs if cs is not None else '–'} | "
-                    f"{cn if cn is not None else 'undefined'} | {best} |")
+                    f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{cn if cn is not None else '–'} | {best} |")
     return "\n".join(rows)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.plots.style import PALETTE, finish, token_label
+from helpers.plots.style import PALETTE, finish, no_figure, token_label
 
 
 def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
@@ -76,3 +76,10 @@ def lens_top1_grid(explorer: dict, n_rows: int = 8):
     return lens_token_grid(explorer["tokens"], [[explorer["top_tokens"][l][t][0] for t in positions] for l in shown],
                            explorer["top_probs"][shown, :, 0], shown,
                            title="Top-1 logit-lens token (colour: its probability)")
+
+
+def gold_curves(both_texts: Mapping[str, Mapping[str, np.ndarray]]):
+    """`lens_curves` over generated and gold solutions, or a note where the problem set has no worked solutions."""
+    if not both_texts:
+        return no_figure("This problem set has no worked solutions to read the lens over.")
+    return lens_curves(both_texts)

@@ -40,6 +40,14 @@ def finish(fig):
     return fig
 
 
+def no_figure(message: str):
+    """A small figure that says in words why a build has nothing to draw (a glued figure must exist to be shown)."""
+    fig, ax = plt.subplots(figsize=(7.0, 0.9))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=10, color="0.3", wrap=True)
+    return finish(fig)
+
+
 @functools.cache
 def _font_charmap() -> frozenset[int]:
     """Code points the figures' font can draw (Qwen's intermediate layers predict Chinese tokens, say)."""

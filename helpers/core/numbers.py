@@ -1,0 +1,28 @@
+"""Numbers as prose quotes them: a perplexity of 538449449.8 reads as ≈ 5.4×10⁸, a KL of 0.0e+00 as 0, one of 3e-9
+as < 10⁻⁶ (a glued value is text a reader sees, not a float's repr)."""
+
+from __future__ import annotations
+
+import math
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(exponent: int) -> str:
+    """10 to `exponent`, with a superscript: 10⁸, 10⁻⁶."""
+    return "10" + str(exponent).translate(SUPERSCRIPT)
+
+
+def readable(x: float, decimals: int = 2, large: float = 1e5, small: float = 1e-6) -> str:
+    """`x` with `decimals` decimals; from `large` up in scientific notation (≈ 5.4×10⁸); exactly 0 as 0; below `small`
+    (but not 0) as < 10⁻⁶, since its digits would be rounding noise."""
+    if not math.isfinite(x):
+        raise ValueError(f"cannot quote {x!r} as a number: a computation upstream went wrong")
+    if x == 0:
+        return "0"
+    if abs(x) < small:
+        return ("−" if x < 0 else "") + "< " + power_of_ten(round(math.log10(small)))
+    if abs(x) >= large:
+        exponent = math.floor(math.log10(abs(x)))
+        return f"≈ {x / 10 ** exponent:.1f}×{power_of_ten(exponent)}"
+    return f"{x:.{decimals}f}"
