@@ -45,7 +45,7 @@ book: $(STAMP)
 # ready before the unit tests' worker needs it. If this environment's setup or the lint fails, or on Ctrl-C, that
 # install (its own process group, by setsid) is stopped at once, not awaited. PYTEST_WORKERS=0 runs everything in
 # one process. The full profile's model is installed too (its wheels, about 15 s), so that the tests can audit a sample
-# of the results release's decodes with it (tests/test_release.py).
+# of the results release's decodes with it (tests/results/test_release.py).
 PYTEST_WORKERS ?= 2
 
 test:
@@ -88,9 +88,9 @@ $(VLLM_STAMP): pyproject.toml Makefile
 
 vllm-env: $(VLLM_STAMP)
 
-# The vLLM engine's tests (tests/test_vllm_engine.py), where vLLM is installed: a missing vLLM fails them here.
+# The vLLM engine's tests (tests/engines/test_vllm_engine.py), where vLLM is installed: a missing vLLM fails them here.
 test-vllm: $(VLLM_STAMP)
-	SVD_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider tests/test_vllm_engine.py
+	SVD_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider tests/engines/test_vllm_engine.py
 
 # The sampling benchmark as book/performance.md reports it (about an hour on 2 CPU cores); BENCH_ARGS to change it.
 BENCH_ARGS ?= --model smollm2-135m,qwen2.5-coder-0.5b --problems 16,32

@@ -126,7 +126,7 @@ def built_book(tmp_path_factory):
 
 
 
-BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
+BOOK_FILES = ("tests/book/test_book.py", "tests/book/test_browser.py")
 
 
 ENVIRONMENTS = "tests/test_environments.py"

@@ -44,7 +44,7 @@ def _pytest(python: str, args: list[str], env: dict[str, str]) -> None:
 def unit_files() -> list[str]:
     """The test files of the unit tests, by name (the book's and these are not unit tests)."""
     book = {"test_book.py", "test_browser.py", Path(__file__).name}
-    return sorted(str(p.relative_to(TESTS.parent)) for p in TESTS.glob("test_*.py") if p.name not in book)
+    return sorted(str(p.relative_to(TESTS.parent)) for p in TESTS.rglob("test_*.py") if p.name not in book)
 
 
 @pytest.mark.parametrize("part", range(PARTS))
@@ -67,14 +67,14 @@ def test_the_vllm_engine_tests_pass_in_vllms_environment():
             tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
             pytest.fail(f"vLLM's environment {venv} was not installed:\n{tail}", pytrace=False)
         time.sleep(2)
-    _pytest(str(venv / "bin" / "python"), ["-m", "vllm", "tests/test_vllm_engine.py"],
+    _pytest(str(venv / "bin" / "python"), ["-m", "vllm", "tests/engines/test_vllm_engine.py"],
             {**os.environ, "SVD_REQUIRE_VLLM": "1"})
 
 
 def test_the_parts_cover_every_unit_test_file_once():
     parts = [unit_files()[part::PARTS] for part in range(PARTS)]
     assert sorted(f for part in parts for f in part) == unit_files() and all(parts)
-    assert "tests/test_decoding.py" in unit_files() and "tests/test_book.py" not in unit_files()
+    assert "tests/engines/test_decoding.py" in unit_files() and "tests/book/test_book.py" not in unit_files()
 
 
 def test_the_tests_after_the_book_exist():

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers.chapters.exercises import rerun_command
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
@@ -264,7 +265,7 @@ def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
 EXERCISE_STEPS = 10  # the report's N, in exercise "the report's N here"
 
 
-def exercise_values(m: Measured) -> dict:
+def exercise_values(m: Measured, profile: str) -> dict:
     """What the exercises' solutions quote: the exact schedule's prediction for this build's answers with the
     report's N (what a re-run with mcmc_steps = 10 would decode, proposals ending where the answers do), beside
     the build's own N and prediction; the measured multiplier's break-even saving."""
@@ -272,7 +273,8 @@ def exercise_values(m: Measured) -> dict:
     predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, EXERCISE_STEPS, mode=cfg.mode,
                                                        max_new_tokens=m.max_new_tokens) for r in records]))
     v = multiplier_values(m)
-    return {"ex_steps": EXERCISE_STEPS, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
+    return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=EXERCISE_STEPS),
+            "ex_steps": EXERCISE_STEPS, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
             "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],
             "ex_multiplier": predicted / max(v["greedy_tokens"], 1e-9),
             "ex_break_even": 100 * (1 - 1 / max(v["multiplier_vs_greedy"], 1e-9))}

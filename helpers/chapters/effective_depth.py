@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.chapters.exercises import kl_below, layer_name
+from helpers.chapters.exercises import kl_below, layer_name, rerun_command
 from helpers.data.problems import Problem, interleaved, load_problems, per_level
 from helpers.data.published import PUBLISHED_TABLE1
 from helpers.data.sequences import PROBES, analysis_sequence, probe_sequence
@@ -242,11 +242,12 @@ EXERCISE_FRACTIONS = (0.25, 0.75)  # the KL rule's fraction in exercise "other f
 EXERCISE_NATS = 1.0  # the absolute rule's threshold in exercise "a rule of your own"
 
 
-def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float) -> dict:
+def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float, profile: str) -> dict:
     """What the exercises' solutions quote: the KL rule at other fractions (read from the chapter's curves, as
     a re-run with those parameters would) and the absolute rule of `helpers.chapters.exercises.kl_below`."""
     low, high = (effective_depths(r.curves, f, overlap_threshold)["effective_depth"]["kl"] for f in EXERCISE_FRACTIONS)
-    return {"ex_fraction_low": EXERCISE_FRACTIONS[0], "ex_fraction_high": EXERCISE_FRACTIONS[1],
+    return {"rerun_command": rerun_command(profile, "01_effective_depth", kl_fraction=EXERCISE_FRACTIONS[0]),
+            "ex_fraction_low": EXERCISE_FRACTIONS[0], "ex_fraction_high": EXERCISE_FRACTIONS[1],
             "ex_ed_low": layer_name(low), "ex_ed_high": layer_name(high),
             "ex_ed_chapter": layer_name(r.ed["effective_depth"]["kl"]), "ex_fraction": kl_fraction,
             "ex_nats": EXERCISE_NATS, "ex_ed_nats": layer_name(kl_below(r.curves["kl"], EXERCISE_NATS))}

@@ -54,6 +54,12 @@ def _call(fn: Callable, *args):
         raise StudentCodeError(f"{name}{args!r} raised {type(exc).__name__}: {exc}") from None
 
 
+def rerun_command(profile: str, stem: str, **overrides) -> str:
+    """The command that re-runs chapter `stem` with the profile that built the page and `overrides`, as Markdown
+    code for an exercise to glue: a reader of the smoke build is told to re-run the smoke profile."""
+    return f"`python -m helpers run --profile {profile} --only {stem}{''.join(f' -p {k}={v}' for k, v in overrides.items())}`"
+
+
 def layer_name(layer: int | None) -> str:
     """A layer as the exercises' solutions print it: "layer 12", or "no layer" where a rule finds none (None or
     -1), so that the sentence stays true either way."""

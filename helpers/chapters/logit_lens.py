@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.chapters.exercises import layer_name
+from helpers.chapters.exercises import layer_name, rerun_command
 from helpers.data.problems import Problem, build_prompt
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.decodes import accuracy
@@ -97,12 +97,14 @@ EXERCISE_THRESHOLD = 0.5  # the overlap rule's threshold in exercise "a stricter
 EXERCISE_FRACTION = 0.25  # the KL rule's fraction in the same exercise
 
 
-def exercise_values(study: LensStudy, kl_fraction: float, overlap_threshold: float) -> dict:
+def exercise_values(study: LensStudy, kl_fraction: float, overlap_threshold: float, profile: str) -> dict:
     """What the exercises' solutions quote (first model): the cut points under stricter rules, read from the
     chapter's curves as a re-run with those parameters would give them."""
     curves, first = study.curves[study.summary[0]["model"]], study.summary[0]
     ed_kl, ed_ov, _ = lens_cut_points(curves, EXERCISE_FRACTION, EXERCISE_THRESHOLD)
-    return {"ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer_name(ed_ov),
+    return {"rerun_command": rerun_command(profile, "02_logit_lens", overlap_threshold=EXERCISE_THRESHOLD,
+                                           kl_fraction=EXERCISE_FRACTION),
+            "ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer_name(ed_ov),
             "ex_ed_kl": layer_name(ed_kl), "ex_ed_overlap_chapter": layer_name(first["ed_overlap"]),
             "ex_ed_kl_chapter": layer_name(first["ed_kl"]), "ex_tied": "ties" if first["tied"] else "does not tie"}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.chapters.exercises import rerun_command
 from helpers.core.checks import is_count
 from helpers.data.problems import Problem, build_prompt, interleaved
 from helpers.data.sequences import solution_sequence
@@ -178,7 +179,7 @@ def scope_sentence(c: DtypeComparison) -> str:
             f"all. ")
 
 
-def exercise_values(c: DtypeComparison) -> dict:
+def exercise_values(c: DtypeComparison, profile: str) -> dict:
     """What the exercises' solutions quote: bfloat16's spacing and what it means for a logit of 20, and the
     critical depths under a stricter share (read from the sweep, as a re-run with that parameter would)."""
     import torch
@@ -186,7 +187,8 @@ def exercise_values(c: DtypeComparison) -> dict:
     eps = float(torch.finfo(torch.bfloat16).eps)  # spacing just above 1: 2^-7
     spacing = 2.0 ** np.floor(np.log2(EXERCISE_LOGIT)) * eps  # between neighbours in the logit's binade
     strict = {d: critical_depth(c.sweep[d], c.sweep[d][c.n_layers], EXERCISE_COLLAPSE) for d in DTYPES}
-    return {"ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
+    return {"rerun_command": rerun_command(profile, "06_precision", collapse_fraction=EXERCISE_COLLAPSE),
+            "ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
             "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
             "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
             "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}

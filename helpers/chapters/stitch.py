@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import readable
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost, model_cost
@@ -129,12 +130,13 @@ def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict
 EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter critical depth"
 
 
-def exercise_values(s: Sweep) -> dict:
+def exercise_values(s: Sweep, profile: str) -> dict:
     """What the exercises' solutions quote: the critical depth under a stricter share (read from the sweep's
     accuracies, as a re-run with that parameter would give it) and the KL of the full-depth stitched model."""
     method = next(iter(s.accuracy))
     strict = critical_depth(s.accuracy[method], s.accuracy[method][s.n_layers], EXERCISE_COLLAPSE)
-    return {"ex_collapse": EXERCISE_COLLAPSE, "ex_method": method,
+    return {"rerun_command": rerun_command(profile, "03_stitch_and_preserve", collapse_fraction=EXERCISE_COLLAPSE),
+            "ex_collapse": EXERCISE_COLLAPSE, "ex_method": method,
             "ex_critical": critical_depth_text(strict),
             "ex_full_kl": readable(max(abs(s.agreement[m][s.n_layers]["kl"]) for m in s.agreement))}
 

@@ -107,12 +107,6 @@ def glue_all(values: dict, markdown: tuple[str, ...] = ()) -> None:
         glue(name, Markdown(value) if name in markdown else value, display=False)
 
 
-def rerun(profile: str, stem: str, *overrides: str) -> str:
-    """The command that re-runs one chapter with the profile that built the page and `overrides` ('name=value'), as
-    Markdown code for an exercise to glue: a reader of the smoke build is told to re-run the smoke profile."""
-    return f"`python -m helpers run --profile {profile} --only {stem}{''.join(f' -p {o}' for o in overrides)}`"
-
-
 def markdown(text: str):
     """A Markdown cell output (tables render as tables: the book parses outputs as MyST)."""
     from IPython.display import Markdown

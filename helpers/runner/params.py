@@ -59,7 +59,7 @@ def _choice_names(choices) -> tuple[str, ...]:
 
 COUNT_MAX = dict(low=1, high=MAX_COUNT)
 FRACTION = dict(above=0.0, high=1.0)
-# Every notebook parameter's domain, declared once (tests/test_run.py fails on a parameter without one). List
+# Every notebook parameter's domain, declared once (tests/runner/test_run.py fails on a parameter without one). List
 # parameters' entries, models, data sets and depths are checked further below, by the code that knows them; the
 # samplers' settings keep their ranges in the samplers' own constructors, which `_check_samplers` calls.
 DOMAINS: dict[str, Domain] = {

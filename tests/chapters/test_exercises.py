@@ -105,10 +105,12 @@ def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():
 
     sweep = {d: {4: 1.0, 3: 0.5, 2: 0.0} for d in DTYPES}
     c = DtypeComparison("m", 4, {}, {}, {}, sweep, 2, 0.5, {})
-    v = exercise_values(c)
+    v = exercise_values(c, "smoke")
     x = torch.tensor(v["ex_logit"], dtype=torch.bfloat16)
     assert v["ex_logit_spacing"] == float(torch.nextafter(x, x + 100) - x) and v["ex_bits"] == 8
     assert v["ex_critical_float32"] == 4  # 0.5 at depth 3 is below 0.8 of the full model's 1.0
+    # the re-run command names the profile that built the page, not a fixed one
+    assert v["rerun_command"] == "`python -m helpers run --profile smoke --only 06_precision -p collapse_fraction=0.8`"
 
 
 def _exercises(stem: str) -> tuple[list[tuple[str, str, str]], dict[str, str]]:

@@ -11,7 +11,7 @@ from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import Searches
 from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import Target
-from tests.test_sampling import PROBLEMS
+from tests.evaluation.test_sampling import PROBLEMS
 
 SEARCHES = Searches(Target(2.0), PowerConfig(block_size=4, mcmc_steps=2), SMCConfig(particles=3, block_size=4))
 SETTINGS = dict(n_seeds=2, max_new_tokens=8, shots=0, seed=0, batch_size=4)

@@ -31,7 +31,7 @@ from helpers.samplers.settings import DecodeSettings
 from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import Target
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan(*pairs: str):

@@ -224,6 +224,6 @@ def _title(stem: str) -> str:
     """A chapter's title, its notebook's first heading."""
     import json
 
-    cells = json.loads((Path(__file__).parent.parent / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    cells = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
     first = next(c for c in cells if c["cell_type"] == "markdown" and "".join(c["source"]).lstrip().startswith("# "))
     return "".join(first["source"]).lstrip()[2:].splitlines()[0].strip()

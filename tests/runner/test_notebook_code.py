@@ -5,7 +5,7 @@ from pathlib import Path
 
 from helpers.runner.notebook_code import code_lines, measure, measure_all
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def _notebook(tmp_path, *cells):

@@ -32,13 +32,13 @@ def test_a_build_without_the_chapters_says_so_instead_of_inventing_an_answer():
 
 
 def test_the_banned_prose_list_catches_what_readers_saw():
-    """The placeholders of the issue's reading (tests/banned_prose.txt, which the browser test applies to every page)
-    are caught, and ordinary sentences are not."""
+    """The placeholders of the issue's reading (tests/book/banned_prose.txt, which the browser test applies to every
+    page) are caught, and ordinary sentences are not."""
     import re
     from pathlib import Path
 
-    banned = [re.compile(line) for line in Path(__file__).with_name("banned_prose.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    listed = (Path(__file__).parents[1] / "book" / "banned_prose.txt").read_text(encoding="utf-8").splitlines()
+    banned = [re.compile(line) for line in listed if line.strip() and not line.startswith("#")]
 
     def caught(text):
         return [m.group(0) for p in banned for m in p.finditer(text)]
