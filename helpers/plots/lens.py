@@ -54,7 +54,8 @@ def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], 
     """A static view of the lens on one sequence: the top-1 token at chosen layers (rows) and positions."""
     probs = np.asarray(top_probs)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * len(tokens)), 0.42 * len(layers) + 1.2))
-    ax.imshow(probs, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    image = ax.imshow(probs, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01, label="probability")
     for r in range(len(layers)):
         for c in range(len(tokens)):
             ax.text(c, r, token_label(top_tokens[r][c]), ha="center", va="center", fontsize=7,
@@ -68,13 +69,15 @@ def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], 
     return finish(fig)
 
 
-def lens_top1_grid(explorer: dict, n_rows: int = 8):
-    """The explorer's arrays as a static figure: the top-1 lens token at evenly spread layers."""
+def lens_top1_grid(explorer: dict, n_rows: int = 8, n_columns: int = 16):
+    """The explorer's arrays as a static figure: the top-1 lens token at evenly spread layers, over the last
+    `n_columns` positions (more would shrink the labels below reading size in a page's column)."""
     n_layers = len(explorer["top_tokens"])
     shown = sorted(set(np.linspace(0, n_layers - 1, n_rows).round().astype(int).tolist()))
-    positions = range(len(explorer["tokens"]))
-    return lens_token_grid(explorer["tokens"], [[explorer["top_tokens"][l][t][0] for t in positions] for l in shown],
-                           explorer["top_probs"][shown, :, 0], shown,
+    positions = range(max(0, len(explorer["tokens"]) - n_columns), len(explorer["tokens"]))
+    return lens_token_grid([explorer["tokens"][t] for t in positions],
+                           [[explorer["top_tokens"][l][t][0] for t in positions] for l in shown],
+                           np.asarray(explorer["top_probs"])[shown][:, list(positions), 0], shown,
                            title="Top-1 logit-lens token (colour: its probability)")
 
 

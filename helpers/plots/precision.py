@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from helpers.plots.style import PALETTE, finish
 
@@ -20,6 +21,7 @@ def dtype_comparison(c):
     ax_kl.set(xlabel="block input l", ylabel="KL(layer ‖ final), nats", title=f"{c.model}: logit lens")
     ax_acc.set(xlabel="blocks kept (stitched)", ylabel="greedy accuracy, %", ylim=(-3, 103),
                title=f"stitched sweep, {c.n_sweep} problems")
+    ax_acc.xaxis.set_major_locator(MaxNLocator(integer=True))  # depths are whole blocks (ticks 29, 30, not 29.2)
     ax_kl.legend()
     ax_acc.legend()
     return finish(fig)

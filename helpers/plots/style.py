@@ -80,6 +80,11 @@ def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | 
     ax.set(xlabel="layer index l", ylabel=ylabel, xlim=(-0.6, n - 0.4))
     if ylim:
         ax.set_ylim(*ylim)
+        for l in range(n):  # a bar the axis cuts says so, with its value
+            top = max(values[k][l] for k in values)
+            if top > ylim[1]:
+                ax.annotate(f"↑ {top:.3g}", (l, ylim[1]), xytext=(0, -2), textcoords="offset points", ha="center",
+                            va="top", fontsize=7, zorder=20)
     ax.axhline(0, color="black", lw=0.6, zorder=10)
     ax.legend(fontsize=8)
     if title:
