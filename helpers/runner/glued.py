@@ -76,7 +76,7 @@ def write(chapters_dir: Path, stems: list[str]) -> list[dict]:
     lines = ["| chapter | name | value |", "|---|---|---|"]
     for r in rows:
         value = r["value"]
-        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+        shown = (f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:.6g}") if isinstance(value, float) else str(value)
         shown = " ".join(shown.split()).replace("|", "∣")
         lines.append(f"| {r['chapter']} | `{r['name']}` | {shown[:200] + ('…' if len(shown) > 200 else '')} |")
     (folder / "glued_values.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

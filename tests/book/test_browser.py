@@ -101,7 +101,7 @@ out.math_spans = document.querySelectorAll('span.math, div.math').length;
 out.typeset = document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length;
 out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') || /\\|\\s*[-\u2013\u2014]{1,3}\\s*\\|/.test(t)).map(t => t.slice(0, 60));
 out.prose = [...main.querySelectorAll('p, li, td, th, figcaption, dd, .admonition-title')]
-  .filter(e => !e.closest('pre, code, .cell_input, .highlight')).map(e => e.innerText);
+  .filter(e => !e.closest('pre, code, .cell_input, .highlight, .glued-values')).map(e => e.innerText);  // the glued values' table is data
 out.unresolved = (text.match(/\\{glue[^}]*\\}|\\{cite[^}]*\\}|\\?\\?\\?|\\bglue:[a-z]+/g) || []);
 out.notes_without_figure = [...main.querySelectorAll('div.cell')].filter(c => c.innerText.includes('Interactive explorer:')).filter(c => {
   let next = c.nextElementSibling;  // the static figure, maybe after a cell whose figure is glued (no output)

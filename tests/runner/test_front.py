@@ -46,6 +46,7 @@ def test_the_banned_prose_list_catches_what_readers_saw():
     for text in ("layer none at 1.0 nat", "the ratio is undefined", "accuracy nan", "more accurate at 0 of 0",
                  "a perplexity of 538449449.8", "a KL of 0.0e+00", "at position 0 (median)", "depth None"):
         assert caught(text), text
-    for text in ("none of the problems", "No truncated depth was tested.", "a perplexity of ≈ 5.4×10⁸",
+    for text in ("none of the problems", "None of these papers tests it", "-1 if there is none",
+                 "No truncated depth was tested.", "a perplexity of ≈ 5.4×10⁸",
                  "0 of 16 problems", "layer 0 at 1.0 nat"):
         assert not caught(text), text
