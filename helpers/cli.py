@@ -141,6 +141,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
         return 0
+    if args.what == "barriers":
+        from helpers.bench.barriers import bench_barriers
+
+        (groups,) = _integers(args.problems, "--problems", "8")
+        print(json.dumps(bench_barriers(args.model, groups, args.particles, args.max_new_tokens, args.block_size,
+                                        args.shots, args.repeats), indent=2))
+        return 0
     if args.what == "depth-sweep":
         from helpers.bench.depth_sweep import bench_depth_sweep
 
@@ -322,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep"])
+    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers"])
     p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
                    "smollm2-135m,qwen2.5-coder-0.5b")
     p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "

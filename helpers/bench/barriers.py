@@ -1,0 +1,49 @@
+"""SMC's particles waiting at a barrier: do the slot engine's passes run faster when the waiting slots are left out
+(their neighbours' keys and values gathered) than when they ride along? Both settings side by side, in turn."""
+
+from __future__ import annotations
+
+import time
+
+
+def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens: int, block_size: int,
+                   shots: int, repeats: int = 2, gather_above: float = 0.125) -> dict:
+    """SMC on `groups` problems × `particles` particles (one batch), resampling checks every `block_size` tokens:
+    decoded tokens/s with waiting slots riding along (`gather_above` = 1, never gather) and left out of the pass
+    (the engine's setting, `gather_above`); the same seeds, so both decode the same tokens up to rounding."""
+    from helpers.bench.sampling import _inputs, _machine
+    from helpers.core.checks import is_count
+    from helpers.engines.slot import CachedEngine
+    from helpers.models.loading import load_model
+    from helpers.samplers.smc import SMCConfig, run_smc
+    from helpers.samplers.target import Target
+
+    for name, value in (("--groups", groups), ("--particles", particles), ("--repeats", repeats)):
+        if not is_count(value, 1):
+            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+    target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
+    model, tokenizer, info = load_model(model_name)
+    stops, prompts, seeds = _inputs(model, tokenizer, (3, 4), groups, shots, 0)
+    run_smc(CachedEngine(model), prompts[:1], stops, Target(2.0, 4), SMCConfig(particles=2, block_size=2), [0])
+    rates: dict[str, list[float]] = {"ride_along": [], "left_out": []}
+    busy: dict[str, list[float]] = {"ride_along": [], "left_out": []}
+    saved = CachedEngine.gather_above
+    try:
+        for _ in range(repeats):
+            for label, share in (("ride_along", 1.0), ("left_out", gather_above)):
+                CachedEngine.gather_above = share
+                engine = CachedEngine(model)
+                start = time.perf_counter()
+                done = run_smc(engine, prompts, stops, target, cfg, seeds)
+                seconds = time.perf_counter() - start - engine.prefill_seconds
+                tokens = sum(c.decoded_tokens for c in done)
+                rates[label].append(tokens / seconds)
+                busy[label].append(tokens / engine.passes)
+    finally:
+        CachedEngine.gather_above = saved
+    mean = {k: sum(v) / len(v) for k, v in rates.items()}
+    return {"machine": _machine(), "model": info.name, "rows": groups * particles, "max_new_tokens": max_new_tokens,
+            "block_size": block_size, "gather_above": gather_above,
+            "decode_tokens_per_second": {k: [round(x, 1) for x in v] for k, v in rates.items()},
+            "busy_rows_per_pass": round(sum(busy["ride_along"]) / len(busy["ride_along"]), 1),
+            "ratio_left_out_vs_ride_along": round(mean["left_out"] / mean["ride_along"], 3)}
