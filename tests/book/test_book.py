@@ -79,6 +79,11 @@ def test_every_figure_shows_once_and_tables_render(built_book):
         text_paragraphs = re.findall(r"<p>(.*?)</p>", html, flags=re.S)
         raw_tables = [p[:80] for p in text_paragraphs if p.strip().startswith("|") and "|---" in p]
         assert not raw_tables, f"{stem} shows a Markdown table as text: {raw_tables[:1]}"
+        main = html[html.find("<main"):]
+        loose = [m.start() for m in re.finditer(r"<img ", main)
+                 if main.rfind("<figure", 0, m.start()) <= main.rfind("</figure>", 0, m.start())]
+        captions = len(re.findall(r"<figcaption", main))
+        assert not loose and captions == len(images), f"{stem}: {len(loose)} figures without a number and caption"
 
 
 @pytest.mark.book
