@@ -51,7 +51,11 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
             single = by[(r.depth, "T=1")]
             assert matched.tokens == pytest.approx(k * single.tokens, rel=0.5)  # k samples' worth of tokens
             assert k * single.tokens >= by[(r.depth, "power")].tokens * 0.5
-    assert all(p.seconds >= 0 and p.flops > 0 for p in m.points)
+    assert all(p.flops > 0 for p in m.points)
+    for depth in (4, 3):  # a point's seconds are its records' own, as stored (one answer's share of its passes)
+        stored = [r["seconds"] for r in m.power_records[depth]]
+        power = next(p for p in m.points if p.depth == depth and p.method == "power")
+        assert power.seconds == pytest.approx(sum(stored) / len(stored) * power.samples) and power.seconds > 0
     labels = [label for label, _ in ch.matched_comparisons(m, "SMC")]
     assert labels == ["SMC − best-of-3, both at 4", "SMC − majority-of-3, both at 4",
                       "SMC − best-of-3, both at 3", "SMC − majority-of-3, both at 3"]

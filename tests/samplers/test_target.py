@@ -42,7 +42,14 @@ def test_the_proposal_temperature_is_one_over_alpha_everywhere():
     s = chapter_settings(searches, max_new_tokens=32, shots=0, seed=0)
     assert s["low_temperature"].temperature == s["power"].temperature == s["smc"].temperature == 0.25
     assert s["power"].target == s["smc"].target == s["low_temperature"].target == Target(4.0, 32)
-    assert MH_MODES == ("exact", "reference")
+
+
+def test_every_mh_mode_is_a_sampler_and_no_other_is():
+    """The modes the runner, the cost model and the chapters read from MH_MODES are the ones PowerConfig runs."""
+    for mode in MH_MODES:
+        assert PowerConfig(mode=mode).validate().as_dict()["mode"] == mode
+    with pytest.raises(SettingError, match="mode must be one of"):
+        PowerConfig(mode="published").validate()
 
 
 def test_alpha_is_declared_in_one_class():
