@@ -102,6 +102,8 @@ out.typeset = document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CH
 out.raw_tables = [...main.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.startsWith('|') || /\\|\\s*[-\u2013\u2014]{1,3}\\s*\\|/.test(t)).map(t => t.slice(0, 60));
 out.prose = [...main.querySelectorAll('p, li, td, th, figcaption, dd, .admonition-title')]
   .filter(e => !e.closest('pre, code, .cell_input, .highlight, .glued-values')).map(e => e.innerText);  // the glued values' table is data
+out.links = [...document.querySelectorAll('a[href]')].map(a => a.href.split('#')[0])
+  .filter(h => h.startsWith(location.origin));
 out.unresolved = (text.match(/\\{glue[^}]*\\}|\\{cite[^}]*\\}|\\?\\?\\?|\\bglue:[a-z]+/g) || []);
 out.notes_without_figure = [...main.querySelectorAll('div.cell')].filter(c => c.innerText.includes('Interactive explorer:')).filter(c => {
   let next = c.nextElementSibling;  // the static figure, maybe after a cell whose figure is glued (no output)
@@ -129,7 +131,7 @@ def test_every_page_renders_cleanly(browser, server, html_root):
     assert any(p.startswith("book/chapters/") for p in pages), f"no chapter pages under {html_root}"
     shots = html_root.parent / "screenshots"
     shots.mkdir(exist_ok=True)
-    problems = {}
+    problems, links = {}, set()
     for page in pages:
         browser.get(f"{server}/{page}")
         _typeset(browser)
@@ -137,6 +139,7 @@ def test_every_page_renders_cleanly(browser, server, html_root):
         errors = [e["message"][:160] for e in browser.get_log("browser")
                   if e["level"] == "SEVERE" and "favicon" not in e["message"]]
         browser.save_screenshot(str(shots / (page.replace("/", "_").removesuffix(".html") + ".png")))
+        links.update(found.pop("links"))
         prose = found.pop("prose")
         placeholders = sorted({m.group(0) for text in prose for pattern in BANNED for m in pattern.finditer(text)})
         bad = {k: v for k, v in found.items() if k not in ("math_spans", "typeset") and v}
@@ -150,6 +153,20 @@ def test_every_page_renders_cleanly(browser, server, html_root):
             problems[page] = bad
     assert not problems, problems
     assert len(list(shots.glob("*.png"))) >= len(pages)
+    broken = sorted(link for link in links if not _resolves(link))  # every page's links, downloads included
+    assert not broken, f"{len(broken)} of {len(links)} links lead nowhere: {broken[:5]}"
+
+
+def _resolves(url: str) -> bool:
+    """Whether the book's own server answers `url` (a page, an image, a download) with a file."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, TimeoutError):
+        return False
 
 
 def test_a_removed_image_is_caught(browser, server, html_root, tmp_path):
