@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from helpers.core import env
-from helpers.runner.source_links import BINDERHUB, Repository, retarget
+from helpers.runner.source_links import BINDERHUB, COLAB, Repository, retarget
 
 
 def _switch_on(app, config) -> None:
@@ -27,6 +27,8 @@ def _switch_on(app, config) -> None:
     if repo.launchable:
         options["launch_buttons"] = {**options.get("launch_buttons", {}), "binderhub_url": BINDERHUB,
                                      "notebook_interface": "jupyterlab"}
+        if repo.on_github:  # one click to a running copy of the chapter's notebook, on Google's machines
+            options["launch_buttons"]["colab_url"] = COLAB
     config.html_theme_options = options
 
 

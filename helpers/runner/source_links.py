@@ -25,6 +25,7 @@ from helpers.core.env import REPO, REPOSITORY_BRANCH, REPOSITORY_URL
 # Generated page folders and the tracked folder each one is built from (the runner writes the former from the latter).
 SOURCE_OF = {"book/chapters/": "notebooks/"}
 BINDERHUB = "https://mybinder.org"
+COLAB = "https://colab.research.google.com"
 _HOSTED = re.compile(r"^https://(github\.com|gitlab\.com)/[\w.-]+/[\w.-]+$")
 _ANY = re.compile(r"^https?://[\w.-]+(:\d+)?(/[\w.~-]+){2,}$")
 
@@ -39,6 +40,11 @@ class Repository:
 
     url: str  # https://github.com/org/name, no trailing slash or .git
     branch: str
+
+    @property
+    def on_github(self) -> bool:
+        """Colab opens notebooks from GitHub addresses only."""
+        return self.url.startswith("https://github.com/")
 
     @property
     def launchable(self) -> bool:

@@ -150,7 +150,8 @@ def test_a_chapter_page_shows_the_profiles_parameters_once(built_book):
 
 @pytest.mark.book
 def test_every_repository_and_launch_link_names_a_tracked_file(built_book):
-    """Edit, source and Binder links lead to files git tracks (the chapters' notebooks/, not the generated copies)."""
+    """Edit, source, Binder and Colab links lead to files git tracks (the chapters' notebooks/, not the generated
+    copies)."""
     import subprocess
     from urllib.parse import parse_qs, unquote, urlparse
 
@@ -175,8 +176,11 @@ def test_every_repository_and_launch_link_names_a_tracked_file(built_book):
                 urlpath = parse_qs(urlparse(href).query)["urlpath"][0]
                 assert urlpath.startswith("lab/tree/"), href
                 named.setdefault("binder", set()).add(urlpath.removeprefix("lab/tree/"))
+            elif href.startswith("https://colab.research.google.com/github/example-org/search-versus-depth/blob/main/"):
+                named.setdefault("colab", set()).add(href.split("/blob/main/", 1)[1])
     assert named["edit"] >= {"book/intro.md", "notebooks/04_power_sampling.ipynb"}
     assert {f"notebooks/{s}.ipynb" for s in toc_chapters(REPO)} <= named["binder"]
+    assert {f"notebooks/{s}.ipynb" for s in toc_chapters(REPO)} <= named["colab"]  # one click to Colab, per chapter
     for kind, paths in named.items():
         assert paths <= tracked, (kind, sorted(paths - tracked))
 
