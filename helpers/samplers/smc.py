@@ -36,7 +36,7 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
-from helpers.samplers.target import Target, check_length
+from helpers.samplers.target import Target
 from helpers.samplers.work import Work, one_work, run_together
 
 RESAMPLING = "systematic"
@@ -70,7 +70,7 @@ class SMCConfig:
                                f"bridge_tokens must be an integer of at least 0 (0: no bridging), got "
                                f"{self.bridge_tokens!r}")
         if target is not None:
-            check_length(target.length)
+            _ = target.length  # raises when the target's length is unset (Target checked it otherwise)
         return self
 
     def as_dict(self) -> dict:
