@@ -1,6 +1,8 @@
-"""Running decode programs: the program protocol and the one decode loop it is driven by (`protocol`), the draw
-(`categorical`), the transformers slot engine (`slot`) and the vLLM engine (`vllm`, with `vllm_logz`). Engines
-know nothing of the samplers' targets, the store or the chapters.
+"""Running decode programs: what programs and engines say to each other (`protocol`), the one decode loop and the
+interface every engine offers it (`loop`), the draw (`categorical`), the engines by name (`kinds`): the
+transformers slot engine (`slot`, with its KV buffer `kv_slots` and model runner `slot_runner`), the serial ones
+(`serial`, `generate`) and vLLM (`vllm`, with `vllm_logz`). Engines know nothing of the samplers' targets, the store
+or the chapters.
 
 May import: core, results, data, models.
 """

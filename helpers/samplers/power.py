@@ -14,9 +14,9 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   block (in the generated tokens only). `helpers.samplers.toy.published_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
-Each chain is a program (`_chain`) that asks an engine of `helpers.engines.protocol` for extensions: `CachedEngine`
-(the book's decode loop) runs many chains at once, each at its own pace, and keeps each chain's KV cache up
-to its cut point; `ReencodeEngine` re-encodes at every token (for checks). The published code's own cost
+Each chain is a program (`_chain`) that asks an engine (`helpers.engines.loop`) for extensions: the slot engine runs
+many chains at once, each at its own pace, and keeps each chain's KV cache up to its cut point; the re-encoding
+engine re-encodes at every token (for checks). The published code's own cost
 pattern, `generate` per proposal, is `helpers.engines.generate`.
 """
 
@@ -31,7 +31,8 @@ import torch
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
-from helpers.engines.protocol import Completion, Engine, Extension, OnDone, Program, Row
+from helpers.engines.loop import Engine
+from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, one_work, run_together
 

@@ -35,7 +35,8 @@ import torch
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
-from helpers.engines.protocol import Barrier, Completion, Engine, Extension, Group, OnDone, Program, Row
+from helpers.engines.loop import Engine
+from helpers.engines.protocol import Barrier, Completion, Extension, Group, OnDone, Program, Row
 from helpers.samplers.target import Target
 from helpers.samplers.work import Work, one_work, run_together
 

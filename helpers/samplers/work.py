@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers.core.checks import is_count
-from helpers.engines.protocol import Completion, Engine, Program, Row
+from helpers.engines.loop import Engine, run_programs
+from helpers.engines.protocol import Completion, Program, Row
 
 Collect = Callable[[int, Completion], "tuple[int, Completion] | None"]
 OnJobDone = Callable[[int, int, Completion], None]
@@ -68,8 +69,8 @@ def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_s
             if on_done:
                 on_done(w, *done)
 
-    engine.run([task for work in works for task in work.tasks], stops, capacity(batch_size, works), task_done,
-               room=max(w.room for w in works))
+    run_programs(engine, [task for work in works for task in work.tasks], stops, capacity(batch_size, works), task_done,
+                 room=max(w.room for w in works))
     return results  # type: ignore[return-value]: every job ended, or the run raised
 
 

@@ -130,7 +130,7 @@ def test_the_architecture_page_draws_the_layers_as_they_are(built_book):
     assert html.count("<svg") == 1 and "layer-map" in html
     for package in (p for row in helpers.LAYERS for p in row):
         assert f"{package}/</text>" in html
-    assert "Driver" in html and "test_layers.py" in html
+    assert "run_programs" in html and "test_layers.py" in html
 
 
 @pytest.mark.book

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 import helpers.engines.protocol as decoding
-from helpers.engines.protocol import shared_prefix_length, split_evenly, total
+from helpers.engines.loop import Engine, run_programs
+from helpers.engines.protocol import Charge, shared_prefix_length, split_evenly, total
+from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode
 
@@ -83,7 +85,7 @@ def test_the_cached_loop_equals_re_encoding_every_token(tiny):
     prompts = _prompts(tokenizer)
     cached = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4])
     slow = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4],
-                         engine=decoding.ReencodeEngine(model))
+                         engine=ReencodeEngine(model))
     assert [c.tokens for c in cached] == [c.tokens for c in slow]
     assert total(slow, "forward_passes") == total(slow, "decoded_tokens")  # one full pass per token
 
@@ -110,7 +112,7 @@ def test_truncated_model_decodes_as_when_re_encoded(tiny):
     prompts = _prompts(tokenizer)
     cached = decode(short, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
     slow = decode(short, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4],
-                  engine=decoding.ReencodeEngine(short))
+                  engine=ReencodeEngine(short))
     assert [c.tokens for c in cached] == [c.tokens for c in slow]
 
 
@@ -158,30 +160,48 @@ def test_batch_costs_are_split_exactly():
     assert split_evenly(10, 3) == [4, 3, 3] and sum(split_evenly(7, 7)) == 7 and split_evenly(0, 2) == [0, 0]
 
 
-class _Recorder(decoding.Engine):
-    """An engine that decodes nothing itself: it records the driver's calls and fills extensions by hand."""
+class _Recorder(Engine):
+    """An engine that decodes nothing itself: it records the loop's calls, and each step gives every pending
+    extension one token by hand (7 + the row's index) and a second of wall time."""
 
     def __init__(self):
-        self.calls, self.pending = [], []
+        self.prefill = self.passes = 0
+        self.calls, self.pending, self.taken = [], [], 0
 
-    def _requested(self, task, request):
-        self.calls.append(("requested", task.index, request.limit))
+    def admit(self, waiting):
+        admitted = list(waiting)
+        waiting.clear()
+        self.calls += [("admit", t.index) for t in admitted]
+        return admitted, None
 
-    def _submit(self, task, request):
-        self.calls.append(("submit", task.index))
-        self.pending.append((task, request))
+    def extend(self, task, request):
+        self.calls.append(("extend", task.index, request.limit))
+        if request.limit > 0:
+            self.pending.append((task, request))
 
-    def _adopted(self, task, extension):
-        self.calls.append(("adopted", task.index, list(extension.tokens)))
+    def decoding(self):
+        return bool(self.pending)
 
-    def _waiting(self, task):
-        self.calls.append(("waiting", task.index))
+    def step(self):
+        ended, self.pending = self.pending, []
+        for task, request in ended:
+            request.append(7 + task.index, 0.0, 0.0)
+        return ended, Charge([t for t, _ in ended], 1.0, [3] * len(ended))
 
-    def _released(self, members, copies):
-        self.calls.append(("released", sorted(m.index for m in members), len(copies)))
+    def adopt(self, task, extension):
+        self.calls.append(("adopt", task.index, list(extension.tokens)))
 
-    def _ended(self, task):
-        self.calls.append(("ended", task.index))
+    def park(self, task):
+        self.calls.append(("park", task.index))
+
+    def copy(self, copies):
+        self.calls.append(("copy", len(copies)))
+
+    def end(self, task):
+        self.calls.append(("end", task.index))
+
+    def close_run(self):
+        self.calls.append(("close",))
 
 
 class _Pair(decoding.Group):
@@ -205,27 +225,36 @@ def _program(row, group):
     return decoding.Completion(list(row.tokens), [], [], stopped=False)
 
 
-def test_the_one_driver_answers_empty_requests_adopts_meets_barriers_and_finishes():
+def test_the_one_loop_answers_empty_requests_adopts_meets_barriers_charges_and_finishes():
     engine, group, done = _Recorder(), _Pair(), []
-    tasks = [decoding.Task(i, row, _program(row, group)) for i, row in
-             enumerate([decoding.Row([1, 2]), decoding.Row([1, 3])])]
-    driver = decoding.Driver(engine, tasks, on_done=lambda i, c: done.append(i))
-    for task in tasks:
-        driver.advance(task, None)
-    assert [c for c in engine.calls if c[0] == "submit"] == [("submit", 0), ("submit", 1)]  # the empty one never
-    for task, request in list(engine.pending):
-        request.append(7 + task.index, 0.0, 0.0)
-        driver.advance(task, request)
-    assert ("adopted", 0, [7]) in engine.calls and ("released", [0, 1], 1) in engine.calls
-    assert engine.calls.index(("waiting", 1)) < engine.calls.index(("released", [0, 1], 1)) < engine.calls.index(("ended", 0))
-    assert [c.tokens for c in driver.results] == [[7], [8]] and sorted(done) == [0, 1]
-    driver.barriers.check()
+    rows = [decoding.Row([1, 2]), decoding.Row([1, 3])]
+    results = run_programs(engine, [(row, _program(row, group)) for row in rows], set(),
+                           on_done=lambda i, c: done.append(i))
+    calls = engine.calls
+    assert ("extend", 0, 0) in calls and ("extend", 0, 1) in calls  # the empty request is heard of, then answered
+    assert ("adopt", 0, [7]) in calls and ("adopt", 1, [8]) in calls and ("copy", 1) in calls
+    assert calls.index(("park", 1)) < calls.index(("copy", 1)) < calls.index(("end", 0)) < calls.index(("close",))
+    assert calls[-1] == ("close",)
+    assert [c.tokens for c in results] == [[7], [8]] and sorted(done) == [0, 1]
+    # the accounting, once, in the loop: one step charged to both rows, split evenly; the engine's totals add up
+    assert [(c.decoded_tokens, c.prefill_tokens, c.forward_passes) for c in results] == [(1, 3, 1), (1, 3, 1)]
+    assert [c.seconds for c in results] == pytest.approx([0.5, 0.5], abs=0.01)
+    assert (engine.prefill, engine.passes) == (6, 1)
 
 
-def test_only_the_driver_sends_to_programs():
-    """The three engines (serial, slot, vLLM) run programs through `Driver.advance`, written once."""
+def test_rows_stranded_at_a_barrier_raise_and_the_run_is_closed():
+    engine, group = _Recorder(), _Pair()
+    group.size = 3  # a third row never comes
+    rows = [decoding.Row([1, 2]), decoding.Row([1, 3])]
+    with pytest.raises(RuntimeError, match="can never reach"):
+        run_programs(engine, [(row, _program(row, group)) for row in rows], set())
+    assert engine.calls[-1] == ("close",)
+
+
+def test_only_the_loop_sends_to_programs():
+    """The engines (serial, slot, vLLM) never run programs: `run_programs` does, written once."""
     from pathlib import Path
 
     engines = Path(decoding.__file__).parent
     senders = sorted(p.name for p in engines.glob("*.py") if ".program.send(" in p.read_text(encoding="utf-8"))
-    assert senders == ["protocol.py"]
+    assert senders == ["loop.py"]

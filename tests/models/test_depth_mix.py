@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.engines.protocol import ReencodeEngine, shared_prefix
+from helpers.engines.protocol import shared_prefix
+from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.models.depth_mix import DepthMix
 from helpers.models.truncation import truncate

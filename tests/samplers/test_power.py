@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.engines.protocol import ReencodeEngine
+from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.power import PowerConfig, power_sample, run_chains
 from helpers.samplers.target import Target

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.engines.protocol import Barrier, Extension, Group, ReencodeEngine
+from helpers.engines.loop import run_programs
+from helpers.engines.protocol import Barrier, Extension, Group
+from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode
 from helpers.samplers.smc import (
@@ -208,7 +210,7 @@ def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
 
     row = Row([1, 2])
     with pytest.raises(RuntimeError, match="barrier"):
-        engine(tiny[0]).run([(row, _waits(row))], set())
+        run_programs(engine(tiny[0]), [(row, _waits(row))], set())
 
 
 def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tiny, monkeypatch):

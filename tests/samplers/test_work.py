@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from helpers.engines.categorical import draw, draw_each
-from helpers.engines.protocol import Barrier, Completion, Extension, Group, ReencodeEngine, Row
+from helpers.engines.loop import run_programs
+from helpers.engines.protocol import Barrier, Completion, Extension, Group, Row
+from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import PowerConfig, chain_work
@@ -106,5 +108,5 @@ def test_a_row_waiting_at_a_barrier_keeps_its_cache_while_others_decode(tiny):
         rows = [Row(list(p)) for p in prompts]
         return [(r, _meets_late(r, group, first)) for r, first in zip(rows, (1, 12), strict=True)]
 
-    cached, reencoded = CachedEngine(model).run(tasks(), set()), ReencodeEngine(model).run(tasks(), set())
+    cached, reencoded = run_programs(CachedEngine(model), tasks(), set()), run_programs(ReencodeEngine(model), tasks(), set())
     assert [c.tokens for c in cached] == [c.tokens for c in reencoded]

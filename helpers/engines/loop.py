@@ -1,0 +1,193 @@
+"""The book's one decode loop, for every engine, written out so it can be read top to bottom (`run_programs`).
+
+An engine decodes; it does not run programs. It offers the loop a small interface (`Engine`): take waiting rows
+in (`admit`), decode a step (`step`, which hands back the extensions that ended), and hear what became of a
+row (`extend`, `adopt`, `park`, `copy`, `end`). The loop sends each program its reply, answers a request for no
+tokens at once, meets barriers, turns a returned program into a completion, and charges every engine call's
+wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
+calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
+
+The engines: `helpers.engines.slot.CachedEngine` (transformers, many rows at once on KV slots),
+`helpers.engines.serial` (one extension at a time: re-encoding, the check on the others, and `generate`) and
+`helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability under the model at
+T=1 and under the distribution it was drawn from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from helpers.core import pulse
+from helpers.engines.protocol import Barrier, Charge, Completion, Extension, OnDone, Program, Row, Task
+
+
+class Engine:
+    """What the loop asks of an engine. Every engine counts forward passes and prefill (context tokens run
+    through the model besides the newest one of each pass); the loop adds them up (`charge`)."""
+
+    prefill_seconds = 0.0  # wall time spent encoding prompts: the rest of a run's time is decoding
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.prefill = 0
+        self.passes = 0
+
+    def open_run(self, tasks: list[Task], stops: set[int], capacity: int | None, room: int) -> list[Charge]:
+        """Get ready for a run of these rows: at most `capacity` at once, each needing at most `room` positions past
+        its prompt, ending at a token of `stops`; what was done ahead for them (a prefix they share, encoded)."""
+        self.stops = stops
+        return []
+
+    def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
+        """Take waiting rows in, in order, while there is room; the rows taken, and what taking them cost."""
+        raise NotImplementedError
+
+    def extend(self, task: Task, request: Extension) -> None:
+        """The row's program asks for `request` (one of no tokens is answered by the loop at once, but the engine
+        hears of it: the row's prefix is now its first `keep` tokens)."""
+        raise NotImplementedError
+
+    def decoding(self) -> bool:
+        """Whether some row has an extension under way."""
+        raise NotImplementedError
+
+    def step(self) -> tuple[list[tuple[Task, Extension]], Charge]:
+        """Decode: the rows whose extension ended (a stop token, or its limit), and what the step cost."""
+        raise NotImplementedError
+
+    def adopt(self, task: Task, extension: Extension) -> None:
+        """The row took `extension`'s tokens in place of those after its first `keep`."""
+
+    def park(self, task: Task) -> None:
+        """The row waits at a barrier (its engine state stays as it is)."""
+
+    def copy(self, copies: list[tuple[Row, Row]]) -> None:
+        """A group passed its barrier: each destination row must go on exactly as its source row would."""
+
+    def end(self, task: Task) -> None:
+        """The row's program returned: its place is free."""
+
+    def close_run(self) -> None:
+        """The run is over (or failed): let go of what it held."""
+
+
+def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
+                 on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
+    """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends.
+
+    Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the order
+    given; `room` is how many positions past its prompt a row may need.
+    """
+    todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
+    if not todo:
+        return []
+    results: list[Completion | None] = [None] * len(todo)
+    barriers = Barriers()
+
+    def resume(task: Task, reply: Extension | Barrier | None) -> None:
+        """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
+        while True:
+            if isinstance(reply, Extension):
+                task.decoded += len(reply.tokens)
+                reply.state = object()  # a row that adopts the extension takes this token with its tokens
+            try:
+                request = task.program.send(reply) if reply is not None else next(task.program)
+            except StopIteration as stop:
+                task.request = None
+                results[task.index] = done = task.finish(stop.value)
+                engine.end(task)
+                if on_done:
+                    on_done(task.index, done)
+                return
+            if isinstance(reply, Extension) and task.row.state is reply.state:
+                engine.adopt(task, reply)
+            if isinstance(request, Barrier):
+                task.request = None
+                engine.park(task)
+                members = barriers.arrive(task, request)
+                if members:
+                    start = time.perf_counter()
+                    engine.copy(request.group.release())
+                    charge(engine, Charge(members, time.perf_counter() - start, passes=0))
+                    for member in members:
+                        resume(member, request)
+                return
+            task.request = request
+            engine.extend(task, request)
+            if request.limit > 0:
+                return
+            reply = request  # nothing to decode
+
+    waiting = deque(todo)
+    try:
+        for done in engine.open_run(todo, stops, capacity, room):
+            charge(engine, done)
+        while True:
+            admitted, cost = engine.admit(waiting)
+            if cost is not None:
+                charge(engine, cost)
+            for task in admitted:
+                resume(task, None)
+            if not engine.decoding():
+                if admitted:
+                    continue  # their programs ended or wait at a barrier: there may be room for more
+                break
+            ended, cost = engine.step()
+            charge(engine, cost)
+            for task, extension in ended:
+                resume(task, extension)
+    finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine
+        engine.close_run()
+    barriers.check()
+    if waiting:  # only rows a budget's drain holds back are left: they could not finish in time
+        raise pulse.BudgetExhausted(f"the run's time budget ends before {len(waiting)} long rows (MH chains) could "
+                                    "finish; every finished record is stored, and the same command again goes on "
+                                    "from there")
+    return results
+
+
+def charge(engine: Engine, cost: Charge) -> None:
+    """Charge one engine call to its rows: its wall time split by their weights, its prefill as given, its passes
+    to each; and add its prefill and passes to the engine's totals. The one place a row's cost grows, but for its
+    decoded tokens, which the loop counts as each extension comes back."""
+    rows = list(cost.rows)
+    if not rows:
+        return
+    weights = cost.weights or [1.0] * len(rows)
+    prefill = cost.prefill or [0] * len(rows)
+    scale = cost.seconds / sum(weights)
+    for task, weight, tokens in zip(rows, weights, prefill, strict=True):
+        task.seconds += weight * scale
+        task.prefill += tokens
+        task.passes += cost.passes
+    engine.prefill += sum(prefill)
+    engine.passes += cost.passes if cost.model_passes is None else cost.model_passes
+    if cost.prompts:
+        engine.prefill_seconds += cost.seconds
+
+
+class Barriers:
+    """Rows waiting at their groups' barriers, for one run."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, list[Task]] = {}  # id(group) -> the rows that have arrived
+
+    def arrive(self, task: Task, barrier: Barrier) -> list[Task]:
+        """The group's rows once the last has arrived (the loop then calls `release` and resumes them all);
+        until then, an empty list."""
+        members = self.waiting.setdefault(id(barrier.group), [])
+        members.append(task)
+        if len(members) < barrier.group.size:
+            return []
+        del self.waiting[id(barrier.group)]
+        return members
+
+    def check(self) -> None:
+        """Raise if rows wait for a group whose other rows will never come."""
+        if self.waiting:
+            raise RuntimeError("Rows are waiting at a barrier that the rest of their group can never reach: every "
+                               "row of a group must run in the same engine run, and at most `capacity` rows run at "
+                               "once. Give a capacity that is a multiple of the group size.")
