@@ -148,6 +148,13 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps(bench_barriers(args.model, groups, args.particles, args.max_new_tokens, args.block_size,
                                         args.shots, args.repeats), indent=2))
         return 0
+    if args.what == "rows":
+        from helpers.bench.rows import bench_rows
+
+        engines = tuple(e.strip() for e in args.engine.split(",") if e.strip())
+        print(json.dumps(bench_rows(_integers(args.rows, "--rows", "1000,4000"), args.particles, args.max_new_tokens,
+                                    args.block_size, engines), indent=2))
+        return 0
     if args.what == "depth-sweep":
         from helpers.bench.depth_sweep import bench_depth_sweep
 
@@ -329,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers"])
+    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers", "rows"])
     p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
                    "smollm2-135m,qwen2.5-coder-0.5b")
     p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "
@@ -349,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling: runs of each batched job, taken in turn; rates are over all of them")
     p.add_argument("--span", type=int, default=4,
                    help="depth-sweep: the depths below the full one swept, stitched and naive (chapter 03's span)")
+    p.add_argument("--rows", default="1000,4000,16000,64000",
+                   help="rows: comma-separated run sizes in rows (SMC particles), each one engine run")
     p.add_argument("--particles", type=int, default=4,
                    help="sampling: SMC's particles per problem (its batch of n rows holds n // particles problems)")
     p.add_argument("--engine", default="transformers",

@@ -10,7 +10,9 @@ import gc
 import weakref
 
 import pytest
-from conftest import make_tiny, tiny_problems
+from conftest import tiny_problems
+
+from helpers.models.tiny import make_tiny
 
 PROBLEMS = tiny_problems()
 

@@ -211,9 +211,9 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     the hub models, MATH500 and 3,072 tokens."""
     from helpers.chapters.power_sampling import compare_methods
     from helpers.data.problems import load_problems
+    from helpers.models.tiny import make_tiny
     from helpers.runner.run import plan
     from helpers.samplers.settings import Searches
-    from tests.conftest import make_tiny
 
     folder = make_tiny("qwen2", tmp_path / "tiny", n_layers=4, hidden_size=128)
     small = {"models": [str(folder)], "dataset": "arithmetic", "levels": [1], "n_problems": 1, "n_seeds": 1,
