@@ -17,9 +17,9 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
     from helpers.bench.sampling import _machine
     from helpers.core.checks import is_count
     from helpers.engines.kinds import make_engine, release_engines
-    from helpers.samplers.settings import check_engine
     from helpers.models.loading import load_model
     from helpers.models.tiny import make_tiny
+    from helpers.samplers.settings import check_engine
     from helpers.samplers.smc import SMCConfig, run_smc
     from helpers.samplers.target import Target
 
