@@ -10,7 +10,9 @@ so its records are keyed apart (`engine: vllm`): one engine's records are never 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.categorical import VERSION as DRAW
@@ -19,6 +21,7 @@ from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import Target, check_length
 
 METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
+T = TypeVar("T")
 TARGETED = ("low_temperature", "power", "smc")  # the methods that aim at p^alpha
 ENGINES = ("transformers", "vllm")
 PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what a prompt looks like: stored decodes recompute
@@ -119,6 +122,20 @@ def check_engine(engine: str) -> str:
     return engine
 
 
+# the notebooks' parameter of each sampler setting, where its name differs from the setting's
+POWER_PARAMETERS = {"mode": "power_mode"}
+SMC_PARAMETERS = {"block_size": "smc_block_size", "particles": "smc_particles", "ess_threshold": "smc_ess_threshold",
+                  "bridge_tokens": "smc_bridge_tokens"}
+
+
+def _as_parameters(names: dict[str, str], make: Callable[[], T]) -> T:
+    """`make()`, with a SettingError about a setting reworded to name the notebook's parameter for it."""
+    try:
+        return make()
+    except SettingError as err:
+        raise SettingError(names.get(err.field, err.field), str(err)) from None
+
+
 @dataclass(frozen=True)
 class Searches:
     """What chapters 04 and 05 search with: one p^α (its `Target`) and the two samplers' own settings."""
@@ -134,25 +151,16 @@ class Searches:
         """From a notebook's parameters, by their own names: the one map from those names to the samplers'
         settings (the notebooks and the runner's checks both call it). With `max_new_tokens`, the length is checked
         against the settings too. A bad value raises a SettingError that names the notebook's parameter."""
-        names = {"power": {"block_size": "block_size", "mcmc_steps": "mcmc_steps", "mode": "power_mode"},
-                 "smc": {"block_size": "smc_block_size", "particles": "smc_particles",
-                         "ess_threshold": "smc_ess_threshold", "bridge_tokens": "smc_bridge_tokens"}}
-        part = "target"
-        try:
-            target = Target(alpha)
-            part = "power"
-            power = PowerConfig(block_size=block_size, mcmc_steps=mcmc_steps, mode=power_mode).validate()
-            part = "smc"
-            smc = SMCConfig(particles=smc_particles, block_size=smc_block_size, ess_threshold=smc_ess_threshold,
-                            bridge_tokens=smc_bridge_tokens).validate()
-            if max_new_tokens is not None:
-                length = Target(alpha, check_length(max_new_tokens))
-                part = "power"
-                power.validate(length)
-                part = "smc"
-                smc.validate(length)
-        except SettingError as err:
-            raise SettingError(names.get(part, {}).get(err.field, err.field), str(err)) from None
+        target = Target(alpha)
+        power = _as_parameters(POWER_PARAMETERS, lambda: PowerConfig(
+            block_size=block_size, mcmc_steps=mcmc_steps, mode=power_mode).validate())
+        smc = _as_parameters(SMC_PARAMETERS, lambda: SMCConfig(
+            particles=smc_particles, block_size=smc_block_size, ess_threshold=smc_ess_threshold,
+            bridge_tokens=smc_bridge_tokens).validate())
+        if max_new_tokens is not None:
+            length = Target(alpha, check_length(max_new_tokens))
+            _as_parameters(POWER_PARAMETERS, lambda: power.validate(length))
+            _as_parameters(SMC_PARAMETERS, lambda: smc.validate(length))
         return cls(target, power, smc)
 
 
