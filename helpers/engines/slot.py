@@ -185,7 +185,8 @@ class CachedEngine(Engine):
         at = {s: b for b, s in enumerate(computed)}
         if len(computed) != len(busy):
             logits = logits[[at[s] for s in busy]]
-        rows = [self.slots[s].task.row for s in busy]
+        tasks = [self.slots[s].task for s in busy]
+        rows = [task.row for task in tasks]
         chosen, logp, logq = draw_each(logits.float(), [(r.temperature, r.top_k) for r in rows],
                                        [r.generator for r in rows])
         ended = []
@@ -195,7 +196,6 @@ class CachedEngine(Engine):
             slot.fed += 1
             if chosen[b] in self.stops or len(req.tokens) >= req.limit:
                 ended.append((slot.task, req))
-        tasks = [self.slots[s].task for s in busy]
         return ended, Charge(tasks, time.perf_counter() - start, weights=self._shares(rows))
 
     def _compact(self) -> None:
