@@ -16,7 +16,7 @@ import numpy as np
 from helpers.chapters.exercises import rerun_command
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
-from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
+from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
 from helpers.evaluation.cost import (
     Shape,
     block_ends,
@@ -29,10 +29,10 @@ from helpers.evaluation.cost import (
     report_multiplier,
     schedule_multiplier,
 )
-from helpers.evaluation.decodes import mean_accuracy, per_problem, sample
+from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_at_depths
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
 from helpers.models.loading import load_model
-from helpers.models.truncation import truncate
+from helpers.models.truncation import at_depth, truncate
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import Searches, chapter_settings
 from helpers.samplers.smc import SMCConfig
@@ -179,8 +179,10 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     common = dict(batch_size=batch_size, engine=engine)
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
-    for depth, m, by_method in decodes_by_depth(model, tokenizer, problems, settings, depths, n_seeds=n_seeds,
-                                                search_problems=search_problems, **common):
+    plan = depth_plan(L, depths, search_problems)
+    by_variant = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
+                                  **common)
+    for (_, depth), by_method in by_variant.items():
         runs = {label: by_method[method] for method, label in LABELS.items()}
         per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
@@ -188,7 +190,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
         if matched:
             most = max(k, smc.particles)
             mh_problems = problems[:search_problems or len(problems)]  # off the headline: the searches' subset
-            warm = sample(m, tokenizer, mh_problems, settings["temperature"], n_seeds=most, **common) \
+            warm = sample(at_depth(model, depth), tokenizer, mh_problems, settings["temperature"], n_seeds=most, **common) \
                 if most > n_seeds else runs["T=1"][:len(mh_problems)]
             runs["T=1 (k)"] = [per[:k] for per in warm]
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]

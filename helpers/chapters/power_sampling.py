@@ -11,7 +11,7 @@ from helpers.data.problems import Problem
 from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
-from helpers.evaluation.comparison import comparisons_table, decodes_by_depth, search_order
+from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
 from helpers.evaluation.cost import model_cost
 from helpers.evaluation.decodes import (
     OUTCOMES,
@@ -21,6 +21,7 @@ from helpers.evaluation.decodes import (
     outcome_shares,
     pass_at_k,
     per_problem,
+    sample_at_depths,
     sample_methods,
     tokens_per_problem,
 )
@@ -178,8 +179,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
-        for depth, _, runs in decodes_by_depth(model, tokenizer, problems, settings, depths, n_seeds=n_seeds,
-                                               batch_size=batch_size, engine=engine, search_problems=search_problems):
+        plan = depth_plan(n_layers, depths, search_problems)
+        decoded = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
+                                   batch_size=batch_size, engine=engine)
+        for (_, depth), runs in decoded.items():
             greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
             chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]

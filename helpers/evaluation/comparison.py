@@ -1,15 +1,14 @@
-"""The method comparison of chapters 04 and 05: which problems the searches run on, every method's decodes at every
-depth (one call, so that chapter 05 reads exactly the records chapter 04 wrote), and the paired tests as a table.
+"""The method comparison of chapters 04 and 05: which problems the searches run on, at which depths and on how many
+problems each method decodes (one plan, so that chapter 05 reads exactly the records chapter 04 wrote), and the
+paired tests as a table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from helpers.data.problems import Problem, interleaved
-from helpers.evaluation.decodes import sample_at_depths
 from helpers.evaluation.stats import PairedDifference
-from helpers.models.truncation import at_depth
 
 
 def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:
@@ -35,20 +34,13 @@ def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dic
     return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
 
 
-def decodes_by_depth(model, tokenizer, problems: Sequence[Problem], settings: dict, depths: Sequence[int] | None, *,
-                     n_seeds: int, batch_size: int, engine: str, search_problems: int | None
-                     ) -> Iterator[tuple[int, object, dict[str, list[list[dict]]]]]:
-    """Chapters 04 and 05's decodes, deepest first: (depth, the model stitched to it, records by method) at the full
-    depth and at each of `depths` (None: the depth just below it), every method of `settings` on `problems`, the
-    searches off the headline limited by `search_limits`. Both chapters call this, so they read the same records.
-    What is missing at every depth decodes in one engine run (`sample_at_depths`)."""
-    n_layers = model.config.num_hidden_layers
+def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int | None
+               ) -> dict[tuple[str, int], dict[str, int]]:
+    """Chapters 04 and 05's truncations, deepest first, each with its decodes' problem limits (`search_limits`):
+    the full depth and each of `depths` (None: the depth just below it). Pass it to `sample_at_depths` as the
+    variants and their limits; both chapters do, so they read the same records."""
     order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
-    variants = [("stitch", d) for d in order]
-    runs = sample_at_depths(model, tokenizer, problems, settings, variants, n_seeds=n_seeds, batch_size=batch_size,
-                            engine=engine, limits={v: search_limits(v[1], n_layers, search_problems) for v in variants})
-    for variant in variants:
-        yield variant[1], at_depth(model, variant[1]), runs[variant]
+    return {("stitch", d): search_limits(d, n_layers, search_problems) for d in order}
 
 
 def _noise_word(d: PairedDifference) -> str:

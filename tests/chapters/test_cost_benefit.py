@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+from pathlib import Path
+
 import pytest
 
 import helpers.evaluation.decodes as sampling
 from helpers.chapters import cost_benefit as ch
 from helpers.chapters.power_sampling import compare_methods
+from helpers.engines.slot_runner import SlotRunner
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import Searches
 from helpers.samplers.smc import SMCConfig
@@ -19,7 +24,22 @@ SETTINGS = dict(n_seeds=2, max_new_tokens=8, shots=0, seed=0, batch_size=4)
 
 def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    stacks = []
+    forward = SlotRunner.decode
+
+    def traced(self, *args, **kwargs):
+        stacks.append([f"{Path(f.filename).stem}.{f.name}" for f in traceback.extract_stack()
+                       if f"{os.sep}helpers{os.sep}" in f.filename])
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(SlotRunner, "decode", traced)
     rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, **SETTINGS)
+    monkeypatch.setattr(SlotRunner, "decode", forward)
+    # the decode path the architecture page lists: from the chapter's call to the model runner (traced here, so not
+    # a frame of `helpers` in the stack), seven frames
+    path = stacks[0][next(i for i, f in enumerate(stacks[0]) if f.endswith("compare_methods")):]
+    assert path == ["power_sampling.compare_methods", "decodes.sample_at_depths", "decodes._decode",
+                    "work.run_together", "loop.run_programs", "slot.step"], path
     calls = []
     plain = sampling.decode_work
 
@@ -98,13 +118,16 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     problem, MH at the full depth and SMC on the first two of the chapters' order; chapter 05 decodes no search
     again, and its matched baselines stay on the subset."""
     from helpers.chapters.power_sampling import steps_sweep
-    from helpers.evaluation.comparison import search_limits, search_order
+    from helpers.evaluation.comparison import depth_plan, search_limits, search_order
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     order = search_order(PROBLEMS, 2)
     assert [p.level for p in order] == [1, 2, 3] and search_order(PROBLEMS, None) == PROBLEMS
     assert search_limits(4, 4, 2) == {"power": 2, "smc": 2} and search_limits(3, 4, 2) == {"smc": 2}
     assert search_limits(3, 4, None) == {}
+    assert list(depth_plan(4, [2, 3, 4], 2).items()) == [  # deepest first, the full depth once
+        (("stitch", 4), {"power": 2, "smc": 2}), (("stitch", 3), {"smc": 2}), (("stitch", 2), {"smc": 2})]
+    assert depth_plan(4, None, None) == {("stitch", 4): {}, ("stitch", 3): {}}
     rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, search_problems=2, **SETTINGS)
     full, cut = rows
     assert (full.depth, cut.depth) == (4, 3)
