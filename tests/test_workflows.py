@@ -41,8 +41,9 @@ def test_the_book_workflow_builds_the_full_book_and_deploys_it():
     book = yaml.safe_load((WORKFLOWS / "book.yml").read_text())
     steps = [s.get("run", "") + s.get("uses", "") for s in book["jobs"]["build"]["steps"]]
     assert "make test" in steps and "make book PROFILE=full" in steps and any("upload-pages-artifact" in s for s in steps)
-    audit = next(i for i, s in enumerate(steps) if "helpers audit --all" in s)
-    assert audit < steps.index("make book PROFILE=full")  # the release is audited before the book is built from it
+    audit = [s.get("run", "") for s in book["jobs"]["audit"]["steps"]]
+    assert any("helpers audit --all" in s for s in audit)  # every released decode, re-derived on the runner
+    assert set(book["jobs"]["deploy"]["needs"]) == {"build", "audit"}  # nothing is published unless the audit passes
     assert not any(s.startswith("actions/cache") for s in steps)  # the book builds from the release, not a cache
     assert book["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages")
     assert book[True]["push"]["branches"] == ["main"]  # PyYAML reads the key `on` as True
@@ -55,12 +56,13 @@ def test_workflows_grant_least_privilege_and_take_cpu_torch():
     assert book["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
     build = book["jobs"]["build"]
     assert build["permissions"] == {"contents": "read", "pages": "read"}  # it installs third-party wheels: no write
+    assert book["jobs"]["audit"]["permissions"] == {"contents": "read"}
     make_book = next(s for s in build["steps"] if s.get("run", "").startswith("make book"))
     assert make_book["env"]["SVD_BASE_URL"] == "${{ steps.pages.outputs.base_url }}"  # the book's html_baseurl
     assert make_book["timeout-minutes"] <= 60 < build["timeout-minutes"] <= 360  # rendering, not computing
     for flow in (book, tests):
         assert "download.pytorch.org/whl/cpu" in flow["env"]["PIP_EXTRA_INDEX_URL"]
-        job = next(iter(flow["jobs"].values()))
+        job = flow["jobs"]["build" if flow is book else "test"]
         make_test = next(s for s in job["steps"] if s.get("run") == "make test")
         assert make_test["env"]["SVD_REQUIRE_BROWSER"] == "1"
         node20 = ("actions/checkout@v4", "actions/setup-python@v5", "actions/cache@v4", "actions/configure-pages@v5",
