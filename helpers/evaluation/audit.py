@@ -3,7 +3,8 @@
 A decode record (`helpers.evaluation.decodes`) says which tokens a method produced after which prompt, and what they
 scored. The audit rebuilds the problem from its id (the arithmetic generator is deterministic), the prompt from the
 record's settings, and the model (its weights must have the fingerprint the record names, truncated as the record
-says), then teacher-forces prompt + tokens in one forward pass and checks:
+says), then teacher-forces prompt + tokens and checks (each distinct prompt is encoded once and its KV cache shared
+by every record that follows it: a problem's records of every method and seed):
 
 * the text, answer and grade follow from the tokens (a changed token changes them);
 * the record's `sum_logp` equals the teacher-forced sum of log p(token) at T = 1, within `LOGP_TOLERANCE`;
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from helpers.data.problems import arithmetic_problem, build_prompt
+from helpers.engines.kv_slots import cache_keyword
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth
@@ -99,7 +101,8 @@ def auditable(record: dict) -> str | None:
 
 
 def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
-    """Audit stored decode records (whole store lines: key, config, result); models load once per identity."""
+    """Audit stored decode records (whole store lines: key, config, result); models load once per identity, and
+    a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass)."""
     start = time.perf_counter()
     report = AuditReport()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -119,14 +122,19 @@ def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
         m = at_depth(model, depth, method or "stitch")
         identity = model_identity(m)
         stops = set(stop_token_ids(model, tokenizer))
-        for i in range(0, len(group), batch_size):
-            report.findings += _audit_batch(m, tokenizer, identity, stops, group[i:i + batch_size])
+        by_prompt: dict[tuple, list[dict]] = defaultdict(list)
+        for record in group:
+            by_prompt[(record["result"].get("id"), record["config"].get("shots"))].append(record)
+        for same in by_prompt.values():
+            report.findings += _audit_batch(m, tokenizer, identity, stops, same, batch_size)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: list[dict]) -> list[Finding]:
-    findings, rows = [], []
+def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: list[dict], batch_size: int
+                 ) -> list[Finding]:
+    """The findings of records that share one problem (so, mostly, one prompt)."""
+    findings, prompts = [], []
     for record in records:
         c, r = record["config"], record["result"]
         f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']} ({c.get('method')})")
@@ -147,8 +155,8 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
         predicted = extract_answer(text)
         if predicted != r["predicted"] or is_equivalent(predicted, problem.answer) != r["correct"]:
             f.problems.append("its answer or grade does not follow from its tokens")
-        rows.append(prompt + list(r["tokens"]))
-    logits = _teacher_forced(model, rows, [len(r["result"]["tokens"]) for r in records])
+        prompts.append(prompt)
+    logits = _teacher_forced(model, prompts, [list(r["result"]["tokens"]) for r in records], batch_size)
     for f, record, window in zip(findings, records, logits, strict=True):
         r = record["result"]
         if not r["tokens"]:
@@ -171,23 +179,47 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
 
 
 @torch.inference_mode()
-def _teacher_forced(model, rows: list[list[int]], completions: list[int]) -> list[torch.Tensor]:
-    """float32 logits that predicted each row's last `completions[i]` tokens, from one pass over the batch.
+def _teacher_forced(model, prompts: list[list[int]], completions: list[list[int]], batch_size: int = 8
+                    ) -> list[torch.Tensor]:
+    """float32 logits that predicted each completion's tokens after its prompt.
 
-    Rows are left-padded (positions counted from each row's first token), so that every row's completion lies in
-    the batch's last columns and the output head runs over those only (`logits_to_keep`), not over the prompts."""
-    width = max(len(r) for r in rows)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(r)
-        mask[i, width - len(r):] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    keep = max(completions) + 1
+    Each distinct prompt is encoded once (its last position predicts a completion's first token), and its KV cache
+    is copied to the completions that follow it, which run `batch_size` at a time, right-padded: a pad comes after
+    every real token of its row, so no real token attends to one."""
+    out: list[torch.Tensor | None] = [None] * len(prompts)
     device = next(model.parameters()).device
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                use_cache=False, logits_to_keep=keep).logits.float().cpu()  # [rows, keep, vocab]: columns width-keep..
-    return [out[i, keep - 1 - n:keep - 1] if n else out[i, :0] for i, n in enumerate(completions)]
+    keyword = cache_keyword(model)
+    by_prompt: dict[tuple, list[int]] = defaultdict(list)
+    for i, prompt in enumerate(prompts):
+        by_prompt[tuple(prompt)].append(i)
+    for prompt, rows in by_prompt.items():
+        rows = [i for i in rows if completions[i]]
+        for i in set(by_prompt[prompt]) - set(rows):
+            out[i] = torch.zeros(0, model.config.vocab_size)
+        for lo in range(0, len(rows), batch_size):
+            batch = rows[lo:lo + batch_size]
+            encoded = model(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
+            first = encoded.logits[0, -1:].float().cpu()  # predicts every completion's first token
+            width = max(len(completions[i]) for i in batch) - 1  # a completion's last token predicts nothing needed
+            if width == 0:
+                for i in batch:
+                    out[i] = first
+                continue
+            ids = torch.zeros(len(batch), width, dtype=torch.long)
+            mask = torch.zeros(len(batch), len(prompt) + width, dtype=torch.long)
+            mask[:, :len(prompt)] = 1
+            for j, i in enumerate(batch):
+                n = len(completions[i]) - 1
+                ids[j, :n] = torch.tensor(completions[i][:-1])
+                mask[j, len(prompt):len(prompt) + n] = 1
+            cache = getattr(encoded, keyword)  # `cache` from transformers 5.24, `past_key_values` before
+            cache.batch_repeat_interleave(len(batch))
+            positions = (len(prompt) + torch.arange(width)).expand(len(batch), -1)
+            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                           use_cache=True, **{keyword: cache}).logits.float().cpu()
+            for j, i in enumerate(batch):
+                out[i] = torch.cat([first, logits[j, :len(completions[i]) - 1]])
+    return out  # type: ignore[return-value]: every row was filled
 
 
 def _counts(r: dict, c: dict, stops: set[int]) -> list[str]:

@@ -175,6 +175,25 @@ def test_the_audit_passes_honest_records(smol_release):
     assert report.max_logp_deviation < LOGP_TOLERANCE
 
 
+def test_the_audits_shared_prompt_passes_give_each_row_its_own_logits(tiny):
+    """Teacher forcing prompt by prompt (each prompt encoded once, its cache copied to the completions after it, in
+    batches smaller than the group, right-padded) gives the logits of one plain pass over prompt + completion."""
+    import torch
+
+    from helpers.evaluation.audit import _teacher_forced
+
+    model, _, _ = tiny
+    prompts = [[3, 4, 5], [3, 4, 5], [6, 7], [3, 4, 5], [3, 4, 5]]
+    completions = [[8, 9, 10, 11], [12], [13, 14, 15], [], [16, 17]]
+    got = _teacher_forced(model, prompts, completions, batch_size=2)
+    for prompt, completion, logits in zip(prompts, completions, got, strict=True):
+        with torch.inference_mode():
+            whole = model(input_ids=torch.tensor([prompt + completion])).logits[0].float()
+        assert logits.shape == (len(completion), whole.shape[-1])
+        torch.testing.assert_close(logits, whole[len(prompt) - 1:len(prompt) + len(completion) - 1], atol=1e-4,
+                                   rtol=1e-4)
+
+
 def test_the_audit_fails_a_record_with_one_token_changed(smol_release, tmp_path):
     def change(result):
         result["tokens"][1] = (result["tokens"][1] + 1) % 1000
