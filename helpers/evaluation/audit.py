@@ -97,6 +97,10 @@ def auditable(record: dict) -> str | None:
         return "decodes of models that are not embedded"
     if problem_from_id(str(record.get("result", {}).get("id", ""))) is None:
         return "decodes of problems other than the arithmetic benchmark"
+    if config.get("dtype") != "float32":
+        # the tolerances are float32's: a bfloat16 greedy decode of the appendix sat 0.28 nats from its teacher-forced
+        # sum (its rows batched otherwise), and where bfloat16 is emulated its pass is slow; not yet measured
+        return f"{config.get('dtype')} decodes (the tolerances are measured for float32)"
     return None
 
 
