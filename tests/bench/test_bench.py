@@ -13,11 +13,10 @@ from helpers.bench.sampling import _descendants, _peak_rss_kib
 
 
 def test_descendants_and_peak_memory_of_a_child():
-    child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 * 2**20); import time; time.sleep(3)"])
+    code = "x = bytearray(b'1') * (64 * 2**20); print('allocated', flush=True); import time; time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        import time
-
-        time.sleep(1.0)
+        assert child.stdout.readline().strip() == "allocated"  # every page written, however loaded the machine
         assert child.pid in _descendants(os.getpid())
         assert _peak_rss_kib(child.pid) > 60 * 1024  # the 64 MiB it allocated
     finally:
