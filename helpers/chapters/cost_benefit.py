@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.chapters.exercises import rerun_command
+from helpers.core.numbers import significant
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
@@ -376,7 +377,7 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
 def front_sentence(points: Sequence[Point]) -> str:
     """Which method gives the best measured accuracy at which budget, cheapest first."""
     front = pareto_front(points)
-    parts = [f"{p.method} at {p.depth} blocks ({p.flops / 1e9:.3g} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
+    parts = [f"{p.method} at {p.depth} blocks ({significant(p.flops / 1e9)} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
              for p in front]
     power_on = sorted({p.method for p in front if p.method in ("power", "SMC")})
     text = "Cheapest first, the methods that beat every cheaper one are: " + "; ".join(parts) + ". "

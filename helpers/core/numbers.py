@@ -26,3 +26,13 @@ def readable(x: float, decimals: int = 2, large: float = 1e5, small: float = 1e-
         exponent = math.floor(math.log10(abs(x)))
         return f"≈ {x / 10 ** exponent:.1f}×{power_of_ten(exponent)}"
     return f"{x:.{decimals}f}"
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """`x` to `digits` significant figures in plain digits, thousands separated: 1,280 and 1.28, never 1.28e+03."""
+    if not math.isfinite(x):
+        raise ValueError(f"cannot quote {x!r} as a number: a computation upstream went wrong")
+    if x == 0:
+        return "0"
+    places = digits - 1 - math.floor(math.log10(abs(x)))
+    return f"{round(x, places):,.{max(places, 0)}f}"

@@ -144,6 +144,16 @@ def test_numbers_read_as_prose_quotes_them(x, decimals, shown):
         readable(math.nan)
 
 
+@pytest.mark.parametrize(("x", "shown"), [
+    (1281.7, "1,280"), (108.26, "108"), (1.4, "1.40"), (0.012345, "0.0123"), (-1281.7, "-1,280"), (0.0, "0")])
+def test_significant_figures_never_read_as_scientific_notation(x, shown):
+    from helpers.core.numbers import significant
+
+    assert significant(x) == shown
+    with pytest.raises(ValueError, match="went wrong"):
+        significant(math.inf)
+
+
 def _scores(accuracy: float, n: int = 20, offset: int = 0) -> list[float]:
     """n per-problem 0/1 scores with the given accuracy, the solved ones starting at `offset`."""
     k = round(accuracy * n)
