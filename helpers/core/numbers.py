@@ -13,11 +13,15 @@ def power_of_ten(exponent: int) -> str:
     return "10" + str(exponent).translate(SUPERSCRIPT)
 
 
+def _finite(x: float) -> None:
+    if not math.isfinite(x):
+        raise ValueError(f"cannot quote {x!r} as a number: a computation upstream went wrong")
+
+
 def readable(x: float, decimals: int = 2, large: float = 1e5, small: float = 1e-6) -> str:
     """`x` with `decimals` decimals; from `large` up in scientific notation (≈ 5.4×10⁸); exactly 0 as 0; below `small`
     (but not 0) as < 10⁻⁶, since its digits would be rounding noise."""
-    if not math.isfinite(x):
-        raise ValueError(f"cannot quote {x!r} as a number: a computation upstream went wrong")
+    _finite(x)
     if x == 0:
         return "0"
     if abs(x) < small:
@@ -30,8 +34,7 @@ def readable(x: float, decimals: int = 2, large: float = 1e5, small: float = 1e-
 
 def significant(x: float, digits: int = 3) -> str:
     """`x` to `digits` significant figures in plain digits, thousands separated: 1,280 and 1.28, never 1.28e+03."""
-    if not math.isfinite(x):
-        raise ValueError(f"cannot quote {x!r} as a number: a computation upstream went wrong")
+    _finite(x)
     if x == 0:
         return "0"
     places = digits - 1 - math.floor(math.log10(abs(x)))
