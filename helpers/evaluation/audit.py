@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from helpers.core.progress import bar
 from helpers.data.problems import arithmetic_problem, build_prompt
 from helpers.engines.kv_slots import cache_keyword
 from helpers.evaluation.grading import extract_answer, is_equivalent
@@ -104,9 +105,10 @@ def auditable(record: dict) -> str | None:
     return None
 
 
-def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
+def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True) -> AuditReport:
     """Audit stored decode records (whole store lines: key, config, result); models load once per identity, and
-    a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass)."""
+    a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass). A
+    progress bar (records done, failures so far, the largest deviation) shows where a long audit stands."""
     start = time.perf_counter()
     report = AuditReport()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -118,6 +120,7 @@ def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
         c = record["config"]
         groups[(c["model"], c["dtype"], c["depth"], c.get("truncation"))].append(record)
     loaded: dict[tuple, tuple] = {}
+    shown = bar(total=sum(map(len, groups.values())), desc="audit", unit="record", progress=progress)
     for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
         if (name, dtype) not in loaded:
             loaded.clear()  # one model in memory at a time
@@ -131,6 +134,9 @@ def audit(records: Iterable[dict], batch_size: int = 8) -> AuditReport:
             by_prompt[(record["result"].get("id"), record["config"].get("shots"))].append(record)
         for same in by_prompt.values():
             report.findings += _audit_batch(m, tokenizer, identity, stops, same, batch_size)
+            shown.update(len(same))
+            shown.set_postfix(failed=len(report.failed), largest=f"{report.max_logp_deviation:.1e}")
+    shown.close()
     report.seconds = time.perf_counter() - start
     return report
 

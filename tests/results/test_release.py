@@ -169,10 +169,12 @@ def _tampered(root, tmp_path, edit):
     return copy
 
 
-def test_the_audit_passes_honest_records(smol_release):
+def test_the_audit_passes_honest_records(smol_release, capsys, monkeypatch):
+    monkeypatch.delenv("SVD_PROGRESS", raising=False)
     report = audit(released_records(smol_release))
     assert len(report.findings) == 10 and not report.failed, report.summary()
     assert report.max_logp_deviation < LOGP_TOLERANCE
+    assert "10/10" in capsys.readouterr().err  # a long audit says where it stands
 
 
 def test_the_audits_shared_prompt_passes_give_each_row_its_own_logits(tiny):
