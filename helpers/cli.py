@@ -263,25 +263,24 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from collections import Counter
+
     from helpers.evaluation.audit import audit, auditable
     from helpers.runner import publish
 
     records = (publish.stored_records(Path(args.store)) if args.store else
                publish.released_records(Path(args.release) if args.release else None))
-    candidates = [r for r in records if auditable(r) is None]
+    candidates, skipped = [], Counter()
+    for record in records:  # one pass: what can be audited, and why the rest cannot
+        if why := auditable(record):
+            skipped[why] += 1
+        else:
+            candidates.append(record)
     chosen = publish.sample_records(candidates, None if args.all else args.sample, args.seed)
     report = audit(chosen)
-    report.skipped.update({why: n for why, n in _skipped(records).items()})
+    report.skipped.update(skipped)
     print(report.summary())
     return 1 if report.failed else 0
-
-
-def _skipped(records: list[dict]) -> dict[str, int]:
-    from collections import Counter
-
-    from helpers.evaluation.audit import auditable
-
-    return dict(Counter(why for r in records if (why := auditable(r))))
 
 
 def _dtype_flag(parser: argparse.ArgumentParser) -> None:

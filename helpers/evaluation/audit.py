@@ -120,23 +120,26 @@ def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True) -
         c = record["config"]
         groups[(c["model"], c["dtype"], c["depth"], c.get("truncation"))].append(record)
     loaded: dict[tuple, tuple] = {}
-    shown = bar(total=sum(map(len, groups.values())), desc="audit", unit="record", progress=progress)
-    for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        if (name, dtype) not in loaded:
-            loaded.clear()  # one model in memory at a time
-            loaded[(name, dtype)] = load_model(name, dtype=dtype)[:2]
-        model, tokenizer = loaded[(name, dtype)]
-        m = at_depth(model, depth, method or "stitch")
-        identity = model_identity(m)
-        stops = set(stop_token_ids(model, tokenizer))
-        by_prompt: dict[tuple, list[dict]] = defaultdict(list)
-        for record in group:
-            by_prompt[(record["result"].get("id"), record["config"].get("shots"))].append(record)
-        for same in by_prompt.values():
-            report.findings += _audit_batch(m, tokenizer, identity, stops, same, batch_size)
-            shown.update(len(same))
-            shown.set_postfix(failed=len(report.failed), largest=f"{report.max_logp_deviation:.1e}")
-    shown.close()
+    failed, largest = 0, 0.0  # running tallies for the bar, so it need not rescan every finding each batch
+    with bar(total=sum(map(len, groups.values())), desc="audit", unit="record", progress=progress) as shown:
+        for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            if (name, dtype) not in loaded:
+                loaded.clear()  # one model in memory at a time
+                loaded[(name, dtype)] = load_model(name, dtype=dtype)[:2]
+            model, tokenizer = loaded[(name, dtype)]
+            m = at_depth(model, depth, method or "stitch")
+            identity = model_identity(m)
+            stops = set(stop_token_ids(model, tokenizer))
+            by_prompt: dict[tuple, list[dict]] = defaultdict(list)
+            for record in group:
+                by_prompt[(record["result"].get("id"), record["config"].get("shots"))].append(record)
+            for same in by_prompt.values():
+                found = _audit_batch(m, tokenizer, identity, stops, same, batch_size)
+                report.findings += found
+                failed += sum(bool(f.problems) for f in found)
+                largest = max([largest, *(f.logp_deviation for f in found)])
+                shown.update(len(same))
+                shown.set_postfix(failed=failed, largest=f"{largest:.1e}")
     report.seconds = time.perf_counter() - start
     return report
 
