@@ -170,7 +170,8 @@ def _bench(args: argparse.Namespace) -> int:
     engines = tuple(e.strip() for e in args.engine.split(",") if e.strip())
     print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline,
-                                    repeats=args.repeats, engines=engines, particles=args.particles), indent=2))
+                                    repeats=args.repeats, engines=engines, particles=args.particles,
+                                    where=tuple(j.strip() for j in args.where.split(",") if j.strip())), indent=2))
     return 0
 
 
@@ -359,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rows: comma-separated run sizes in rows (SMC particles), each one engine run")
     p.add_argument("--particles", type=int, default=4,
                    help="sampling: SMC's particles per problem (its batch of n rows holds n // particles problems)")
+    p.add_argument("--where", default="", help="sampling: comma-separated jobs (greedy, plain_sampling, "
+                   "power_exact, power_reference, smc) to run once more at the largest batch under cProfile, to say "
+                   "where their time goes")
     p.add_argument("--engine", default="transformers",
                    help="sampling: transformers, or transformers,vllm to time vLLM beside it (run from the vLLM "
                         "environment: .venv-vllm/bin/python -m helpers bench sampling --engine transformers,vllm)")

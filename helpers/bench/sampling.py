@@ -27,7 +27,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
                    baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("transformers",),
-                   particles: int = 4) -> dict:
+                   particles: int = 4, where: tuple[str, ...] = ()) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
@@ -43,6 +43,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     With `engines` naming 'vllm' too, each batch also runs greedy decoding and power sampling (both modes) on
     the transformers engine and on vLLM, in turn, and prints vLLM's rates against the transformers engine's
     (`ENGINE_TARGET`); the vLLM engine's start-up is timed apart.
+
+    `where` names jobs (of `JOBS`) to run once more at the largest batch, after the timed runs, under cProfile:
+    the report's `where` says what kinds of work their time went to (`helpers.bench.where`).
     """
     from helpers.core.checks import is_count
     from helpers.models.loading import load_model
@@ -58,6 +61,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
         raise ValueError("--levels needs at least one arithmetic level, e.g. 1,2,3")
     if not is_count(repeats, 1):
         raise ValueError(f"--repeats must be an integer of at least 1, got {repeats!r}")
+    unknown = sorted(set(where) - set(JOBS))
+    if unknown:
+        raise ValueError(f"--where takes jobs of {', '.join(JOBS)}; got {', '.join(unknown)}")
     if not engines or "transformers" not in engines:
         raise ValueError(f"--engine must include transformers (the baseline of every ratio), got {engines!r}")
     for engine in engines:
@@ -80,7 +86,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     for name in models:
         model, tokenizer, info = load_model(name)
         report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, s, problems, shots,
-                                                                             seed, levels, baseline, repeats)}
+                                                                             seed, levels, baseline, repeats, where)}
         if info.name == DECODE_RATE_TARGET["model"] and info.dtype == DECODE_RATE_TARGET["dtype"]:
             report["models"][info.name]["decode_rate_target"] = _decode_rate_verdict(
                 report["models"][info.name]["batches"])
@@ -171,7 +177,7 @@ def _decode_rate_verdict(batches: dict) -> dict:
             "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
 
 
-def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats) -> dict:
+def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats, where=()) -> dict:
     from dataclasses import replace
 
     from helpers.engines.kinds import make_engine
@@ -216,8 +222,22 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
             seconds = sum(t for t, _ in per_problem[:n])
             out["batches"][str(n)]["published_batch1_generate"] = {
                 "decoded_tokens": sum(k for _, k in per_problem[:n]), "seconds": round(seconds, 2)}
+    if where:
+        from helpers.bench.where import where_time_goes
+
+        n = max(problems)
+        jobs = _batch_jobs(model, prompts[:n], stops, seeds[:n], s)
+        out["where"] = {"rows": n}
+        for name in where:
+            engine = make_engine("slot", model)
+            done, split = where_time_goes(lambda job=jobs[name], engine=engine: job(engine))
+            out["where"][name] = {"decoded_tokens": total(done, "decoded_tokens"),
+                                  "prefill_seconds": round(engine.prefill_seconds, 2), **split}
     out["ratios"] = _ratios(out["batches"])
     return out
+
+
+JOBS = ("greedy", "plain_sampling", "power_exact", "power_reference", "smc")  # the batched jobs, by name
 
 
 def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
@@ -232,13 +252,14 @@ def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
 
     n, length = len(prompts), s.target.length
     groups = max(1, n // s.smc.particles)
-    return {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
+    jobs = {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
             "plain_sampling": lambda engine: decode(model, prompts, length, stops, temperature=s.target.temperature,
                                                     seeds=seeds, engine=engine),
             "power_exact": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="exact"), seeds),
             "power_reference": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="reference"),
                                                          seeds),
             "smc": lambda engine: run_smc(engine, prompts[:groups], stops, s.target, s.smc, seeds[:groups])}
+    return jobs
 
 
 def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:

@@ -132,3 +132,55 @@ def test_the_rows_bench_runs_whole_problems_at_each_size_and_refuses_bad_sizes()
         bench_rows(rows=(2,), particles=4)
     with pytest.raises(ValueError, match="--particles"):
         bench_rows(rows=(8,), particles=0)
+
+
+def test_where_sorts_cprofile_entries_into_kinds_of_work():
+    from helpers.bench.where import OTHER_TORCH, PYTHON, kind_of, operator_name
+
+    assert operator_name(("~", 0, "<built-in method torch._C._nn.linear>")) == "linear"
+    assert operator_name(("~", 0, "<method 'copy_' of 'torch._C.TensorBase' objects>")) == "copy_"
+    assert operator_name(("~", 0, "<built-in method builtins.len>")) is None  # a built-in, not a torch operator
+    assert operator_name(("/x/engines/slot.py", 10, "linear")) is None  # a Python function that shares a name
+    assert kind_of(("~", 0, "<built-in method torch._C._nn.linear>")) == "weight matmuls"
+    assert kind_of(("~", 0, "<built-in method torch._C._nn.scaled_dot_product_attention>")) == "attention"
+    assert kind_of(("~", 0, "<built-in method torch.multinomial>")) == "sampling and scoring"
+    assert kind_of(("~", 0, "<method 'index_copy_' of 'torch._C.TensorBase' objects>")) == "KV cache and row moves"
+    assert kind_of(("~", 0, "<built-in method torch.rsqrt>")) == OTHER_TORCH
+    assert kind_of(("/x/engines/slot.py", 10, "step")) == PYTHON
+
+
+def test_where_returns_the_jobs_result_and_accounts_for_its_time(tiny):
+    from helpers.bench.where import where_time_goes
+    from helpers.samplers.plain import decode
+
+    model, _, _ = tiny
+    prompts = [[1, 2, 3], [4, 5]]
+    done, split = where_time_goes(lambda: decode(model, prompts, 6, []))
+    assert [c.tokens for c in done] == [c.tokens for c in decode(model, prompts, 6, [])]  # profiling changes nothing
+    assert sum(k["share"] for k in split["kinds"].values()) == pytest.approx(1.0, abs=0.01)
+    assert split["kinds"]["weight matmuls"]["seconds"] > 0  # the model's linear layers ran and were counted
+    assert 0 < split["profiled_seconds"] <= split["wall_seconds"] * 1.05
+    assert split["top"] == sorted(split["top"], key=lambda f: -f["seconds"])
+
+
+def test_the_sampling_bench_says_where_a_jobs_time_goes_and_refuses_an_unknown_job(tiny_dir):
+    from helpers.bench.sampling import JOBS, _batch_jobs, bench_sampling
+
+    with pytest.raises(ValueError, match="--where takes jobs of greedy"):
+        bench_sampling((str(tiny_dir),), (2,), where=("greedy", "beam"))
+    report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0,
+                            repeats=1, baseline=False, where=("greedy", "power_exact"))
+    (model,) = report["models"].values()
+    assert model["where"]["rows"] == 3 and set(model["where"]) == {"rows", "greedy", "power_exact"}
+    assert model["where"]["power_exact"]["decoded_tokens"] > model["where"]["greedy"]["decoded_tokens"] > 0
+    assert tuple(_batch_jobs(None, [[1]], [], [0], _searches())) == JOBS
+
+
+def _searches():
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.settings import Searches
+    from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
+
+    target = Target(2.0, 8)
+    return Searches(target, PowerConfig(block_size=4, mcmc_steps=1), SMCConfig(particles=2, block_size=4))
