@@ -2,8 +2,9 @@
 
 The benchmarks say how fast a job is; this says why, so that an optimisation starts from a measurement. The kinds
 are named for what a decode spends its time on: the weight matmuls of the model's linear layers, attention, the
-sampling and scoring of tokens, moving KV-cache and row state, the rest of torch's operators, and the rest: Python (the
-engine's and the samplers' own code, transformers' modules) and every built-in that is not a torch operator.
+sampling and scoring of tokens, moving KV-cache and row state, other torch operators, and the rest (Python: the
+engine's, the samplers' and transformers' code; built-ins that are not torch operators). A torch operator's kind
+goes by its name alone, so an operator that serves two kinds (`exp` in a sampler's draws) counts under one.
 """
 
 from __future__ import annotations
