@@ -252,14 +252,13 @@ def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
 
     n, length = len(prompts), s.target.length
     groups = max(1, n // s.smc.particles)
-    jobs = {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
+    return {"greedy": lambda engine: decode(model, prompts, length, stops, engine=engine),
             "plain_sampling": lambda engine: decode(model, prompts, length, stops, temperature=s.target.temperature,
                                                     seeds=seeds, engine=engine),
             "power_exact": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="exact"), seeds),
             "power_reference": lambda engine: run_chains(engine, prompts, stops, s.target, replace(s.power, mode="reference"),
                                                          seeds),
             "smc": lambda engine: run_smc(engine, prompts[:groups], stops, s.target, s.smc, seeds[:groups])}
-    return jobs
 
 
 def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:
