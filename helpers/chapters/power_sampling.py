@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from helpers.core.numbers import counted
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
@@ -338,7 +339,7 @@ def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
 def _short(d: PairedDifference) -> str:
     word = "larger than its noise" if d.clear else "borderline" if d.borderline else "within the noise"
     return (f"{100 * d.mean:+.0f} points [{100 * d.low:+.0f}, {100 * d.high:+.0f}], better on {d.better} and worse on "
-            f"{d.worse} of {d.n} problems, p = {d.p_value:.2g}: {word}")
+            f"{d.worse} of {counted(d.n, 'problem')}, p = {d.p_value:.2g}: {word}")
 
 
 def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 from helpers.chapters.exercises import rerun_command
 from helpers.core.checks import is_count
+from helpers.core.numbers import counted
 from helpers.data.problems import Problem, build_prompt, interleaved
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths, solve
@@ -136,12 +137,13 @@ def comparison_values(c: DtypeComparison) -> dict:
                else "within its noise")
     same_crit = crit["float32"] == crit["bfloat16"]
     sentence = scope_sentence(c) + (
-        f"On {n} problems, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
+        f"On {counted(n, 'problem')}, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
         f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
-        f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of {n} "
-                          f"problems; where they differ, the first differing token is at position "
+        f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of "
+                          f"{counted(n, 'problem')}; where they differ, the first differing token is at position "
                           f"{int(np.median(differing))} (median). " if differing else
-                          f"The two greedy decodes are identical token for token on all {n} problems. ")
+                          f"The two greedy decodes are identical token for token on "
+                          f"{'the one problem' if n == 1 else f'all {n} problems'}. ")
         + f"The logit lens's KL per layer moves by at most "
         f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
         f"and the critical stitched depth is {critical_depth_text(crit['float32'])} in float32 and "
@@ -153,6 +155,7 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_diff_points": 100 * diff.mean, "dtype_diff_low": 100 * diff.low, "dtype_diff_high": 100 * diff.high,
         "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
         "dtype_identical_share": 100 * (n - len(differing)) / n, "dtype_same_correctness": same_answer,
+        "dtype_problems_phrase": counted(n, "problem"), "dtype_same_correctness_phrase": counted(same_answer, "problem"),
         "dtype_kl_max_gap": float(gap.max()), "dtype_kl_max_gap_layer": int(gap.argmax()),
         "dtype_critical_float32": critical_depth_text(crit["float32"]),
         "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),

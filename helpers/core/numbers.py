@@ -1,5 +1,5 @@
 """Numbers as prose quotes them: a perplexity of 538449449.8 reads as ≈ 5.4×10⁸, a KL of 0.0e+00 as 0, one of 3e-9
-as < 10⁻⁶ (a glued value is text a reader sees, not a float's repr)."""
+as < 10⁻⁶, a count of one as "1 problem", not "1 problems" (a glued value is text a reader sees, not a float's repr)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,9 @@ def significant(x: float, digits: int = 3) -> str:
         return "0"
     places = digits - 1 - math.floor(math.log10(abs(x)))
     return f"{round(x, places):,.{max(places, 0)}f}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and its noun in the number it takes: "1 problem", "0 problems", "8 problems" (`plural` where adding an s
+    is wrong)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.core.numbers import counted
+
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval (95% by default) of a proportion; (0, 1) when n is 0.
@@ -56,7 +58,8 @@ class PairedDifference:
     def describe(self) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""
         return (f"{100 * self.mean:+.0f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}] (better on "
-                f"{self.better}, worse on {self.worse} of {self.n} problems; paired test p = {self.p_value:.2g})")
+                f"{self.better}, worse on {self.worse} of {counted(self.n, 'problem')}; paired test p = "
+                f"{self.p_value:.2g})")
 
 
 def sign_test(better: int, worse: int) -> float:

@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from helpers.core.numbers import counted
 from helpers.plots.style import PALETTE, finish
 
 
@@ -20,7 +21,7 @@ def dtype_comparison(c):
                     label=dtype)
     ax_kl.set(xlabel="block input l", ylabel="KL(layer ‖ final), nats", title=f"{c.model}: logit lens")
     ax_acc.set(xlabel="blocks kept (stitched)", ylabel="greedy accuracy, %", ylim=(-3, 103),
-               title=f"stitched sweep, {c.n_sweep} problems")
+               title=f"stitched sweep, {counted(c.n_sweep, 'problem')}")
     ax_acc.xaxis.set_major_locator(MaxNLocator(integer=True))  # depths are whole blocks (ticks 29, 30, not 29.2)
     ax_kl.legend()
     ax_acc.legend()

@@ -154,6 +154,22 @@ def test_significant_figures_never_read_as_scientific_notation(x, shown):
         significant(math.inf)
 
 
+@pytest.mark.parametrize(("n", "noun", "plural", "shown"), [
+    (1, "problem", None, "1 problem"), (0, "problem", None, "0 problems"), (8, "problem", None, "8 problems"),
+    (1200, "chain", None, "1,200 chains"), (2, "query", "queries", "2 queries"), (1, "query", "queries", "1 query")])
+def test_a_count_takes_its_nouns_number(n, noun, plural, shown):
+    from helpers.core.numbers import counted
+
+    assert counted(n, noun, plural) == shown
+
+
+def test_a_paired_difference_over_one_problem_says_problem():
+    from helpers.evaluation.stats import paired_difference
+
+    assert "worse on 0 of 1 problem;" in paired_difference([1.0], [0.0]).describe()
+    assert "of 2 problems;" in paired_difference([1.0, 0.0], [0.0, 0.0]).describe()
+
+
 def _scores(accuracy: float, n: int = 20, offset: int = 0) -> list[float]:
     """n per-problem 0/1 scores with the given accuracy, the solved ones starting at `offset`."""
     k = round(accuracy * n)
