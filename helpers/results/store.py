@@ -21,6 +21,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from helpers.core import env
+from helpers.core.numbers import counted
 from helpers.results.identity import _canonical, config_hash
 
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
@@ -164,7 +165,7 @@ class Run:
             else:
                 released[record["key"]] = record
         if bad:
-            print(f"[store] {bad} released record{'s' if bad > 1 else ''} of {self.experiment}/{self.hash} cannot be "
+            print(f"[store] {counted(bad, 'released record')} of {self.experiment}/{self.hash} cannot be "
                   "used here (unreadable or of another shape); their units are computed locally", file=sys.stderr,
                   flush=True)
         return released
@@ -206,8 +207,8 @@ class Run:
         for what, n in bad.items():
             if n and (self.path, what, n) not in _REPORTED:
                 _REPORTED.add((self.path, what, n))
-                lines = f"{n} {what} line{'s' if n > 1 else ''}" if what == "unreadable" else \
-                    f"{n} record{'s' if n > 1 else ''} whose result has the wrong shape or length for {self.experiment}"
+                lines = counted(n, f"{what} line") if what == "unreadable" else \
+                    f"{counted(n, 'record')} whose result has the wrong shape or length for {self.experiment}"
                 print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name} when "
                       "this run next writes, and the units they held are computed again", file=sys.stderr, flush=True)
 
