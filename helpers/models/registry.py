@@ -70,6 +70,7 @@ KNOWN_MODELS: dict[str, EmbeddedModel] = {
         description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split across 22 wheels), 28 Qwen2 blocks",
         blocks=28, context=32768,
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
 

@@ -117,6 +117,14 @@ def test_split_model_is_assembled_once_in_order(tmp_path, monkeypatch):
     assert embedded_gguf("fake") == path and path.stat().st_mtime_ns == stamp  # not assembled again
 
 
+@pytest.mark.parametrize("name", [n for n, e in KNOWN_MODELS.items() if e.parts])
+def test_every_split_model_has_a_published_size_and_sha256(name):
+    """A split model is assembled from many wheels: without both pins a damaged or swapped part would load."""
+    entry = KNOWN_MODELS[name]
+    assert isinstance(entry.size, int) and entry.size > 0
+    assert isinstance(entry.sha256, str) and len(entry.sha256) == 64 and int(entry.sha256, 16) >= 0
+
+
 def test_split_model_checksum_mismatch_names_the_wheels(tmp_path, monkeypatch):
     _fake_split_model(tmp_path, monkeypatch, [b"GGUF-first-", b"second"], sha256="0" * 64)
     with pytest.raises(ModelLoadError) as err:
