@@ -30,6 +30,7 @@ from helpers.evaluation.cost import (
     report_multiplier,
     schedule_multiplier,
 )
+from helpers.evaluation.critical import SweepSettings, choose_depths
 from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_at_depths
 from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval, wilson
 from helpers.models.loading import load_model
@@ -159,8 +160,10 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
                  samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
 
 
-def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None, searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-            matched: bool = True, engine: str = "transformers", search_problems: int | None = None) -> Measured:
+def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] | None, searches: Searches, *,
+            n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
+            engine: str = "transformers", search_problems: int | None = None,
+            critical_sweep: SweepSettings | dict | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
@@ -180,7 +183,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int] | None
     common = dict(batch_size=batch_size, engine=engine)
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
-    plan = depth_plan(L, depths, search_problems)
+    sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
+    plan = depth_plan(L, list(choose_depths(model, name, L, depths, sweep).depths), search_problems)
     by_variant = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                   **common)
     for (_, depth), by_method in by_variant.items():

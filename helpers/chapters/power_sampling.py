@@ -14,6 +14,7 @@ from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
 from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
 from helpers.evaluation.cost import model_cost
+from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
 from helpers.evaluation.decodes import (
     OUTCOMES,
     best_of_n,
@@ -147,6 +148,7 @@ class DepthRow:
     n_seeds: int = 1
     outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
     resamples: float = 0.0  # SMC: resampling events per sample
+    choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -161,14 +163,16 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
-def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int] | None,
+def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
                     searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
-                    batch_size: int, engine: str = "transformers", search_problems: int | None = None
-                    ) -> list[DepthRow]:
+                    batch_size: int, engine: str = "transformers", search_problems: int | None = None,
+                    critical_sweep: SweepSettings | dict | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
     depth.
 
-    `depths` are stitched depths tried besides the full model (None: the depth just below it). Every decode
+    `depths` are stitched depths tried besides the full model (None: the depth just below it): numbers of blocks,
+    or relative to each model's critical depth as chapter 03 stored it under `critical_sweep` ('critical',
+    'critical-1'; `helpers.evaluation.critical`). Every decode
     is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
     `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, the
     searches off the headline run on that many problems only (`search_limits`).
@@ -176,11 +180,13 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
     problems = search_order(problems, search_problems)
     rows = []
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
+    sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     for name in models:
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
-        plan = depth_plan(n_layers, depths, search_problems)
+        choice = choose_depths(model, name, n_layers, depths, sweep)
+        plan = depth_plan(n_layers, list(choice.depths), search_problems)
         decoded = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                    batch_size=batch_size, engine=engine)
         for (_, depth), runs in decoded.items():
@@ -205,7 +211,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                 n_seeds=n_seeds,
                 outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains),
                           "smc": outcome_shares(particles)},
-                resamples=float(np.mean([r["resamples"] for per in particles for r in per]))))
+                resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice))
         del model
     return rows
 
@@ -455,11 +461,17 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     return sweep
 
 
-def critical_depth(rows: Sequence[DepthRow]) -> int | None:
+def deepest_truncation(rows: Sequence[DepthRow]) -> int | None:
     """The deepest stitched depth the chapter tested for its first model (the critical depth in the profiles that
-    take it from chapter 03), or None when only the full model ran."""
+    name their depths by it), or None when only the full model ran."""
     mine = [r.depth for r in rows if r.model == rows[0].model and r.depth < r.n_layers]
     return max(mine) if mine else None
+
+
+def depth_sentence(rows: Sequence[DepthRow]) -> str:
+    """Which stitched depths each model ran and how they were chosen (`DepthChoice.describe`), in model order."""
+    choices = {r.model: r.choice for r in rows if r.choice is not None}
+    return " ".join(c.describe() for c in choices.values())
 
 
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")

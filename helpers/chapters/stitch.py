@@ -10,6 +10,7 @@ from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import readable
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost, model_cost
+from helpers.evaluation.critical import SweepSettings, store_critical
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths
 from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import PairedDifference, paired_difference, percent_with_interval
@@ -54,11 +55,13 @@ def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | Non
 
 def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequence[str], depths: Sequence[int] | None,
           depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
-          shots: int, batch_size: int, span: int | None = None) -> dict[str, Sweep]:
+          shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None
+          ) -> dict[str, Sweep]:
     """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method.
 
     `depths` (absolute, shared by every model) wins over `span` (the last `span` depths below each model's L),
-    which wins over the cut-point range with `depth_step`."""
+    which wins over the cut-point range with `depth_step`. With `critical` (these same settings, as chapter 03's
+    parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by."""
     sweeps = {}
     for name in models:
         model, tokenizer, info = load_model(name)
@@ -76,6 +79,8 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
         for (method, depth), by_name in swept.items():
             records = [samples[0] for samples in by_name["greedy"]]
             acc[method][depth], outputs[method][depth] = accuracy(records), records
+        if critical is not None and "stitch" in acc:
+            store_critical(model, critical, acc["stitch"], len(problems))
         shallow = {(m, d): at_depth(model, d, m) for m, d in swept}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all

@@ -22,16 +22,19 @@ def search_order(problems: Sequence[Problem], search_problems: int | None) -> li
     return interleaved(problems, None)
 
 
-def search_limits(depth: int, n_layers: int, search_problems: int | None) -> dict[str, int]:
+def search_limits(depth: int, n_layers: int, search_problems: int | None, truncated: bool = True) -> dict[str, int]:
     """Which decodes run on the first `search_problems` problems only, at `depth`: the searches off the headline.
 
     The headline, MH at a stitched depth against greedy at the full depth, runs on every problem, as do the cheap
-    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. One
-    function, so that chapter 05 reads exactly the records chapter 04 wrote.
+    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. Where no
+    truncated depth runs (`truncated` False: a model whose critical depth is its full depth), the headline is MH at
+    the full depth, on every problem. One function, so that chapter 05 reads exactly the records chapter 04 wrote.
     """
     if search_problems is None:
         return {}
-    return {"power": search_problems, "smc": search_problems} if depth == n_layers else {"smc": search_problems}
+    if depth == n_layers and truncated:
+        return {"power": search_problems, "smc": search_problems}
+    return {"smc": search_problems}
 
 
 def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int | None
@@ -40,7 +43,7 @@ def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int
     the full depth and each of `depths` (None: the depth just below it). Pass it to `sample_at_depths` as the
     variants and their limits; both chapters do, so they read the same records."""
     order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
-    return {("stitch", d): search_limits(d, n_layers, search_problems) for d in order}
+    return {("stitch", d): search_limits(d, n_layers, search_problems, truncated=len(order) > 1) for d in order}
 
 
 def _noise_word(d: PairedDifference) -> str:

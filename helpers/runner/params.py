@@ -44,7 +44,7 @@ class Domain:
         else:
             span = ""
         what = {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false",
-                "list": "a list"}[self.kind]
+                "list": "a list", "dict": "a mapping"}[self.kind]
         return " ".join(p for p in (what, span) if p) + (f" (or null: {self.null})" if self.null else "")
 
 
@@ -98,6 +98,8 @@ DOMAINS: dict[str, Domain] = {
     "collapse_fraction": Domain("critical depth: from here on accuracy stays above this share of the full "
                                 "model's", "float", **FRACTION),
     "depths": Domain("stitched depths tried", "list", null="the depth just below the full model"),
+    "critical_sweep": Domain("chapter 03's settings that stored each model's critical depth (the runner sets them "
+                             "from the profile)", "dict"),
     "alpha": Domain("the power of the target p^alpha (its range: helpers.samplers.target.Target)", "float"),
     "block_size": Domain("tokens per MH block (its range: PowerConfig)", "int", **COUNT_MAX),
     "mcmc_steps": Domain("MH steps per block (its range: PowerConfig)", "int"),
@@ -159,18 +161,21 @@ def _kind(value) -> str:
         return "str"
     if isinstance(value, list):
         return "list"
+    if isinstance(value, dict):
+        return "dict"
     return type(value).__name__
 
 
 def _a(kind: str) -> str:
     return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-            "list": "a list"}.get(kind, f"a {kind}")
+            "list": "a list", "dict": "a mapping"}.get(kind, f"a {kind}")
 
 
 def check_value(stem: str, name: str, value, default) -> None:
     """Check one parameter against its declared domain, its notebook's literal default (the schema) and the rules of
     the code that uses it."""
-    allowed = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",), "str": ("str",), "list": ("list",)}
+    allowed = {"int": ("int",), "float": ("float", "int"), "bool": ("bool",), "str": ("str",), "list": ("list",),
+               "dict": ("dict",)}
     want = _kind(default)
     where = f"{stem}: parameter {name!r} = {value!r}"
     if value is None:
@@ -195,6 +200,15 @@ def check_value(stem: str, name: str, value, default) -> None:
         raise RunError(f"{where}: {what} must be 0 or more.")
     if name in LIST_RANGES or name in LIST_CHOICES:
         _check_list(where, name, value)
+    if name == "depths":
+        _check_depth_entries(where, value)
+    if name == "critical_sweep" and isinstance(value, dict):
+        from helpers.evaluation.critical import SweepSettings
+
+        try:
+            SweepSettings.from_parameters(value)
+        except ValueError as err:
+            raise RunError(f"{where}: {err}") from None
     if name == "dtype":
         from helpers.models.precision import check
 
@@ -207,7 +221,6 @@ def check_value(stem: str, name: str, value, default) -> None:
 
 LIST_RANGES = {  # list parameters of integers: (lowest, highest) entry, and what an entry is
     "levels": (1, 100, "a difficulty level"), "sweep_levels": (1, 100, "a difficulty level"),
-    "depths": (1, MAX_COUNT, "a number of blocks to keep"),
     "sweep_steps": (0, 1000, "a number of MH steps per block"), "toy_steps": (0, 1000, "a number of MH steps per block"),
     "toy_particles": (1, 1024, "a particle count"),
 }
@@ -228,15 +241,32 @@ def _choices(name: str) -> tuple[str, ...]:
     return COMPONENTS
 
 
+def _check_depth_entries(where: str, value) -> None:
+    """`depths`: null, or a non-empty list of numbers of blocks and names relative to chapter 03's critical depth."""
+    from helpers.evaluation.critical import parse_depth
+
+    if value is None:
+        return
+    if not isinstance(value, list) or not value:
+        raise RunError(f"{where}: give a non-empty list of depths, e.g. [23] or [critical, critical-1], or null (the "
+                       "depth just below the full model).")
+    for entry in value:
+        try:
+            relative, number = parse_depth(entry)
+        except ValueError as err:
+            raise RunError(f"{where}: {err}.") from None
+        if not relative and not 1 <= number <= MAX_COUNT:
+            raise RunError(f"{where}: a depth is a number of blocks to keep, an integer from 1 to {MAX_COUNT:,}, "
+                           f"not {number}.")
+
+
 def _check_list(where: str, name: str, value) -> None:
     """A list parameter, entry by entry: a non-empty list of integers in range, or of known names."""
     if name in LIST_RANGES:
         lo, hi, what = LIST_RANGES[name]
-        example = "[23]" if name == "depths" else f"[{lo}, {lo + 1}]"
         if not isinstance(value, list) or not value or any(_kind(v) != "int" or not lo <= v <= hi for v in value):
-            none = " or null (the depth just below the full model)" if name == "depths" else ""
             raise RunError(f"{where}: give a non-empty list, each entry {what}, an integer from {lo:,} to {hi:,}, "
-                           f"e.g. {example}{none}.")
+                           f"e.g. [{lo}, {lo + 1}].")
         return
     choices = _choices(name)
     if not isinstance(value, list) or not value or any(not isinstance(v, str) or v not in choices for v in value):
@@ -300,14 +330,21 @@ def _check_context(job: Job, literal: dict) -> None:
                            f"{context:,} tokens, prompt included; use at most {context // 2:,}.")
 
 
-def check_job(job: Job, defaults: dict) -> None:
-    """Every parameter of a job against the notebook's schema, and the levels against the arithmetic benchmark."""
+def literal_defaults(defaults: dict) -> dict:
+    """A notebook's parameter defaults as values (papermill gives each as its source text); those that are not
+    literals are left out."""
     literal = {}
-    for name, text in defaults.items():  # papermill gives each default as its source text
+    for name, text in defaults.items():
         try:
             literal[name] = ast.literal_eval(text) if isinstance(text, str) else text
         except (ValueError, SyntaxError):
             continue  # not a literal: nothing to check against
+    return literal
+
+
+def check_job(job: Job, defaults: dict) -> None:
+    """Every parameter of a job against the notebook's schema, and the levels against the arithmetic benchmark."""
+    literal = literal_defaults(defaults)
     for name, value in job.parameters.items():
         if name in literal:
             check_value(job.stem, name, value, literal[name])
@@ -354,12 +391,18 @@ def _check_depths(job: Job, literal: dict) -> None:
     models = job.parameters.get("models", literal.get("models"))
     if not isinstance(depths, list) or not isinstance(models, list):
         return
+    from helpers.evaluation.critical import parse_depth
+
+    fixed = [d for d in depths if not parse_depth(d)[0]]  # relative ones are resolved, and checked, per model
+    if len(fixed) < len(depths) and "critical_sweep" not in literal:
+        raise RunError(f"{job.stem}: depths {depths}: this chapter's depths are numbers of blocks; depths relative to "
+                       "the critical depth ('critical', 'critical-1') are for the chapters that read it (04, 05).")
     methods = job.parameters.get("methods", literal.get("methods")) or ["stitch"]
     for name in models:
         blocks = getattr(KNOWN_MODELS.get(name), "blocks", None)
         for method in methods if blocks else []:
             outside = []
-            for d in depths:
+            for d in fixed:
                 try:
                     kept_blocks(blocks, d, method)  # the truncation's own rule for valid depths
                 except ValueError as err:

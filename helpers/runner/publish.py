@@ -30,13 +30,15 @@ def record_shape(experiment: str, config: dict) -> Any:
     checks it when reading; a ReleaseError for an experiment no code of the book stores."""
     from helpers.chapters.effective_depth import ERASURE_SHAPE
     from helpers.chapters.power_sampling import TOY_SHAPE
+    from helpers.evaluation.critical import CRITICAL_SHAPE
     from helpers.evaluation.decodes import RECORD_SHAPE, SMC_SHAPE
     from helpers.interp.depth import PROFILE_SHAPE, SKIP_SHAPE
     from helpers.interp.studies import AGREEMENT_SHAPE, LENS_SHAPE
 
     shapes = {"decode": SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE, "logit_lens": LENS_SHAPE,
               "agreement": AGREEMENT_SHAPE, "depth_profile": PROFILE_SHAPE, "skip_effects": SKIP_SHAPE,
-              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE, "toy_convergence": TOY_SHAPE}
+              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE, "toy_convergence": TOY_SHAPE,
+              "critical_depth": CRITICAL_SHAPE}
     if experiment not in shapes:
         raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(shapes)} are released")
     return shapes[experiment]

@@ -23,7 +23,7 @@ from pathlib import Path
 from helpers.core import env
 from helpers.runner import front, glued
 from helpers.runner.execute import DOWNLOADS, execute, progress_line, pulse_log, write_student_notebook
-from helpers.runner.params import check_engines, check_job
+from helpers.runner.params import check_engines, check_job, literal_defaults
 from helpers.runner.profiles import (
     BOOK_FILES,
     CHAPTERS,
@@ -81,6 +81,7 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
                 where = ", ".join(pool)
                 raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
                                "parameters cell.")
+    sweep = _critical_sweep(spec, overrides) if any("critical_sweep" in p for p in known.values()) else None
     for stem, params in known.items():
         section = spec["notebooks"].get(stem, {}) or {}
         bad = sorted(set(section) - set(params))
@@ -91,10 +92,27 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
         values.update(section)
         values.update({k: v for k, v in overrides.items() if k in params})
         values["profile"] = profile if "profile" in params else values.get("profile")
+        if "critical_sweep" in params and "critical_sweep" not in {**section, **overrides}:
+            values["critical_sweep"] = sweep
         job = Job(stem, {k: v for k, v in values.items() if k in params})
         check_job(job, params)
         jobs.append(job)
     return jobs
+
+
+CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth
+
+
+def _critical_sweep(spec: dict, overrides: dict) -> dict:
+    """Chapter 03's settings in this run (its literal defaults, the profile's values, the -p overrides it defines),
+    as `helpers.evaluation.critical.SweepSettings` names them: chapters 04-05 find its stored critical depths by
+    them, whether or not chapter 03 runs in this run."""
+    from helpers.evaluation.critical import SweepSettings
+
+    params = notebook_parameters(CRITICAL_SOURCE)
+    values = {**literal_defaults(params), **{k: v for k, v in spec["parameters"].items() if k in params},
+              **(spec["notebooks"].get(CRITICAL_SOURCE) or {}), **{k: v for k, v in overrides.items() if k in params}}
+    return SweepSettings.from_parameters(values).key()
 
 
 PDF_NAME = "book.pdf"  # beside index.html

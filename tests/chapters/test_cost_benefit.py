@@ -125,9 +125,11 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     assert [p.level for p in order] == [1, 2, 3] and search_order(PROBLEMS, None) == PROBLEMS
     assert search_limits(4, 4, 2) == {"power": 2, "smc": 2} and search_limits(3, 4, 2) == {"smc": 2}
     assert search_limits(3, 4, None) == {}
+    assert search_limits(4, 4, 2, truncated=False) == {"smc": 2}  # no truncation: MH at full depth is the headline
     assert list(depth_plan(4, [2, 3, 4], 2).items()) == [  # deepest first, the full depth once
         (("stitch", 4), {"power": 2, "smc": 2}), (("stitch", 3), {"smc": 2}), (("stitch", 2), {"smc": 2})]
     assert depth_plan(4, None, None) == {("stitch", 4): {}, ("stitch", 3): {}}
+    assert depth_plan(4, [], 2) == {("stitch", 4): {"smc": 2}}  # only the full depth: MH there on every problem
     rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, search_problems=2, **SETTINGS)
     full, cut = rows
     assert (full.depth, cut.depth) == (4, 3)

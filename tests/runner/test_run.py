@@ -181,13 +181,39 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
     """Chapter 05 reads chapter 04's records from the store; different settings would silently decode anew."""
     decode_keys = {"models", "dataset", "n_problems", "levels", "shots", "seed", "depths", "alpha", "block_size",
                    "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds", "smc_particles", "smc_block_size",
-                   "smc_ess_threshold", "smc_bridge_tokens", "search_problems", "engine"}
+                   "smc_ess_threshold", "smc_bridge_tokens", "search_problems", "engine", "critical_sweep"}
     from helpers.runner.profiles import notebook_parameters
 
     for profile in ("smoke", "default", "full", "paper"):
         jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
         four, five = jobs["04_power_sampling"], jobs["05_cost"]
         assert {k: four.get(k) for k in decode_keys} == {k: five.get(k) for k in decode_keys}, profile
+
+
+def test_chapters_04_and_05_find_chapter_03s_critical_depths_by_its_own_settings():
+    """The runner hands chapters 04-05 the settings chapter 03 stores its critical depths under, -p included, whether
+    or not chapter 03 is part of the run; the notebooks' literal value is chapter 03's literal defaults."""
+    from helpers.evaluation.critical import SweepSettings
+    from helpers.runner.params import literal_defaults
+    from helpers.runner.profiles import notebook_parameters
+
+    for profile, overrides in (("smoke", {}), ("default", {}), ("full", {}), ("smoke", {"n_problems": 3})):
+        jobs = {j.stem: j.parameters for j in plan(profile, overrides)}
+        three = {**literal_defaults(notebook_parameters("03_stitch_and_preserve")), **jobs["03_stitch_and_preserve"]}
+        own = SweepSettings.from_parameters(three).key()
+        assert jobs["04_power_sampling"]["critical_sweep"] == jobs["05_cost"]["critical_sweep"] == own, profile
+        (alone,) = plan(profile, overrides, only="04_power_sampling")
+        assert alone.parameters["critical_sweep"] == own
+    literal = SweepSettings.from_parameters(literal_defaults(notebook_parameters("03_stitch_and_preserve"))).key()
+    for stem in ("04_power_sampling", "05_cost"):
+        assert literal_defaults(notebook_parameters(stem))["critical_sweep"] == literal, stem
+
+
+def test_relative_depths_are_for_chapters_04_and_05_only():
+    (four,) = plan("smoke", {"depths": ["critical", "critical-1"]}, only="04_power_sampling")
+    assert four.parameters["depths"] == ["critical", "critical-1"]
+    with pytest.raises(RunError, match=r"03_stitch_and_preserve: .*numbers of blocks"):
+        plan("smoke", {"depths": ["critical"]}, only="03_stitch_and_preserve")
 
 
 def test_the_closing_table_lists_time_and_records():

@@ -1,0 +1,158 @@
+"""Each model's critical depth as data: chapter 03 stores it, chapters 04-05 name depths relative to it.
+
+The critical depth (`helpers.models.truncation.critical_depth`) is a property of a model *and* of the sweep that
+measured it: its problems, solution length, the depths swept and the collapse share. `SweepSettings` holds exactly
+those, keys the stored record, and travels from chapter 03's parameters to chapters 04-05 (the runner passes it as
+`critical_sweep`), so `depths: [critical, critical-1]` means the same depths for every model whose sweep ran, and a
+second model needs no hand-copied constant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from helpers.results.identity import model_identity
+from helpers.results.store import Run
+
+CRITICAL = "critical"
+_RELATIVE = re.compile(r"^critical\s*(?:([+-])\s*(\d+))?$")
+CRITICAL_SHAPE = {"depth": (int, type(None)), "full_accuracy": float, "accuracy": dict, "n_problems": int}
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Chapter 03's settings that decide a model's critical depth (not its batch size, nor its other analyses)."""
+
+    dataset: str
+    n_problems: int
+    levels: tuple[int, ...] | None
+    seed: int
+    shots: int
+    max_new_tokens: int
+    depths: tuple[int, ...] | None
+    span: int | None
+    depth_step: int
+    kl_fraction: float
+    overlap_threshold: float
+    collapse_fraction: float
+
+    @classmethod
+    def from_parameters(cls, values: Mapping) -> SweepSettings:
+        """From chapter 03's parameters (a mapping that may hold others too); a clear error for a missing one."""
+        missing = [name for name in cls.__dataclass_fields__ if name not in values]
+        if missing:
+            raise ValueError(f"chapter 03's sweep settings lack {', '.join(missing)}: give every one of "
+                             f"{', '.join(cls.__dataclass_fields__)}")
+
+        def tupled(v):
+            return tuple(v) if isinstance(v, list | tuple) else v
+
+        return cls(**{name: tupled(values[name]) for name in cls.__dataclass_fields__})
+
+    def key(self) -> dict:
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+
+
+def critical_run(model, settings: SweepSettings) -> Run:
+    """The store of `model`'s critical depth under chapter 03's `settings` (one record, unit 'stitch')."""
+    return Run("critical_depth", {**model_identity(model), **settings.key()}, shape=CRITICAL_SHAPE)
+
+
+def store_critical(model, settings: SweepSettings, accuracy: Mapping[int, float], n_problems: int) -> int | None:
+    """Record the stitched sweep's accuracy by depth and the critical depth it gives (chapter 03 calls this); the
+    stored value, which is the one computed unless an earlier run stored it already."""
+    from helpers.models.truncation import critical_depth
+
+    full = accuracy[max(accuracy)]
+    record = critical_run(model, settings).compute("stitch", lambda: {
+        "depth": critical_depth(dict(accuracy), full, settings.collapse_fraction), "full_accuracy": float(full),
+        "accuracy": {str(d): float(a) for d, a in sorted(accuracy.items())}, "n_problems": n_problems})
+    return record["depth"]
+
+
+class CriticalDepthMissing(LookupError):
+    """Chapter 03 has not stored the critical depth these depths are relative to."""
+
+
+def stored_critical(model, settings: SweepSettings) -> int | None:
+    """`model`'s critical depth as chapter 03 stored it under `settings`; CriticalDepthMissing when it has not."""
+    record = critical_run(model, settings).get("stitch")
+    if record is None:
+        name = model_identity(model)["model"]
+        raise CriticalDepthMissing(
+            f"chapter 03 has not stored the critical depth of {name} under these settings (its problems, solution "
+            f"length, depths and collapse share); run chapter 03 with {name} among its models first: "
+            "python -m helpers run --profile PROFILE --only 03_stitch_and_preserve")
+    return record["depth"]
+
+
+def parse_depth(entry: object) -> tuple[bool, int]:
+    """(relative, value) of one `depths` entry: an integer number of blocks, or 'critical', 'critical+k',
+    'critical-k'; a ValueError that says what is allowed otherwise."""
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        return False, entry
+    match = _RELATIVE.match(entry.strip()) if isinstance(entry, str) else None
+    if match is None:
+        raise ValueError(f"a depth is a number of blocks (e.g. 23) or relative to chapter 03's critical depth "
+                         f"('critical', 'critical+1', 'critical-1'), not {entry!r}")
+    sign, k = match.groups()
+    return True, (int(k) if sign == "+" else -int(k)) if k else 0
+
+
+def is_relative(depths: Sequence | None) -> bool:
+    """Whether any entry of `depths` names the critical depth."""
+    return any(parse_depth(d)[0] for d in depths or ())
+
+
+@dataclass(frozen=True)
+class DepthChoice:
+    """The stitched depths one model runs in chapters 04-05, and where they came from, for the page to say."""
+
+    model: str
+    n_layers: int
+    depths: tuple[int, ...]
+    critical: int | None  # chapter 03's critical depth (None: not stored, or the full model solves nothing)
+    relative: bool  # the profile named them relative to the critical depth
+
+    def describe(self) -> str:
+        """One sentence: which depths, chosen how, and whether a fixed choice agrees with chapter 03."""
+        listed = " and ".join(str(d) for d in self.depths)
+        where = f"{self.model}'s {self.n_layers} blocks"
+        if self.relative:
+            return (f"The depths tested on {where} follow chapter 03's critical depth, {self.critical}: "
+                    f"{listed} blocks.")
+        text = f"The profile fixed the depths tested on {where} at {listed}"
+        if self.critical is None:
+            return text + "; chapter 03 has stored no critical depth to compare them with."
+        if self.critical in self.depths:
+            return text + f", which include chapter 03's critical depth, {self.critical}."
+        return (text + f", but chapter 03 found this model's critical depth at {self.critical}: the fixed depths "
+                "disagree with the sweep, so the headline below is not at the critical depth.")
+
+
+def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
+                  settings: SweepSettings | None) -> DepthChoice:
+    """Resolve `depths` (None: the depth just below the full one; entries as `parse_depth`) for one model: relative
+    entries from chapter 03's stored critical depth (CriticalDepthMissing without it), fixed ones as given, each
+    checked to lie below the full depth."""
+    parsed = [parse_depth(d) for d in depths] if depths is not None else [(False, n_layers - 1)]
+    relative = any(r for r, _ in parsed)
+    critical = None
+    if settings is not None:
+        try:
+            critical = stored_critical(model, settings)
+        except CriticalDepthMissing:
+            if relative:
+                raise
+    if relative and critical is None:
+        raise CriticalDepthMissing(f"{name} solves none of chapter 03's problems at full depth, so it has no critical "
+                                   "depth to name depths by; give fixed depths instead")
+    if relative and settings is None:
+        raise CriticalDepthMissing("relative depths need chapter 03's sweep settings (critical_sweep)")
+    resolved = sorted({critical + v if r else v for r, v in parsed}, reverse=True)
+    outside = [d for d in resolved if not 2 <= d <= n_layers]
+    if outside:
+        raise ValueError(f"depths {depths} give {outside} for {name}, outside 2..{n_layers} (its blocks)")
+    return DepthChoice(name, n_layers, tuple(d for d in resolved if d < n_layers) or (), critical, relative)

@@ -1,0 +1,70 @@
+"""Critical depths as data: chapter 03 stores them, chapters 04-05 name depths by them, and a fixed depth that
+disagrees with the sweep is said on the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.chapters.power_sampling import compare_methods, depth_sentence
+from helpers.evaluation.critical import (
+    CriticalDepthMissing,
+    SweepSettings,
+    choose_depths,
+    parse_depth,
+    store_critical,
+    stored_critical,
+)
+from helpers.models.loading import load_model
+from tests.chapters.test_cost_benefit import SEARCHES, SETTINGS
+from tests.conftest import tiny_problems
+
+SWEEP = SweepSettings.from_parameters(dict(
+    dataset="arithmetic", n_problems=8, levels=[5, 6], seed=0, shots=2, max_new_tokens=160, depths=None, span=4,
+    depth_step=4, kl_fraction=0.5, overlap_threshold=0.3, collapse_fraction=0.5))
+
+
+@pytest.mark.parametrize(("entry", "parsed"), [(23, (False, 23)), ("critical", (True, 0)), ("critical-1", (True, -1)),
+                                               ("critical+2", (True, 2)), (" critical - 3 ", (True, -3))])
+def test_depth_entries_are_numbers_or_relative_to_the_critical_depth(entry, parsed):
+    assert parse_depth(entry) == parsed
+
+
+@pytest.mark.parametrize("entry", ["crit", "critical*2", "23", 2.5, True, None, "critical-"])
+def test_other_depth_entries_are_refused_with_what_is_allowed(entry):
+    with pytest.raises(ValueError, match="critical-1"):
+        parse_depth(entry)
+
+
+def test_settings_name_every_missing_field():
+    with pytest.raises(ValueError, match="collapse_fraction"):
+        SweepSettings.from_parameters({"dataset": "arithmetic"})
+
+
+def test_relative_depths_resolve_from_the_stored_critical_depth(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    model, _, info = load_model(str(tiny_dir))
+    with pytest.raises(CriticalDepthMissing, match="--only 03_stitch_and_preserve"):
+        choose_depths(model, "tiny", info.n_layers, ["critical"], SWEEP)  # chapter 03 has not run: said, not guessed
+    assert store_critical(model, SWEEP, {2: 0.1, 3: 0.5, 4: 0.8}, 16) == 3  # 0.5 >= half of 0.8, 0.1 is not
+    assert stored_critical(model, SWEEP) == 3
+    choice = choose_depths(model, "tiny", info.n_layers, ["critical", "critical-1", "critical+1"], SWEEP)
+    assert choice.depths == (3, 2) and choice.relative and choice.critical == 3  # critical+1 is the full model
+    assert "follow chapter 03's critical depth, 3" in choice.describe()
+    other = SweepSettings.from_parameters({**SWEEP.key(), "collapse_fraction": 0.8})
+    with pytest.raises(CriticalDepthMissing):  # another rule's critical depth is another record
+        choose_depths(model, "tiny", info.n_layers, ["critical"], other)
+    with pytest.raises(ValueError, match=r"outside 2\.\.4"):
+        choose_depths(model, "tiny", info.n_layers, ["critical-2"], SWEEP)
+
+
+def test_a_fixed_depth_that_disagrees_with_chapter_03_is_reported(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    model, _, info = load_model(str(tiny_dir))
+    fixed = choose_depths(model, "tiny", info.n_layers, [2], SWEEP)
+    assert fixed.critical is None and "no critical depth to compare" in fixed.describe()
+    store_critical(model, SWEEP, {2: 0.1, 3: 0.5, 4: 0.8}, 16)
+    assert "which include chapter 03's critical depth, 3" in choose_depths(model, "tiny", 4, [3], SWEEP).describe()
+    rows = compare_methods([str(tiny_dir)], tiny_problems(), [2], SEARCHES, critical_sweep=SWEEP.key(), **SETTINGS)
+    assert {r.depth for r in rows} == {4, 2}
+    sentence = depth_sentence(rows)
+    assert "fixed the depths" in sentence and "critical depth at 3" in sentence and "disagree" in sentence
