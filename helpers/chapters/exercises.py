@@ -107,6 +107,11 @@ def check_depth_rule(rule: Callable[[Sequence[float], float], int], seed: int = 
     return f"passed on {n} curves and thresholds"
 
 
+def _quoted(n: int) -> str:
+    """An integer as a message quotes it: itself, or its size where it has too many digits to print."""
+    return str(n) if abs(n) < 10**30 else f"an integer of about {int(n.bit_length() * 0.30103) + 1:,} digits"
+
+
 def _check_rule_once(rule, curve, nats) -> int:
     got, want = _call(rule, list(curve), nats), kl_below(curve, nats)
     if got is None:
@@ -114,6 +119,10 @@ def _check_rule_once(rule, curve, nats) -> int:
                                "is a `return` missing?")
     if isinstance(got, bool) or not isinstance(got, int | np.integer):
         raise StudentCodeError(f"the rule must return an integer layer, got {got!r} ({type(got).__name__})")
+    if not -1 <= got < len(curve):  # said before any message quotes it: Python will not print a huge integer
+        raise StudentCodeError(f"the rule returned {_quoted(int(got))}, outside -1..{len(curve) - 1} (the layers of "
+                               f"a {len(curve)}-layer KL curve): it must return a layer of the curve, or -1 where none "
+                               "is below the threshold")
     assert got == want, (f"on the KL curve {np.round(curve, 2).tolist()} with {nats} nats: got {got}, "
                          f"expected {want} (the first layer before the last whose KL is below it, or -1)")
     return 1

@@ -85,7 +85,10 @@ def write(chapters_dir: Path, stems: list[str]) -> list[dict]:
 
 def _same(a, b, rel: float) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-        return math.isclose(a, b, rel_tol=rel, abs_tol=rel) or (math.isnan(a) and math.isnan(b))
+        try:
+            return math.isclose(a, b, rel_tol=rel, abs_tol=rel) or (math.isnan(a) and math.isnan(b))
+        except OverflowError:  # an integer past float's range: only an exact match is the same value
+            return a == b
     return a == b
 
 

@@ -56,6 +56,8 @@ def _endless(n, d):
     (lambda kl, nats: "2", "must return an integer layer, got '2'"),
     (lambda kl, nats: 1 / 0, "raised ZeroDivisionError"),
     (_forever, "did not finish within 0.5 seconds"),
+    (lambda kl, nats: 10**5000, "returned an integer of about 5,001 digits, outside -1"),
+    (lambda kl, nats: len(kl), "outside -1"),
 ])
 def test_a_students_rule_that_fails_in_its_own_way_gets_a_sentence(student, fragment):
     from helpers.chapters.exercises import StudentCodeError

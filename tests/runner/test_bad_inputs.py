@@ -504,6 +504,24 @@ def test_glued_diff_refuses_what_is_not_a_build(case, content, fragment, tmp_pat
     assert status == 2 and fragment in err and "Traceback" not in err, f"{case}: {err}"
 
 
+def test_glued_diff_compares_integers_past_floats_range_exactly(tmp_path, capsys):
+    """A 400-digit integer is valid JSON and a valid glued value; it is the same only where it is equal."""
+    big = 10**400
+    for name, value in (("before", big), ("same", big), ("after", big + 1), ("float", 1.5)):
+        (tmp_path / f"{name}.json").write_text(f'[{{"chapter": "c", "name": "a", "value": {value}}}]')
+    status, err = _main(["glued-diff", str(tmp_path / "before.json"), str(tmp_path / "same.json")], capsys)
+    assert status == 0 and "Traceback" not in err, err
+    for other in ("after", "float"):
+        status, err = _main(["glued-diff", str(tmp_path / "before.json"), str(tmp_path / f"{other}.json")], capsys)
+        assert "Traceback" not in err and "OverflowError" not in err, err
+    from helpers.runner.glued import diff
+
+    rows = [{"chapter": "c", "name": "a", "value": big}]
+    assert diff(rows, rows)["changed"] == []
+    assert len(diff(rows, [{"chapter": "c", "name": "a", "value": big + 1}])["changed"]) == 1
+    assert len(diff(rows, [{"chapter": "c", "name": "a", "value": 1.5}])["changed"]) == 1
+
+
 @pytest.mark.parametrize("notebook", ['{"cells": 5}', '{"cells": [{"outputs": 3}]}', "[1]"])
 def test_glued_diff_on_a_folder_whose_notebook_is_malformed_says_which(notebook, tmp_path, capsys):
     (tmp_path / "01_effective_depth.ipynb").write_text(notebook)
