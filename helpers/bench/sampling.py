@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_generate_decode": 1.0,
                     "power_vs_plain": 0.95}
 # Power sampling's decoding rate on Qwen2.5-Coder-0.5B in float32 at the book's batch (64 rows or more): half of
-# what the matrix unit of 2 Zen 3 cores allows that model (about 180 tokens/s), issue 36.
+# what the matrix unit of 2 Zen 3 cores allows that model (about 180 tokens/s).
 DECODE_RATE_TARGET = {"model": "qwen2.5-coder-0.5b", "dtype": "float32", "min_rows": 64, "tokens_per_second": 90.0}
 ENGINE_TARGET = {"vllm_power_vs_transformers_power": 1.5}  # decoded tokens per second, exact mode, same dtype
 

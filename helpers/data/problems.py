@@ -59,7 +59,7 @@ class Level:
     ops: tuple[str, ...]
 
 
-# Calibrated on qwen2.5-coder-0.5b (greedy, two worked examples; issue 10 and chapter 02 give the numbers):
+# Calibrated on qwen2.5-coder-0.5b (greedy, two worked examples; chapter 02's level table gives the numbers):
 # levels 1-3 are one step and solved almost always, 4-6 take three or four steps (the 40-75% band that
 # chapters 03-04 use is 5-6), and 7 has larger numbers, which the model mostly fails. Levels 1-3 are the
 # smoke profile's and keep the wording and numbers they always had.
