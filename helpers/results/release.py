@@ -233,8 +233,7 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
     manifest = read_manifest(root) if (root / MANIFEST).is_file() else Manifest(root)
     released = {(e, h): {json.loads(line)["key"] for rel in rels for line in file_lines(root, rel, manifest.files[rel])}
                 for (e, h), rels in manifest.runs().items()}
-    name = f"b{len(manifest.batches) + 1:03d}"
-    batch = Batch(name)
+    batch = Batch("")
     wanted = set(experiments) if experiments is not None else None
     new: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for path in sorted(store.glob("*/*.jsonl")):
@@ -261,19 +260,25 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
             seen.add(record["key"])
             new[(experiment, run_hash)].append(record)
             batch.added[experiment] += 1
+    batch.name = name = batch_name(new)
     if batch.refused or dry_run or not new:
         return batch
+    if name in manifest.batches:
+        raise ReleaseError(f"batch {name} is in the manifest already: these records were released before")
     seconds: Counter = Counter()
     counts: Counter = Counter()
+    staged: list[tuple[Path, Path]] = []
     for (experiment, run_hash), records in sorted(new.items()):
         rel = f"{RECORDS}/{experiment}/{run_hash}.{name}.jsonl.gz"
+        if rel in manifest.files:
+            raise ReleaseError(f"{root / rel} is released already; a released file is never rewritten")
         text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
         blob = gzip.compress(text, mtime=0)
         target = root / rel
-        if target.exists():
-            raise ReleaseError(f"{target} exists already; a released file is never rewritten")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(blob)
+        part = target.with_name(target.name + f".part{os.getpid()}")
+        part.write_bytes(blob)
+        staged.append((part, target))
         manifest.files[rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "records": len(records),
                                "experiment": experiment, "config_hash": run_hash, "batch": name,
                                "bytes": len(blob)}
@@ -292,7 +297,32 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         "dtypes": dict(Counter(str(r["config"].get("dtype")) for r in records_all)),
         "experiments": dict(sorted(batch.added.items())),
     }
-    tmp = root / (MANIFEST + ".tmp")
+    # All or nothing: every file is written whole under a part name first, then moved into place, and the manifest,
+    # replaced in one step, comes last. Readers follow the manifest alone, so until it names them the new files are
+    # not released; an interrupted add leaves the release as it was (and at most unlisted files, which the next add
+    # of the same records replaces, as `unlisted` reports them).
+    for part, target in staged:
+        os.replace(part, target)
+    tmp = root / (MANIFEST + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(manifest.as_json(), indent=1, sort_keys=False) + "\n")
     os.replace(tmp, root / MANIFEST)
     return batch
+
+
+def batch_name(new: dict[tuple[str, str], list[dict]]) -> str:
+    """A batch's name from its content: the day and a digest of its runs and record keys, so that two branches that
+    each add a batch name them apart (a counter would give both the same name), and adding the same records again
+    after an interruption gives the same name."""
+    digest = hashlib.sha256()
+    for (experiment, run_hash), records in sorted(new.items()):
+        for key in sorted(r["key"] for r in records):
+            digest.update(f"{experiment}/{run_hash}/{key}\n".encode())
+    return f"b{time.strftime('%Y%m%d')}-{digest.hexdigest()[:8]}"
+
+
+def unlisted(root: Path) -> list[str]:
+    """Files under the release's records/ that its manifest does not list: what an interrupted add left behind.
+    They are never read (the manifest is the release)."""
+    manifest = read_manifest(root)
+    return sorted(str(p.relative_to(root)) for p in (root / RECORDS).rglob("*")
+                  if p.is_file() and str(p.relative_to(root)) not in manifest.files)

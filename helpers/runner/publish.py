@@ -14,6 +14,7 @@ from typing import Any
 
 from helpers.core import env
 from helpers.core.jsonfile import JSONFileError, read_json
+from helpers.core.numbers import counted
 from helpers.results.release import (
     Batch,
     ReleaseError,
@@ -21,6 +22,7 @@ from helpers.results.release import (
     file_lines,
     read_manifest,
     release_root,
+    unlisted,
 )
 from helpers.results.store import conforms, results_root, shape_sizes
 
@@ -160,4 +162,9 @@ def status(root: Path | None = None) -> str:
                      f"{batch.get('added')}, on {machine.get('cpu')} ({', '.join(machine.get('flags', []))}); "
                      f"by chapter {batch.get('records_by_chapter')}; compute seconds "
                      f"{batch.get('compute_seconds_by_chapter')}")
+    debris = unlisted(root)
+    if debris:
+        lines.append(f"  {counted(len(debris), 'file')} under records/ that the manifest does not list (left by an "
+                     "interrupted add; never read, safe to delete): " + ", ".join(debris[:5])
+                     + (", ..." if len(debris) > 5 else ""))
     return "\n".join(lines)

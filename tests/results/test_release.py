@@ -40,7 +40,7 @@ def released(tmp_path, tiny, monkeypatch):
     root.mkdir()
     _decode(model, tokenizer, tiny_problems(), GREEDY, store)
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
-    assert not batch.refused and sum(batch.added.values()) == 2 and batch.name == "b001"
+    assert not batch.refused and sum(batch.added.values()) == 2 and batch.name.startswith("b")
     monkeypatch.setenv(env.RELEASE, str(root))
     return model, tokenizer, store, root
 
@@ -69,16 +69,62 @@ def test_a_batch_only_adds_files_and_the_manifest_says_what_computed_them(releas
     model, tokenizer, store, root = released
     manifest = read_manifest(root)
     first = {rel: (root / rel).read_bytes() for rel in manifest.files}
-    assert manifest.batches["b001"]["commit"] == "abc1234" and manifest.batches["b001"]["machine"]["cores"]
+    (first_name,) = manifest.batches
+    assert manifest.batches[first_name]["commit"] == "abc1234" and manifest.batches[first_name]["machine"]["cores"]
     assert manifest.records() == 2
     again = add_batch(store, root, commit="def5678", check=RecordCheck())  # nothing new
     assert again.already == 2 and not again.added and len(read_manifest(root).batches) == 1
     _decode(model, tokenizer, tiny_problems(), POWER, store)  # new records: a second batch of new files
     second = add_batch(store, root, commit="def5678", check=RecordCheck())
     manifest = read_manifest(root)
-    assert second.name == "b002" and sum(second.added.values()) == 2 and manifest.records() == 4
+    assert second.name not in (first_name, "") and sum(second.added.values()) == 2 and manifest.records() == 4
     assert all((root / rel).read_bytes() == blob for rel, blob in first.items())  # never rewritten
-    assert {e["batch"] for e in manifest.files.values()} == {"b001", "b002"}
+    assert {e["batch"] for e in manifest.files.values()} == {first_name, second.name}
+
+
+def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
+    """Files first, the manifest last and in one step: an add stopped before the manifest changes nothing a reader
+    or `release status` sees, and the same add afterwards succeeds."""
+    import os
+
+    from conftest import tiny_problems
+
+    import helpers.results.release as release
+    from helpers.runner.publish import status
+
+    model, tokenizer, store, root = released
+    before, said = (root / "manifest.json").read_bytes(), status(root)
+    _decode(model, tokenizer, tiny_problems(), POWER, store)
+    real = os.replace
+
+    def interrupted(src, dst):
+        if str(dst).endswith("manifest.json"):
+            raise KeyboardInterrupt  # the moment after every file is in place, before the manifest names them
+        return real(src, dst)
+
+    monkeypatch.setattr(release.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        add_batch(store, root, commit="def5678", check=RecordCheck())
+    monkeypatch.setattr(release.os, "replace", real)
+    assert (root / "manifest.json").read_bytes() == before
+    assert status(root).splitlines()[:2] == said.splitlines()[:2] and "does not list" in status(root)
+    again = add_batch(store, root, commit="def5678", check=RecordCheck())
+    assert sum(again.added.values()) == 2 and read_manifest(root).records() == 4
+    assert all(rel in read_manifest(root).files for rel in again.files)
+
+
+def test_batch_names_come_from_their_content_so_two_branches_do_not_collide(tiny, tmp_path):
+    """Two stores that each add different records to the same release name their batches apart."""
+    from conftest import tiny_problems
+
+    model, tokenizer, _ = tiny
+    names = []
+    for settings in (GREEDY, POWER):
+        store, root = tmp_path / settings.method / "store", tmp_path / settings.method / "release"
+        root.mkdir(parents=True)
+        _decode(model, tokenizer, tiny_problems(), settings, store)
+        names.append(add_batch(store, root, commit="x", check=RecordCheck(), dry_run=True).name)
+    assert names[0] != names[1] and all(n.startswith("b") for n in names)
 
 
 def test_a_record_whose_key_lies_about_its_settings_is_refused_and_nothing_is_released(released, tmp_path):
