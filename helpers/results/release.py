@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import json
 import os
-import platform
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -32,11 +31,11 @@ from typing import Any
 from helpers.core import env
 from helpers.core.jsonfile import JSONFileError, read_json
 from helpers.results.identity import config_hash
+from helpers.results.origin import machine
 
 MANIFEST = "manifest.json"
 RECORDS = "records"
 FORMAT = 1
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")  # the flags that change kernels
 
 
 class ReleaseError(RuntimeError):
@@ -175,21 +174,6 @@ def _lines(root: Path, rel: str, entry: dict) -> list[bytes]:
 # --------------------------------------------------------------------------------------------------
 
 
-def machine() -> dict:
-    """The machine a batch was computed on: processor, the flags that change kernels, cores."""
-    flags: set[str] = set()
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return {"cpu": model, "flags": [f for f in CPU_FLAGS if f in flags], "cores": os.cpu_count()}
-
-
 def record_problem(record: Any, path: Path) -> str | None:
     """What is wrong with one stored record read from `path` (`<experiment>/<hash>.jsonl`), or None."""
     if not isinstance(record, dict) or not isinstance(record.get("key"), str) or "result" not in record:
@@ -287,8 +271,17 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         counts[owner] += len(records)
         seconds[owner] += sum(float(r["seconds"]) for r in records)
     records_all = [r for rs in new.values() for r in rs]
+    origins = [r["origin"] for r in records_all if isinstance(r.get("origin"), dict)]
+    commits = sorted({str(o.get("commit")) + ("+changes" if o.get("dirty") else "") for o in origins})
+    machines = [json.loads(m) for m in sorted({json.dumps(o.get("machine"), sort_keys=True) for o in origins})]
     manifest.batches[name] = {
-        "commit": commit, "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
+        # where the records were computed, from their own origins; the adder's commit and machine for records that
+        # carry none (stored before records carried their origin)
+        "commit": commits[0] if len(commits) == 1 and len(origins) == len(records_all) else commit,
+        "computed_at": commits if origins else [commit], "computed_on": machines or [machine()],
+        "records_without_origin": len(records_all) - len(origins),
+        "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "added_on": machine(),
+        "machine": machines[0] if len(machines) == 1 and len(origins) == len(records_all) else machine(),
         "records": sum(counts.values()), "records_by_chapter": dict(sorted(counts.items())),
         "compute_seconds_by_chapter": {c: round(s, 1) for c, s in sorted(seconds.items())},
         "versions": [json.loads(v) for v in sorted({json.dumps(r.get("versions"), sort_keys=True) for r in records_all})],

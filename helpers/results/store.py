@@ -23,6 +23,7 @@ from filelock import FileLock, Timeout
 from helpers.core import env
 from helpers.core.numbers import counted
 from helpers.results.identity import _canonical, config_hash
+from helpers.results.origin import origin
 
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
@@ -349,7 +350,7 @@ class Run:
         """Append one finished unit at once (flushed and synced), so nothing is lost if the run stops."""
         record = {"key": key, "config_hash": self.hash, "experiment": self.experiment,
                   "model": self.config.get("model"), "seed": seed if seed is not None else self.config.get("seed"),
-                  "config": self.config, "versions": versions(), "seconds": round(seconds, 4),
+                  "config": self.config, "versions": versions(), "origin": origin(), "seconds": round(seconds, 4),
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "result": _canonical(result)}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self.locked():

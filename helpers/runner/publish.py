@@ -158,10 +158,13 @@ def status(root: Path | None = None) -> str:
     lines = [f"release {root}: {manifest.records()} records in {len(manifest.files)} files, {size / 1e6:.2f} MB"]
     for name, batch in manifest.batches.items():
         machine = batch.get("machine", {})
-        lines.append(f"  batch {name}: {batch.get('records')} records, commit {batch.get('commit')}, added "
-                     f"{batch.get('added')}, on {machine.get('cpu')} ({', '.join(machine.get('flags', []))}); "
+        commits = batch.get("computed_at") or [batch.get("commit")]
+        lines.append(f"  batch {name}: {batch.get('records')} records, computed at {', '.join(map(str, commits))} on "
+                     f"{machine.get('cpu')} ({', '.join(machine.get('flags', []))}), added {batch.get('added')}; "
                      f"by chapter {batch.get('records_by_chapter')}; compute seconds "
-                     f"{batch.get('compute_seconds_by_chapter')}")
+                     f"{batch.get('compute_seconds_by_chapter')}"
+                     + (f"; {batch['records_without_origin']} stored before records carried their origin (commit and "
+                        "machine as the adder gave them)" if batch.get("records_without_origin") else ""))
     debris = unlisted(root)
     if debris:
         lines.append(f"  {counted(len(debris), 'file')} under records/ that the manifest does not list (left by an "

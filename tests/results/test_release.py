@@ -70,7 +70,10 @@ def test_a_batch_only_adds_files_and_the_manifest_says_what_computed_them(releas
     manifest = read_manifest(root)
     first = {rel: (root / rel).read_bytes() for rel in manifest.files}
     (first_name,) = manifest.batches
-    assert manifest.batches[first_name]["commit"] == "abc1234" and manifest.batches[first_name]["machine"]["cores"]
+    from helpers.results.origin import origin
+
+    computed = origin()["commit"] + ("+changes" if origin()["dirty"] else "")  # the records' own, not the adder's
+    assert manifest.batches[first_name]["commit"] == computed and manifest.batches[first_name]["machine"]["cores"]
     assert manifest.records() == 2
     again = add_batch(store, root, commit="def5678", check=RecordCheck())  # nothing new
     assert again.already == 2 and not again.added and len(read_manifest(root).batches) == 1
@@ -297,3 +300,33 @@ def test_bfloat16_decodes_are_left_out_of_the_audit_with_the_reason():
     assert auditable(record) is None
     record["config"]["dtype"] = "bfloat16"
     assert auditable(record) == "bfloat16 decodes (the tolerances are measured for float32)"
+
+
+def test_a_record_carries_where_it_was_computed_and_its_batch_says_so(tiny, tmp_path, monkeypatch):
+    """The store writes the commit and machine into each record as it computes it; a batch added later, on another
+    commit, reports the records' own origin, not the adder's."""
+    import subprocess
+
+    from conftest import tiny_problems
+
+    import helpers.results.store as store_module
+    from helpers.results.origin import origin
+    from helpers.runner.publish import status
+
+    here = origin()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=env.REPO, capture_output=True, text=True).stdout.strip()
+    assert here["commit"] == head and isinstance(here["dirty"], bool) and here["machine"]["cores"]
+    model, tokenizer, _ = tiny
+    store, root = tmp_path / "store", tmp_path / "release"
+    root.mkdir()
+    computed = {"commit": "a" * 40, "dirty": False, "machine": {"cpu": "the computing machine", "flags": ["avx2"],
+                                                                 "cores": 2}}
+    monkeypatch.setattr(store_module, "origin", lambda: computed)
+    _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    line = json.loads(next((store / "decode").glob("*.jsonl")).read_text().splitlines()[0])
+    assert line["origin"] == computed
+    batch = add_batch(store, root, commit="b" * 40, check=RecordCheck())
+    entry = read_manifest(root).batches[batch.name]
+    assert entry["commit"] == "a" * 40 and entry["computed_at"] == ["a" * 40]
+    assert entry["machine"]["cpu"] == "the computing machine" and entry["records_without_origin"] == 0
+    assert f"computed at {'a' * 40} on the computing machine" in status(root)
