@@ -62,7 +62,8 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
             "solution_tokens": float(np.mean([r["n_tokens"] for r in solved.records])),
             "by_level": by_level(problems, solved.records),
             "cut_off": sum(not r["stopped"] for r in solved.records), "n_problems": len(solved.records),
-            "tied": bool(getattr(model.config, "tie_word_embeddings", False))})
+            "tied": bool(getattr(model.config, "tie_word_embeddings", False)),
+            "family": str(getattr(model.config, "model_type", name))})
         if study.explorer is None:  # the first problem the model got right, else the first problem
             pick = next((i for i, r in enumerate(solved.records) if r["correct"]), 0)
             study.explorer = lens_table(model, tokenizer, solved.items[pick][1], solved.items[pick][2],
@@ -169,3 +170,101 @@ def effective_depth_marks(study: LensStudy) -> dict[str, dict[str, int]]:
     """The layers the lens figure marks for each model: both effective depths."""
     return {s["model"]: {f"KL ED={s['ed_kl']}": s["ed_kl"], f"overlap ED={s['ed_overlap']}": s["ed_overlap"]}
             for s in study.summary}
+
+
+@dataclass(frozen=True)
+class SizeContrast:
+    """The report's Figure 1 question for two sizes of one family, read on the same problems: where each model's KL
+    drops (the KL rule's effective depth as a share of its depth) and how abruptly (the largest fall across one
+    block as a share of the whole fall), with paired bootstrap intervals over problems for larger minus smaller."""
+
+    small: str
+    large: str
+    layers: tuple[int, int]
+    drop: tuple[float, float]  # (ED + 1) / L by the KL rule, smaller and larger model
+    steepest: tuple[float, float]  # largest one-block fall of the mean KL / (its maximum − its last tap)
+    drop_interval: tuple[float, float]  # 95% paired bootstrap interval of larger − smaller
+    steep_interval: tuple[float, float]
+    n_problems: int
+
+
+def size_pair(study: LensStudy) -> tuple[str, str] | None:
+    """The smallest and largest model (by width) of the first family this build runs at two sizes, or None."""
+    by_family: dict[str, list[dict]] = {}
+    for s in study.summary:
+        by_family.setdefault(s["family"], []).append(s)
+    for members in by_family.values():
+        widths = sorted(members, key=lambda s: s["width"])
+        if len(widths) > 1 and widths[0]["width"] < widths[-1]["width"]:
+            return widths[0]["model"], widths[-1]["model"]
+    return None
+
+
+def _drop_and_steepness(kl: np.ndarray, kl_fraction: float) -> tuple[float, float]:
+    """(the KL rule's (ED + 1) / L, the largest one-block fall / the whole fall) of a mean KL curve."""
+    from helpers.interp.lens import effective_depth_kl
+
+    curve = kl.mean(0)
+    whole = float(curve.max() - curve[-1])
+    falls = curve[:-1] - curve[1:]
+    return depth_ratio(effective_depth_kl(curve, kl_fraction), len(curve)), float(falls.max() / whole) if whole > 0 else 0.0
+
+
+def size_contrast(study: LensStudy, kl_fraction: float, n_boot: int = 2000, seed: int = 0) -> SizeContrast | None:
+    """The two sizes' drop and steepness with paired bootstrap intervals (problems resampled together for both
+    models, each reading its own solution of the same problem); None where the build runs one size per family."""
+    pair = size_pair(study)
+    if pair is None:
+        return None
+    small, large = (np.asarray(study.curves[m]["kl"]) for m in pair)
+    if small.shape[0] != large.shape[0]:
+        raise ValueError(f"the two sizes read {small.shape[0]} and {large.shape[0]} problems; a paired contrast needs "
+                         "the same problems for both")
+    point = [_drop_and_steepness(k, kl_fraction) for k in (small, large)]
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, small.shape[0], small.shape[0])
+        (ds, ss), (dl, sl) = _drop_and_steepness(small[idx], kl_fraction), _drop_and_steepness(large[idx], kl_fraction)
+        diffs.append((dl - ds, sl - ss))
+    lo, hi = np.quantile(np.asarray(diffs), [0.025, 0.975], axis=0)
+    return SizeContrast(pair[0], pair[1], (small.shape[1], large.shape[1]), (point[0][0], point[1][0]),
+                        (point[0][1], point[1][1]), (float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1])),
+                        small.shape[0])
+
+
+def size_values(contrast: SizeContrast | None) -> dict:
+    """The glued numbers and sentence of the two-size section: which model drops later and which more smoothly, said
+    only where the paired interval excludes zero, and set beside the report's 7B against 1.5B."""
+    if contrast is None:
+        return {"size_sentence": "This build runs one size of each model family, so it has no two curves of one "
+                                 "family to set side by side; the `full` profile runs Qwen2.5-Coder at 0.5B and 1.5B."}
+    c = contrast
+    (ds, dl), (ss, sl) = c.drop, c.steepest
+
+    def direction(lo: float, hi: float, more: str, less: str) -> str | None:
+        return more if lo > 0 else less if hi < 0 else None
+
+    later = direction(*c.drop_interval, "later", "earlier")
+    smoother = direction(*c.steep_interval, "more abrupt", "smoother")
+    drop = (f"the larger model's KL drops {later} in relative depth" if later else
+            "the two drops sit at relative depths these problems cannot tell apart")
+    shape = f"and its curve is {smoother}" if smoother else "and their steepness cannot be told apart"
+    agrees = [later == "later", smoother == "smoother"]
+    verdict = ("as the report saw for Qwen2.5-Math-7B against 1.5B" if all(agrees) else
+               "partly as the report saw for Qwen2.5-Math-7B against 1.5B (a later, smoother drop)" if any(agrees) else
+               "where the report saw a later, smoother drop for Qwen2.5-Math-7B against 1.5B")
+    sentence = (f"On the same {c.n_problems} problems, {c.large}'s KL falls below half its maximum at relative depth "
+                f"{dl:.2f} against {ds:.2f} for {c.small} (paired 95% interval of the difference "
+                f"[{c.drop_interval[0]:+.2f}, {c.drop_interval[1]:+.2f}]), and its steepest fall across one block is "
+                f"{100 * sl:.0f}% of its whole fall against {100 * ss:.0f}% (interval "
+                f"[{100 * c.steep_interval[0]:+.0f}, {100 * c.steep_interval[1]:+.0f}] points): {drop}, {shape}, "
+                f"{verdict}.")
+    return {"size_small": c.small, "size_large": c.large, "size_drop_small": ds, "size_drop_large": dl,
+            "size_steep_small": 100 * ss, "size_steep_large": 100 * sl, "size_sentence": sentence}
+
+
+def size_marks(study: LensStudy, models: Sequence[str]) -> dict[str, dict[str, int]]:
+    """`effective_depth_marks` for the given models only."""
+    marks = effective_depth_marks(study)
+    return {m: marks[m] for m in models}

@@ -49,6 +49,29 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     return finish(fig)
 
 
+def size_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
+                title: str | None = None):
+    """The report's Figure 1 for this build's sizes: the logit lens's mean KL per tap for each model, by relative
+    depth l / L (left, where models of different depths line up) and by block l (right, where their drops can be
+    counted), with each model's effective depths dashed."""
+    fig, (ax_rel, ax_abs) = plt.subplots(1, 2, figsize=(10, 3.4))
+    for i, (name, c) in enumerate(curves.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        kl = np.asarray(c["kl"])
+        n_taps = kl.shape[1]
+        for ax, scale in ((ax_rel, 1 / n_taps), (ax_abs, 1)):
+            ax.plot(np.arange(n_taps) * scale, kl.mean(0), color=colour, lw=1.8, label=f"{name} (L = {n_taps})")
+            for label, layer in (marks or {}).get(name, {}).items():
+                if layer is not None and layer >= 0:
+                    ax.axvline(layer * scale, color=colour, ls="--" if "KL" in label else ":", lw=1)
+    ax_rel.set(xlabel="relative depth l / L (input of block l)", ylabel="KL(layer ‖ final) [nats]",
+               title="By relative depth")
+    ax_abs.set(xlabel="block l (input of block l)", ylabel="KL(layer ‖ final) [nats]", title="By block")
+    ax_rel.legend(fontsize=8)
+    fig.suptitle(title or "Logit-lens KL of two sizes (dashed: KL-rule effective depth; dotted: overlap rule)")
+    return finish(fig)
+
+
 def lens_token_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray,
                     layers: Sequence[int], title: str | None = None):
     """A static view of the lens on one sequence: the top-1 token at chosen layers (rows) and positions."""
