@@ -24,6 +24,7 @@ from helpers.core import env
 from helpers.core.numbers import counted
 from helpers.results.identity import _canonical, config_hash
 from helpers.results.origin import origin
+from helpers.results.versions import keyed
 
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
@@ -137,6 +138,7 @@ class Run:
         if not experiment or "/" in experiment:
             raise ValueError(f"experiment must be a plain name, got {experiment!r}")
         self.experiment = experiment
+        config = keyed(experiment, config)  # the version of the code that computes it, where past 1
         self.config = _canonical(config)
         self.hash = config_hash(config)
         self.path = (root or results_root()) / experiment / f"{self.hash}.jsonl"

@@ -1,0 +1,142 @@
+"""A version per stored computation, part of its records' keys, and the fingerprint of the code that computes it.
+
+A record is keyed by its inputs; the code that turns inputs into numbers is named by `VERSIONS[experiment]`. Bump
+it when a change can move a number (a fixed lens, a new effective-depth rule): the key changes, so the book computes
+again instead of reading the old records. Version 1 adds nothing to a key, so the records stored before versions
+existed keep theirs.
+
+`fingerprint(experiment)` hashes the code an experiment runs: the module that stores it and every `helpers` module
+that module reaches through its imports, docstrings and comments left out. `FINGERPRINTS` (fingerprints.json beside
+this file) holds each experiment's fingerprint at its version; a test fails when the code changes and the version
+does not, and says what to do: bump the version, or, for a change that cannot move a number (a rename, a message),
+record the new fingerprint with `python -m helpers.results.versions --update`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+VERSIONS: dict[str, int] = {  # experiment -> version of the code that computes it (1: the key as it always was)
+    "decode": 1, "logit_lens": 1, "agreement": 1, "depth_profile": 1, "skip_effects": 1, "depth_score": 1,
+    "erasure_ig": 1, "toy_convergence": 1, "critical_depth": 1,
+}
+ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that compute and store its records
+    "decode": "helpers.evaluation.decodes", "logit_lens": "helpers.interp.studies",
+    "agreement": "helpers.interp.studies", "depth_profile": "helpers.interp.depth", "skip_effects": "helpers.interp.depth",
+    "depth_score": "helpers.interp.depth", "erasure_ig": "helpers.chapters.effective_depth",
+    "toy_convergence": ("helpers.samplers.toy", "helpers.samplers.power", "helpers.samplers.smc",
+                        "helpers.engines.kinds"),  # driven by chapters.power_sampling.toy_convergence
+    "critical_depth": "helpers.evaluation.critical",
+}
+# Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.
+NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.quiet", "helpers.core.env",
+              "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner", "helpers.bench")
+FINGERPRINTS = Path(__file__).with_name("fingerprints.json")
+
+
+def keyed(experiment: str, config: dict) -> dict:
+    """`config` as the store keys it: with the computation's version where it is past 1."""
+    version = VERSIONS.get(experiment, 1)
+    return config if version == 1 else {**config, "computation_version": version}
+
+
+PACKAGE = Path(__file__).resolve().parents[1]  # helpers/
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of a `helpers` module, found by its path alone (nothing is imported)."""
+    parts = name.split(".")[1:]
+    for path in (PACKAGE.joinpath(*parts).with_suffix(".py"), PACKAGE.joinpath(*parts, "__init__.py")):
+        if parts and path.is_file():
+            return path
+    return None
+
+
+def _imports(name: str, tree: ast.AST) -> set[str]:
+    """The `helpers` modules a module imports, at its top or inside functions (a lazy import runs all the same)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module if node.level == 0 else ".".join([*name.split(".")[:-node.level], node.module])
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}  # `from helpers.x import module`
+    return {m for m in found if m.startswith("helpers.") and _module_file(m) is not None}
+
+
+def _normalised(tree: ast.AST) -> str:
+    """The module's code without its docstrings (comments are gone already): what can change a number."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()
+    return ast.dump(tree, include_attributes=False)
+
+
+def code_of(experiment: str) -> list[str]:
+    """The modules an experiment runs: its storing module and what it reaches through imports, less `NO_NUMBERS`."""
+    entry = ENTRY[experiment]
+    todo, seen = list(entry) if isinstance(entry, tuple) else [entry], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name.startswith(NO_NUMBERS):
+            continue
+        seen.add(name)
+        path = _module_file(name)
+        if path is not None:
+            todo.extend(_imports(name, ast.parse(path.read_text(encoding="utf-8"))))
+    return sorted(seen)
+
+
+def fingerprint(experiment: str) -> str:
+    """A sha256 of the code an experiment runs (`code_of`), docstrings and comments left out."""
+    digest = hashlib.sha256()
+    for name in code_of(experiment):
+        path = _module_file(name)
+        digest.update(name.encode() + b"\0")
+        if path is not None:
+            digest.update(_normalised(ast.parse(path.read_text(encoding="utf-8"))).encode())
+    return digest.hexdigest()[:16]
+
+
+def recorded() -> dict[str, dict]:
+    """experiment -> {'version', 'fingerprint'} as last recorded."""
+    return json.loads(FINGERPRINTS.read_text()) if FINGERPRINTS.is_file() else {}
+
+
+def stale() -> list[str]:
+    """What the recorded fingerprints say is wrong, one sentence per experiment (none: all current)."""
+    out, known = [], recorded()
+    for experiment, version in sorted(VERSIONS.items()):
+        now, then = fingerprint(experiment), known.get(experiment)
+        if then is None:
+            out.append(f"{experiment}: no fingerprint is recorded; run python -m helpers.results.versions --update")
+        elif then["version"] != version:
+            out.append(f"{experiment}: version {version}, but the fingerprint was recorded at version {then['version']}; "
+                       "record the code of the new version with python -m helpers.results.versions --update")
+        elif then["fingerprint"] != now:
+            out.append(f"{experiment}: its code ({', '.join(code_of(experiment))}) changed at version {version}. If the "
+                       f"change can move a number, bump VERSIONS[{experiment!r}] in helpers/results/versions.py (its "
+                       "records are then computed anew); if it cannot (a rename, a message), record it with "
+                       "python -m helpers.results.versions --update")
+    return out
+
+
+def update() -> None:
+    """Record every experiment's fingerprint at its version."""
+    FINGERPRINTS.write_text(json.dumps({e: {"version": v, "fingerprint": fingerprint(e)}
+                                        for e, v in sorted(VERSIONS.items())}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--update"]:
+        update()
+        print(f"recorded {FINGERPRINTS}")
+    else:
+        print("\n".join(stale()) or "every experiment's fingerprint is current")
