@@ -27,7 +27,7 @@ from helpers.evaluation.decodes import (
     sample_methods,
     tokens_per_problem,
 )
-from helpers.evaluation.stats import PairedDifference, paired_prefix, percent_with_interval
+from helpers.evaluation.stats import PairedDifference, paired_difference, paired_prefix, percent_with_interval
 from helpers.models.loading import load_model
 from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
@@ -326,6 +326,14 @@ def _report_headline() -> str:
             f"{REPORT_PROBLEMS} MATH500 problems, where an interval is about ±9 points.")
 
 
+def _report_sizes() -> str:
+    """The report's two sizes' differences (power at the truncated depth − full greedy), from `helpers.data.published`."""
+    diffs = [(name, 100 * (r["power_truncated"] - r["greedy_full"]), r["depth"], r["layers"])
+             for name, r in REPORT_HEADLINE.items()]
+    listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
+    return f"The report's differences were {listed}, on {REPORT_PROBLEMS} MATH500 problems without intervals."
+
+
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     """What the chains did: the share of proposals accepted at each depth, for the chosen α, B and N."""
     mine = [r for r in rows if r.model == rows[0].model]
@@ -472,6 +480,55 @@ def depth_sentence(rows: Sequence[DepthRow]) -> str:
     """Which stitched depths each model ran and how they were chosen (`DepthChoice.describe`), in model order."""
     choices = {r.model: r.choice for r in rows if r.choice is not None}
     return " ".join(c.describe() for c in choices.values())
+
+
+def _headline_row(rows: Sequence[DepthRow], model: str) -> tuple[DepthRow, DepthRow]:
+    """(the row power sampling is judged at, the full-depth row) of one model: its deepest truncation (the critical
+    depth where the profile names depths by it), or the full model where no truncation ran."""
+    mine = [r for r in rows if r.model == model]
+    full = next(r for r in mine if r.depth == r.n_layers)
+    cut = max((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=full)
+    return cut, full
+
+
+def size_values(rows: Sequence[DepthRow]) -> dict:
+    """The report's contrast between sizes, in numbers: for each of the first two models (fewer blocks first), power
+    sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
+    difference between those two differences with its paired bootstrap interval and test (the problems are the
+    same for both models); with each critical depth as a share of its model's depth."""
+    models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.n_layers for r in rows if r.model == m))
+    if len(models) < 2:
+        return {"size_sentence": "This build searches on one model, so it cannot ask whether the answer depends on "
+                                 "the model's size; the `full` profile runs Qwen2.5-Coder at 0.5B and 1.5B.",
+                "size_headline": ""}
+    parts, short, diffs, values = [], [], [], {}
+    for tag, model in zip(("small", "large"), models[:2], strict=True):
+        cut, full = _headline_row(rows, model)
+        n = min(len(cut.scores["power"]), len(full.scores["greedy"]))
+        d = paired_prefix(cut.scores["power"], full.scores["greedy"])
+        diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))
+        where = f"its full {full.n_layers} blocks" if cut is full else f"{cut.depth} of {full.n_layers} blocks"
+        parts.append(f"on {model}, power sampling at {where} scored {cut.interval('power')} against full-depth greedy "
+                     f"{full.interval('greedy')}, {d.describe()}")
+        short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
+                     f"{full.interval('greedy')} for full-depth greedy (paired {100 * d.mean:+.0f} points "
+                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}]).")
+        values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
+                       f"size_{tag}_share": 100 * cut.depth / full.n_layers,
+                       f"size_{tag}_difference": round(100 * d.mean, 1)})
+    n = min(len(x) for x in diffs)
+    dd = paired_difference(list(diffs[1][:n]), list(diffs[0][:n]))
+    word = ("larger than its noise" if dd.clear else "borderline" if dd.borderline else
+            "within its noise: these problems cannot tell the two sizes' answers apart")
+    shares = (f"Each model was searched at {values['size_small_share']:.0f}% and {values['size_large_share']:.0f}% of "
+              "its depth.")
+    sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. The larger model's difference minus the smaller's is "
+                f"{100 * dd.mean:+.0f} points [{100 * dd.low:+.0f}, {100 * dd.high:+.0f}] (paired over the same "
+                f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
+    noise = "larger than its noise" if dd.clear else "borderline" if dd.borderline else "within its noise"
+    headline = (f"{short[1]} The larger model's difference minus the smaller's is {100 * dd.mean:+.0f} points "
+                f"[{100 * dd.low:+.0f}, {100 * dd.high:+.0f}], {noise}.")
+    return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")

@@ -71,6 +71,34 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     return finish(fig)
 
 
+def size_bars(rows, title: str | None = None):
+    """The report's Figure 2 at each size this build searched: full-depth greedy, then greedy, low temperature and MH
+    power sampling at the model's deepest truncation (its critical depth where the profile names it), each on every
+    problem of the headline set, with 95% Wilson intervals; one panel per model."""
+    from helpers.evaluation.stats import wilson
+
+    models = list(dict.fromkeys(r.model for r in rows))
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 0.6, 3.4), sharey=True, squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        mine = [r for r in rows if r.model == model]
+        full = next(r for r in mine if r.depth == r.n_layers)
+        cut = max((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=full)
+        bars = [(f"greedy\n{full.depth} (full)", full, "greedy"), (f"greedy\n{cut.depth}", cut, "greedy"),
+                (f"low T\n{cut.depth}", cut, "low"), (f"power (MH)\n{cut.depth}", cut, "power")]
+        for i, (_, r, key) in enumerate(bars):
+            n = r.count(key)
+            acc = r.accuracy[key]
+            lo, hi = wilson(acc * n, n)
+            ax.bar(i, 100 * acc, 0.7, color=PALETTE[i], yerr=[[100 * (acc - lo)], [100 * (hi - acc)]], capsize=3,
+                   error_kw={"lw": 0.8})
+        ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+        ax.set_title(f"{model} ({full.n_layers} blocks, {full.count('greedy')} problems)", fontsize=9)
+    axes[0][0].set_ylabel("accuracy [%] (95% interval)")
+    if title:
+        fig.suptitle(title)
+    return finish(fig)
+
+
 def pass_at_k_curves(rows):
     """pass@k of temperature-1 and power sampling at each depth."""
     fig, ax = plt.subplots(figsize=(6.5, 3.2))

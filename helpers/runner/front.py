@@ -19,6 +19,9 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
         return ("This build did not run chapter 04 (power sampling on truncated models), so it states no answer; "
                 "build the whole profile to see one. " + built + "\n")
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
+    sizes = values.get(("04_power_sampling", "size_headline"))
+    if isinstance(sizes, str) and sizes:
+        first += f" {sizes}"
     mult = values.get(("05_cost", "measured_multiplier"))
     saved = values.get(("05_cost", "saved_build"))
     needed = values.get(("05_cost", "needed_saving"))

@@ -68,3 +68,27 @@ def test_a_fixed_depth_that_disagrees_with_chapter_03_is_reported(tiny_dir, tmp_
     assert {r.depth for r in rows} == {4, 2}
     sentence = depth_sentence(rows)
     assert "fixed the depths" in sentence and "critical depth at 3" in sentence and "disagree" in sentence
+
+
+def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_path, monkeypatch):
+    """Chapter 04 on two models of one family at different depths: each resolves 'critical' from its own stored
+    sweep, and the size contrast pairs both models' differences over the same problems."""
+    from helpers.chapters.power_sampling import size_values
+    from helpers.models.tiny import make_tiny
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
+    small = make_tiny("qwen2", tmp_path / "small", n_layers=4)
+    large = make_tiny("qwen2", tmp_path / "large", n_layers=6, hidden_size=64)
+    for path, accuracy in ((small, {2: 0.1, 3: 0.5, 4: 0.8}), (large, {3: 0.1, 4: 0.2, 5: 0.6, 6: 0.7})):
+        store_critical(load_model(str(path))[0], SWEEP, accuracy, 16)
+    rows = compare_methods([str(small), str(large)], tiny_problems(), ["critical"], SEARCHES,
+                           critical_sweep=SWEEP.key(), **SETTINGS)
+    assert {(r.model, r.depth) for r in rows} == {(str(small), 4), (str(small), 3), (str(large), 6), (str(large), 5)}
+    values = size_values(rows)
+    assert values["size_small"] == str(small) and values["size_large"] == str(large)
+    assert (values["size_small_depth"], values["size_large_depth"]) == (3, 5)
+    assert "difference minus the smaller's" in values["size_sentence"] and "(paired over the same 2 problems" in \
+        values["size_sentence"] and "The report's differences were +4 points" in values["size_sentence"]
+    assert values["size_headline"].startswith(f"On {large}, power sampling at 5 of 6 blocks scored")
+    assert "cannot ask whether the answer depends" in size_values([r for r in rows if r.model == str(small)])[
+        "size_sentence"]

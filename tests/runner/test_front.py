@@ -23,6 +23,14 @@ def test_the_answer_quotes_chapters_04_and_05():
     assert "**full** profile at commit `abc1234` on 2026-11-26" in text
 
 
+def test_a_build_of_two_sizes_states_the_second_size_and_the_gap():
+    rows = [{"chapter": "04_power_sampling", "name": "answer", "value": "Not shown."},
+            {"chapter": "04_power_sampling", "name": "headline", "value": "On small, 30% against 40%."},
+            {"chapter": "04_power_sampling", "name": "size_headline", "value": "On large, 50% against 45%. Gap +15."}]
+    assert answer_markdown(rows, **BUILT).startswith("**Not shown.** On small, 30% against 40%. On large, 50% "
+                                                     "against 45%. Gap +15.")
+
+
 def test_a_build_without_the_chapters_says_so_instead_of_inventing_an_answer():
     assert "did not run chapter 04" in answer_markdown([], **BUILT)
     only_04 = [{"chapter": "04_power_sampling", "name": "answer", "value": "Yes: it does."},
