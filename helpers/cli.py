@@ -56,7 +56,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         os.environ[env.RELEASE] = "off"  # the kernels inherit it
     try:
         run(args.profile, overrides, only=only, out_root=Path(args.out) if args.out else env.REPO,
-            build=not args.no_build, strict=args.strict, budget=args.budget)
+            build=not args.no_build, strict=args.strict, budget=args.budget,
+            recompute=args.recompute or args.no_release)
     except BudgetSpent as spent:
         print(f"[run] budget spent: {spent}. Every finished record is in the results store; run the same command "
               "again to go on.", flush=True)
@@ -312,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"status {BUDGET_SPENT} says work is left and the same command goes on")
     p.add_argument("--no-release", action="store_true",
                    help="ignore the results release (release/): recompute what the local store lacks")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute what neither the release nor the local store holds, also for a profile marked "
+                   "released (full, default), whose builds otherwise stop before any such work")
     _dtype_flag(p)
     p.set_defaults(func=_cmd_run)
 

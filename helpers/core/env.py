@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout's top (where _toc.yml
 
 RESULTS = "SVD_RESULTS"  # the results store's folder (default: results/ at the top of the checkout)
 RELEASE = "SVD_RELEASE"  # the results release's folder (default: release/ in the checkout); "off": none
+RELEASED_ONLY = "SVD_RELEASED_ONLY"  # "1": a record the release lacks is an error, not work (published builds)
 CACHE = "SVD_CACHE"  # the converted models' folder
 STORE_USAGE = "SVD_STORE_USAGE"  # a file: a chapter's kernel writes what it reused and computed, and its peak memory
 BOOK_RUN = "SVD_BOOK_RUN"  # "1" in the runner's kernels: the runner has checked the models, the launch cell need not

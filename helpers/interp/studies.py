@@ -92,6 +92,8 @@ def agreement_over(full, truncated: dict, items, root: Path | None = None) -> di
     for name, ids, start in items:
         unit = sequence_key(name, ids, start)
         missing = [key for key, run in runs.items() if unit not in run]
+        for key in missing:
+            runs[key].refuse_work([unit])
         if missing:
             x = _checked(full, ids, start)
             with torch.inference_mode():

@@ -80,6 +80,15 @@ class StoreError(RuntimeError):
     """The results store cannot be read or written where it is; the message says what to do."""
 
 
+class NotReleased(StoreError):
+    """A build that reads the release as complete (`SVD_RELEASED_ONLY`) met records the release does not hold."""
+
+
+def released_only() -> bool:
+    """Whether this build reads the release as complete: missing records stop it instead of being computed."""
+    return os.environ.get(env.RELEASED_ONLY, "").strip() not in ("", "0")
+
+
 _REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
 
 
@@ -161,12 +170,14 @@ class Run:
         from helpers.results.release import released_lines
 
         released, bad = {}, 0
+        self._refused = 0
         for raw in released_lines(self.experiment, self.hash):
             _, record = self._verdict(raw)
             if record is None:
                 bad += 1
             else:
                 released[record["key"]] = record
+        self._refused = bad
         if bad:
             print(f"[store] {counted(bad, 'released record')} of {self.experiment}/{self.hash} cannot be "
                   "used here (unreadable or of another shape); their units are computed locally", file=sys.stderr,
@@ -369,6 +380,27 @@ class Run:
             self._loaded_size = self._size()
         _note("computed", self, key)
 
+    def refuse_work(self, keys: Iterable[str]) -> None:
+        """Where the build reads the release as complete, stop before computing `keys` and say which records are
+        missing and why (none of this run released, records refused, or keys the release lacks); else nothing."""
+        keys = list(keys)
+        if not keys or not released_only():
+            return
+        model = self.config.get("model") or (self.config.get("full") or {}).get("model")
+        if self._refused:
+            why = (f"{counted(self._refused, 'released record')} of this run cannot be used here (unreadable, or of "
+                   "another shape than the code now stores)")
+        elif not self._released:
+            why = ("the release holds no record under this key: a setting or the computation's version differs from "
+                   "what was released (python -m helpers release status lists what it holds)")
+        else:
+            why = f"the release holds {counted(len(self._released), 'record')} of this run, not these"
+        raise NotReleased(
+            f"{counted(len(keys), 'record')} of {self.experiment} for {model} ({self.experiment}/{self.hash}, e.g. "
+            f"{keys[0]!r}) would be computed, but this build reads the release as complete: {why}. Nothing was "
+            "computed. Run with --recompute to compute them (for a published profile, hours), or restore the release "
+            "(git checkout release/).")
+
     def compute(self, key: str, fn: Callable[[], Any], seed: int | None = None) -> Any:
         """Stored result of `key`, computing and storing it first if missing.
 
@@ -376,6 +408,7 @@ class Run:
         then finds it stored (the lock reloads what another process wrote) instead of computing it again.
         """
         if key not in self._records:
+            self.refuse_work([key])
             with self.locked():
                 if key not in self._records:
                     start = time.perf_counter()

@@ -203,6 +203,8 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         if exc.ename == "BudgetExhausted":
             _read_usage(job, usage)  # the kernel has exited: what it reused and computed, for the run configuration
             raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
+        if exc.ename == "NotReleased":  # a published build met records the release lacks: said, not a traceback
+            raise RunError(f"{job.stem} stopped before computing anything: {exc.evalue}") from None
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None
     except Exception as exc:

@@ -147,10 +147,13 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
     if not isinstance(data, dict):
         raise RunError(f"Profile {name!r} must be a mapping with keys such as parameters and notebooks, "
                        f"got a {type(data).__name__}.")
-    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters", "base"}
+    unknown = set(data) - {"description", "parameters", "notebooks", "timeout", "chapters", "base", "released"}
     if unknown:
         raise RunError(f"Profile {name!r} has unknown top-level keys {sorted(unknown)}; allowed: description, base, "
-                       "parameters, notebooks, timeout, chapters.")
+                       "parameters, notebooks, timeout, chapters, released.")
+    if "released" in data and not isinstance(data["released"], bool):
+        raise RunError(f"Profile {name!r}: released is true (the results release holds every record of this profile, "
+                       f"so a build computes none without --recompute) or false, got {data['released']!r}.")
     data["parameters"] = data.get("parameters") or {}
     data["notebooks"] = data.get("notebooks") or {}
     for key in ("parameters", "notebooks"):

@@ -7,6 +7,7 @@ Any failure stops the run with the notebook and cell named.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -384,11 +385,37 @@ def drain_seconds(budget: float) -> float:
 
 
 def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = env.REPO,
-        build: bool = True, strict: bool = False, budget: float | None = None) -> Path | None:
+        build: bool = True, strict: bool = False, budget: float | None = None, recompute: bool = False
+        ) -> Path | None:
     """Execute the profile's chapters and build the book; returns the path of index.html.
 
     With `budget` (seconds), the run stops when it is spent: the decode under way stops itself, every finished
-    record stored, and `BudgetSpent` says how far the run got; the same call again goes on from there."""
+    record stored, and `BudgetSpent` says how far the run got; the same call again goes on from there. A profile
+    marked `released: true` is read from the results release as complete: a record that neither the release nor
+    the local store holds stops the run before it is computed (`helpers.results.store.NotReleased`), unless
+    `recompute`."""
+    guarded = bool(load_profile(profile).get("released")) and not recompute
+    with _released_only(guarded):
+        return _run(profile, overrides, only, out_root, build, strict, budget)
+
+
+@contextlib.contextmanager
+def _released_only(on: bool):
+    """$SVD_RELEASED_ONLY for this run and its kernels (which inherit the environment), as it was afterwards."""
+    before = os.environ.get(env.RELEASED_ONLY)
+    if on:
+        os.environ[env.RELEASED_ONLY] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(env.RELEASED_ONLY, None)
+        else:
+            os.environ[env.RELEASED_ONLY] = before
+
+
+def _run(profile: str, overrides: dict | None, only: str | None, out_root: Path, build: bool, strict: bool,
+         budget: float | None) -> Path | None:
     if budget is not None and not (isinstance(budget, int | float) and 0 < budget < float("inf")):
         raise RunError(f"the budget must be a positive time, got {budget!r}")
     deadline = None if budget is None else time.time() + budget

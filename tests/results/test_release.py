@@ -330,3 +330,43 @@ def test_a_record_carries_where_it_was_computed_and_its_batch_says_so(tiny, tmp_
     assert entry["commit"] == "a" * 40 and entry["computed_at"] == ["a" * 40]
     assert entry["machine"]["cpu"] == "the computing machine" and entry["records_without_origin"] == 0
     assert f"computed at {'a' * 40} on the computing machine" in status(root)
+
+
+def test_a_build_that_reads_the_release_as_complete_stops_before_work(released, tmp_path, monkeypatch):
+    """Released records of another shape (the code now stores more), or keys the release lacks: a published build
+    stops before decoding anything and says which records and why; without the flag they are computed."""
+    from conftest import tiny_problems
+
+    from helpers.results.store import NotReleased
+
+    model, tokenizer, _store, _root = released
+    empty = tmp_path / "empty"
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a build that reads the release as complete decoded")
+
+    monkeypatch.setattr(decodes, "decode_work", no_decoding)
+    monkeypatch.setenv(env.RELEASED_ONLY, "1")
+    assert len(_decode(model, tokenizer, tiny_problems(), GREEDY, empty)) == 2  # all released: read, nothing to do
+    monkeypatch.setattr(decodes, "RECORD_SHAPE", {**decodes.RECORD_SHAPE, "new_field": int})
+    with pytest.raises(NotReleased, match=r"2 records of decode .* cannot be used here \(unreadable, or of another "
+                                          r"shape.*Nothing was computed.*--recompute"):
+        _decode(model, tokenizer, tiny_problems(), GREEDY, empty)
+    monkeypatch.setattr(decodes, "RECORD_SHAPE", decodes.RECORD_SHAPE)
+    with pytest.raises(NotReleased, match="the release holds no record under this key"):
+        _decode(model, tokenizer, tiny_problems(), DecodeSettings("greedy", max_new_tokens=11), empty)
+    assert not (empty / "decode").exists() or not any((empty / "decode").glob("*.jsonl"))
+
+
+def test_a_released_profile_runs_its_kernels_with_the_guard_unless_told_to_recompute(monkeypatch):
+    import os
+
+    import helpers.runner.run as runner
+
+    seen = []
+    monkeypatch.setattr(runner, "_run", lambda *args: seen.append(os.environ.get(env.RELEASED_ONLY)))
+    monkeypatch.delenv(env.RELEASED_ONLY, raising=False)
+    runner.run("full")
+    runner.run("full", recompute=True)
+    runner.run("smoke")
+    assert seen == ["1", None, None] and env.RELEASED_ONLY not in os.environ
