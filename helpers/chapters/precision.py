@@ -75,22 +75,25 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Sequence[Problem], *, max_new_tokens: int,
                    shots: int, batch_size: int, n_lens: int, span: int, collapse_fraction: float = 0.5,
-                   emulated_problems: int | None = None, native: bool | None = None) -> DtypeComparison:
+                   emulated_problems: int | None = None, native: bool | None = None,
+                   native_problems: int | None = None) -> DtypeComparison:
     """Run `name` in each dtype: greedy on `problems`, the lens on the first `n_lens` float32 solutions, and the
     stitched sweep of the last `span` depths on `sweep_problems`.
 
     Where bfloat16 is emulated (`native` False; by default, asked of the device the model loads on), at most
-    `emulated_problems` of each problem set run, in both dtypes (None: all of them)."""
+    `emulated_problems` of each problem set run, in both dtypes (None: all of them); where it is native, at most
+    `native_problems` (a released build sets both alike, so that every machine reads the same records)."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
-    if emulated_problems is not None and not is_count(emulated_problems, 1):
-        raise ValueError(f"emulated_problems must be a whole number of at least 1 (or None: every problem), got "
-                         f"{emulated_problems!r}")
+    for label, cap in (("emulated_problems", emulated_problems), ("native_problems", native_problems)):
+        if cap is not None and not is_count(cap, 1):
+            raise ValueError(f"{label} must be a whole number of at least 1 (or None: every problem), got {cap!r}")
     planned = (len(problems), len(sweep_problems))
     native = native_bfloat16(default_device()) if native is None else native
-    if not native and emulated_problems is not None:
-        problems = interleaved(problems, emulated_problems)
-        sweep_problems = interleaved(sweep_problems, emulated_problems)
+    cap = native_problems if native else emulated_problems
+    if cap is not None:
+        problems = interleaved(problems, cap)
+        sweep_problems = interleaved(sweep_problems, cap)
         n_lens = min(n_lens, len(problems))
     if not 1 <= n_lens <= len(problems):
         raise ValueError(f"n_lens must lie in 1..{len(problems)} (the problems whose solutions the lens reads), "
@@ -169,10 +172,15 @@ EXERCISE_LOGIT = 20.0  # a typical top logit, in exercise "how close is a tie?"
 
 
 def scope_sentence(c: DtypeComparison) -> str:
-    """Where bfloat16 was emulated, what share of the planned comparison ran (empty where it is native)."""
-    if c.native:
-        return ""
+    """What share of the planned comparison ran, where a cap cut it (empty where every problem ran natively)."""
     (asked, asked_sweep), n = c.planned, c.n_problems
+    if c.native:
+        if (n, c.n_sweep) == (asked, asked_sweep):
+            return ""
+        return (f"Both formats ran on {n} of the {asked} planned problems and the sweep on {c.n_sweep} of "
+                f"{asked_sweep} (`native_problems`), the same problems a machine that only emulates bfloat16 runs, "
+                "so that this build reads the same released records on every machine; the intervals are wider for "
+                "it. ")
     if (n, c.n_sweep) == (asked, asked_sweep):
         return ("This machine only emulates bfloat16 (no AVX512-BF16 or AMX), at several times float32's cost; the "
                 "comparison below is nonetheless the whole one planned. ")

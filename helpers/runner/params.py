@@ -123,6 +123,8 @@ DOMAINS: dict[str, Domain] = {
     "n_lens": Domain("problems the logit lens reads in both formats", "int", **COUNT_MAX),
     "sweep_problems": Domain("problems per level of the appendix's stitched sweep", "int", **COUNT_MAX),
     "sweep_levels": Domain("levels of the appendix's stitched sweep", "list"),
+    "native_problems": Domain("where bfloat16 is native, at most this many problems per set", "int",
+                              **COUNT_MAX, null="every problem"),
     "emulated_problems": Domain("where bfloat16 is emulated, at most this many problems per set", "int",
                                 **COUNT_MAX, null="every problem"),
 }

@@ -177,6 +177,11 @@ def test_where_bfloat16_is_emulated_both_formats_run_the_subset_and_the_page_say
     assert not appendix.comparison_values(whole)["dtype_sentence"].startswith("This machine")
     with pytest.raises(ValueError, match="emulated_problems must be a whole number of at least 1"):
         appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=False, **{**common, "emulated_problems": 0})
+    capped = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=True, native_problems=1, **common)
+    assert capped.n_problems == 1 and capped.native  # a released build caps native machines alike
+    assert capped.tokens == cut.tokens  # the same problems, hence the same released records, on every machine
+    said = appendix.comparison_values(capped)["dtype_sentence"]
+    assert "on 1 of the 2 planned problems" in said and "`native_problems`" in said
 
 
 def test_the_appendix_rejects_an_empty_selection(tiny_dir):
