@@ -531,11 +531,14 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 
-PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence")
+PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
+         "depth_sentence", "size_sentence", "size_headline")
 
 
-def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict[str, str]:
-    """The chapter's glued tables and sentences after its figure, every one Markdown (`PROSE`)."""
+def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
+    """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
+    two-size contrast's numbers."""
     return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
-            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches)}
+            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
+            "depth_sentence": depth_sentence(rows), **size_values(rows)}

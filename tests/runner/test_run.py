@@ -94,9 +94,11 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     four = full["04_power_sampling"]
     assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
     assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
-    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):
-        assert {k: v for k, v in full[stem].items() if k != "profile"} == \
-            {k: v for k, v in default[stem].items() if k != "profile"}
+    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B beside them in 02-03
+        assert {k: v for k, v in full[stem].items() if k not in ("profile", "models")} == \
+            {k: v for k, v in default[stem].items() if k not in ("profile", "models")}
+        extra = [m for m in full[stem]["models"] if m not in default[stem]["models"]]
+        assert extra == ([] if stem.startswith("01") else ["qwen2.5-coder-1.5b"]), stem
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
@@ -290,7 +292,7 @@ def test_every_notebook_parameter_has_a_declared_domain():
 
     missing = {(stem, name) for stem in toc_chapters() for name in notebook_parameters(stem) if name not in DOMAINS}
     assert not missing, f"parameters without a domain: {sorted(missing)}"
-    assert all(d.meaning and d.kind in ("int", "float", "str", "bool", "list") for d in DOMAINS.values())
+    assert all(d.meaning and d.kind in ("int", "float", "str", "bool", "list", "dict") for d in DOMAINS.values())
 
 
 @pytest.mark.parametrize(("stem", "key", "value", "fragment"), [
