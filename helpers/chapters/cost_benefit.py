@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from helpers.chapters.exercises import rerun_command
-from helpers.core.numbers import significant
+from helpers.core.numbers import counted, significant
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
@@ -29,6 +29,7 @@ from helpers.evaluation.cost import (
     report_extra_tokens,
     report_multiplier,
     schedule_multiplier,
+    token_multiplier,
 )
 from helpers.evaluation.critical import SweepSettings, choose_depths
 from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_at_depths
@@ -142,6 +143,7 @@ class Measured:
     break_even_accuracy: float | None = None  # stitched greedy accuracy there (None: not run)
     smc: SMCConfig | None = None
     smc_records: dict[int, list[dict]] = field(default_factory=dict)  # depth -> every SMC record
+    multipliers: dict[int, float] = field(default_factory=dict)  # depth -> `token_multiplier` there
 
 
 def _mean(records: Sequence[dict], key: str) -> float:
@@ -217,8 +219,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
                 points += [_point(at, f"best-of-{size}", runs[key], size, "best_of_n", matched=True),
                            _point(at, f"majority-of-{size}", runs[key], size, "majority", matched=True)]
     greedy_tokens = {d: _mean([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
-    multiplier = _mean([r for per in decoded[L]["power"] for r in per], "decoded_tokens") / max(greedy_tokens[L], 1e-9)
-    even = break_even_depth(model.config, multiplier, context)
+    multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
+    even = break_even_depth(model.config, multipliers[L], context)
     even_accuracy = None
     if even is not None and 2 <= even < L:
         shallow = truncate(model, even, "stitch")
@@ -227,7 +229,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
                         {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
                         model.config, even, even_accuracy, smc,
-                        {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()})
+                        {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers)
     del model
     return measured
 
@@ -243,9 +245,9 @@ def multiplier_values(m: Measured) -> dict:
     formula = float(np.mean([r["n_tokens"] + report_extra_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps)
                              for r in records]))
     return {"measured_tokens": decoded, "power_length": length, "predicted_tokens": predicted,
-            "formula_tokens": formula, "greedy_tokens": m.greedy_tokens[L],
-            "multiplier_vs_greedy": decoded / max(m.greedy_tokens[L], 1e-9),
-            "multiplier_vs_own": decoded / max(length, 1e-9)}
+            "formula_tokens": formula, "greedy_tokens": decoded / m.multipliers[L],
+            "multiplier_vs_greedy": m.multipliers[L], "multiplier_vs_own": decoded / max(length, 1e-9),
+            "multiplier_problems": len({r["id"] for r in records})}
 
 
 def multiplier_sentence(m: Measured) -> str:
@@ -253,7 +255,8 @@ def multiplier_sentence(m: Measured) -> str:
     return (f"On {m.model} at its full {m.n_layers} blocks, a power-sampled answer decoded "
             f"{v['measured_tokens']:.0f} tokens on average, rejected proposals included, for an answer of "
             f"{v['power_length']:.0f} tokens: {v['multiplier_vs_own']:.2f} times its own length and "
-            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer ({v['greedy_tokens']:.0f} tokens). The exact count "
+            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer at the same depth on the same "
+            f"{counted(v['multiplier_problems'], 'problem')} ({v['greedy_tokens']:.0f} tokens). The exact count "
             f"of the block schedule, evaluated at each answer's own length, predicts {v['predicted_tokens']:.0f} "
             f"tokens; the report's formula predicts {v['formula_tokens']:.0f}.")
 
@@ -349,7 +352,8 @@ def savings_values(m: Measured, configs: dict) -> dict:
               "saved_7b_26_ctx": 100 * (1 - flops_share(seven, 26, REPORT["length"] / 2)),
               "saved_build": 100 * (1 - flops_share(m.config, cut, m.context)), "build_depth": cut,
               "needed_saving": 100 * (1 - 1 / mult), "break_even": even if even is not None else 0,
-              "measured_multiplier": mult}
+              "measured_multiplier": mult, "cut_multiplier": m.multipliers[cut],
+              "cut_needed_saving": 100 * (1 - 1 / m.multipliers[cut])}
     if even is None:
         sentence = (f"No depth of {m.model} breaks even: even a single block plus the unembedding costs more than "
                     f"1/{mult:.2f} of the full model's FLOPs per token.")

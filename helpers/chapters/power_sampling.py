@@ -13,11 +13,12 @@ from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
 from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
-from helpers.evaluation.cost import model_cost
+from helpers.evaluation.cost import model_cost, token_multiplier
 from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
 from helpers.evaluation.decodes import (
     OUTCOMES,
     best_of_n,
+    ended,
     majority_vote,
     mean_accuracy,
     outcome_shares,
@@ -147,16 +148,26 @@ class DepthRow:
     scores: dict[str, list[float]] = field(default_factory=dict)  # method -> per-problem score, problem order
     n_seeds: int = 1
     outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
+    ends: dict[str, list[list[str]]] = field(default_factory=dict)  # greedy, power, smc -> per problem, each sample's
     resamples: float = 0.0  # SMC: resampling events per sample
     choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
+    multiplier: float = float("nan")  # `token_multiplier`: MH's decoded tokens per answer over greedy's, here
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
         return len(self.scores[key]) if key in self.scores else self.n_problems
 
-    def interval(self, key: str) -> str:
-        """The method's accuracy with its 95% Wilson interval over the problems it ran on."""
-        return percent_with_interval(self.accuracy[key], self.count(key))
+    def interval(self, key: str, first: int | None = None) -> str:
+        """The method's accuracy with its 95% Wilson interval over the problems it ran on, or over the first `first`
+        of them (to set it beside a method that ran on those only)."""
+        if first is None or first >= self.count(key):
+            return percent_with_interval(self.accuracy[key], self.count(key))
+        return percent_with_interval(float(np.mean(self.scores[key][:first])), first)
+
+    def outcome_shares(self, key: str, first: int | None = None) -> dict[str, float]:
+        """How the method's samples ended (`OUTCOMES`), over all its problems or the first `first`."""
+        flat = [o for per in self.ends[key][:first] for o in per]
+        return {name: flat.count(name) / len(flat) if flat else 0.0 for name in OUTCOMES}
 
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
@@ -211,7 +222,9 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                 n_seeds=n_seeds,
                 outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains),
                           "smc": outcome_shares(particles)},
-                resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice))
+                ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},
+                resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
+                multiplier=token_multiplier(chains, greedy)))
         del model
     return rows
 
@@ -220,10 +233,19 @@ def results_table(rows: Sequence[DepthRow]) -> str:
     """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
     lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
              "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
+    subsets = set()
     for r in rows:
-        cells = [r.interval(key) for key, _ in COLUMNS]
+        cells = []
+        for key, _ in COLUMNS:
+            on_subset = r.count(key) < r.n_problems
+            subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
+            cells.append(r.interval(key) + (" †" if on_subset else ""))
         lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
+    for k, n in sorted(subsets):
+        lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
+                      f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "
+                      "differences below, which pair each method only over the problems both ran."]
     return "\n".join(lines)
 
 
@@ -241,15 +263,17 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
     """Where the first model's power samples fail at its deepest truncation, against the full model."""
-    mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
+    mine = [r for r in rows if r.model == rows[0].model and r.ends]
     full = next((r for r in mine if r.depth == r.n_layers), None)
     cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
     if full is None or cut is None:
         return "No truncated depth was tested, so there is no failure to compare."
-    f, c = full.outcomes["power"], cut.outcomes["power"]
+    k = full.count("power")  # MH at the full depth may have run on the searches' subset only: compare there
+    f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
+    where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
     return (f"At {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
-            f"{100 * f['correct']:.0f}% at the full {full.n_layers}; the failure that grows most is "
+            f"{100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
             f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
             f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
             f"{100 * c['no answer']:.0f}%). Search reweights the completions the truncated model can write; it "
@@ -304,17 +328,27 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.describe()}, which is {noise}. (Power sampling on the full model: "
-                    f"{full.interval('power')}.) {_report_headline()}"
-                    f" The power-sampled answer cost {best.tokens_power / max(best.tokens_greedy, 1):.1f} times the "
-                    f"tokens of a greedy answer, each at {100 * best.flops_share:.0f}% of the full model's FLOPs "
-                    "per token.")
+                    f"{d.describe()}, which is {noise}. {_full_power(full)} {_report_headline()}"
+                    f" A power-sampled answer at {best.depth} blocks decoded {best.multiplier:.1f} times the tokens "
+                    f"of a greedy answer at the same depth on the same problems, each token at "
+                    f"{100 * best.flops_share:.0f}% of the full model's FLOPs.")
         answer = answer.strip()
         headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
                     f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "
                     f"with every block; the paired difference is {d.describe()}.")
     return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence, "answer": answer,
+            "headline_multiplier": best.multiplier if best is not None else float("nan"),
+            "headline_depth": best.depth if best is not None else full.depth,
             "headline": headline}
+
+
+def _full_power(full: DepthRow) -> str:
+    """Power sampling on the full model beside greedy on the same problems (the searches' subset where it ran there)."""
+    k = full.count("power")
+    d = paired_prefix(full.scores["power"], full.scores["greedy"])
+    where = "on all" if k == full.n_problems else f"on the first {k} of the {full.n_problems}"
+    return (f"(Power sampling on the full model, {where} problems: {full.interval('power')} against greedy's "
+            f"{full.interval('greedy', k)} on the same ones, {_short(d)}.)")
 
 
 def _report_headline() -> str:
@@ -368,12 +402,12 @@ def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     for r in mine:
         d = paired_prefix(r.scores["smc"], r.scores["power"])
         text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
-                 f"{r.interval('power')}, for {r.tokens_smc:.0f} and "
+                 f"{r.interval('power', r.count('smc'))} on the same problems, for {r.tokens_smc:.0f} and "
                  f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
     best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["smc"], r.depth), default=None)
     if best is not None:
         d = paired_prefix(best.scores["smc"], full.scores["greedy"])
-        text += (f"Against the full model's greedy {full.interval('greedy')}, "
+        text += (f"Against the full model's greedy {full.interval('greedy', best.count('smc'))} on those problems, "
                  f"SMC at {best.depth} blocks differs by {_short(d)}.")
     return text.strip()
 
@@ -426,6 +460,24 @@ class StepsSweep:
                          f"{o.describe()}, {_verdict_word(o)}.")
             values["mode_difference"] = round(100 * o.mean, 1)
         return {**values, "steps_sentence": sentence}
+
+
+def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
+    """"Does N matter?" answered on the headline set first (MH at the chapter's N against low temperature, the
+    proposal alone, at the sweep's depth, on every problem), then the sweep's values, measured on its subset."""
+    values = sweep.glue_values()
+    row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
+    if row is None:
+        return values
+    d = paired_prefix(row.scores["power"], row.scores["low"])
+    n = min(row.count("power"), row.count("low"))
+    first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
+             f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
+             f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
+             f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
+    subset = "" if sweep.n_problems == n else (f"The sweep below ran on the first {sweep.n_problems} of them, so its "
+                                               "intervals are wider. ")
+    return {**values, "steps_sentence": first + subset + values["steps_sentence"], "steps_headline": round(100 * d.mean, 1)}
 
 
 def _verdict_word(d: PairedDifference) -> str:

@@ -8,6 +8,7 @@ embedding is a lookup. Norms, rotary embeddings and activations are left out (we
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from helpers.core.checks import is_count
@@ -99,6 +100,19 @@ def depth_savings(config, depth: int, context: float = 0.0) -> float:
 # --------------------------------------------------------------------------------------------------
 # What power sampling decodes: the report's formula and the block schedule counted exactly
 # --------------------------------------------------------------------------------------------------
+
+
+def token_multiplier(power: Sequence[Sequence[dict]], greedy: Sequence[Sequence[dict]]) -> float:
+    """The book's one definition of "times the tokens of a greedy answer": decoded tokens per power-sampled answer
+    (rejected proposals included) divided by decoded tokens per greedy answer, both records[problem][sample] of
+    one depth, over the problems both ran (the first k, as the chapters keep one problem order)."""
+    n = min(len(power), len(greedy))
+
+    def per_answer(records: Sequence[Sequence[dict]]) -> float:
+        flat = [r["decoded_tokens"] for per in records[:n] for r in per]
+        return sum(flat) / len(flat) if flat else 0.0
+
+    return per_answer(power) / max(per_answer(greedy), 1e-9)
 
 
 def report_extra_tokens(length: float, block_size: int, mcmc_steps: int) -> float:

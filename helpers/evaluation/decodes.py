@@ -324,6 +324,11 @@ def outcome(record: dict) -> str:
     return "no answer" if record["predicted"] is None else "wrong answer"
 
 
+def ended(records: Sequence[Sequence[dict]]) -> list[list[str]]:
+    """How each sample ended (`outcome`), per problem."""
+    return [[outcome(r) for r in per_problem] for per_problem in records]
+
+
 def outcome_shares(records: Sequence[Sequence[dict]]) -> dict[str, float]:
     """The share of samples (over problems and seeds) that ended each way in `OUTCOMES`."""
     flat = [outcome(r) for per_problem in records for r in per_problem]

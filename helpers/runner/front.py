@@ -22,15 +22,16 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     sizes = values.get(("04_power_sampling", "size_headline"))
     if isinstance(sizes, str) and sizes:
         first += f" {sizes}"
-    mult = values.get(("05_cost", "measured_multiplier"))
+    mult = values.get(("05_cost", "cut_multiplier"))  # `helpers.evaluation.cost.token_multiplier`, as chapter 04's
     saved = values.get(("05_cost", "saved_build"))
-    needed = values.get(("05_cost", "needed_saving"))
+    needed = values.get(("05_cost", "cut_needed_saving"))
     depth = values.get(("05_cost", "build_depth"))
     if all(isinstance(v, int | float) for v in (mult, saved, needed, depth)):
         verdict = "far more than" if needed > 2 * saved else "more than" if needed > saved else "no more than"
-        second = (f"Each power-sampled answer decoded {mult:.1f} times the tokens of a greedy one, while running "
-                  f"{depth:.0f} blocks saved {saved:.0f}% of the FLOPs per token, where breaking even would need "
-                  f"{needed:.0f}%: the search costs {verdict} the truncation saves.")
+        second = (f"At {depth:.0f} blocks a power-sampled answer decoded {mult:.1f} times the tokens of a greedy one "
+                  f"on the same problems, while running {depth:.0f} blocks saved {saved:.0f}% of the FLOPs per "
+                  f"token, where breaking even would need {needed:.0f}%: the search costs {verdict} the truncation "
+                  "saves.")
     else:
         second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     return f"{first} {second}\n\n{built}\n"

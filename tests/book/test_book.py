@@ -99,6 +99,24 @@ def test_glued_values_are_written_as_data(built_book):
 
 
 @pytest.mark.book
+def test_chapter_04_names_only_the_depths_and_problem_counts_this_build_ran(built_book):
+    """Sentences about depths come from the build's own parameters: a page of one profile never carries another
+    profile's description (a sentence naming 23 of 24 blocks in a build of a 30-block model, say)."""
+    out, _ = built_book
+    html = (out / "_build" / "html" / CHAPTERS / "04_power_sampling.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    ran = {(int(d), int(n)) for d, n in re.findall(r"\| \S+ \| (\d+)/(\d+) \|", html)} | {
+        (int(d), int(n)) for d, n in re.findall(r"<td[^>]*>\s*(\d+)/(\d+)\s*</td>", html)}
+    assert ran, "the methods table lists no depth"
+    blocks = {n for _, n in ran}
+    named = {(int(d), int(n)) for d, n in re.findall(r"\b(\d+) of (?:its |the )?(\d+) blocks", text)}
+    named |= {(int(d), n) for d in re.findall(r"\bat (\d+) blocks", text) for n in blocks}
+    stray = {(d, n) for d, n in named if n in blocks and (d, n) not in ran}
+    assert not stray, f"chapter 04 names depths this build did not run: {sorted(stray)} (ran {sorted(ran)})"
+    assert not ({n for _, n in named} - blocks), f"a model's depth this build did not run: {named}"
+
+
+@pytest.mark.book
 def test_cost_chapter_answers_its_three_questions(built_book):
     out, _ = built_book
     html = (out / "_build" / "html" / CHAPTERS / "05_cost.html").read_text()

@@ -12,7 +12,7 @@ import pytest
 from helpers.chapters import logit_lens, power_sampling, stitch
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost
-from helpers.evaluation.decodes import outcome_shares
+from helpers.evaluation.decodes import ended, outcome_shares
 from helpers.evaluation.stats import percent_with_interval, wilson
 from helpers.results.identity import problem_key
 from helpers.runner import glued
@@ -181,7 +181,7 @@ def _row(depth: int, greedy: float, power: float, low: float = 0.2, smc: float =
            "smc": smc}
     scores = {key: _scores(a) for key, a in acc.items()}
     return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, 40.0, depth / 6, scores=scores,
-                                   resamples=1.5)
+                                   resamples=1.5, multiplier=3.5)
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
@@ -191,7 +191,8 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
     assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert values["verdict"].startswith("Not shown either way")
-    assert "3.5 times the tokens" in values["verdict"]
+    assert "at 4 blocks decoded 3.5 times the tokens of a greedy answer at the same depth on the same problems" \
+        in values["verdict"]
     assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
     assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling.results_table(rows).splitlines()
@@ -232,12 +233,33 @@ def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
                                                       SMCConfig(particles=4, block_size=16)))
     assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
     assert "1.5 times per sample on average" in text
-    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74], for 40 and 35 decoded tokens per sample" in text
+    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74] on the same problems, for 40 and 35 decoded " \
+           "tokens per sample" in text
     assert "SMC − MH = +0 points [+0, +0], better on 0 and worse on 0 of 20 problems, p = 1: within the noise" in text
     assert "At 4 blocks SMC scored 0% [0–16] and MH 100% [84–100]" in text
     assert "SMC − MH = -100 points" in text and "larger than its noise" in text
-    assert text.endswith("Against the full model's greedy 50% [30–70], SMC at 4 blocks differs by -50 points [-70, -30], "
+    assert text.endswith("Against the full model's greedy 50% [30–70] on those problems, SMC at 4 blocks differs by "
+                         "-50 points [-70, -30], "
                          "better on 0 and worse on 10 of 20 problems, p = 0.002: larger than its noise.")
+
+
+def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
+    """MH at the full depth ran on the first 8 of 20 problems: the table marks its cell, and the prose sets it only
+    beside numbers of those 8."""
+    full, cut = _row(6, 0.5, 0.55), _row(4, 0.0, 0.5)
+    full = dataclasses.replace(full, scores={**full.scores, "power": [1.0] * 8},
+                               ends={"power": [["correct"] * 2] * 8},
+                               accuracy={**full.accuracy, "power": 1.0})
+    cut = dataclasses.replace(cut, ends={"power": [["wrong answer"] * 2] * 4 + [["correct"] * 2] * 16})
+    table = power_sampling.results_table([full, cut])
+    assert "100% [68–100] †" in table and "† On the first 8 problems of the 20" in table
+    assert table.count(" † |") == 1  # one cell: the truncated row ran everything on all 20
+    verdict = power_sampling.verdict([full, cut])["verdict"]
+    assert "(Power sampling on the full model, on the first 8 of the 20 problems: 100% [68–100] against greedy's" in \
+        verdict and "on the same ones" in verdict
+    failure = power_sampling.failure_sentence([full, cut])
+    assert failure.startswith("At 4 blocks 50% of power samples are correct, against 100% at the full 6 on the 8 "
+                              "problems where both ran")
 
 
 def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
@@ -316,6 +338,7 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows = [_row(6, 0.5, 0.75), _row(4, 0.0, 0.25)]
     rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full), "smc": outcome_shares(full)}
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
+    rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
     table = power_sampling.outcomes_table(rows).splitlines()
     assert len(table) == 7 and table[5] == "| 4/6 | greedy | 25% | 25% | 25% | 25% |"
     assert table[4] == "| 6/6 | smc | 75% | 25% | 0% | 0% |"

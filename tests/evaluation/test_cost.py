@@ -134,3 +134,14 @@ def test_net_cost_is_one_for_the_proposal_alone_at_full_depth_and_falls_with_dep
     report = [net_cost_ratio(seven, d, 679, 192, 10, context=339.5) for d in (28, 26, 20)]
     assert report[0] > report[1] > report[2] and report[1] > 1  # the report's trade: two blocks do not pay
     assert report[1] == pytest.approx(expected_decoded_tokens(679, 192, 10) / 679 * flops_share(seven, 26, 339.5))
+
+
+def test_the_token_multiplier_pairs_the_problems_both_ran():
+    """One definition of "times the tokens of a greedy answer": decoded tokens per power-sampled answer over those
+    per greedy answer, on the problems both ran (the first k, where the power samples ran on a subset)."""
+    from helpers.evaluation.cost import token_multiplier
+
+    power = [[{"decoded_tokens": 300}, {"decoded_tokens": 500}], [{"decoded_tokens": 200}, {"decoded_tokens": 200}]]
+    greedy = [[{"decoded_tokens": 100}], [{"decoded_tokens": 50}], [{"decoded_tokens": 1000}]]
+    assert token_multiplier(power, greedy) == pytest.approx(300 / 75)  # the third problem has no power sample
+    assert token_multiplier(power[:1], greedy) == pytest.approx(400 / 100)
