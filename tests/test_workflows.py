@@ -40,9 +40,11 @@ def test_a_broken_workflow_is_caught(tmp_path):
 def test_the_book_workflow_builds_the_full_book_and_deploys_it():
     book = yaml.safe_load((WORKFLOWS / "book.yml").read_text())
     steps = [s.get("run", "") + s.get("uses", "") for s in book["jobs"]["build"]["steps"]]
-    assert "make test" in steps and "make book PROFILE=full" in steps and any("upload-pages-artifact" in s for s in steps)
+    assert "make check" in steps and "make book PROFILE=full" in steps and any("upload-pages-artifact" in s for s in steps)
     audit = [s.get("run", "") for s in book["jobs"]["audit"]["steps"]]
-    assert any("helpers audit --all" in s for s in audit)  # every released decode, re-derived on the runner
+    assert any('helpers audit --all --since "$BEFORE"' in s for s in audit)  # a push's batches, re-derived
+    assert any("helpers audit --all\n" in s for s in audit) and book[True]["schedule"]  # all of it, weekly
+    assert book["jobs"]["build"]["if"] == book["jobs"]["deploy"]["if"] == "github.event_name != 'schedule'"
     assert set(book["jobs"]["deploy"]["needs"]) == {"build", "audit"}  # nothing is published unless the audit passes
     assert not any(s.startswith("actions/cache") for s in steps)  # the book builds from the release, not a cache
     assert book["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages")
@@ -63,7 +65,7 @@ def test_workflows_grant_least_privilege_and_take_cpu_torch():
     for flow in (book, tests):
         assert "download.pytorch.org/whl/cpu" in flow["env"]["PIP_EXTRA_INDEX_URL"]
         job = flow["jobs"]["build" if flow is book else "test"]
-        make_test = next(s for s in job["steps"] if s.get("run") == "make test")
+        make_test = next(s for s in job["steps"] if s.get("run") == "make check")
         assert make_test["env"]["SVD_REQUIRE_BROWSER"] == "1"
         node20 = ("actions/checkout@v4", "actions/setup-python@v5", "actions/cache@v4", "actions/configure-pages@v5",
                   "actions/upload-pages-artifact@v3", "actions/deploy-pages@v4")

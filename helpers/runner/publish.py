@@ -118,13 +118,42 @@ def add(store: Path | None = None, root: Path | None = None, build: Path | None 
                      dry_run=dry_run)
 
 
-def released_records(root: Path | None = None) -> list[dict]:
-    """Every released record (whole store lines), each file checked against the manifest."""
+def released_records(root: Path | None = None, batches: set[str] | None = None) -> list[dict]:
+    """Every released record (whole store lines), or those of the named `batches`, each file checked against the
+    manifest; an unknown batch name is an error that lists the known ones."""
     root = root or release_root()
     if root is None:
         raise ReleaseError(f"there is no release here (release/manifest.json), or {env.RELEASE} turns it off")
     manifest = read_manifest(root)
-    return [json.loads(line) for rel, entry in sorted(manifest.files.items()) for line in file_lines(root, rel, entry)]
+    unknown = sorted((batches or set()) - set(manifest.batches))
+    if unknown:
+        raise ReleaseError(f"the release has no batch {', '.join(unknown)}; it has {', '.join(manifest.batches)}")
+    return [json.loads(line) for rel, entry in sorted(manifest.files.items())
+            if batches is None or entry["batch"] in batches for line in file_lines(root, rel, entry)]
+
+
+def batches_since(ref: str, root: Path | None = None) -> set[str] | None:
+    """The batches the release's manifest lists now and did not at git commit `ref` (what a push added); None where
+    `ref` is not a commit this checkout has (a first push: every batch is new)."""
+    import subprocess
+
+    root = root or release_root()
+    if root is None:
+        raise ReleaseError(f"there is no release here (release/manifest.json), or {env.RELEASE} turns it off")
+    if set(ref) <= {"0"}:  # GitHub's "before" of a new branch
+        return None
+    known = subprocess.run(["git", "cat-file", "-e", f"{ref}^{{commit}}"], cwd=env.REPO, capture_output=True)
+    if known.returncode != 0:
+        return None
+    rel = (root / "manifest.json").resolve().relative_to(env.REPO.resolve())
+    done = subprocess.run(["git", "show", f"{ref}:{rel.as_posix()}"], cwd=env.REPO, capture_output=True, text=True)
+    if done.returncode != 0:  # that commit had no release: every batch is new
+        return set(read_manifest(root).batches)
+    try:
+        before = set(json.loads(done.stdout).get("batches", {}))
+    except (json.JSONDecodeError, AttributeError):
+        before = set()
+    return set(read_manifest(root).batches) - before
 
 
 def stored_records(store: Path) -> list[dict]:

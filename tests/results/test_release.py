@@ -272,8 +272,9 @@ def test_the_audit_fails_a_record_whose_counts_do_not_fit_its_settings(smol_rele
 
 
 @pytest.mark.once  # the release's weights are those of the current transformers' conversion (the lowest converts anew)
+@pytest.mark.release_audit
 def test_a_sample_of_the_shipped_release_passes_the_audit():
-    """`make test` audits a few random released decodes of the models installed here (the Pages workflow audits them
+    """`make check` audits a few random released decodes of the models installed here (the Pages workflow audits them
     all); the shipped release must pass as it is."""
     from helpers.core.env import REPO
     from helpers.evaluation.audit import auditable
@@ -370,3 +371,28 @@ def test_a_released_profile_runs_its_kernels_with_the_guard_unless_told_to_recom
     runner.run("full", recompute=True)
     runner.run("smoke")
     assert seen == ["1", None, None] and env.RELEASED_ONLY not in os.environ
+
+
+def test_a_push_audits_the_batches_it_added(capsys):
+    """`audit --since REF` takes the batches the manifest gained since commit REF: none since HEAD, all of them since
+    a commit before the release existed, and every batch where REF is not a commit here (a first push)."""
+    import subprocess
+
+    from helpers.cli import main
+    from helpers.runner.publish import batches_since
+
+    root = env.REPO / "release"
+    if not (root / "manifest.json").is_file():
+        pytest.skip("NO RELEASE IN THIS CHECKOUT")
+    first = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "release/manifest.json"],
+                           cwd=env.REPO, capture_output=True, text=True).stdout.split()
+    clean = not subprocess.run(["git", "status", "--porcelain", "--", "release"], cwd=env.REPO, capture_output=True,
+                               text=True).stdout.strip()
+    if clean:
+        assert batches_since("HEAD", root) == set()
+        assert main(["audit", "--since", "HEAD"]) == 0 and "batches added since HEAD: none" in capsys.readouterr().out
+    assert batches_since("0" * 40, root) is None
+    if first:
+        assert batches_since(f"{first[-1]}~1", root) == set(read_manifest(root).batches)
+    with pytest.raises(ReleaseError, match="has no batch b999"):
+        released_records(root, {"b999"})
