@@ -46,6 +46,11 @@ class Completion:
         return float(sum(self.logp))
 
 
+def ends_with_stop(tokens: Sequence[int], stops: set[int] | frozenset[int]) -> bool:
+    """The one rule for a completion that stopped: its last token is a stop token."""
+    return bool(tokens) and tokens[-1] in stops
+
+
 def split_evenly(total: int, n: int) -> list[int]:
     """`total` split into `n` integer shares that differ by at most one and add up to it exactly."""
     return [total // n + (1 if i < total % n else 0) for i in range(n)]

@@ -32,6 +32,7 @@ import torch
 from helpers.core.progress import bar
 from helpers.data.problems import arithmetic_problem, build_prompt
 from helpers.engines.kv_slots import cache_keyword
+from helpers.engines.protocol import ends_with_stop
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth
@@ -241,7 +242,7 @@ def _counts(r: dict, c: dict, stops: set[int]) -> list[str]:
     tokens, limit = r["tokens"], c["max_new_tokens"]
     if r["n_tokens"] != len(tokens) or len(tokens) > limit:
         wrong.append(f"n_tokens {r['n_tokens']} for {len(tokens)} tokens (at most {limit})")
-    ends = bool(tokens) and tokens[-1] in stops
+    ends = ends_with_stop(tokens, stops)
     if r["stopped"] != ends or any(t in stops for t in tokens[:-1]):
         wrong.append("it says it stopped where its tokens do not end at a stop token (or run past one)")
     if not r["stopped"] and c.get("method") in ("greedy", "temperature", "low_temperature") and len(tokens) != limit:

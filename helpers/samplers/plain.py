@@ -9,8 +9,8 @@ import torch
 
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
-from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row
-from helpers.samplers.work import Work, one_work, run_together
+from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row, ends_with_stop
+from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
 
 def decode(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int],
@@ -33,13 +33,10 @@ def decode_work(prompts: Sequence[Sequence[int]], max_new_tokens: int, stops: se
     """Plain decoding's programs (one extension of each prompt), checked, for `decode` or a shared engine run."""
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer of at least 1, got {max_new_tokens!r}.")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("Every prompt needs at least one token.")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature!r}.")
     seeds = list(range(len(prompts))) if seeds is None else list(seeds)
-    if len(seeds) != len(prompts):
-        raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
+    check_prompts(prompts, seeds, "decoding")
     rows = [Row(list(p), torch.Generator().manual_seed(int(s)) if temperature > 0 else None, temperature, top_k)
             for p, s in zip(prompts, seeds, strict=True)]
     return Work([(row, _extend_once(row, max_new_tokens, stops)) for row in rows], len(rows), room=max_new_tokens)
@@ -48,4 +45,4 @@ def decode_work(prompts: Sequence[Sequence[int]], max_new_tokens: int, stops: se
 def _extend_once(row: Row, limit: int, stops: set[int]) -> Program:
     """The program of plain decoding: one extension of the prompt."""
     req = yield Extension(row, 0, limit)
-    return Completion(req.tokens, req.logp, req.logq, bool(req.tokens) and req.tokens[-1] in stops)
+    return Completion(req.tokens, req.logp, req.logq, ends_with_stop(req.tokens, stops))

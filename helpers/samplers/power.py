@@ -32,9 +32,9 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
-from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row
+from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row, ends_with_stop
 from helpers.samplers.target import MH_MODES, Target, check_length
-from helpers.samplers.work import Work, one_work, run_together
+from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
 __all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_work", "power_sample", "run_chains"]
 
@@ -132,10 +132,7 @@ def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target
                seeds: Sequence[int]) -> Work:
     """The chains' programs, checked, for `run_chains` or a shared engine run (`helpers.samplers.work`)."""
     cfg.validate(target)
-    if len(prompts) != len(seeds):
-        raise ValueError("give one seed per prompt")
-    if not prompts or any(not p for p in prompts):
-        raise ValueError("The prompt is empty: power sampling needs at least one prompt token.")
+    check_prompts(prompts, seeds, "power sampling")
     chains = [Chain(list(p), torch.Generator().manual_seed(int(s)), target.temperature, cfg.proposal_top_k)
               for p, s in zip(prompts, seeds, strict=True)]
     return Work([(c, _chain(c, target, cfg, stops)) for c in chains], len(chains),
@@ -150,7 +147,7 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
             cap = min(len(c.tokens) + cfg.block_size, length)
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
             cap = min((block + 1) * cfg.block_size, length)
-        if not (c.tokens and c.tokens[-1] in stops):  # exact mode: EOS is absorbing
+        if not ends_with_stop(c.tokens, stops):  # exact mode: EOS is absorbing
             c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0
         for _ in range(cfg.mcmc_steps):
@@ -176,7 +173,7 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
             c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
             break
     return ChainCompletion(tokens=c.tokens, logp=c.logp, logq=c.logq,
-                           stopped=bool(c.tokens) and c.tokens[-1] in stops, acceptance=c.acceptance, moves=c.moves)
+                           stopped=ends_with_stop(c.tokens, stops), acceptance=c.acceptance, moves=c.moves)
 
 
 def power_sample(model, prompt: list[int], stop_ids, target: Target, cfg: PowerConfig, seed: int = 0,

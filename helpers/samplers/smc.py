@@ -36,9 +36,18 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
-from helpers.engines.protocol import Barrier, Completion, Extension, Group, OnDone, Program, Row
+from helpers.engines.protocol import (
+    Barrier,
+    Completion,
+    Extension,
+    Group,
+    OnDone,
+    Program,
+    Row,
+    ends_with_stop,
+)
 from helpers.samplers.target import Target
-from helpers.samplers.work import Work, one_work, run_together
+from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
 RESAMPLING = "systematic"
 
@@ -149,7 +158,7 @@ class ParticleGroup(Group):
         ps = self.particles
         for p in ps:
             p.finished = p.finished or len(p.tokens) >= self.target.length or bool(
-                p.tokens and p.tokens[-1] in self.stops)
+                ends_with_stop(p.tokens, self.stops))
         if all(p.finished for p in ps):
             self.done = True
             return []
@@ -182,13 +191,13 @@ def _particle(p: Particle, group: ParticleGroup) -> Program:
     """One particle as a program: grow a block from the proposal, add its log weight, meet the others."""
     cfg, length = group.cfg, group.target.length
     while not group.done:
-        if not p.finished and len(p.tokens) < length and not (p.tokens and p.tokens[-1] in group.stops):
+        if not p.finished and len(p.tokens) < length and not ends_with_stop(p.tokens, group.stops):
             cap = min((len(p.tokens) // cfg.block_size + 1) * cfg.block_size, length)
             start = len(p.tokens)
             p.adopt((yield Extension(p, start, cap - start)))
             p.log_weight += _weight_gain(p, start, group.target, cfg, group.stops)
         yield Barrier(group)
-    return Completion(tokens=p.tokens, logp=p.logp, logq=p.logq, stopped=bool(p.tokens) and p.tokens[-1] in group.stops)
+    return Completion(tokens=p.tokens, logp=p.logp, logq=p.logq, stopped=ends_with_stop(p.tokens, group.stops))
 
 
 def _weight_gain(p: Particle, start: int, target: Target, cfg: SMCConfig, stops: set[int]) -> float:
@@ -228,10 +237,7 @@ def smc_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target, 
     """The particles' programs, checked, for `run_smc` or a shared engine run (`helpers.samplers.work`): a
     problem's K particles are consecutive rows that run together, and its job ends with the last of them."""
     cfg.validate(target)
-    if len(prompts) != len(seeds):
-        raise ValueError("give one seed per prompt")
-    if not prompts or any(not p for p in prompts):
-        raise ValueError("The prompt is empty: SMC needs at least one prompt token.")
+    check_prompts(prompts, seeds, "SMC")
     k = cfg.particles
     groups, tasks = [], []
     for prompt, seed in zip(prompts, seeds, strict=True):

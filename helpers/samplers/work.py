@@ -16,6 +16,14 @@ from helpers.engines.loop import Engine, run_programs
 from helpers.engines.protocol import Completion, Program, Row
 
 Collect = Callable[[int, Completion], "tuple[int, Completion] | None"]
+
+
+def check_prompts(prompts: Sequence[Sequence[int]], seeds: Sequence[int], sampler: str) -> None:
+    """Every sampler's rule for its inputs: at least one prompt, none empty, and one seed per prompt."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError(f"The prompt is empty: {sampler} needs at least one prompt token in every prompt.")
+    if len(seeds) != len(prompts):
+        raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
 OnJobDone = Callable[[int, int, Completion], None]
 
 
