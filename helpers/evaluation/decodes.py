@@ -31,7 +31,7 @@ from helpers.samplers.plain import decode_work
 from helpers.samplers.power import ChainCompletion, chain_work
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
 from helpers.samplers.smc import SMCCompletion, smc_work
-from helpers.samplers.work import run_together
+from helpers.samplers.work import check_batch_size, run_together
 
 __all__ = ["METHODS", "DecodeSettings", "accuracy", "decode_run", "sample", "sample_at_depths", "sample_methods",
            "solve"]
@@ -146,8 +146,7 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
 def _check_counts(n_seeds: int, batch_size: int) -> None:
     if not is_count(n_seeds, 1):
         raise ValueError(f"n_seeds must be an integer of at least 1, got {n_seeds!r}")
-    if not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    check_batch_size(batch_size)
 
 
 def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], n_seeds: int,

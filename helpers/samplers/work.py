@@ -44,14 +44,19 @@ class Work:
     collect: Collect | None = None
 
 
+def check_batch_size(batch_size: int) -> None:
+    """The rule for rows at once: a whole number of at least 1 (callers may check it early, before any work)."""
+    if not is_count(batch_size, 1):
+        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+
+
 def capacity(batch_size: int | None, works: Sequence[Work]) -> int | None:
     """Rows at once: `batch_size` rounded down to whole groups of the largest group, and never below one group,
     so that a group's rows can always all be running (admission is in order, so at most one group is ever
     part-admitted, and the rows beside it end and make room for the rest)."""
     if batch_size is None:
         return None
-    if not is_count(batch_size, 1):
-        raise ValueError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     group = max(w.group for w in works)
     return max(batch_size // group, 1) * group
 
