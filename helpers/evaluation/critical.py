@@ -115,20 +115,22 @@ class DepthChoice:
     depths: tuple[int, ...]
     critical: int | None  # chapter 03's critical depth (None: not stored, or the full model solves nothing)
     relative: bool  # the profile named them relative to the critical depth
+    default: bool = False  # the profile named none: the depth just below the full one
 
     def describe(self) -> str:
         """One sentence: which depths, chosen how, and whether a fixed choice agrees with chapter 03."""
-        listed = " and ".join(str(d) for d in self.depths)
+        listed = " and ".join(str(d) for d in self.depths) or "none (only the full model)"
         where = f"{self.model}'s {self.n_layers} blocks"
         if self.relative:
             return (f"The depths tested on {where} follow chapter 03's critical depth, {self.critical}: "
-                    f"{listed} blocks.")
-        text = f"The profile fixed the depths tested on {where} at {listed}"
+                    f"{listed}.")
+        text = (f"The profile names no depth, so the one tested on {where} is the depth just below the full one, "
+                f"{listed}" if self.default else f"The profile fixed the depths tested on {where} at {listed}")
         if self.critical is None:
             return text + "; chapter 03 has stored no critical depth to compare them with."
         if self.critical in self.depths:
             return text + f", which include chapter 03's critical depth, {self.critical}."
-        return (text + f", but chapter 03 found this model's critical depth at {self.critical}: the fixed depths "
+        return (text + f", but chapter 03 found this model's critical depth at {self.critical}: these depths "
                 "disagree with the sweep, so the headline below is not at the critical depth.")
 
 
@@ -155,4 +157,5 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
     outside = [d for d in resolved if not 2 <= d <= n_layers]
     if outside:
         raise ValueError(f"depths {depths} give {outside} for {name}, outside 2..{n_layers} (its blocks)")
-    return DepthChoice(name, n_layers, tuple(d for d in resolved if d < n_layers) or (), critical, relative)
+    return DepthChoice(name, n_layers, tuple(d for d in resolved if d < n_layers) or (), critical, relative,
+                       default=depths is None)

@@ -49,7 +49,7 @@ def test_relative_depths_resolve_from_the_stored_critical_depth(tiny_dir, tmp_pa
     assert stored_critical(model, SWEEP) == 3
     choice = choose_depths(model, "tiny", info.n_layers, ["critical", "critical-1", "critical+1"], SWEEP)
     assert choice.depths == (3, 2) and choice.relative and choice.critical == 3  # critical+1 is the full model
-    assert "follow chapter 03's critical depth, 3" in choice.describe()
+    assert "follow chapter 03's critical depth, 3: 3 and 2." in choice.describe()
     other = SweepSettings.from_parameters({**SWEEP.key(), "collapse_fraction": 0.8})
     with pytest.raises(CriticalDepthMissing):  # another rule's critical depth is another record
         choose_depths(model, "tiny", info.n_layers, ["critical"], other)
@@ -68,6 +68,8 @@ def test_a_fixed_depth_that_disagrees_with_chapter_03_is_reported(tiny_dir, tmp_
     assert {r.depth for r in rows} == {4, 2}
     sentence = depth_sentence(rows)
     assert "fixed the depths" in sentence and "critical depth at 3" in sentence and "disagree" in sentence
+    default = choose_depths(model, "tiny", 4, None, SWEEP)
+    assert default.depths == (3,) and default.describe().startswith("The profile names no depth, so the one tested")
 
 
 def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_path, monkeypatch):
