@@ -278,7 +278,9 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         # where the records were computed, from their own origins; the adder's commit and machine for records that
         # carry none (stored before records carried their origin)
         "commit": commits[0] if len(commits) == 1 and len(origins) == len(records_all) else commit,
-        "computed_at": commits if origins else [commit], "computed_on": machines or [machine()],
+        "computed_at": sorted(set(commits) | ({commit} if len(origins) < len(records_all) else set())),
+        "computed_on": machines + ([machine()] if len(origins) < len(records_all) and machine() not in machines
+                                   else []),
         "records_without_origin": len(records_all) - len(origins),
         "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "added_on": machine(),
         "machine": machines[0] if len(machines) == 1 and len(origins) == len(records_all) else machine(),
