@@ -500,8 +500,9 @@ def smc_values(m: Measured) -> dict:
     and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
     L, cut = m.n_layers, min(m.greedy_tokens)
     smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
-    mult = smc_tokens / max(m.greedy_tokens[L], 1e-9)
-    mh = multiplier_values(m)["multiplier_vs_greedy"]
+    at_full = multiplier_values(m)  # greedy on the problems the searches ran at the full depth, as SMC's
+    mult = smc_tokens / max(at_full["greedy_tokens"], 1e-9)
+    mh = at_full["multiplier_vs_greedy"]
     needed = 1 - 1 / mult if mult > 1 else 0.0
     saved = 1 - flops_share(m.config, cut, m.context)
     even = break_even_depth(m.config, mult, m.context)
