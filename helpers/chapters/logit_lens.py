@@ -249,7 +249,8 @@ def size_values(contrast: SizeContrast | None) -> dict:
     smoother = direction(*c.steep_interval, "more abrupt", "smoother")
     drop = (f"the larger model's KL drops {later} in relative depth" if later else
             "the two drops sit at relative depths these problems cannot tell apart")
-    shape = f"and its curve is {smoother}" if smoother else "and their steepness cannot be told apart"
+    shape = (f"and the larger model's curve is {smoother}" if smoother else
+             "and their steepness cannot be told apart")
     agrees = [later == "later", smoother == "smoother"]
     verdict = ("as the report saw for Qwen2.5-Math-7B against 1.5B" if all(agrees) else
                "partly as the report saw for Qwen2.5-Math-7B against 1.5B (a later, smoother drop)" if any(agrees) else
