@@ -551,7 +551,8 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.n_layers for r in rows if r.model == m))
     if len(models) < 2:
         return {"size_sentence": "This build searches on one model, so it cannot ask whether the answer depends on "
-                                 "the model's size; the `full` profile runs Qwen2.5-Coder at 0.5B and 1.5B.",
+                                 "the model's size: run this chapter with two sizes of one family among its models "
+                                 "(chapter 02 sets their logit-lens curves side by side).",
                 "size_headline": ""}
     parts, short, diffs, values = [], [], [], {}
     for tag, model in zip(("small", "large"), models[:2], strict=True):

@@ -122,7 +122,9 @@ class DepthChoice:
         listed = " and ".join(str(d) for d in self.depths) or "none (only the full model)"
         where = f"{self.model}'s {self.n_layers} blocks"
         if self.relative:
-            return (f"The depths tested on {where} follow chapter 03's critical depth, {self.critical}: "
+            if self.depths == (self.critical,):
+                return f"The depth tested on {where} is chapter 03's critical depth, {self.critical}."
+            return (f"The depths tested on {where} are named by chapter 03's critical depth, {self.critical}: "
                     f"{listed}.")
         text = (f"The profile names no depth, so the one tested on {where} is the depth just below the full one, "
                 f"{listed}" if self.default else f"The profile fixed the depths tested on {where} at {listed}")

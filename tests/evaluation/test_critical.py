@@ -49,7 +49,9 @@ def test_relative_depths_resolve_from_the_stored_critical_depth(tiny_dir, tmp_pa
     assert stored_critical(model, SWEEP) == 3
     choice = choose_depths(model, "tiny", info.n_layers, ["critical", "critical-1", "critical+1"], SWEEP)
     assert choice.depths == (3, 2) and choice.relative and choice.critical == 3  # critical+1 is the full model
-    assert "follow chapter 03's critical depth, 3: 3 and 2." in choice.describe()
+    assert "are named by chapter 03's critical depth, 3: 3 and 2." in choice.describe()
+    alone = choose_depths(model, "tiny", info.n_layers, ["critical"], SWEEP)
+    assert alone.describe() == "The depth tested on tiny's 4 blocks is chapter 03's critical depth, 3."
     other = SweepSettings.from_parameters({**SWEEP.key(), "collapse_fraction": 0.8})
     with pytest.raises(CriticalDepthMissing):  # another rule's critical depth is another record
         choose_depths(model, "tiny", info.n_layers, ["critical"], other)
