@@ -35,3 +35,12 @@ def test_no_work_log_references_in_the_product():
 
 def test_no_working_papers_in_the_repository():
     assert not _tracked("reviews"), "reviews/ holds a review's evidence; the browser test is the lasting check"
+
+
+def test_the_readme_is_a_page_for_users():
+    """At most 120 lines; it names the two set-up commands and the three test tiers, and every profile."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    assert all(f"make {t}" in text for t in ("book", "test", "unit", "check"))
+    profiles = sorted(p.stem for p in (REPO / "notebooks" / "profiles").glob("*.yaml"))
+    assert all(f"| `{p}` |" in text for p in profiles), profiles
