@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+from helpers.core import env
+
 VERSIONS: dict[str, int] = {  # experiment -> version of the code that computes it (1: the key as it always was)
     "decode": 1, "logit_lens": 1, "agreement": 1, "depth_profile": 1, "skip_effects": 1, "depth_score": 1,
     "erasure_ig": 1, "toy_convergence": 1, "critical_depth": 1,
@@ -35,7 +37,7 @@ ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that 
 # Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.
 NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.quiet", "helpers.core.env",
               "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner", "helpers.bench")
-FINGERPRINTS = Path(__file__).with_name("fingerprints.json")
+FINGERPRINTS = env.REPO / "helpers" / "results" / "fingerprints.json"
 
 
 def keyed(experiment: str, config: dict) -> dict:
@@ -44,7 +46,7 @@ def keyed(experiment: str, config: dict) -> dict:
     return config if version == 1 else {**config, "computation_version": version}
 
 
-PACKAGE = Path(__file__).resolve().parents[1]  # helpers/
+PACKAGE = env.REPO / "helpers"  # the package's folder, in a checkout or installed
 
 
 def _module_file(name: str) -> Path | None:

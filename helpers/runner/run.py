@@ -394,9 +394,10 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     marked `released: true` is read from the results release as complete: a record that neither the release nor
     the local store holds stops the run before it is computed (`helpers.results.store.NotReleased`), unless
     `recompute`."""
+    jobs = plan(profile, overrides, only)  # the checkout, the profile and every parameter, before anything else
     guarded = bool(load_profile(profile).get("released")) and not recompute
     with _released_only(guarded):
-        return _run(profile, overrides, only, out_root, build, strict, budget)
+        return _run(profile, jobs, out_root, build, strict, budget)
 
 
 @contextlib.contextmanager
@@ -414,12 +415,11 @@ def _released_only(on: bool):
             os.environ[env.RELEASED_ONLY] = before
 
 
-def _run(profile: str, overrides: dict | None, only: str | None, out_root: Path, build: bool, strict: bool,
-         budget: float | None) -> Path | None:
+def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: bool, budget: float | None
+         ) -> Path | None:
     if budget is not None and not (isinstance(budget, int | float) and 0 < budget < float("inf")):
         raise RunError(f"the budget must be a positive time, got {budget!r}")
     deadline = None if budget is None else time.time() + budget
-    jobs = plan(profile, overrides, only)
     check_models(jobs)
     check_engines(jobs)
     timeout = load_profile(profile).get("timeout")
