@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from helpers.results.identity import model_identity
 from helpers.results.store import Run
 
-CRITICAL = "critical"
 _RELATIVE = re.compile(r"^critical\s*(?:([+-])\s*(\d+))?$")
 CRITICAL_SHAPE = {"depth": (int, type(None)), "full_accuracy": float, "accuracy": dict, "n_problems": int}
 
@@ -101,11 +100,6 @@ def parse_depth(entry: object) -> tuple[bool, int]:
     return True, (int(k) if sign == "+" else -int(k)) if k else 0
 
 
-def is_relative(depths: Sequence | None) -> bool:
-    """Whether any entry of `depths` names the critical depth."""
-    return any(parse_depth(d)[0] for d in depths or ())
-
-
 @dataclass(frozen=True)
 class DepthChoice:
     """The stitched depths one model runs in chapters 04-05, and where they came from, for the page to say."""
@@ -150,11 +144,11 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
         except CriticalDepthMissing:
             if relative:
                 raise
+    if relative and settings is None:
+        raise CriticalDepthMissing("relative depths need chapter 03's sweep settings (critical_sweep)")
     if relative and critical is None:
         raise CriticalDepthMissing(f"{name} solves none of chapter 03's problems at full depth, so it has no critical "
                                    "depth to name depths by; give fixed depths instead")
-    if relative and settings is None:
-        raise CriticalDepthMissing("relative depths need chapter 03's sweep settings (critical_sweep)")
     resolved = sorted({critical + v if r else v for r, v in parsed}, reverse=True)
     outside = [d for d in resolved if not 2 <= d <= n_layers]
     if outside:

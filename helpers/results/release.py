@@ -272,18 +272,17 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         seconds[owner] += sum(float(r["seconds"]) for r in records)
     records_all = [r for rs in new.values() for r in rs]
     origins = [r["origin"] for r in records_all if isinstance(r.get("origin"), dict)]
-    commits = sorted({str(o.get("commit")) + ("+changes" if o.get("dirty") else "") for o in origins})
-    machines = [json.loads(m) for m in sorted({json.dumps(o.get("machine"), sort_keys=True) for o in origins})]
+    without = len(records_all) - len(origins)  # stored before records carried their origin: the adder's stands in
+    here = machine()
+    commits = {str(o.get("commit")) + ("+changes" if o.get("dirty") else "") for o in origins} | ({commit} if without
+                                                                                                 else set())
+    machines = [json.loads(m) for m in sorted({json.dumps(o.get("machine"), sort_keys=True) for o in origins}
+                                              | ({json.dumps(here, sort_keys=True)} if without else set()))]
     manifest.batches[name] = {
-        # where the records were computed, from their own origins; the adder's commit and machine for records that
-        # carry none (stored before records carried their origin)
-        "commit": commits[0] if len(commits) == 1 and len(origins) == len(records_all) else commit,
-        "computed_at": sorted(set(commits) | ({commit} if len(origins) < len(records_all) else set())),
-        "computed_on": machines + ([machine()] if len(origins) < len(records_all) and machine() not in machines
-                                   else []),
-        "records_without_origin": len(records_all) - len(origins),
-        "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "added_on": machine(),
-        "machine": machines[0] if len(machines) == 1 and len(origins) == len(records_all) else machine(),
+        "commit": min(commits) if len(commits) == 1 else commit, "computed_at": sorted(commits),
+        "computed_on": machines, "records_without_origin": without,
+        "added": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "added_on": here,
+        "machine": machines[0] if len(machines) == 1 else here,
         "records": sum(counts.values()), "records_by_chapter": dict(sorted(counts.items())),
         "compute_seconds_by_chapter": {c: round(s, 1) for c, s in sorted(seconds.items())},
         "versions": [json.loads(v) for v in sorted({json.dumps(r.get("versions"), sort_keys=True) for r in records_all})],
