@@ -534,13 +534,18 @@ def depth_sentence(rows: Sequence[DepthRow]) -> str:
     return " ".join(c.describe() for c in choices.values())
 
 
-def _headline_row(rows: Sequence[DepthRow], model: str) -> tuple[DepthRow, DepthRow]:
+def headline_row(rows: Sequence[DepthRow], model: str) -> tuple[DepthRow, DepthRow]:
     """(the row power sampling is judged at, the full-depth row) of one model: its deepest truncation (the critical
     depth where the profile names depths by it), or the full model where no truncation ran."""
     mine = [r for r in rows if r.model == model]
     full = next(r for r in mine if r.depth == r.n_layers)
     cut = max((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=full)
     return cut, full
+
+
+def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:
+    """`headline_row` of every model, in model order (the size figure's panels)."""
+    return [headline_row(rows, m) for m in dict.fromkeys(r.model for r in rows)]
 
 
 def size_values(rows: Sequence[DepthRow]) -> dict:
@@ -556,7 +561,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
                 "size_headline": ""}
     parts, short, diffs, values = [], [], [], {}
     for tag, model in zip(("small", "large"), models[:2], strict=True):
-        cut, full = _headline_row(rows, model)
+        cut, full = headline_row(rows, model)
         n = min(len(cut.scores["power"]), len(full.scores["greedy"]))
         d = paired_prefix(cut.scores["power"], full.scores["greedy"])
         diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))

@@ -71,18 +71,16 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     return finish(fig)
 
 
-def size_bars(rows, title: str | None = None):
-    """The report's Figure 2 at each size this build searched: full-depth greedy, then greedy, low temperature and MH
-    power sampling at the model's deepest truncation (its critical depth where the profile names it), each on every
-    problem of the headline set, with 95% Wilson intervals; one panel per model."""
+def size_bars(pairs, title: str | None = None):
+    """The report's Figure 2 at each size this build searched, from (headline row, full-depth row) per model
+    (`helpers.chapters.power_sampling.headline_rows`): full-depth greedy, then greedy, low temperature and MH power
+    sampling at the headline depth, each on every problem of the headline set, with 95% Wilson intervals; one panel
+    per model."""
     from helpers.evaluation.stats import wilson
 
-    models = list(dict.fromkeys(r.model for r in rows))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 0.6, 3.4), sharey=True, squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
-        mine = [r for r in rows if r.model == model]
-        full = next(r for r in mine if r.depth == r.n_layers)
-        cut = max((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=full)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs) + 0.6, 3.4), sharey=True, squeeze=False)
+    for ax, (cut, full) in zip(axes[0], pairs, strict=True):
+        model = full.model
         bars = [(f"greedy\n{full.depth} (full)", full, "greedy"), (f"greedy\n{cut.depth}", cut, "greedy"),
                 (f"low T\n{cut.depth}", cut, "low"), (f"power (MH)\n{cut.depth}", cut, "power")]
         for i, (_, r, key) in enumerate(bars):
