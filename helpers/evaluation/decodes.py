@@ -129,9 +129,10 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
         decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems)), d)
                             for name, d in by_name.items()}
     every = list({id(d): d for by_name in decodes.values() for d in by_name.values()}.values())
-    for d in every:
-        d.run.refuse_work([d.key(p, s) for p, s in d.missing()])  # a build reading the release as complete stops here
-    if any(d.missing() for d in every):
+    missing = {id(d): d.missing() for d in every}
+    for d in every:  # a build that reads the release as complete stops here, before any decoding
+        d.run.refuse_work([d.key(p, s) for p, s in missing[id(d)]])
+    if any(missing.values()):
         with ExitStack() as locks:  # another process on the same decodes: wait for it, then compute what is missing
             for d in sorted(every, key=lambda d: str(d.run.path)):  # one order: no two processes cross
                 locks.enter_context(d.run.locked())
