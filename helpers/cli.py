@@ -271,6 +271,10 @@ def _audit(args: argparse.Namespace) -> int:
     from helpers.runner import publish
 
     root = Path(args.release) if args.release else None
+    if args.store and (args.since or args.batch or args.release):
+        print("audit: --store audits a local store's records; --since, --batch and --release choose the release's. "
+              "Give one or the other.", file=sys.stderr)
+        return 2
     batches = set(args.batch) if args.batch else None
     if args.since:
         batches = publish.batches_since(args.since, root)

@@ -144,6 +144,7 @@ class Measured:
     smc: SMCConfig | None = None
     smc_records: dict[int, list[dict]] = field(default_factory=dict)  # depth -> every SMC record
     multipliers: dict[int, float] = field(default_factory=dict)  # depth -> `token_multiplier` there
+    smc_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC's, on SMC's own problems
 
 
 def _mean(records: Sequence[dict], key: str) -> float:
@@ -220,6 +221,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
                            _point(at, f"majority-of-{size}", runs[key], size, "majority", matched=True)]
     greedy_tokens = {d: _mean([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
     multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
+    smc_multipliers = {d: token_multiplier(runs["SMC"], runs["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
     even = break_even_depth(model.config, multipliers[L], context)
     even_accuracy = None
     if even is not None and 2 <= even < L:
@@ -229,7 +231,8 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
                         {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
                         model.config, even, even_accuracy, smc,
-                        {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers)
+                        {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers,
+                        smc_multipliers)
     del model
     return measured
 
@@ -500,9 +503,8 @@ def smc_values(m: Measured) -> dict:
     and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
     L, cut = m.n_layers, min(m.greedy_tokens)
     smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
-    at_full = multiplier_values(m)  # greedy on the problems the searches ran at the full depth, as SMC's
-    mult = smc_tokens / max(at_full["greedy_tokens"], 1e-9)
-    mh = at_full["multiplier_vs_greedy"]
+    mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
+    mh = m.multipliers[L]
     needed = 1 - 1 / mult if mult > 1 else 0.0
     saved = 1 - flops_share(m.config, cut, m.context)
     even = break_even_depth(m.config, mult, m.context)

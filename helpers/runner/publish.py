@@ -145,7 +145,11 @@ def batches_since(ref: str, root: Path | None = None) -> set[str] | None:
     known = subprocess.run(["git", "cat-file", "-e", f"{ref}^{{commit}}"], cwd=env.REPO, capture_output=True)
     if known.returncode != 0:
         return None
-    rel = (root / "manifest.json").resolve().relative_to(env.REPO.resolve())
+    try:
+        rel = (root / "manifest.json").resolve().relative_to(env.REPO.resolve())
+    except ValueError:
+        raise ReleaseError(f"the release at {root} is outside this checkout ({env.REPO}), so git cannot say which "
+                           "batches a commit added: choose them with --batch instead of --since") from None
     done = subprocess.run(["git", "show", f"{ref}:{rel.as_posix()}"], cwd=env.REPO, capture_output=True, text=True)
     if done.returncode != 0:  # that commit had no release: every batch is new
         return set(read_manifest(root).batches)

@@ -83,7 +83,8 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
                 raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
                                "parameters cell.")
     sweep = _critical_sweep(spec, overrides) if any("critical_sweep" in p for p in known.values()) else None
-    for stem, params in known.items():
+
+    def resolve(stem: str, params: dict) -> dict:
         section = spec["notebooks"].get(stem, {}) or {}
         bad = sorted(set(section) - set(params))
         if bad:
@@ -95,10 +96,36 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
         values["profile"] = profile if "profile" in params else values.get("profile")
         if "critical_sweep" in params and "critical_sweep" not in {**section, **overrides}:
             values["critical_sweep"] = sweep
-        job = Job(stem, {k: v for k, v in values.items() if k in params})
+        return {k: v for k, v in values.items() if k in params}
+
+    for stem, params in known.items():
+        values = resolve(stem, params)
+        if stem in READS_DECODES_OF:
+            values.update(_decode_settings(profile, spec, stem, params, resolve))
+        job = Job(stem, values)
         check_job(job, params)
         jobs.append(job)
     return jobs
+
+
+READS_DECODES_OF = {"05_cost": "04_power_sampling"}  # a chapter that prices another's stored decodes
+
+
+def _decode_settings(profile: str, spec: dict, stem: str, params: dict, resolve) -> dict:
+    """The settings a chapter that reads another's decodes takes from it: every parameter the two notebooks share,
+    as the source chapter gets it in this run (whether or not it runs), so that the reader asks for exactly the
+    records the source wrote. Setting one of them for the reader alone is refused: it would decode anew."""
+    source = READS_DECODES_OF[stem]
+    source_params = notebook_parameters(source)
+    common = sorted((set(params) & set(source_params)) - {"profile"})
+    own = spec["notebooks"].get(stem, {}) or {}
+    if clash := [k for k in common if k in own]:
+        raise RunError(f"Profile {profile!r} sets {clash} for {stem}, which reads {source}'s decodes and takes these "
+                       f"settings from it: set them under {source}.")
+    values = resolve(source, source_params)
+    theirs, mine = literal_defaults(source_params), literal_defaults(params)
+    values.update({k: theirs[k] for k in common if k not in values and k in theirs and theirs[k] != mine.get(k)})
+    return {k: values[k] for k in common if k in values}
 
 
 CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth

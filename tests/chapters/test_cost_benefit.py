@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import traceback
 from pathlib import Path
@@ -89,6 +90,26 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     assert list(multipliers.values()) == pytest.approx([ch.multiplier_values(m)["multiplier_vs_greedy"],
                                                         values["smc_multiplier"], 14.5])
     assert list(needs.values())[2] == pytest.approx(1 - 1 / 14.5) and all(0 <= v < 1 for v in needs.values())
+
+
+def test_smcs_multiplier_pairs_its_problems_with_greedys_in_a_full_depth_only_build(tiny_dir, tmp_path, monkeypatch):
+    """Where the full depth is the headline (MH and greedy on every problem) and SMC runs on the searches' subset,
+    SMC's tokens are set against greedy's on that subset, not on every problem."""
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    run = dict(matched=False, search_problems=1, **SETTINGS)
+    ch.measure(str(tiny_dir), PROBLEMS, [4], SEARCHES, **run)
+    for path in tmp_path.glob("decode/*.jsonl"):  # greedy answers of other lengths on the problems SMC did not run
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for r in lines:
+            if r["config"]["method"] == "greedy" and r["result"]["id"] != PROBLEMS[0].id:
+                r["result"]["tokens"] = r["result"]["tokens"][:2]
+                r["result"]["decoded_tokens"] = r["result"]["n_tokens"] = 2
+        path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    m = ch.measure(str(tiny_dir), PROBLEMS, [4], SEARCHES, **run)
+    assert len(m.power_records[4]) == SETTINGS["n_seeds"] * len(PROBLEMS) and len(m.smc_records[4]) == 2
+    assert m.greedy_tokens[4] == pytest.approx((8 + 2 + 2) / 3)  # every problem's greedy answer
+    smc = sum(r["decoded_tokens"] for r in m.smc_records[4]) / 2
+    assert ch.smc_values(m)["smc_multiplier"] == pytest.approx(smc / 8)  # only the problem SMC ran
 
 
 def _point(method: str, flops: float, accuracy: float, depth: int = 4) -> ch.Point:

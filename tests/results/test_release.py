@@ -396,3 +396,18 @@ def test_a_push_audits_the_batches_it_added(capsys):
         assert batches_since(f"{first[-1]}~1", root) == set(read_manifest(root).batches)
     with pytest.raises(ReleaseError, match="has no batch b999"):
         released_records(root, {"b999"})
+
+
+def test_a_push_audit_refuses_what_git_cannot_answer(tmp_path, capsys):
+    """`--since` on a release outside the checkout says to name batches instead; `--store` with a choice of the
+    release's batches is refused before any record is read."""
+    from helpers.cli import main
+    from helpers.runner.publish import batches_since
+
+    outside = tmp_path / "release"
+    outside.mkdir()
+    (outside / "manifest.json").write_text('{"batches": {}}')
+    with pytest.raises(ReleaseError, match=r"outside this checkout.*--batch"):
+        batches_since("HEAD", outside)
+    assert main(["audit", "--store", str(tmp_path), "--since", "HEAD"]) == 2
+    assert "Give one or the other" in capsys.readouterr().err

