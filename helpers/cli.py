@@ -378,9 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--where", default="", help="sampling: comma-separated jobs (greedy, plain_sampling, "
                    "power_exact, power_reference, smc) to run once more at the largest batch under cProfile, to say "
                    "where their time goes")
-    p.add_argument("--engine", default="transformers",
-                   help="sampling: transformers, or transformers,vllm to time vLLM beside it (run from the vLLM "
-                        "environment: .venv-vllm/bin/python -m helpers bench sampling --engine transformers,vllm)")
+    p.add_argument("--engine", default="slot",
+                   help="sampling: slot, or slot,vllm to time vLLM beside it (run from the vLLM "
+                        "environment: .venv-vllm/bin/python -m helpers bench sampling --engine slot,vllm)")
     _dtype_flag(p)
     p.set_defaults(func=_bench)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: int = 32, max_new_tokens: int = 8,
-               block_size: int = 4, engines: tuple[str, ...] = ("transformers",), prompt_tokens: int = 12) -> dict:
+               block_size: int = 4, engines: tuple[str, ...] = ("slot",), prompt_tokens: int = 12) -> dict:
     """Seconds per thousand rows (particles) of SMC at each run size, every row of a run admitted at once, no stop
     token (each row decodes exactly `max_new_tokens`); the growth from the smallest run to the largest per engine
     (flat: 1.0), and vLLM's time over the slot engine's at each size."""
@@ -29,7 +29,7 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
             raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     if any(n < particles for n in rows):
         raise ValueError(f"--rows must each hold at least one problem of --particles {particles} rows, got {rows}")
-    kinds = {e: "vllm" if check_engine(e) == "vllm" else "slot" for e in engines}
+    kinds = {e: check_engine(e) for e in engines}
     target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
     out: dict = {"machine": _machine(), "particles": particles, "max_new_tokens": max_new_tokens,
                  "block_size": block_size, "prompt_tokens": prompt_tokens, "engines": {}}

@@ -26,7 +26,7 @@ ENGINE_TARGET = {"vllm_power_vs_transformers_power": 1.5}  # decoded tokens per 
 def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
-                   baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("transformers",),
+                   baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("slot",),
                    particles: int = 4, where: tuple[str, ...] = ()) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
@@ -41,7 +41,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     moved a ratio across its target from one run to the next. Prints three ratios against `SAMPLING_TARGETS`.
 
     With `engines` naming 'vllm' too, each batch also runs greedy decoding and power sampling (both modes) on
-    the transformers engine and on vLLM, in turn, and prints vLLM's rates against the transformers engine's
+    the slot engine and on vLLM, in turn, and prints vLLM's rates against the slot engine's
     (`ENGINE_TARGET`); the vLLM engine's start-up is timed apart.
 
     `where` names jobs (of `JOBS`) to run once more at the largest batch, after the timed runs, under cProfile:
@@ -64,7 +64,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     unknown = sorted(set(where) - set(JOBS))
     if unknown:
         raise ValueError(f"--where takes jobs of {', '.join(JOBS)}; got {', '.join(unknown)}")
-    if not engines or "transformers" not in engines:
+    if not engines or "slot" not in engines:
         raise ValueError(f"--engine must include transformers (the baseline of every ratio), got {engines!r}")
     for engine in engines:
         check_engine(engine)
@@ -99,7 +99,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 
 
 def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels, repeats) -> dict:
-    """Greedy decoding and power sampling (both modes) on the transformers engine and on vLLM, side by side, each
+    """Greedy decoding and power sampling (both modes) on the slot engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
     from helpers.engines.kinds import make_engine, release_engines
     from helpers.samplers.plain import decode
@@ -108,7 +108,7 @@ def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels,
     start = time.perf_counter()
     vllm = make_engine("vllm", model, tokenizer)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
-    make = {"transformers": lambda: make_engine("slot", model), "vllm": lambda: vllm}
+    make = {"slot": lambda: make_engine("slot", model), "vllm": lambda: vllm}
     decode(model, prompts[:2], 4, stops, temperature=s.target.temperature, seeds=seeds[:2], engine=vllm)  # warm-up
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}

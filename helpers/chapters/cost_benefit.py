@@ -165,7 +165,7 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
 
 def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] | None, searches: Searches, *,
             n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
-            engine: str = "transformers", search_problems: int | None = None,
+            engine: str = "slot", search_problems: int | None = None,
             critical_sweep: SweepSettings | dict | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 

@@ -176,7 +176,7 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
                     searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
-                    batch_size: int, engine: str = "transformers", search_problems: int | None = None,
+                    batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     critical_sweep: SweepSettings | dict | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
     depth.
@@ -487,7 +487,7 @@ def _verdict_word(d: PairedDifference) -> str:
 
 def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, searches: Searches,
                 steps: Sequence[int], *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-                engine: str = "transformers", search_problems: int | None = None, other_mode: bool = True
+                engine: str = "slot", search_problems: int | None = None, other_mode: bool = True
                 ) -> StepsSweep:
     """Does N matter? MH power sampling of `model_name` stitched to `depth` blocks (None: one below full) with each
     number of steps per block in `steps`, all else as `searches`' MH settings, on the first `search_problems` problems of the

@@ -1,6 +1,6 @@
 """The engines by name: code above this package asks for an engine by what it is for, never by its class.
 
-'slot' is the book's transformers decode loop (`slot.CachedEngine`: many rows at once on KV slots); 'reencode'
+'slot' is the book's own engine, on transformers' modules (`slot.CachedEngine`: many rows at once on KV slots); 'reencode'
 re-encodes every prefix (`serial.ReencodeEngine`: the check on the others, and models without a KV cache);
 'generate' is the published sampler's cost pattern, one `generate` call per extension (`generate.GenerateEngine`:
 the benches' baseline); 'vllm' is vLLM on a checkpoint of the model (`vllm.VLLMEngine`, kept for the next call with

@@ -7,7 +7,7 @@ tokens at once, meets barriers, turns a returned program into a completion, and 
 wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
 calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
 
-The engines: `helpers.engines.slot.CachedEngine` (transformers, many rows at once on KV slots),
+The engines: `helpers.engines.slot.CachedEngine` ('slot': transformers' modules, many rows at once on KV slots),
 `helpers.engines.serial` (one extension at a time: re-encoding, the check on the others, and `generate`) and
 `helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability under the model at
 T=1 and under the distribution it was drawn from.

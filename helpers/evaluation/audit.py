@@ -93,7 +93,7 @@ def auditable(record: dict) -> str | None:
     config = record.get("config", {})
     if record.get("experiment") != "decode":
         return f"{record.get('experiment')} records (the audit re-derives decodes)"
-    if config.get("engine") not in (None, "transformers"):
+    if config.get("engine") is not None:  # the slot engine's keys name none
         return f"{config.get('engine')} decodes (their engine's own numbers)"
     if not str(config.get("source", "")).startswith("embedded:"):
         return "decodes of models that are not embedded"

@@ -68,14 +68,14 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
     return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
 
 
-def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "transformers") -> Run:
+def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
     return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
                shape=SMC_SHAPE if settings.method == "smc" else RECORD_SHAPE)
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
-           batch_size: int = 16, progress: bool = True, root: Path | None = None, engine: str = "transformers",
+           batch_size: int = 16, progress: bool = True, root: Path | None = None, engine: str = "slot",
            **fields) -> list[list[dict]]:
     """records[problem][sample] for `settings` (or a `DecodeSettings(**fields)`: method=..., max_new_tokens=...);
     missing ones are computed in batches and stored as they finish.
@@ -96,7 +96,7 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
 
 
 def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], *,
-                   n_seeds: int, batch_size: int, engine: str = "transformers", root: Path | None = None,
+                   n_seeds: int, batch_size: int, engine: str = "slot", root: Path | None = None,
                    limits: Mapping[str, int] | None = None, progress: bool = True) -> dict[str, list[list[dict]]]:
     """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`) of one model, as
     `sample` gives them: `sample_at_depths` at the model's own depth."""
@@ -107,7 +107,7 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
 
 
 def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
-                     variants: Sequence[tuple[str, int]], *, n_seeds: int, batch_size: int, engine: str = "transformers",
+                     variants: Sequence[tuple[str, int]], *, n_seeds: int, batch_size: int, engine: str = "slot",
                      root: Path | None = None, limits: Mapping[tuple[str, int], Mapping[str, int]] | None = None,
                      progress: bool = True) -> dict[tuple[str, int], dict[str, list[list[dict]]]]:
     """{(method, depth): {name: records[problem][sample]}}: each named decode of `settings`, for each truncation
@@ -244,9 +244,9 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
             mix.close()
 
 
-def engine_for(model, tokenizer, engine: str = "transformers"):
-    """The engine that runs `model`'s decodes: the transformers slot engine, or vLLM on a checkpoint of it."""
-    return make_engine("vllm" if check_engine(engine) == "vllm" else "slot", model, tokenizer)
+def engine_for(model, tokenizer, engine: str = "slot"):
+    """The engine that runs `model`'s decodes: the book's slot engine, or vLLM on a checkpoint of it."""
+    return make_engine(check_engine(engine), model, tokenizer)
 
 
 def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,

@@ -287,7 +287,8 @@ def _check_engine(where: str, name: str) -> None:
     from helpers.samplers.settings import ENGINES
 
     if name not in ENGINES:
-        raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}.")
+        hint = " ('slot' is the book's own engine, on transformers' modules)" if name == "transformers" else ""
+        raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}{hint}.")
 
 
 def check_engines(jobs: list[Job]) -> None:

@@ -1,8 +1,8 @@
 """The one home of every decode parameter: `DecodeSettings` (method, length, shots, seed, α, top-k, and the
 power-sampling or SMC settings), and which engine runs it.
 
-A decode's store key derives from its settings, its model's identity and its engine. The transformers engines
-(`CachedEngine`, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
+A decode's store key derives from its settings, its model's identity and its engine. The book's own
+engines (`CachedEngine` on KV slots, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
 share one key; a sampled decode's key also names how tokens are drawn from a seed (`helpers.engines.categorical`), so the
 records of an earlier draw are never mixed with this one's. vLLM computes with its own kernels and its own random streams,
 so its records are keyed apart (`engine: vllm`): one engine's records are never read back as another's.
@@ -23,7 +23,7 @@ from helpers.samplers.target import Target, check_length
 METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
 T = TypeVar("T")
 TARGETED = ("low_temperature", "power", "smc")  # the methods that aim at p^alpha
-ENGINES = ("transformers", "vllm")
+ENGINES = ("slot", "vllm")  # the book's own slot engine (helpers.engines.slot), or vLLM
 PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what a prompt looks like: stored decodes recompute
 
 
@@ -107,18 +107,19 @@ class DecodeSettings:
 
 
 def engine_key(engine: str, samples: bool = False) -> dict:
-    """The engine's part of a store key: for the transformers engines, how a sampled decode draws its tokens
+    """The engine's part of a store key: for the book's own engines ("slot"), how a sampled decode draws its tokens
     (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was); for vLLM,
     its name."""
     check_engine(engine)
-    if engine != "transformers":
+    if engine != "slot":
         return {"engine": engine}
     return {"draw": DRAW} if samples else {}
 
 
 def check_engine(engine: str) -> str:
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        hint = " ('slot' is the book's own engine, on transformers' modules)" if engine == "transformers" else ""
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}{hint}")
     return engine
 
 

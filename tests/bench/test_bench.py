@@ -125,9 +125,9 @@ def test_the_rows_bench_runs_whole_problems_at_each_size_and_refuses_bad_sizes()
     from helpers.bench.rows import bench_rows
 
     report = bench_rows(rows=(8, 20), particles=4, max_new_tokens=3, block_size=2)
-    sizes = report["engines"]["transformers"]
+    sizes = report["engines"]["slot"]
     assert {n: (s["rows"], s["decoded_tokens"]) for n, s in sizes.items()} == {"8": (8, 24), "20": (20, 60)}
-    assert report["growth_per_row"]["transformers"] > 0 and all(s["ms_per_row"] > 0 for s in sizes.values())
+    assert report["growth_per_row"]["slot"] > 0 and all(s["ms_per_row"] > 0 for s in sizes.values())
     with pytest.raises(ValueError, match="at least one problem"):
         bench_rows(rows=(2,), particles=4)
     with pytest.raises(ValueError, match="--particles"):

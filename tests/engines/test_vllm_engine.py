@@ -1,5 +1,5 @@
-"""The vLLM engine, verified as the transformers engine is: exact targets on an enumerable model, the published
-algorithm's law, per-token log p and log q, and greedy decodes that agree with the transformers engine.
+"""The vLLM engine, verified as the slot engine is: exact targets on an enumerable model, the published
+algorithm's law, per-token log p and log q, and greedy decodes that agree with the slot engine.
 
 These run where vLLM is installed (`make test-vllm`, an environment of its own: vLLM's CPU build pins its own
 transformers); elsewhere they are skipped, unless SVD_REQUIRE_VLLM=1 makes a missing vLLM a failure.
@@ -94,7 +94,7 @@ def test_low_temperature_sampling_on_vllm_has_the_tempered_law(six):
 
 
 def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
-    """No closed form: vLLM's samples against the transformers engine's, at the two-sample noise floor."""
+    """No closed form: vLLM's samples against the slot engine's, at the two-sample noise floor."""
     model, _laws, engine = six
     target, cfg = Target(ALPHA, T), PowerConfig(block_size=1, mcmc_steps=4, mode="reference")
     ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], target, cfg, list(range(N))))
@@ -104,7 +104,7 @@ def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
                                        empirical(draw_exact(theirs, N, np.random.default_rng(seed + 99))))
                            for seed in range(10)]))
     tv = tv_distance(ours, theirs)
-    print(f"vLLM reference mode against the transformers engine: TV {tv:.4f}, two-sample floor {floor:.4f}")
+    print(f"vLLM reference mode against the slot engine: TV {tv:.4f}, two-sample floor {floor:.4f}")
     assert tv < 2 * floor
 
 
@@ -242,7 +242,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
 
     model = load_model(str(folder))[0]  # the dtype the chapter used
     settings = chapter_settings(searches, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
-    for s in settings.values():  # every decode stored under vLLM's key, none under the transformers engine's
+    for s in settings.values():  # every decode stored under vLLM's key, none under the slot engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
     assert len(list((tmp_path / "results" / "decode").glob("*.jsonl"))) == 10  # five decodes at two depths
 

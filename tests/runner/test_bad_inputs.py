@@ -62,7 +62,7 @@ RUNNER = [
     ("no model", _plan("models=[]"), RunError, "name at least one model"),
     ("unknown dataset", _plan("dataset=foo"), RunError, "unknown problem set"),
     ("unknown power mode", _plan("power_mode=bogus"), RunError, "'power_mode' = 'bogus': mode must be one of"),
-    ("unknown engine", _plan("engine=sglang"), RunError, "the engine is one of transformers, vllm"),
+    ("unknown engine", _plan("engine=sglang"), RunError, "the engine is one of slot, vllm"),
     ("no SMC particles", _plan("smc_particles=0"), RunError, "at least 1"),
     ("ESS threshold above 1", _plan("smc_ess_threshold=2"), RunError, "'smc_ess_threshold' = 2: ess_threshold must be a number from 0"),
     ("no toy particle counts", _plan("toy_particles=[]"), RunError, "non-empty list, each entry a particle count"),

@@ -90,7 +90,7 @@ def test_chapter_04s_store_keys_are_the_ones_the_book_always_used():
     """The default profile's five decodes of chapter 04, keyed as before helpers.samplers.target existed (pinned)."""
     searches = Searches(Target(2.0), PowerConfig(block_size=40, mcmc_steps=1, mode="exact"), SMCConfig(4, 32, 0.5, 0))
     settings = chapter_settings(searches, max_new_tokens=160, shots=2, seed=0)
-    keys = {m: config_hash({**d.key(), **engine_key("transformers", d.samples)}) for m, d in settings.items()}
+    keys = {m: config_hash({**d.key(), **engine_key("slot", d.samples)}) for m, d in settings.items()}
     assert keys == {"greedy": "9c39ad026ac245bd", "low_temperature": "024470439e98db9d",
                     "temperature": "85a6f071d7800e4d", "power": "89c82aa55e7393c6", "smc": "870200d0eadcb368"}
 
