@@ -31,21 +31,29 @@ class Domain:
     def describe(self) -> str:
         if self.choices:
             return f"one of {', '.join(_choice_names(self.choices))}"
+        low, high, above = (_number(v) for v in (self.low, self.high, self.above))
         if self.low is not None and self.high == MAX_COUNT:
-            span = f"of at least {self.low:g} (at most {MAX_COUNT:,})"
+            span = f"of at least {low} (at most {high})"
         elif self.low is not None and self.high is not None:
-            span = f"from {self.low:g} to {self.high:,g}"
+            span = f"from {low} to {high}"
         elif self.above is not None and self.high is not None:
-            span = f"above {self.above:g} and at most {self.high:g}"
+            span = f"above {above} and at most {high}"
         elif self.above is not None:
-            span = f"above {self.above:g}"
+            span = f"above {above}"
         elif self.low is not None:
-            span = f"at least {self.low:g}"
+            span = f"at least {low}"
         else:
             span = ""
         what = {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false",
                 "list": "a list", "dict": "a mapping"}[self.kind]
         return " ".join(p for p in (what, span) if p) + (f" (or null: {self.null})" if self.null else "")
+
+
+def _number(value: float | None) -> str:
+    """A bound as a reader writes it: whole numbers with thousands separators, others as they are."""
+    if value is None:
+        return ""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def _choice_names(choices) -> tuple[str, ...]:
@@ -189,9 +197,6 @@ def check_value(stem: str, name: str, value, default) -> None:
         _check_models(where, value, allow_empty=name != "models")  # an empty map_models or cost_models: none
     if name == "dataset" and isinstance(value, str):
         _check_dataset(where, value)
-    if name in ("seed", "shots") and _kind(value) == "int" and value < 0:
-        what = {"seed": "the seed", "shots": "the number of worked examples"}[name]
-        raise RunError(f"{where}: {what} must be 0 or more.")
     if name in LIST_RANGES or name in LIST_CHOICES:
         _check_list(where, name, value)
     if name == "depths":
