@@ -364,17 +364,14 @@ def check_job(job: Job, defaults: dict) -> None:
 def _check_samplers(job: Job, literal: dict) -> None:
     """The job's α, power-sampling and SMC settings, made into the samplers' own configs by the map the notebooks
     use (`Searches.from_parameters`): their rules, not a copy."""
-    import inspect
-
     from helpers.core.checks import SettingError
-    from helpers.samplers.settings import Searches
+    from helpers.samplers.settings import SEARCH_PARAMETERS, Searches
 
     values = {**literal, **job.parameters}
-    names = list(inspect.signature(Searches.from_parameters).parameters)
-    if not all(name in values for name in names):
+    if not all(name in values for name in SEARCH_PARAMETERS):
         return  # this chapter does not search
     try:
-        Searches.from_parameters(**{name: values[name] for name in names})
+        Searches.from_parameters(values, values.get("max_new_tokens"))
     except SettingError as err:
         where = f"parameter {err.field!r} = {values[err.field]!r}" if err.field in values else "its sampler settings"
         raise RunError(f"{job.stem}: {where}: {err}") from None

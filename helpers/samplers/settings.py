@@ -10,7 +10,7 @@ so its records are keyed apart (`engine: vllm`): one engine's records are never 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -123,17 +123,23 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-# the notebooks' parameter of each sampler setting, where its name differs from the setting's
-POWER_PARAMETERS = {"mode": "power_mode"}
-SMC_PARAMETERS = {"block_size": "smc_block_size", "particles": "smc_particles", "ess_threshold": "smc_ess_threshold",
-                  "bridge_tokens": "smc_bridge_tokens"}
+# The one map between the notebooks' parameters and the searches' settings: parameter -> (config, field). The
+# notebooks build their `Searches` through it (`Searches.from_parameters(globals())`), and the runner checks a
+# profile's values through the same call, so a name cannot drift between them.
+SEARCH_PARAMETERS: dict[str, tuple[str, str]] = {
+    "alpha": ("target", "alpha"),
+    "block_size": ("power", "block_size"), "mcmc_steps": ("power", "mcmc_steps"), "power_mode": ("power", "mode"),
+    "smc_particles": ("smc", "particles"), "smc_block_size": ("smc", "block_size"),
+    "smc_ess_threshold": ("smc", "ess_threshold"), "smc_bridge_tokens": ("smc", "bridge_tokens"),
+}
 
 
-def _as_parameters(names: dict[str, str], make: Callable[[], T]) -> T:
-    """`make()`, with a SettingError about a setting reworded to name the notebook's parameter for it."""
+def _as_parameters(config: str, make: Callable[[], T]) -> T:
+    """`make()`, with a SettingError about one of `config`'s fields reworded to name the notebook's parameter."""
     try:
         return make()
     except SettingError as err:
+        names = {field: name for name, (owner, field) in SEARCH_PARAMETERS.items() if owner == config}
         raise SettingError(names.get(err.field, err.field), str(err)) from None
 
 
@@ -146,22 +152,23 @@ class Searches:
     smc: SMCConfig
 
     @classmethod
-    def from_parameters(cls, *, alpha: float, block_size: int, mcmc_steps: int, power_mode: str, smc_particles: int,
-                        smc_block_size: int, smc_ess_threshold: float, smc_bridge_tokens: int,
-                        max_new_tokens: int | None = None) -> Searches:
-        """From a notebook's parameters, by their own names: the one map from those names to the samplers'
-        settings (the notebooks and the runner's checks both call it). With `max_new_tokens`, the length is checked
-        against the settings too. A bad value raises a SettingError that names the notebook's parameter."""
-        target = Target(alpha)
-        power = _as_parameters(POWER_PARAMETERS, lambda: PowerConfig(
-            block_size=block_size, mcmc_steps=mcmc_steps, mode=power_mode).validate())
-        smc = _as_parameters(SMC_PARAMETERS, lambda: SMCConfig(
-            particles=smc_particles, block_size=smc_block_size, ess_threshold=smc_ess_threshold,
-            bridge_tokens=smc_bridge_tokens).validate())
+    def from_parameters(cls, values: Mapping, max_new_tokens: int | None = None) -> Searches:
+        """From a notebook's parameters (a mapping that may hold others too, such as `globals()`), by
+        `SEARCH_PARAMETERS`. With `max_new_tokens`, the length is checked against the settings too. A bad value
+        raises a SettingError that names the notebook's parameter; a missing one, a ValueError that lists them."""
+        if missing := [name for name in SEARCH_PARAMETERS if name not in values]:
+            raise ValueError(f"the search settings lack {', '.join(missing)}: give every one of "
+                             f"{', '.join(SEARCH_PARAMETERS)}")
+        fields: dict[str, dict] = {"target": {}, "power": {}, "smc": {}}
+        for name, (config, field) in SEARCH_PARAMETERS.items():
+            fields[config][field] = values[name]
+        target = Target(**fields["target"])
+        power = _as_parameters("power", lambda: PowerConfig(**fields["power"]).validate())
+        smc = _as_parameters("smc", lambda: SMCConfig(**fields["smc"]).validate())
         if max_new_tokens is not None:
-            length = Target(alpha, check_length(max_new_tokens))
-            _as_parameters(POWER_PARAMETERS, lambda: power.validate(length))
-            _as_parameters(SMC_PARAMETERS, lambda: smc.validate(length))
+            length = Target(target.alpha, check_length(max_new_tokens))
+            _as_parameters("power", lambda: power.validate(length))
+            _as_parameters("smc", lambda: smc.validate(length))
         return cls(target, power, smc)
 
 

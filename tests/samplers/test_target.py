@@ -11,7 +11,13 @@ import pytest
 from helpers.core.checks import SettingError
 from helpers.results.store import config_hash
 from helpers.samplers.power import PowerConfig
-from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings, engine_key
+from helpers.samplers.settings import (
+    SEARCH_PARAMETERS,
+    DecodeSettings,
+    Searches,
+    chapter_settings,
+    engine_key,
+)
 from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import MH_MODES, Target
 
@@ -19,7 +25,7 @@ from helpers.samplers.target import MH_MODES, Target
 @pytest.mark.parametrize("alpha", [0, -1.0, math.inf, math.nan, True, "2", None])
 def test_a_bad_alpha_is_refused_with_the_same_words_wherever_it_is_given(alpha):
     for make in (lambda: Target(alpha), lambda: DecodeSettings("low_temperature", max_new_tokens=64, target=Target(alpha)),
-                 lambda: Searches.from_parameters(**{**NOTEBOOK, "alpha": alpha})):
+                 lambda: Searches.from_parameters({**NOTEBOOK, "alpha": alpha})):
         with pytest.raises(ValueError, match=r"alpha must be a positive, finite number \(the target is p\^alpha\)"):
             make()
 
@@ -27,7 +33,7 @@ def test_a_bad_alpha_is_refused_with_the_same_words_wherever_it_is_given(alpha):
 @pytest.mark.parametrize("length", [0, -3, 2.5, "64", True])
 def test_every_sampler_refuses_a_bad_length(length):
     for make in (lambda: Target(2.0, length), lambda: DecodeSettings("greedy", max_new_tokens=length),
-                 lambda: Searches.from_parameters(**NOTEBOOK, max_new_tokens=length)):
+                 lambda: Searches.from_parameters(NOTEBOOK, max_new_tokens=length)):
         with pytest.raises(ValueError, match="max_new_tokens must be an integer of at least"):
             make()
 
@@ -37,7 +43,7 @@ NOTEBOOK = dict(alpha=4.0, block_size=8, mcmc_steps=2, power_mode="exact", smc_p
 
 
 def test_the_proposal_temperature_is_one_over_alpha_everywhere():
-    searches = Searches.from_parameters(**NOTEBOOK)
+    searches = Searches.from_parameters(NOTEBOOK)
     assert searches.target == Target(4.0) and searches.target.temperature == 0.25
     s = chapter_settings(searches, max_new_tokens=32, shots=0, seed=0)
     assert s["low_temperature"].temperature == s["power"].temperature == s["smc"].temperature == 0.25
@@ -73,17 +79,23 @@ def test_alpha_is_declared_in_one_class():
 
 
 def test_the_notebook_parameters_map_to_the_samplers_settings_in_one_place():
-    searches = Searches.from_parameters(**NOTEBOOK, max_new_tokens=32)
+    searches = Searches.from_parameters(NOTEBOOK, max_new_tokens=32)
     assert searches.power == PowerConfig(block_size=8, mcmc_steps=2, mode="exact")
     assert searches.smc == SMCConfig(particles=4, block_size=8, ess_threshold=0.5, bridge_tokens=0)
     for name, value in [("smc_block_size", 0), ("block_size", 0), ("power_mode", "fast"), ("smc_particles", 0),
                         ("smc_ess_threshold", 2.0), ("mcmc_steps", -1)]:
         with pytest.raises(SettingError) as caught:
-            Searches.from_parameters(**{**NOTEBOOK, name: value})
+            Searches.from_parameters({**NOTEBOOK, name: value})
         assert caught.value.field == name  # the runner names the notebook's parameter, not the sampler's field
     with pytest.raises(SettingError) as caught:
-        Searches.from_parameters(**NOTEBOOK, max_new_tokens=4)  # shorter than a block
+        Searches.from_parameters(NOTEBOOK, max_new_tokens=4)  # shorter than a block
     assert caught.value.field == "max_new_tokens" and "at least 8 (block_size, 8)" in str(caught.value)
+    with pytest.raises(ValueError, match="the search settings lack smc_bridge_tokens"):
+        Searches.from_parameters({k: v for k, v in NOTEBOOK.items() if k != "smc_bridge_tokens"})
+    from helpers.runner.profiles import notebook_parameters
+
+    for stem in ("04_power_sampling", "05_cost"):  # every name of the map is a parameter of the chapters that search
+        assert set(SEARCH_PARAMETERS) <= set(notebook_parameters(stem)), stem
 
 
 def test_chapter_04s_store_keys_are_the_ones_the_book_always_used():
