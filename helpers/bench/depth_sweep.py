@@ -52,7 +52,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
             row.variant = v
         works.append(work)
     start = time.perf_counter()
-    mixed = run_together(make_engine("slot", mix.model), works, stops, batch_size=problems * len(variants))
+    mixed = run_together(make_engine("slot", mix), works, stops, batch_size=problems * len(variants))
     mixed_seconds = time.perf_counter() - start
     mix.close()
 

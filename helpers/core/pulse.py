@@ -34,8 +34,8 @@ def deadline() -> float | None:
 
 
 def draining() -> bool:
-    """Whether the budget's drain has begun ($SVD_DRAIN, seconds since the epoch): from then on the slot engine admits
-    no long row (an MH chain runs for many times its answer's length, and one cut off at the deadline is lost), and
+    """Whether the budget's drain has begun ($SVD_DRAIN, seconds since the epoch): from then on the decode loop
+    (`helpers.engines.loop`) admits no long row, on every engine, (an MH chain runs for many times its answer's length, and one cut off at the deadline is lost), and
     fills freed slots with rows that finish in minutes, so that the chains under way can end before the deadline."""
     try:
         return time.time() >= float(os.environ[env.DRAIN])

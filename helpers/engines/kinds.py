@@ -10,12 +10,14 @@ the same model).
 from __future__ import annotations
 
 from helpers.engines.loop import Engine
+from helpers.models.depth_mix import DepthMix
 
 KINDS = ("slot", "reencode", "generate", "vllm")
 
 
 def make_engine(kind: str, model, tokenizer=None) -> Engine:
-    """The engine of `kind` (see `KINDS`) for `model` (vLLM also needs its tokenizer to write the checkpoint)."""
+    """The engine of `kind` (see `KINDS`) for `model`, a model or, for 'slot' and 'reencode', a depth mix (vLLM also
+    needs its tokenizer to write the checkpoint)."""
     if kind == "slot":
         from helpers.engines.slot import CachedEngine
 
@@ -24,6 +26,9 @@ def make_engine(kind: str, model, tokenizer=None) -> Engine:
         from helpers.engines.serial import ReencodeEngine
 
         return ReencodeEngine(model)
+    if kind == "generate" and isinstance(model, DepthMix):  # vLLM's `for_model` refuses one itself
+        raise ValueError("the generate engine runs one model, not a depth mix (helpers.models.depth_mix): decode each "
+                         "truncation with its own engine.")
     if kind == "generate":
         from helpers.engines.generate import GenerateEngine
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.engines.protocol import Task
+from helpers.engines.protocol import Extension, Task
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Slot:
     """A row's place in the KV buffer, and where the extension under way stands in it."""
 
     task: Task | None = None  # None: free
+    request: Extension | None = None  # the extension under way (None: free, or waiting at a barrier)
     filled: int = 0  # columns holding the keys and values of the row's adopted sequence, all but its last token
     lo: int = 0  # columns of the kept prefix the extension attends over: [0, lo)
     base: int = 0  # first column of the extension's own tokens (after the adopted ones: a rejection overwrites nothing)
@@ -26,7 +27,7 @@ class Slot:
     @property
     def decoding(self) -> bool:
         """Busy with an extension (not free, not waiting at a barrier)."""
-        return self.task is not None and self.task.request is not None
+        return self.request is not None
 
     def take_place_of(self, other: Slot) -> None:
         """Point at the same columns as `other` (whose keys and values were copied here)."""

@@ -2,7 +2,7 @@
 
 An engine decodes; it does not run programs. It offers the loop a small interface (`Engine`): take waiting rows
 in (`admit`), decode a step (`step`, which hands back the extensions that ended), and hear what became of a
-row (`extend`, `adopt`, `park`, `copy`, `end`). The loop sends each program its reply, answers a request for no
+row (`extend`, `adopt`, `park`, `copy`, `end`): each an explicit message, the engine holding only what it was told. The loop sends each program its reply, answers a request for no
 tokens at once, meets barriers, turns a returned program into a completion, and charges every engine call's
 wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
 calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
@@ -20,7 +20,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from helpers.core import pulse
-from helpers.engines.protocol import Barrier, Charge, Completion, Extension, OnDone, Program, Row, Task
+from helpers.engines.protocol import Adopt, Barrier, Charge, Completion, Extension, OnDone, Program, Row, Task
+from helpers.models.depth_mix import DepthMix
 
 
 class Engine:
@@ -30,8 +31,11 @@ class Engine:
     prefill_seconds = 0.0  # wall time spent encoding prompts: the rest of a run's time is decoding
 
     def __init__(self, model):
-        self.model = model
-        self.device = next(model.parameters()).device
+        """`model`: a transformers model, or a depth mix (`helpers.models.depth_mix.DepthMix`: several truncations
+        in one batch) for the engines that route rows (the slot and re-encoding engines)."""
+        self.mix = model if isinstance(model, DepthMix) else None
+        self.model = model.model if self.mix is not None else model
+        self.device = next(self.model.parameters()).device
         self.prefill = 0
         self.passes = 0
 
@@ -92,20 +96,20 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
         while True:
             if isinstance(reply, Extension):
                 task.decoded += len(reply.tokens)
-                reply.state = object()  # a row that adopts the extension takes this token with its tokens
             try:
                 request = task.program.send(reply) if reply is not None else next(task.program)
             except StopIteration as stop:
-                task.request = None
                 results[task.index] = done = task.finish(stop.value)
                 engine.end(task)
                 if on_done:
                     on_done(task.index, done)
                 return
-            if isinstance(reply, Extension) and task.row.state is reply.state:
-                engine.adopt(task, reply)
+            if isinstance(request, Adopt):
+                task.row.adopt(request.extension)
+                engine.adopt(task, request.extension)
+                reply = None
+                continue
             if isinstance(request, Barrier):
-                task.request = None
                 engine.park(task)
                 members = barriers.arrive(task, request)
                 if members:
@@ -115,7 +119,6 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                     for member in members:
                         resume(member, request)
                 return
-            task.request = request
             engine.extend(task, request)
             if request.limit > 0:
                 return
@@ -126,7 +129,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
         for done in engine.open_run(todo, stops, capacity, room):
             charge(engine, done)
         while True:
-            admitted, cost = engine.admit(waiting)
+            admitted, cost = _admit(engine, waiting)
             if cost is not None:
                 charge(engine, cost)
             for task in admitted:
@@ -139,6 +142,8 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             charge(engine, cost)
             for task, extension in ended:
                 resume(task, extension)
+            # after the rows that ended stored their records: past the budget's deadline this raises BudgetExhausted
+            pulse.beat(cost.tokens, len(cost.rows), cost.computed)
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine
         engine.close_run()
     barriers.check()
@@ -147,6 +152,21 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                                     "finish; every finished record is stored, and the same command again goes on "
                                     "from there")
     return results
+
+
+def _admit(engine: Engine, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
+    """`engine.admit`, but once a budget's drain has begun (`pulse.draining`) only rows that finish in minutes are
+    offered: a long row (an MH chain) admitted then would be cut off at the deadline and lost, so long rows stay
+    waiting, in order, and the run ends with them (`BudgetExhausted`)."""
+    if not waiting or not pulse.draining():
+        return engine.admit(waiting)
+    offered = deque(t for t in waiting if not t.row.long)
+    admitted, cost = engine.admit(offered)
+    taken = {id(t) for t in admitted}
+    kept = [t for t in waiting if id(t) not in taken]
+    waiting.clear()
+    waiting.extend(kept)
+    return admitted, cost
 
 
 def charge(engine: Engine, cost: Charge) -> None:

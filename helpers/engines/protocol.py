@@ -4,9 +4,11 @@ Every method decodes through an engine that runs *programs*: a program is a gene
 extensions of its row (`Extension`: keep the first k generated tokens, then decode at most `limit` more) and
 gets each one back filled in. Plain decoding is a program of one extension (`helpers.samplers.plain`); a
 power-sampling chain asks for one per block and one per Metropolis–Hastings move (`helpers.samplers.power`).
-A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the group
-may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their decoding
-state before every row goes on.
+A program says that its row takes an extension's tokens by yielding `Adopt(extension)` (an MH move accepted, a
+block grown): the loop applies it to the row and tells the engine, which moves what it keeps of those tokens into
+place. A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the
+group may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their
+decoding state before every row goes on.
 
 The loop that runs programs on an engine is `helpers.engines.loop`; this module imports no engine.
 """
@@ -94,7 +96,6 @@ class Row:
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
-    state: object = None  # set to an extension's `state` when the row adopts that extension's tokens
     long: ClassVar[bool] = False  # a row that runs for many times its answer's length (an MH chain): see `draining`
 
     def adopt(self, req: Extension) -> None:
@@ -102,7 +103,6 @@ class Row:
         self.tokens = self.tokens[:req.keep] + req.tokens
         self.logp = self.logp[:req.keep] + req.logp
         self.logq = self.logq[:req.keep] + req.logq
-        self.state = req.state
 
 
 @dataclass
@@ -115,7 +115,6 @@ class Extension:
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
-    state: object = None  # the engine's token for "this extension": a row that adopts it copies it to row.state
 
     def append(self, token: int, logp: float, logq: float) -> None:
         self.tokens.append(token)
@@ -148,7 +147,15 @@ class Barrier:
     group: Group
 
 
-Program = Generator[Extension | Barrier, Extension | Barrier, Completion]
+@dataclass
+class Adopt:
+    """A program's message that its row takes `extension`'s tokens (`Row.adopt`); the loop applies it, tells the
+    engine (`Engine.adopt`) and resumes the program at once."""
+
+    extension: Extension
+
+
+Program = Generator[Extension | Barrier | Adopt, Extension | Barrier | None, Completion]
 
 
 @dataclass
@@ -158,7 +165,6 @@ class Task:
     index: int
     row: Row
     program: Program
-    request: Extension | None = None  # None while the row waits at a barrier
     decoded: int = 0
     prefill: int = 0
     passes: int = 0
@@ -178,7 +184,9 @@ class Charge:
     """What one engine call did, for the loop (`helpers.engines.loop`) to charge to its rows: `seconds` of wall
     time shared by `rows` (in proportion to `weights`, equal when None), the context tokens it encoded for each
     (`prefill`), and the forward passes each took part in (`passes`) and the model ran (`model_passes`, the same
-    when None). `prompts`: it encoded prompts (the engine's `prefill_seconds`)."""
+    when None). `prompts`: it encoded prompts (the engine's `prefill_seconds`). `tokens`: the tokens it decoded,
+    and `computed`: the rows its pass computed (rows in flight plus any riding along; None: just its rows), for the
+    run's pulse (`helpers.core.pulse`)."""
 
     rows: Sequence[Task]
     seconds: float
@@ -187,3 +195,5 @@ class Charge:
     model_passes: int | None = None
     weights: Sequence[float] | None = None
     prompts: bool = False
+    tokens: int = 0
+    computed: int | None = None

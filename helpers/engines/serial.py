@@ -39,7 +39,8 @@ class SerialEngine(Engine):
         task, request = self.ready.popleft()
         start = time.perf_counter()
         prefill, passes = self._extend(request, self.stops)
-        return [(task, request)], Charge([task], time.perf_counter() - start, [prefill], passes)
+        return [(task, request)], Charge([task], time.perf_counter() - start, [prefill], passes,
+                                         tokens=len(request.tokens))
 
     def close_run(self) -> None:
         self.ready = deque()
@@ -56,7 +57,7 @@ class ReencodeEngine(SerialEngine):
     def _extend(self, req: Extension, stops: set[int]) -> tuple[int, int]:
         row = req.row
         seq = row.prompt + row.tokens[:req.keep]
-        route = getattr(self.model, "route_rows", None)  # a depth mix (`helpers.models.depth_mix`): this row's model
+        route = self.mix.route if self.mix is not None else None  # a depth mix: this row's truncation
         prefill = passes = 0
         while len(req.tokens) < req.limit:
             if route is not None:

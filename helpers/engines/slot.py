@@ -9,8 +9,8 @@ model at T=1 and under the distribution it was drawn from). A cut costs nothing:
 after the row's current ones, and only an accepted proposal is moved into place. A row whose extension ends asks
 its program for the next one at once, and a row whose program ends hands its slot to the next waiting row, so the
 batch stays full. Each row has its own random generator, so a sample does not depend on which other rows share
-its batch, or when. A model that is several truncations at once (`helpers.models.depth_mix`) is told before each
-pass which of them each row runs, and gets a shared-prefix slot per truncation.
+its batch, or when. An engine given a depth mix (several truncations at once, `helpers.models.depth_mix`) tells it
+before each pass which of them each row runs, and keeps a shared-prefix slot per truncation.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections import deque
 
 import torch
 
-from helpers.core import pulse
 from helpers.engines.categorical import draw_each
 from helpers.engines.kv_slots import Slot, SlotCache
 from helpers.engines.loop import Engine
@@ -41,14 +40,14 @@ class CachedEngine(Engine):
         super().open_run(tasks, stops, capacity, room)
         n_slots = min(capacity or len(tasks), len(tasks))
         longest = max(len(t.row.prompt) for t in tasks)
-        self.costs = getattr(self.model, "route_costs", None)
+        self.costs = self.mix.costs if self.mix is not None else None
         variants = sorted({t.row.variant for t in tasks})
-        if getattr(self.model, "route_rows", None) is None and variants != [0]:
+        if self.mix is None and variants != [0]:
             raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
                              "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
         self.spare = {v: n_slots + i for i, v in enumerate(variants)}  # the shared prefix, encoded per variant
         self.cache = SlotCache(self.model, n_slots + len(variants), longest + max(room, 16) + 1)
-        self.runner = SlotRunner(self.model, self.cache)
+        self.runner = SlotRunner(self.model, self.cache, self.mix.route if self.mix is not None else None)
         self.slots = [Slot() for _ in range(n_slots)]
         self.where: dict[int, int] = {}  # id(row) -> the slot it runs in
         return self._encode_shared_prefix(tasks)
@@ -76,15 +75,7 @@ class CachedEngine(Engine):
     def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
         """Give free slots to waiting rows and prefill their prompts in one pass."""
         free = [s for s, slot in enumerate(self.slots) if slot.task is None]
-        if free and waiting and pulse.draining():  # a budget ends soon: admit only rows that can finish by then
-            picks, rest = [], deque()
-            for task in waiting:
-                (picks if len(picks) < len(free) and not task.row.long else rest).append(task)
-            waiting.clear()
-            waiting.extend(rest)
-            group = list(zip(free, picks, strict=False))
-        else:
-            group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
+        group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
         if not group:
             self._compact()
             return [], None
@@ -125,6 +116,7 @@ class CachedEngine(Engine):
         slot = self.slots[self._slot(task.row)]
         slot.lo = len(request.row.prompt) + request.keep - 1
         slot.base, slot.fed = slot.filled, 0
+        slot.request = request if request.limit > 0 else None  # one of no tokens the loop answers at once
         if request.limit > 0:
             self.cache.grow(slot.base + request.limit + 1)
 
@@ -140,7 +132,7 @@ class CachedEngine(Engine):
     def park(self, task: Task) -> None:
         slot = self.slots[self._slot(task.row)]
         slot.lo = slot.base = slot.filled
-        slot.fed = 0
+        slot.fed, slot.request = 0, None
 
     def copy(self, copies: list[tuple[Row, Row]]) -> None:
         """A destination row gets its source's keys and values."""
@@ -170,7 +162,7 @@ class CachedEngine(Engine):
         hi = busy[-1] + 1
         computed = busy if hi - len(busy) > self.gather_above * hi else list(range(hi))
         live = [self.slots[s] if self.slots[s].decoding else None for s in computed]  # None: free or waiting
-        reqs = [slot.task.request if slot else None for slot in live]
+        reqs = [slot.request if slot else None for slot in live]
         # the first token of an extension feeds the prefix's last; later ones feed the extension's previous token
         feed = [(r.tokens[-1] if slot.fed else r.prefix_last) if slot else 0 for slot, r in zip(live, reqs, strict=True)]
         # A row that rides along writes its dummy token where nothing is kept: a free slot anywhere, a row waiting
@@ -181,7 +173,6 @@ class CachedEngine(Engine):
             computed, feed, [slot.lo if slot else 0 for slot in live],
             [slot.base if slot else c for slot, c in zip(live, col, strict=True)], col,
             [self.slots[s].task.row.variant if self.slots[s].task is not None else 0 for s in computed])
-        pulse.beat(len(busy), len(busy), len(computed))
         at = {s: b for b, s in enumerate(computed)}
         if len(computed) != len(busy):
             logits = logits[[at[s] for s in busy]]
@@ -196,7 +187,9 @@ class CachedEngine(Engine):
             slot.fed += 1
             if chosen[b] in self.stops or len(req.tokens) >= req.limit:
                 ended.append((slot.task, req))
-        return ended, Charge(tasks, time.perf_counter() - start, weights=self._shares(rows))
+                slot.request = None  # the loop hands it to the row's program, which asks for what comes next
+        return ended, Charge(tasks, time.perf_counter() - start, weights=self._shares(rows), tokens=len(busy),
+                             computed=len(computed))
 
     def _compact(self) -> None:
         """When no row waits, move the highest rows down into free slots below them.

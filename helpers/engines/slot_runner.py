@@ -6,6 +6,8 @@ keys and values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from helpers.engines.kv_slots import SlotCache, cache_keyword
@@ -14,12 +16,12 @@ from helpers.engines.kv_slots import SlotCache, cache_keyword
 class SlotRunner:
     """Runs a transformers model on a `SlotCache`: prompt chunks (`encode`) or one token per row (`decode`)."""
 
-    def __init__(self, model, cache: SlotCache):
+    def __init__(self, model, cache: SlotCache, route: Callable[[list[int]], None] | None = None):
         self.model, self.cache = model, cache
         self.device = next(model.parameters()).device
         self.cache_kw = cache_keyword(model)
         self.eager = getattr(model.config, "_attn_implementation", None) == "eager"
-        self.route = getattr(model, "route_rows", None)  # a depth mix: which model each row of a pass runs
+        self.route = route  # a depth mix's `route`: which truncation each row of a pass runs
 
     def encode(self, slots: list[int], chunks: list[list[int]], starts: list[int], variants: list[int]) -> None:
         """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""

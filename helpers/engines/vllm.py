@@ -123,6 +123,9 @@ class _InProcess:
     def reset_prefix_cache(self) -> None:
         self.engine.reset_prefix_cache()
 
+    def abort(self, rids: list[str]) -> None:
+        self.engine.abort_request(rids)
+
     def shutdown(self) -> None:
         self.engine.engine_core.shutdown()
 
@@ -170,6 +173,9 @@ class _DataParallel:
 
     def reset_prefix_cache(self) -> None:
         asyncio.run_coroutine_threadsafe(self.llm.reset_prefix_cache(), self.loop).result()
+
+    def abort(self, rids: list[str]) -> None:
+        asyncio.run_coroutine_threadsafe(self.llm.abort(rids), self.loop).result()
 
     def shutdown(self) -> None:
         async def stop():
@@ -236,9 +242,10 @@ class VLLMEngine(Engine):
         The engine is kept for the next call with the same model, since starting one takes seconds to minutes.
         """
         from helpers.models.checkpoints import checkpoint
+        from helpers.models.depth_mix import DepthMix
         from helpers.results.identity import model_identity
 
-        if hasattr(model, "route_rows"):
+        if isinstance(model, DepthMix):
             raise ValueError("vLLM runs one model per engine, not a depth mix (helpers.models.depth_mix): decode each "
                              "truncation with its own engine.")
         folder = str(checkpoint(model, tokenizer))
@@ -276,6 +283,9 @@ class VLLMEngine(Engine):
         return self._warm_prefixes(tasks, cores)
 
     def close_run(self) -> None:
+        """The run is over, or stopped (a budget spent): requests still in flight are aborted, not left to run."""
+        if self._run is not None and self._run.live:
+            self._backend.abort(list(self._run.live))
         self._run = None
 
     def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
@@ -304,7 +314,8 @@ class VLLMEngine(Engine):
                 self._fill(req, out, req.row.temperature, self._logz.take(out.request_id) if sampled else {})
                 prefill[id(task)] = max(prompt_len - (out.num_cached_tokens or 0) - 1, 0)
                 ended.append((task, req))
-        return ended, Charge(rows, time.perf_counter() - start, [prefill.get(id(t), 0) for t in rows])
+        return ended, Charge(rows, time.perf_counter() - start, [prefill.get(id(t), 0) for t in rows],
+                             tokens=sum(len(req.tokens) for _, req in ended))
 
     def extend(self, task: Task, req: Extension) -> None:
         """Send the extension to vLLM as a request of its own: the row's prompt and kept tokens, at most `limit`

@@ -237,7 +237,7 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
 
     try:
         with done:
-            run_together(make_engine("slot", mix.model) if mix else engine_for(models[0], tokenizer, engine), works, stops,
+            run_together(make_engine("slot", mix) if mix else engine_for(models[0], tokenizer, engine), works, stops,
                          batch_size, store)
     finally:
         if mix is not None:

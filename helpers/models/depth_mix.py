@@ -28,7 +28,8 @@ Variant = tuple[str, int]  # (method, depth) of `helpers.models.truncation`
 
 
 class DepthMix:
-    """One model's `variants` in one batch. `model` is what an engine runs (a full-depth copy that shares every
+    """One model's `variants` in one batch, given to an engine in place of a model (`helpers.engines.loop.Engine`).
+    `model` is what the engine runs (a full-depth copy that shares every
     weight and has hook tables of its own); `route(v)` says, before each forward pass, which variant each of its
     rows runs (an index into `variants`); `costs[i]` is variant i's share of a full-depth pass per token (the
     weights of the blocks it keeps and of the output head), by which an engine splits a pass's wall time over
@@ -58,8 +59,6 @@ class DepthMix:
         handlers[("block_input", L - 1)] = self._putter("stitch")
         handlers[("final_input", 0)] = self._putter("naive")
         self._handles = install(mixed, handlers)
-        self.model.route_rows = self.route  # how an engine finds it (`helpers.engines.slot`)
-        self.model.route_costs = self.costs
 
     def route(self, variants: Sequence[int]) -> None:
         """Batch row b of the next forward pass runs variant `variants[b]`."""

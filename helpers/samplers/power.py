@@ -32,7 +32,7 @@ import torch
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
-from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row, ends_with_stop
+from helpers.engines.protocol import Adopt, Completion, Extension, OnDone, Program, Row, ends_with_stop
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
@@ -148,7 +148,7 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
             cap = min((block + 1) * cfg.block_size, length)
         if not ends_with_stop(c.tokens, stops):  # exact mode: EOS is absorbing
-            c.adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
+            yield Adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0
         for _ in range(cfg.mcmc_steps):
             t = len(c.tokens)
@@ -165,7 +165,7 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
             c.moves.append((i, accept))
             if accept:
                 accepted += 1
-                c.adopt(req)
+                yield Adopt(req)
         if cfg.mcmc_steps:
             c.acceptance.append(accepted / cfg.mcmc_steps)
         if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):

@@ -37,6 +37,7 @@ from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
 from helpers.engines.protocol import (
+    Adopt,
     Barrier,
     Completion,
     Extension,
@@ -194,7 +195,7 @@ def _particle(p: Particle, group: ParticleGroup) -> Program:
         if not p.finished and len(p.tokens) < length and not ends_with_stop(p.tokens, group.stops):
             cap = min((len(p.tokens) // cfg.block_size + 1) * cfg.block_size, length)
             start = len(p.tokens)
-            p.adopt((yield Extension(p, start, cap - start)))
+            yield Adopt((yield Extension(p, start, cap - start)))
             p.log_weight += _weight_gain(p, start, group.target, cfg, group.stops)
         yield Barrier(group)
     return Completion(tokens=p.tokens, logp=p.logp, logq=p.logq, stopped=ends_with_stop(p.tokens, group.stops))

@@ -186,7 +186,7 @@ class _Recorder(Engine):
         ended, self.pending = self.pending, []
         for task, request in ended:
             request.append(7 + task.index, 0.0, 0.0)
-        return ended, Charge([t for t, _ in ended], 1.0, [3] * len(ended))
+        return ended, Charge([t for t, _ in ended], 1.0, [3] * len(ended), tokens=len(ended))
 
     def adopt(self, task, extension):
         self.calls.append(("adopt", task.index, list(extension.tokens)))
@@ -219,7 +219,7 @@ def _program(row, group):
     empty = yield decoding.Extension(row, 0, 0)
     assert empty.tokens == []
     ext = yield decoding.Extension(row, 0, 1)
-    row.adopt(ext)
+    yield decoding.Adopt(ext)
     group.rows.append(row)
     yield decoding.Barrier(group)
     return decoding.Completion(list(row.tokens), [], [], stopped=False)
@@ -240,6 +240,30 @@ def test_the_one_loop_answers_empty_requests_adopts_meets_barriers_charges_and_f
     assert [(c.decoded_tokens, c.prefill_tokens, c.forward_passes) for c in results] == [(1, 3, 1), (1, 3, 1)]
     assert [c.seconds for c in results] == pytest.approx([0.5, 0.5], abs=0.01)
     assert (engine.prefill, engine.passes) == (6, 1)
+
+
+def test_the_loop_owns_the_drain_and_the_pulse_for_every_engine(monkeypatch):
+    """Once a budget's drain begins the loop offers the engine no long row (an MH chain), so no engine need know of
+    budgets; after each step it beats the pulse with the tokens the engine says it decoded, and it ends the run
+    with the long rows it held back."""
+    from helpers.core import pulse
+
+    class Chain(decoding.Row):
+        long = True
+
+    def once(row):
+        ext = yield decoding.Extension(row, 0, 1)
+        return decoding.Completion(list(ext.tokens), [], [], stopped=False)
+
+    beats = []
+    monkeypatch.setattr(pulse, "beat", lambda tokens, rows, computed=None: beats.append((tokens, rows)))
+    monkeypatch.setattr(pulse, "draining", lambda: True)
+    engine, done = _Recorder(), []
+    rows = [Chain([1, 2]), decoding.Row([1, 3]), Chain([1, 4]), decoding.Row([1, 5])]
+    with pytest.raises(pulse.BudgetExhausted, match="2 long rows"):
+        run_programs(engine, [(row, once(row)) for row in rows], set(), on_done=lambda i, c: done.append(i))
+    assert [c for c in engine.calls if c[0] == "admit"] == [("admit", 1), ("admit", 3)]
+    assert sorted(done) == [1, 3] and beats == [(2, 2)] and engine.calls[-1] == ("close",)
 
 
 def test_rows_stranded_at_a_barrier_raise_and_the_run_is_closed():

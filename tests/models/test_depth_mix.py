@@ -64,7 +64,7 @@ def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
                 row.variant = v
             mixed_works.append(work)
     mix = DepthMix(model, variants)
-    together = run_together(engine(mix.model), mixed_works, stops, batch_size=13)
+    together = run_together(engine(mix), mixed_works, stops, batch_size=13)
     for v, variant in enumerate(variants):
         alone = run_together(engine(_alone(model, *variant)), works(), stops, batch_size=13)
         for got, want in zip(together[3 * v:3 * v + 3], alone, strict=True):
@@ -85,7 +85,7 @@ def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
         row.variant = 0
     for row, _ in works[1].tasks:
         row.variant = 1
-    shallow, deep = run_together(CachedEngine(mix.model), works, set())
+    shallow, deep = run_together(CachedEngine(mix), works, set())
     assert {c.forward_passes for c in shallow + deep} == {6}  # the prompts' pass and five steps, all shared
     seconds = [sum(c.seconds for c in cs) for cs in (shallow, deep)]
     assert seconds[0] / seconds[1] == pytest.approx(mix.costs[0] / mix.costs[1])
@@ -109,4 +109,4 @@ def test_vllm_is_not_handed_a_mix(tiny):
 
     model, _, _ = tiny
     with pytest.raises(ValueError, match="one model per engine"):
-        VLLMEngine.for_model(DepthMix(model, [("stitch", 2)]).model)
+        VLLMEngine.for_model(DepthMix(model, [("stitch", 2)]))

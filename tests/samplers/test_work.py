@@ -10,7 +10,7 @@ import torch
 
 from helpers.engines.categorical import draw, draw_each
 from helpers.engines.loop import run_programs
-from helpers.engines.protocol import Barrier, Completion, Extension, Group, Row
+from helpers.engines.protocol import Adopt, Barrier, Completion, Extension, Group, Row
 from helpers.engines.serial import ReencodeEngine
 from helpers.engines.slot import CachedEngine
 from helpers.samplers.plain import decode_work
@@ -91,9 +91,9 @@ class _Meet(Group):
 
 def _meets_late(row, group, first):
     """Decode `first` tokens, wait for the group, then decode 4 more."""
-    row.adopt((yield Extension(row, 0, first)))
+    yield Adopt((yield Extension(row, 0, first)))
     yield Barrier(group)
-    row.adopt((yield Extension(row, len(row.tokens), 4)))
+    yield Adopt((yield Extension(row, len(row.tokens), 4)))
     return Completion(row.tokens, row.logp, row.logq, False)
 
 
