@@ -41,7 +41,7 @@ book: $(STAMP)
 # the smoke book with its browser checks, on two pytest-xdist workers (one builds and checks the book, its notebook
 # kernels on one thread, see tests/conftest.py; the other runs the unit tests beside it). `make check`, which CI
 # runs: all of that, then the unit tests in the two other environments (tests/test_environments.py), the lowest
-# supported transformers and vLLM's environment, and an audit of a sample of the results release's decodes
+# supported transformers and vLLM's environment, and an audit of a sample of the results release's records
 # (tests/results/test_release.py, with the full profile's models). vLLM's environment installs in the background
 # from the start, at the lowest CPU priority, beside this environment's own install (mostly downloads and
 # unpacking: 3.7 GB), so it is ready before the unit tests' worker needs it. If this environment's setup or the

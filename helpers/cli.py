@@ -265,9 +265,11 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    import contextlib
     from collections import Counter
 
-    from helpers.evaluation.audit import audit, auditable
+    from helpers.evaluation.audit_studies import audit_records, reason
+    from helpers.results.release import ReleaseError
     from helpers.runner import publish
 
     root = Path(args.release) if args.release else None
@@ -285,12 +287,17 @@ def _audit(args: argparse.Namespace) -> int:
     records = publish.stored_records(Path(args.store)) if args.store else publish.released_records(root, batches)
     candidates, skipped = [], Counter()
     for record in records:  # one pass: what can be audited, and why the rest cannot
-        if why := auditable(record):
+        if why := reason(record):
             skipped[why] += 1
         else:
             candidates.append(record)
-    chosen = publish.sample_records(candidates, None if args.all else args.sample, args.seed)
-    report = audit(chosen)
+    chosen = publish.sample_each_kind(candidates, None if args.all else args.sample, args.seed)
+    # a study's sequences and accuracies are rebuilt from decodes, which may sit in other batches (or the release)
+    decodes = [r for r in records if r.get("experiment") == "decode"]
+    if args.store or batches is not None:
+        with contextlib.suppress(ReleaseError):  # a local store audited where there is no release
+            decodes += [r for r in publish.released_records(root) if r.get("experiment") == "decode"]
+    report = audit_records(chosen, decodes)
     report.skipped.update(skipped)
     print(report.summary())
     return 1 if report.failed else 0
@@ -411,10 +418,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="check and count, write nothing")
     p.set_defaults(func=_release)
 
-    p = sub.add_parser("audit", help="re-derive released decodes with the model on this machine")
+    p = sub.add_parser("audit", help="compute released records again with the model on this machine")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--sample", type=int, default=20, metavar="K", help="audit K random records (default 20)")
-    which.add_argument("--all", action="store_true", help="audit every released decode (of the chosen batches)")
+    which.add_argument("--sample", type=int, default=20, metavar="K",
+                       help="audit K random records of each kind: decodes, lens curves, ... (default 20)")
+    which.add_argument("--all", action="store_true", help="audit every released record (of the chosen batches)")
     p.add_argument("--batch", action="append", metavar="NAME", help="audit only this batch's records (repeatable)")
     p.add_argument("--since", metavar="REF", help="audit only the batches the release gained since git commit REF "
                    "(what a push added)")

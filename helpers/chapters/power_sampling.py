@@ -34,9 +34,10 @@ from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
-from helpers.samplers.smc import RESAMPLING, SMCConfig, run_smc
+from helpers.samplers.smc import RESAMPLING
 from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
+from helpers.samplers.toy_curves import toy_curves
 
 TOY_MAX_TOKENS = 4
 EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
@@ -87,25 +88,8 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
     target = Target(alpha, TOY_MAX_TOKENS)
-
-    def curves() -> dict:
-        tv: dict[str, list[float]] = {}
-        for mode in MH_MODES:
-            tv[mode] = []
-            for n in steps:
-                cfg = PowerConfig(block_size=2, mcmc_steps=n, mode=mode)
-                chains = run_chains(make_engine("reencode", toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
-                tv[mode].append(tv_distance(empirical(r.tokens for r in chains), dist["power"]))
-        # the distance that sampling noise alone leaves with this many draws
-        noise = tv_distance(empirical(draw_exact(dist["power"], n_chains, np.random.default_rng(seed))), dist["power"])
-        smc_tv = []
-        for k in particles:
-            cfg = SMCConfig(particles=k, block_size=1)
-            out = run_smc(make_engine("reencode", toy), [[1]] * n_chains, [EOS], target, cfg, list(range(n_chains)))
-            smc_tv.append(tv_distance(empirical(r.tokens for r in out), dist["power"]))
-        return {"tv": tv, "smc_tv": smc_tv, "noise": noise}
-
-    stored = toy_run(alpha, steps, n_chains, seed, particles).compute("curves", curves)
+    stored = toy_run(alpha, steps, n_chains, seed, particles).compute(
+        "curves", lambda: toy_curves(alpha, steps, n_chains, seed, particles, TOY_MAX_TOKENS))
     tables = {a: exact_distributions(toy, [1], TOY_MAX_TOKENS, a) for a in EXPLORER_ALPHAS}
     return ToyConvergence(target, list(steps), n_chains, stored["tv"], tv_distance(dist["low_temperature"],
                                                                                     dist["power"]),

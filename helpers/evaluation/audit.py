@@ -48,8 +48,10 @@ class Finding:
 
     where: str
     problems: list[str] = field(default_factory=list)
-    logp_deviation: float = 0.0
+    logp_deviation: float = 0.0  # a decode's |sum_logp - teacher-forced|, in nats
     ties: int = 0  # greedy positions whose top two logits were within TIE_MARGIN
+    kind: str = "decode"  # the experiment its record belongs to
+    deviation: float = 0.0  # a study's largest relative deviation (`helpers.evaluation.audit_studies`)
 
 
 @dataclass
@@ -68,11 +70,24 @@ class AuditReport:
     def max_logp_deviation(self) -> float:
         return max((f.logp_deviation for f in self.findings), default=0.0)
 
+    def by_kind(self) -> dict[str, tuple[int, float]]:
+        """Per kind of record other than decodes: how many were audited, and their largest relative deviation."""
+        kinds: dict[str, tuple[int, float]] = {}
+        for f in self.findings:
+            if f.kind != "decode":
+                n, largest = kinds.get(f.kind, (0, 0.0))
+                kinds[f.kind] = (n + 1, max(largest, f.deviation))
+        return kinds
+
     def summary(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
-        lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; largest "
-                 f"|sum_logp - teacher-forced| {self.max_logp_deviation:.2e} nats (tolerance {LOGP_TOLERANCE}); "
-                 f"greedy near-ties skipped: {sum(f.ties for f in self.findings)} positions; not audited: {skipped}"]
+        decodes = sum(f.kind == "decode" for f in self.findings)
+        lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; "
+                 f"{decodes} decodes, largest |sum_logp - teacher-forced| {self.max_logp_deviation:.2e} nats "
+                 f"(tolerance {LOGP_TOLERANCE}), greedy near-ties skipped: {sum(f.ties for f in self.findings)} "
+                 f"positions; not audited: {skipped}"]
+        lines += [f"  {kind}: {n} records, largest relative deviation {largest:.2e}"
+                  for kind, (n, largest) in sorted(self.by_kind().items())]
         lines += [f"  FAILED {f.where}: " + "; ".join(f.problems) for f in self.failed]
         return "\n".join(lines)
 

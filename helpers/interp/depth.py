@@ -111,16 +111,27 @@ def effective_depths(curve: dict[str, np.ndarray], kl_fraction: float = 0.5, ove
 # --------------------------------------------------------------------------------------------------
 
 
-def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, choose_splits,
-                  desc: str, progress: bool) -> list[SkipEffects]:
-    """Skip effects per problem, stored as each finishes; `choose_splits(ids, answer_start, problem_seed)`."""
+def skip_splits(study: str, ids: Sequence[int], start: int, problem_id: str, n_splits: int | None, seed: int
+                ) -> list[int | None]:
+    """Where a problem's skip study splits its gold text, fixed per problem whatever else runs (its id's crc32 is
+    added to `seed`): for 'depth_score', `n_splits` positions inside the solution (`answer_splits`); for
+    'skip_effects', `n_splits` sampled future splits (`future_splits`), or [None] (the current token) without any."""
+    problem_seed = seed + zlib.crc32(problem_id.encode())
+    if study == "depth_score":
+        return answer_splits(start, len(ids), n_splits, seed=problem_seed)
+    return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=problem_seed)
+
+
+def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
+                  seed: int, desc: str, progress: bool) -> list[SkipEffects]:
+    """Skip effects per problem at its `skip_splits` for the run's study, stored as each finishes."""
     keys = []
     for p in bar(problems, desc=desc, progress=progress):
         ids, start = analysis_sequence(tokenizer, p)
         keys.append(sequence_key(p.id, ids, start))
         if keys[-1] in run:
             continue
-        splits = choose_splits(ids, start, zlib.crc32(p.id.encode()))  # fixed per problem, whatever else is run
+        splits = skip_splits(run.experiment, ids, start, p.id, n_splits, seed)
         run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
     return [SkipEffects.from_dict(run.get(key)) for key in keys]
 
@@ -128,12 +139,9 @@ def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part:
 def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, n_splits: int | None,
                       seed: int = 123, root: Path | None = None, progress: bool = True) -> list[SkipEffects]:
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
-    def choose(ids, start, problem_seed):
-        return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=seed + problem_seed)
-
     run = analysis_run("skip_effects", model, root, shape=SKIP_SHAPE, part=part, splits=n_splits if n_splits is not None else "current",
                        seed=seed)
-    return _skip_records(model, tokenizer, problems, run, part, choose, f"skip {part}", progress)
+    return _skip_records(model, tokenizer, problems, run, part, n_splits, seed, f"skip {part}", progress)
 
 
 def combine(effects: Sequence[SkipEffects], over_splits: str = "max", over_prompts: str = "max"
@@ -162,11 +170,8 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_split
     centre of mass over layers (the depth score), and the same for the output change; scores are also given
     divided by L − 1 so that models of different depth compare.
     """
-    def choose(ids, start, problem_seed):
-        return answer_splits(start, len(ids), n_splits, seed=seed + problem_seed)
-
     run = analysis_run("depth_score", model, root, shape=SKIP_SHAPE, splits=n_splits, seed=seed)
-    records = _skip_records(model, tokenizer, problems, run, "layer", choose, "depth score", progress)
+    records = _skip_records(model, tokenizer, problems, run, "layer", n_splits, seed, "depth score", progress)
     out = {}
     for level, effects in by_level(list(zip(problems, records, strict=True))).items():
         matrix, output = combine(effects, "max", "mean")

@@ -34,16 +34,17 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     run = Run("logit_lens", {**model_identity(model), "k": k, "direction": direction}, root=root, shape=LENS_SHAPE)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
-        run.compute(key, lambda ids=ids, start=start: _lens_record(model, ids, start, k, direction))
+        run.compute(key, lambda ids=ids, start=start: lens_record(model, ids, start, k, direction))
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 
 
-LENS_SHAPE = {"kl": Sized(float, "depth"), "overlap": Sized(float, "depth"), "n_positions": int}  # a `_lens_record`: a
+LENS_SHAPE = {"kl": Sized(float, "depth"), "overlap": Sized(float, "depth"), "n_positions": int}  # a `lens_record`: a
 # value per layer
 
 
-def _lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:
+def lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -> dict:
+    """One sequence's stored lens record: the curves averaged over the positions that predict tokens start.."""
     kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
     return {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
 

@@ -30,8 +30,7 @@ ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that 
     "decode": "helpers.evaluation.decodes", "logit_lens": "helpers.interp.studies",
     "agreement": "helpers.interp.studies", "depth_profile": "helpers.interp.depth", "skip_effects": "helpers.interp.depth",
     "depth_score": "helpers.interp.depth", "erasure_ig": "helpers.chapters.effective_depth",
-    "toy_convergence": ("helpers.samplers.toy", "helpers.samplers.power", "helpers.samplers.smc",
-                        "helpers.engines.kinds"),  # driven by chapters.power_sampling.toy_convergence
+    "toy_convergence": "helpers.samplers.toy_curves",  # stored by chapters.power_sampling.toy_convergence
     "critical_depth": "helpers.evaluation.critical",
 }
 # Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.

@@ -181,6 +181,15 @@ def sample_records(records: list[dict], k: int | None, seed: int = 0) -> list[di
     return random.Random(seed).sample(records, k)
 
 
+def sample_each_kind(records: list[dict], k: int | None, seed: int = 0) -> list[dict]:
+    """`sample_records` of each experiment's records: `k` of every kind (all of a kind that has fewer), so that a
+    sample audits lens curves and critical depths as well as the far more numerous decodes."""
+    kinds: dict[str, list[dict]] = {}
+    for r in records:
+        kinds.setdefault(str(r.get("experiment")), []).append(r)
+    return [r for kind in sorted(kinds) for r in sample_records(kinds[kind], k, seed)]
+
+
 def status(root: Path | None = None) -> str:
     """What the release holds: records by experiment and by batch, size, and the batches' provenance."""
     root = root or release_root()

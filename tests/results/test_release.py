@@ -292,6 +292,30 @@ def test_a_sample_of_the_shipped_release_passes_the_audit():
     assert len(report.findings) == 3 and not report.failed, report.summary()
 
 
+@pytest.mark.once
+@pytest.mark.release_audit
+def test_a_sample_of_the_shipped_releases_studies_passes_the_audit():
+    """One released study of each kind, of the models installed here (toy curves need none), computed again."""
+    from helpers.core.env import REPO
+    from helpers.evaluation.audit_studies import audit_records, reason
+    from helpers.models.wheels import missing_wheels
+    from helpers.runner.publish import sample_each_kind
+
+    if not (REPO / "release" / "manifest.json").is_file():
+        pytest.skip("NO RELEASE IN THIS CHECKOUT: the shipped release's studies were not audited")
+    released = released_records(REPO / "release")
+
+    def installed(r: dict) -> bool:
+        c = r["config"]
+        names = [c[s]["model"] for s in ("full", "truncated")] if "full" in c else [c["model"]] if "model" in c else []
+        return not missing_wheels(names)
+
+    studies = [r for r in released if r["experiment"] != "decode" and reason(r) is None and installed(r)]
+    report = audit_records(sample_each_kind(studies, 1, seed=len(studies)),
+                           [r for r in released if r["experiment"] == "decode"], progress=False)
+    assert report.findings and not report.failed, report.summary()
+
+
 def test_bfloat16_decodes_are_left_out_of_the_audit_with_the_reason():
     """The audit's tolerances are float32's: a bfloat16 decode (the appendix's) is listed as not audited, not failed."""
     from helpers.evaluation.audit import auditable

@@ -1,0 +1,264 @@
+"""Audit stored studies against the model: compute each record again on the machine at hand and compare.
+
+The decodes have their own audit (`helpers.evaluation.audit`); this one covers the studies built on them:
+
+* logit lens (chapter 02): KL to the output and top-k overlap per layer, over a sequence's solution positions;
+* agreement (chapter 03): a truncated model's KL to the full model and both models' NLL of the solution;
+* chapter 01's studies of a gold text: its profile (norms, cosines, residual contributions and the lens per layer)
+  and its layer-skip effects (at the same seeded split positions);
+* critical depth (chapter 03): the stitched accuracies by depth, counted again from the released greedy decodes,
+  and the collapse rule applied to them;
+* toy convergence (chapter 04): the TV curves, run again from their seed.
+
+A lens or agreement record names the sequence it read by a digest in its key: the audit rebuilds the candidates
+from the problem the key names (the model's released greedy solutions after their prompts, and the gold solution)
+and takes the one whose digest matches. Numbers are compared by relative deviation |a - b| / max(1, |b|), within
+`TOLERANCE` (measured: the reproducibility page, "The results release"); counts must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+
+from helpers.core.progress import bar
+from helpers.data.problems import build_prompt, load_problems
+from helpers.data.sequences import analysis_sequence, solution_sequence
+from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, problem_from_id
+from helpers.models.loading import load_model, stop_token_ids
+from helpers.models.truncation import at_depth, critical_depth
+from helpers.results.identity import model_identity, sequence_key
+
+TOLERANCE = {  # largest relative deviation |a - b| / max(1, |b|) of any number a record holds
+    "logit_lens": 2e-3, "agreement": 2e-3,  # float32 passes, batched alike: rounding only
+    "depth_profile": 2e-3, "skip_effects": 2e-3, "depth_score": 2e-3,
+    "critical_depth": 1e-9,  # counted from the decodes: exact
+    "toy_convergence": 1e-9,  # the same seeded chains: exact
+}
+STUDIES = tuple(TOLERANCE)
+GOLD_TEXT = ("depth_profile", "skip_effects", "depth_score")  # chapter 01's studies of a problem's gold text
+IDENTITY = ("weights", "depth", "truncation", "dtype")
+
+
+def reason(record: dict) -> str | None:
+    """Why a stored record cannot be audited here (None: it can), for decodes and studies alike."""
+    kind = record.get("experiment")
+    if kind == "decode":
+        return auditable(record)
+    if kind not in STUDIES:
+        return f"{kind} records (the audit does not compute them again yet)"
+    config = record.get("config", {})
+    models = [] if kind == "toy_convergence" else \
+        [config.get("full", {}), config.get("truncated", {})] if kind == "agreement" else [config]
+    for m in models:
+        if not str(m.get("source", "")).startswith("embedded:"):
+            return "studies of models that are not embedded"
+        if m.get("dtype") != "float32":
+            return f"{m.get('dtype')} studies (the tolerances are measured for float32)"
+    if kind not in ("critical_depth", "toy_convergence") and problem_from_id(_problem_id(record)) is None:
+        return "studies of problems other than the arithmetic benchmark"
+    return None
+
+
+def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
+    """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
+    sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason."""
+    chosen, studies, skipped = [], [], defaultdict(int)
+    for record in records:
+        if why := reason(record):
+            skipped[why] += 1
+        elif record["experiment"] == "decode":
+            chosen.append(record)
+        else:
+            studies.append(record)
+    report = audit(chosen, progress=progress)
+    more = audit_studies(studies, decodes, progress=progress)
+    report.findings += more.findings
+    report.seconds += more.seconds
+    for why, n in skipped.items():
+        report.skipped[why] = report.skipped.get(why, 0) + n
+    return report
+
+
+def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
+    """Compute every study record again (models load once per name and number format) and compare."""
+    import time
+
+    start = time.perf_counter()
+    report = AuditReport()
+    solutions = _greedy_solutions(decodes)
+    by_model: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        c, kind = record["config"], record["experiment"]
+        model = c["full"] if kind == "agreement" else {} if kind in ("critical_depth", "toy_convergence") else c
+        by_model[(model.get("model", ""), model.get("dtype", ""))].append(record)  # ("", ""): no model needed
+    with bar(total=len(records), desc="audit studies", unit="record", progress=progress) as shown:
+        for (name, dtype), group in sorted(by_model.items()):
+            loaded = load_model(name, dtype=dtype)[:2] if name else None
+            for record in group:
+                f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']}", kind=record["experiment"])
+                try:
+                    _audit_one(record, loaded, solutions, decodes, f)
+                except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from
+                    f.problems.append(f"it cannot be computed again from what it says ({type(err).__name__}: {err})")
+                if not f.deviation <= TOLERANCE[f.kind]:
+                    f.problems.append(f"its numbers deviate by {f.deviation:.2e} from this machine's (tolerance "
+                                      f"{TOLERANCE[f.kind]:g})")
+                report.findings.append(f)
+                shown.update(1)
+            del loaded
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _audit_one(record: dict, loaded, solutions: dict, decodes: Sequence[dict], f: Finding) -> None:
+    kind, c, stored = record["experiment"], record["config"], record["result"]
+    if kind == "toy_convergence":
+        f.deviation = _deviation(stored, _toy(c))
+        return
+    if kind == "critical_depth":
+        _critical(c, stored, decodes, f)
+        return
+    model, tokenizer = loaded
+    if kind == "agreement":
+        full, truncated = (_model_as(model, c[side], f, side) for side in ("full", "truncated"))
+    else:
+        full = truncated = _model_as(model, c, f, "model")
+    pid = _problem_id(record)
+    if kind in GOLD_TEXT:
+        from helpers.interp.depth import profile_one, skip_splits
+        from helpers.interp.skip_effects import skip_effects
+
+        ids, start = analysis_sequence(tokenizer, problem_from_id(pid))
+        if sequence_key(pid, ids, start) != record["key"]:
+            f.problems.append("its key does not name the gold text of the problem it names")
+            return
+        if kind == "depth_profile":
+            f.deviation = _deviation(stored, profile_one(full, ids))
+            return
+        n_splits = None if c["splits"] == "current" else c["splits"]
+        splits = skip_splits(kind, ids, start, pid, n_splits, c["seed"])
+        f.deviation = _deviation(stored, skip_effects(full, ids, c.get("part", "layer"), splits).as_dict())
+        return
+    found = _sequence(record["key"], pid, c["full"]["model"] if kind == "agreement" else c["model"], tokenizer,
+                      solutions, stop_token_ids(model, tokenizer)[0])
+    if found is None:
+        f.problems.append("no released greedy solution of its model, nor the gold solution, is the sequence its key "
+                          "names")
+        return
+    ids, start = found
+    if kind == "logit_lens":
+        from helpers.interp.studies import lens_record
+
+        f.deviation = _deviation(stored, lens_record(full, ids, start, c["k"], c["direction"]))
+    else:
+        from helpers.interp.studies import agreement
+
+        f.deviation = _deviation(stored, agreement(full, truncated, ids, start))
+
+
+def _model_as(model, identity: dict, f: Finding, what: str):
+    """`model` cut as `identity` says, its identity checked against the record's."""
+    cut = at_depth(model, identity["depth"], identity.get("truncation") or "stitch")
+    here = model_identity(cut)
+    for k in IDENTITY:
+        if identity.get(k) != here.get(k):
+            f.problems.append(f"its {what}'s {k} is {identity.get(k)!r}, the model here has {here.get(k)!r}")
+    return cut
+
+
+def _problem_id(record: dict) -> str:
+    return str(record.get("key", "")).split("@")[0]
+
+
+def _greedy_solutions(decodes: Sequence[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(model, problem id) -> that model's greedy decodes at its full depth: the solutions chapters 02-03 read."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in decodes:
+        c = r.get("config", {})
+        if r.get("experiment") == "decode" and c.get("method") == "greedy" and c.get("truncation") is None:
+            out[(c.get("model"), r.get("result", {}).get("id"))].append(r)
+    return out
+
+
+def _sequence(key: str, pid: str, model: str, tokenizer, solutions: dict, stop: int) -> tuple[list[int], int] | None:
+    """The (ids, start) whose digest `key` holds, among the candidates rebuilt for problem `pid`."""
+    for ids, start in _candidates(pid, model, tokenizer, solutions, stop):
+        if sequence_key(pid, ids, start) == key:
+            return ids, start
+    return None
+
+
+def _candidates(pid: str, model: str, tokenizer, solutions: dict, stop: int) -> Iterator[tuple[list[int], int]]:
+    """Prompt + each released greedy solution of `model` for the problem; then prompt + the gold solution."""
+    problem = problem_from_id(pid)
+    shots = []
+    for r in solutions.get((model, pid), []):
+        s = r["config"]["shots"]
+        prompt = build_prompt(tokenizer, problem.question, shots=s)
+        shots.append(s)
+        yield solution_sequence(tokenizer, prompt, solution_tokens=r["result"]["tokens"])
+    for s in sorted(set(shots)) if problem.solution else []:
+        yield solution_sequence(tokenizer, build_prompt(tokenizer, problem.question, shots=s),
+                                solution_text=problem.solution, stop_id=stop)
+
+
+def _critical(c: dict, stored: dict, decodes: Sequence[dict], f: Finding) -> None:
+    """The accuracies by depth, counted again from the greedy decodes of the sweep's problems, and the rule."""
+    problems = load_problems(c["dataset"], n=c["n_problems"], levels=c["levels"], seed=c["seed"])
+    correct: dict[tuple, dict[str, bool]] = defaultdict(dict)
+    for r in decodes:
+        d = r.get("config", {})
+        if r.get("experiment") == "decode" and d.get("method") == "greedy" and d.get("model") == c["model"] \
+                and d.get("weights") == c["weights"] and d.get("dtype") == c["dtype"] \
+                and d.get("max_new_tokens") == c["max_new_tokens"] and d.get("shots") == c["shots"]:
+            correct[(d.get("depth"), d.get("truncation"))][r["result"]["id"]] = bool(r["result"]["correct"])
+    accuracy = {}
+    for text in stored["accuracy"]:
+        depth = int(text)
+        got = correct.get((depth, None if depth == c["depth"] else "stitch"), {})
+        missing = [p.id for p in problems if p.id not in got]
+        if missing:
+            f.problems.append(f"no greedy decode at {depth} blocks of {len(missing)} of its problems ({missing[0]}, ...)")
+            return
+        accuracy[depth] = sum(got[p.id] for p in problems) / len(problems)
+    full = accuracy[max(accuracy)]
+    f.deviation = _deviation(stored, {"accuracy": {str(d): a for d, a in accuracy.items()}, "full_accuracy": full,
+                                      "depth": critical_depth(accuracy, full, c["collapse_fraction"]),
+                                      "n_problems": len(problems)})
+
+
+def _toy(c: dict) -> dict:
+    from helpers.engines.categorical import VERSION as DRAW
+    from helpers.samplers.power import REFERENCE_SCHEDULE
+    from helpers.samplers.smc import RESAMPLING
+    from helpers.samplers.toy_curves import toy_curves
+
+    now = {"draw": DRAW, "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING}
+    if any(c.get(k) != v for k, v in now.items()):
+        raise ValueError(f"it was computed with {({k: c.get(k) for k in now})}, this code draws with {now}")
+    return toy_curves(c["alpha"], c["steps"], c["n_chains"], c["seed"], c["particles"], c["max_new_tokens"])
+
+
+def _deviation(stored, computed) -> float:
+    """The largest relative deviation of `stored` from `computed` (both nested dicts and lists of numbers); inf
+    where their shapes, keys or counts differ, or a stored number is not finite where the computed one is."""
+    if isinstance(computed, dict):
+        if not isinstance(stored, dict) or set(stored) != {str(k) for k in computed}:
+            return math.inf
+        return max((_deviation(stored[str(k)], v) for k, v in computed.items()), default=0.0)
+    if isinstance(computed, list | tuple):
+        if not isinstance(stored, list) or len(stored) != len(computed):
+            return math.inf
+        return max((_deviation(a, b) for a, b in zip(stored, computed, strict=True)), default=0.0)
+    if computed is None or isinstance(computed, str | bool):
+        return 0.0 if stored == computed else math.inf
+    if isinstance(computed, int) and not isinstance(stored, float):
+        return 0.0 if stored == computed else math.inf
+    if isinstance(stored, bool) or not isinstance(stored, int | float):
+        return math.inf
+    a, b = float(stored), float(computed)
+    if math.isnan(a) and math.isnan(b):
+        return 0.0
+    return abs(a - b) / max(1.0, abs(b)) if math.isfinite(a) else math.inf

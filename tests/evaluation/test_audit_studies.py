@@ -1,0 +1,101 @@
+"""The audit computes every kind of stored study again: honest records pass, an edited one fails with its deviation,
+and a record that cannot be audited here is counted with the reason."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from helpers.evaluation.audit_studies import STUDIES, TOLERANCE, audit_records, reason
+from helpers.runner.publish import sample_each_kind, stored_records
+
+# The audit's own logic, the same under every transformers: one run.
+pytestmark = pytest.mark.once
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """SmolLM2's stored studies of two problems, as chapters 01-04 store them: greedy solutions and the lens over them,
+    a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the critical depth of a
+    two-depth sweep, and the toy curves; every record of the store."""
+    from helpers.chapters.power_sampling import toy_convergence
+    from helpers.data.problems import load_problems
+    from helpers.evaluation.critical import SweepSettings, store_critical
+    from helpers.evaluation.decodes import DecodeSettings, sample_at_depths
+    from helpers.evaluation.solutions import solutions_and_lens
+    from helpers.interp.depth import depth_scores_by_level, profiles, skip_effects_over
+    from helpers.interp.studies import agreement_over
+    from helpers.models.loading import load_model
+    from helpers.models.truncation import at_depth
+
+    store = tmp_path_factory.mktemp("studies")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SVD_RESULTS", str(store))
+        mp.setenv("SVD_RELEASE", "off")
+        model, tokenizer, info = load_model("smollm2-135m", device="cpu", dtype="float32")
+        L = info.n_layers
+        settings = dict(dataset="arithmetic", n_problems=1, levels=[1, 2], seed=0, shots=2, max_new_tokens=12,
+                        depths=[L, L - 1], span=None, depth_step=1, kl_fraction=0.5, overlap_threshold=0.3,
+                        collapse_fraction=0.5)
+        problems = load_problems("arithmetic", n=1, levels=[1, 2], seed=0)
+        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=12, shots=2, batch_size=4)
+        agreement_over(model, {("stitch", L - 1): at_depth(model, L - 1)}, solved.items)
+        profiles(model, tokenizer, problems[:1], progress=False)
+        skip_effects_over(model, tokenizer, problems[:1], "layer", 2, progress=False)
+        depth_scores_by_level(model, tokenizer, problems[:1], n_splits=2, progress=False)
+        swept = sample_at_depths(model, tokenizer, problems, {"greedy": DecodeSettings("greedy", 12, 2)},
+                                 [("stitch", L), ("stitch", L - 1)], n_seeds=1, batch_size=4, progress=False)
+        accuracy = {d: sum(r[0]["correct"] for r in by["greedy"]) / len(problems) for (_, d), by in swept.items()}
+        store_critical(model, SweepSettings.from_parameters(settings), accuracy, len(problems))
+        toy_convergence(2.0, [0, 1], 60, particles=[1, 2])
+    return stored_records(store)
+
+
+def _audit(records):
+    decodes = [r for r in records if r["experiment"] == "decode"]
+    return audit_records(sample_each_kind(records, None), decodes, progress=False)
+
+
+def test_every_kind_of_honest_study_passes(studies):
+    kinds = {r["experiment"] for r in studies}
+    assert set(STUDIES) <= kinds, kinds
+    report = _audit(studies)
+    assert not report.failed, report.summary()
+    audited = report.by_kind()
+    assert set(audited) == set(STUDIES)
+    assert all(largest <= TOLERANCE[kind] for kind, (_, largest) in audited.items()), report.summary()
+    assert "logit_lens: " in report.summary()
+
+
+@pytest.mark.parametrize("kind, edit", [
+    ("logit_lens", lambda r: r["kl"].__setitem__(3, r["kl"][3] + 0.05)),
+    ("agreement", lambda r: r.__setitem__("nll", r["nll"] + 0.05)),
+    ("depth_profile", lambda r: r["norm_h"]["max"].__setitem__(2, r["norm_h"]["max"][2] * 1.01)),
+    ("skip_effects", lambda r: r["output"][0].__setitem__(2, r["output"][0][2] + 0.01)),
+    ("critical_depth", lambda r: r.__setitem__("depth", (r["depth"] or 0) + 1)),
+    ("toy_convergence", lambda r: r["tv"]["exact"].__setitem__(0, r["tv"]["exact"][0] + 1e-6)),
+])
+def test_an_edited_study_fails_with_its_deviation(studies, kind, edit):
+    records = copy.deepcopy(studies)
+    target = next(r for r in records if r["experiment"] == kind)
+    edit(target["result"])
+    report = _audit(records)
+    assert [f.kind for f in report.failed] == [kind], report.summary()
+    assert "deviate" in " ".join(report.failed[0].problems)
+
+
+def test_a_lens_record_whose_sequence_no_decode_gives_fails(studies):
+    records = [r for r in copy.deepcopy(studies) if r["experiment"] in ("logit_lens",)]
+    report = audit_records(records, [], progress=False)  # no decodes to rebuild the sequence from
+    assert report.failed and all("no released greedy solution" in f.problems[0] for f in report.failed)
+
+
+def test_what_cannot_be_audited_says_why():
+    assert reason({"experiment": "logit_lens", "key": "arith-L1-0-0@x",
+                   "config": {"source": "embedded:m.gguf", "dtype": "bfloat16"}}) == \
+        "bfloat16 studies (the tolerances are measured for float32)"
+    assert reason({"experiment": "logit_lens", "key": "math-1@x", "config": {"source": "embedded:m.gguf",
+                                                                           "dtype": "float32"}}) == \
+        "studies of problems other than the arithmetic benchmark"
+    assert reason({"experiment": "erasure_ig", "key": "k", "config": {}}).startswith("erasure_ig records")
