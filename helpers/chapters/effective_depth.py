@@ -15,7 +15,6 @@ from helpers.chapters.exercises import kl_below, layer_name, rerun_command
 from helpers.data.problems import Problem, interleaved, load_problems, per_level
 from helpers.data.published import PUBLISHED_TABLE1
 from helpers.data.sequences import PROBES, analysis_sequence, probe_sequence
-from helpers.interp.attribution import integrated_gradients
 from helpers.interp.depth import (
     analysis_key,
     analysis_run,
@@ -26,7 +25,8 @@ from helpers.interp.depth import (
     profiles,
     skip_effects_over,
 )
-from helpers.interp.erasure import erasure_map, mean_residual
+from helpers.interp.erasure import mean_residual
+from helpers.interp.probes import probe_record, probe_rows, probe_unit
 from helpers.interp.skip_effects import later_layer_profile
 from helpers.models.loading import ModelInfo, load_model
 from helpers.results.identity import sequence_key
@@ -108,20 +108,20 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
     run = analysis_run("erasure_ig", model, shape=ERASURE_SHAPE, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
-    rows = list(range(0, info.n_layers + 1, probe_stride))
+    rows = probe_rows(info.n_layers, probe_stride)
     out = []
     for prompt, answer in PROBES:
         ids, start = probe_sequence(tokenizer, prompt, answer)
-        erasure = np.array(run.compute(sequence_key(f"erasure-{probe_stride}", ids, start),
-                                       lambda ids=ids, start=start: np.nan_to_num(
-                                           erasure_map(model, ids, baseline, start, boundaries=rows), nan=-1.0).tolist()))
+        erasure = np.array(run.compute(sequence_key(probe_unit("erasure", probe_stride), ids, start),
+                                       lambda ids=ids, start=start: probe_record(model, ids, start, "erasure", None,
+                                                                                 rows, baseline)))
         erasure[erasure < 0] = np.nan  # boundaries not computed
         entry = {"tokens": [tokenizer.decode([t]) for t in ids], "start": start, "rows": rows, "erasure": erasure,
                  "title": f"{prompt}{answer}"}
         for comp in ig_components:
-            ig = np.array(run.compute(sequence_key(f"ig-{comp}-{probe_stride}", ids, start), lambda ids=ids, start=start, comp=comp:
-                                      integrated_gradients(model, ids, start, comp, steps=ig_steps,
-                                                           layers=[r for r in rows if r < info.n_layers]).tolist()))
+            ig = np.array(run.compute(sequence_key(probe_unit("ig", probe_stride, comp), ids, start),
+                                      lambda ids=ids, start=start, comp=comp: probe_record(
+                                          model, ids, start, "ig", comp, rows, ig_steps=ig_steps)))
             ig[[l for l in range(info.n_layers) if l not in rows]] = np.nan
             entry[f"ig_{comp}"] = ig
         out.append(entry)

@@ -5,7 +5,8 @@ The decodes have their own audit (`helpers.evaluation.audit`); this one covers t
 * logit lens (chapter 02): KL to the output and top-k overlap per layer, over a sequence's solution positions;
 * agreement (chapter 03): a truncated model's KL to the full model and both models' NLL of the solution;
 * chapter 01's studies of a gold text: its profile (norms, cosines, residual contributions and the lens per layer)
-  and its layer-skip effects (at the same seeded split positions);
+  and its layer-skip effects (at the same seeded split positions); and its erasure and integrated-gradients maps of
+  the papers' two probes (the erasure baseline rebuilt from the gold texts its record names);
 * critical depth (chapter 03): the stitched accuracies by depth, counted again from the released greedy decodes,
   and the collapse rule applied to them;
 * toy convergence (chapter 04): the TV curves, run again from their seed.
@@ -32,7 +33,7 @@ from helpers.results.identity import model_identity, sequence_key
 
 TOLERANCE = {  # largest relative deviation |a - b| / max(1, |b|) of any number a record holds
     "logit_lens": 2e-3, "agreement": 2e-3,  # float32 passes, batched alike: rounding only
-    "depth_profile": 2e-3, "skip_effects": 2e-3, "depth_score": 2e-3,
+    "depth_profile": 2e-3, "skip_effects": 2e-3, "depth_score": 2e-3, "erasure_ig": 2e-3,
     "critical_depth": 1e-9,  # counted from the decodes: exact
     "toy_convergence": 1e-9,  # the same seeded chains: exact
 }
@@ -56,7 +57,7 @@ def reason(record: dict) -> str | None:
             return "studies of models that are not embedded"
         if m.get("dtype") != "float32":
             return f"{m.get('dtype')} studies (the tolerances are measured for float32)"
-    if kind not in ("critical_depth", "toy_convergence") and problem_from_id(_problem_id(record)) is None:
+    if kind not in ("critical_depth", "toy_convergence", "erasure_ig") and problem_from_id(_problem_id(record)) is None:
         return "studies of problems other than the arithmetic benchmark"
     return None
 
@@ -126,6 +127,9 @@ def _audit_one(record: dict, loaded, solutions: dict, decodes: Sequence[dict], f
     else:
         full = truncated = _model_as(model, c, f, "model")
     pid = _problem_id(record)
+    if kind == "erasure_ig":
+        f.deviation = _probe(full, tokenizer, record, f)
+        return
     if kind in GOLD_TEXT:
         from helpers.interp.depth import profile_one, skip_splits
         from helpers.interp.skip_effects import skip_effects
@@ -156,6 +160,33 @@ def _audit_one(record: dict, loaded, solutions: dict, decodes: Sequence[dict], f
         from helpers.interp.studies import agreement
 
         f.deviation = _deviation(stored, agreement(full, truncated, ids, start))
+
+
+def _probe(model, tokenizer, record: dict, f: Finding) -> float:
+    """An erasure or integrated-gradients map of a probe, computed again; its deviation (0 where it cannot be)."""
+    from helpers.data.sequences import PROBES, probe_sequence
+    from helpers.interp.erasure import mean_residual
+    from helpers.interp.probes import parse_unit, probe_record, probe_rows
+
+    c, name = record["config"], _problem_id(record)
+    kind, component, stride = parse_unit(name)
+    found = next(((ids, start) for ids, start in (probe_sequence(tokenizer, p, a) for p, a in PROBES)
+                  if sequence_key(name, ids, start) == record["key"]), None)
+    if found is None:
+        f.problems.append("its key names neither of the papers' probes")
+        return 0.0
+    baseline = None
+    if kind == "erasure":
+        texts = []
+        for key in c["baseline"]:
+            problem = problem_from_id(key.split("@")[0])
+            texts.append(analysis_sequence(tokenizer, problem) if problem else None)
+            if texts[-1] is None or sequence_key(problem.id, *texts[-1]) != key:
+                f.problems.append(f"its baseline names {key}, which is no gold text here")
+                return 0.0
+        baseline = mean_residual(model, [ids for ids, _ in texts])
+    rows = probe_rows(model.config.num_hidden_layers, stride)
+    return _deviation(record["result"], probe_record(model, *found, kind, component, rows, baseline, c["ig_steps"]))
 
 
 def _model_as(model, identity: dict, f: Finding, what: str):

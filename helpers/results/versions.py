@@ -29,7 +29,7 @@ VERSIONS: dict[str, int] = {  # experiment -> version of the code that computes 
 ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that compute and store its records
     "decode": "helpers.evaluation.decodes", "logit_lens": "helpers.interp.studies",
     "agreement": "helpers.interp.studies", "depth_profile": "helpers.interp.depth", "skip_effects": "helpers.interp.depth",
-    "depth_score": "helpers.interp.depth", "erasure_ig": "helpers.chapters.effective_depth",
+    "depth_score": "helpers.interp.depth", "erasure_ig": ("helpers.chapters.effective_depth", "helpers.interp.probes"),
     "toy_convergence": "helpers.samplers.toy_curves",  # stored by chapters.power_sampling.toy_convergence
     "critical_depth": "helpers.evaluation.critical",
 }

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.once
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
     """SmolLM2's stored studies of two problems, as chapters 01-04 store them: greedy solutions and the lens over them,
-    a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the critical depth of a
-    two-depth sweep, and the toy curves; every record of the store."""
+    a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the probes' erasure and
+    integrated gradients, the critical depth of a two-depth sweep, and the toy curves; every record of the store."""
+    from helpers.chapters.effective_depth import _probes  # chapter 01's erasure and integrated gradients
     from helpers.chapters.power_sampling import toy_convergence
     from helpers.data.problems import load_problems
     from helpers.evaluation.critical import SweepSettings, store_critical
@@ -44,6 +45,7 @@ def studies(tmp_path_factory):
         profiles(model, tokenizer, problems[:1], progress=False)
         skip_effects_over(model, tokenizer, problems[:1], "layer", 2, progress=False)
         depth_scores_by_level(model, tokenizer, problems[:1], n_splits=2, progress=False)
+        _probes(model, tokenizer, info, problems, ig_steps=2, ig_components=["layer"], probe_stride=10)
         swept = sample_at_depths(model, tokenizer, problems, {"greedy": DecodeSettings("greedy", 12, 2)},
                                  [("stitch", L), ("stitch", L - 1)], n_seeds=1, batch_size=4, progress=False)
         accuracy = {d: sum(r[0]["correct"] for r in by["greedy"]) / len(problems) for (_, d), by in swept.items()}
@@ -73,6 +75,7 @@ def test_every_kind_of_honest_study_passes(studies):
     ("agreement", lambda r: r.__setitem__("nll", r["nll"] + 0.05)),
     ("depth_profile", lambda r: r["norm_h"]["max"].__setitem__(2, r["norm_h"]["max"][2] * 1.01)),
     ("skip_effects", lambda r: r["output"][0].__setitem__(2, r["output"][0][2] + 0.01)),
+    ("erasure_ig", lambda r: r[0].__setitem__(1, r[0][1] + 0.01)),
     ("critical_depth", lambda r: r.__setitem__("depth", (r["depth"] or 0) + 1)),
     ("toy_convergence", lambda r: r["tv"]["exact"].__setitem__(0, r["tv"]["exact"][0] + 1e-6)),
 ])
@@ -98,4 +101,4 @@ def test_what_cannot_be_audited_says_why():
     assert reason({"experiment": "logit_lens", "key": "math-1@x", "config": {"source": "embedded:m.gguf",
                                                                            "dtype": "float32"}}) == \
         "studies of problems other than the arithmetic benchmark"
-    assert reason({"experiment": "erasure_ig", "key": "k", "config": {}}).startswith("erasure_ig records")
+    assert reason({"experiment": "layer_maps", "key": "k", "config": {}}).startswith("layer_maps records")
