@@ -34,7 +34,7 @@ def parse_duration(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"a budget is a positive time such as 150m, 2.5h or 90s, not {text!r}")
+        raise argparse.ArgumentTypeError(f"a duration is a positive time such as 150m, 2.5h or 90s, not {text!r}")
     return value
 
 
@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         run(args.profile, overrides, only=only, out_root=Path(args.out) if args.out else env.REPO,
             build=not args.no_build, strict=args.strict, budget=args.budget,
-            recompute=args.recompute or args.no_release)
+            recompute=args.recompute or args.no_release, drain=args.drain)
     except BudgetSpent as spent:
         print(f"[run] budget spent: {spent}. Every finished record is in the results store; run the same command "
               "again to go on.", flush=True)
@@ -329,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=parse_duration, metavar="TIME",
                    help="stop when this much time is spent (150m, 2.5h, 90s), every finished record stored; exit "
                    f"status {BUDGET_SPENT} says work is left and the same command goes on")
+    p.add_argument("--drain", type=parse_duration, metavar="TIME",
+                   help="with --budget: admit no MH chain in the budget's last TIME (default a quarter of it, at most "
+                   "45m), so the chains under way end before it; set it above a chain's life")
     p.add_argument("--no-release", action="store_true",
                    help="ignore the results release (release/): recompute what the local store lacks")
     p.add_argument("--recompute", action="store_true",

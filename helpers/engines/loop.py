@@ -100,6 +100,8 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                 request = task.program.send(reply) if reply is not None else next(task.program)
             except StopIteration as stop:
                 results[task.index] = done = task.finish(stop.value)
+                if task.row.long:
+                    pulse.lived(time.time() - task.started)
                 engine.end(task)
                 if on_done:
                     on_done(task.index, done)
@@ -133,6 +135,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             if cost is not None:
                 charge(engine, cost)
             for task in admitted:
+                task.started = time.time()
                 resume(task, None)
             if not engine.decoding():
                 if admitted:

@@ -169,6 +169,7 @@ class Task:
     prefill: int = 0
     passes: int = 0
     seconds: float = 0.0
+    started: float = 0.0  # wall-clock time (time.time) the loop admitted it: a long row's lifetime for the drain
 
     def finish(self, completion: Completion) -> Completion:
         completion.decoded_tokens, completion.prefill_tokens = self.decoded, self.prefill

@@ -95,3 +95,33 @@ def test_a_drain_admits_no_mh_chain_but_finishes_the_rest(tiny, tmp_path, monkey
     records = sample_methods(model, tokenizer, tiny_problems(), settings, n_seeds=1, batch_size=2, root=tmp_path,
                              progress=False)
     assert all(len(per) == 1 for per in records["power"])
+
+
+def test_the_drain_begins_a_longest_chain_life_before_the_deadline(monkeypatch):
+    """Before any chain has ended the drain begins at $SVD_DRAIN; once one has, early enough for a chain that lives
+    as long as the longest seen, so chains admitted late on a slow model are not cut off and lost."""
+    import time
+
+    monkeypatch.setattr(pulse, "_LONGEST", [0.0])
+    now = time.time()
+    monkeypatch.setenv(env.DEADLINE, str(now + 3600))
+    monkeypatch.setenv(env.DRAIN, str(now + 2700))
+    assert not pulse.draining()
+    pulse.lived(1200.0)  # 1.25 x 20 minutes is still inside the last 45
+    assert not pulse.draining()
+    pulse.lived(3000.0)  # a chain of 50 minutes: the drain has begun
+    assert pulse.draining()
+    pulse.lived(10.0)  # the longest life is kept
+    assert pulse.draining()
+
+
+def test_a_drain_is_given_with_a_budget_and_shorter_than_it(tmp_path, capsys):
+    from helpers.runner.profiles import RunError
+    from helpers.runner.run import drain_seconds
+
+    assert drain_seconds(7200) == 1800 and drain_seconds(36000) == 2700 and drain_seconds(7200, 4800) == 4800
+    with pytest.raises(RunError, match="shorter than the budget"):
+        drain_seconds(3600, 3600)
+    assert main(["run", "--profile", "smoke", "--only", "03_stitch_and_preserve", "--no-build", "--out",
+                 str(tmp_path), "--drain", "10m"]) == 2
+    assert "give --budget" in capsys.readouterr().err
