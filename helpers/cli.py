@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         run(args.profile, overrides, only=only, out_root=Path(args.out) if args.out else env.REPO,
             build=not args.no_build, strict=args.strict, budget=args.budget,
-            recompute=args.recompute or args.no_release, drain=args.drain)
+            recompute=args.recompute or args.no_release)
     except BudgetSpent as spent:
         print(f"[run] budget spent: {spent}. Every finished record is in the results store; run the same command "
               "again to go on.", flush=True)
@@ -261,6 +261,9 @@ def _release(args: argparse.Namespace) -> int:
     verb = "would release" if args.dry_run else f"released as batch {batch.name}"
     print(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
           + ("" if args.dry_run or not total else f"; {len(batch.files)} new files"))
+    if batch.checkpoints:
+        print(f"{'would carry' if args.dry_run else 'carries'} the checkpoints of {batch.checkpoints} MH chains under "
+              "way: the next budgeted step goes on from them")
     return 0
 
 
@@ -329,9 +332,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=parse_duration, metavar="TIME",
                    help="stop when this much time is spent (150m, 2.5h, 90s), every finished record stored; exit "
                    f"status {BUDGET_SPENT} says work is left and the same command goes on")
-    p.add_argument("--drain", type=parse_duration, metavar="TIME",
-                   help="with --budget: admit no MH chain in the budget's last TIME (default a quarter of it, at most "
-                   "45m), so the chains under way end before it; set it above a chain's life")
     p.add_argument("--no-release", action="store_true",
                    help="ignore the results release (release/): recompute what the local store lacks")
     p.add_argument("--recompute", action="store_true",

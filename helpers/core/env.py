@@ -18,7 +18,6 @@ STORE_USAGE = "SVD_STORE_USAGE"  # a file: a chapter's kernel writes what it reu
 BOOK_RUN = "SVD_BOOK_RUN"  # "1" in the runner's kernels: the runner has checked the models, the launch cell need not
 PULSE = "SVD_PULSE"  # a file: the decode loop appends its progress and sustained rate (helpers.core.pulse)
 DEADLINE = "SVD_DEADLINE"  # seconds since the epoch: run --budget's end, past which decoding stops (helpers.core.pulse)
-DRAIN = "SVD_DRAIN"  # seconds since the epoch: from then on, decoding admits no long row (helpers.core.pulse)
 PROGRESS = "SVD_PROGRESS"  # "0" turns progress bars off (the runner prints each chapter's progress itself)
 LIVE_WIDGETS = "SVD_LIVE_WIDGETS"  # "0": explorers print a note instead of live widgets (a static build)
 REPOSITORY_URL = "SVD_REPOSITORY_URL"  # the repository the book's buttons link to

@@ -33,31 +33,6 @@ def deadline() -> float | None:
         return None
 
 
-MARGIN = 1.25  # the drain begins this many longest chain lifetimes before the deadline, at the latest
-_LONGEST = [0.0]  # the longest wall-clock lifetime of a long row finished in this process (`lived`)
-
-
-def lived(seconds: float) -> None:
-    """A long row (an MH chain) ended `seconds` after it was admitted: the drain learns how long chains live here."""
-    _LONGEST[0] = max(_LONGEST[0], seconds)
-
-
-def draining() -> bool:
-    """Whether the budget's drain has begun: from then on the decode loop (`helpers.engines.loop`) admits no long row
-    (an MH chain runs for many times its answer's length, and one cut off at the deadline is lost) and fills freed
-    slots with rows that finish in minutes, so that the chains under way end before the deadline. It begins at
-    $SVD_DRAIN (seconds since the epoch), or `MARGIN` longest chain lifetimes seen so far before the deadline, if
-    that is earlier: a chain's life depends on the model and the rows beside it, which a fixed drain cannot know."""
-    now = time.time()
-    end = deadline()
-    if end is not None and _LONGEST[0] > 0 and now >= end - MARGIN * _LONGEST[0]:
-        return True
-    try:
-        return now >= float(os.environ[env.DRAIN])
-    except (KeyError, ValueError):
-        return False
-
-
 class _Pulse:
     def __init__(self) -> None:
         self.reset()

@@ -20,7 +20,19 @@ from collections import deque
 from collections.abc import Sequence
 
 from helpers.core import pulse
-from helpers.engines.protocol import Adopt, Barrier, Charge, Completion, Extension, OnDone, Program, Row, Task
+from helpers.engines.protocol import (
+    Adopt,
+    Barrier,
+    Charge,
+    Checkpoint,
+    Completion,
+    Extension,
+    OnCheckpoint,
+    OnDone,
+    Program,
+    Row,
+    Task,
+)
 from helpers.models.depth_mix import DepthMix
 
 
@@ -79,8 +91,10 @@ class Engine:
 
 
 def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
-                 on_done: OnDone | None = None, room: int = 0) -> list[Completion]:
-    """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends.
+                 on_done: OnDone | None = None, room: int = 0, on_checkpoint: OnCheckpoint | None = None
+                 ) -> list[Completion]:
+    """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends,
+    `on_checkpoint(i, state, spent)` of each checkpoint its program yields.
 
     Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the order
     given; `room` is how many positions past its prompt a row may need.
@@ -100,8 +114,6 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                 request = task.program.send(reply) if reply is not None else next(task.program)
             except StopIteration as stop:
                 results[task.index] = done = task.finish(stop.value)
-                if task.row.long:
-                    pulse.lived(time.time() - task.started)
                 engine.end(task)
                 if on_done:
                     on_done(task.index, done)
@@ -109,6 +121,11 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             if isinstance(request, Adopt):
                 task.row.adopt(request.extension)
                 engine.adopt(task, request.extension)
+                reply = None
+                continue
+            if isinstance(request, Checkpoint):
+                if on_checkpoint:
+                    on_checkpoint(task.index, request.state, task.spent())
                 reply = None
                 continue
             if isinstance(request, Barrier):
@@ -131,11 +148,12 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
         for done in engine.open_run(todo, stops, capacity, room):
             charge(engine, done)
         while True:
-            admitted, cost = _admit(engine, waiting)
+            admitted, cost = engine.admit(waiting)
             if cost is not None:
                 charge(engine, cost)
             for task in admitted:
-                task.started = time.time()
+                if task.row.restored is not None:
+                    task.restore(task.row.restored)
                 resume(task, None)
             if not engine.decoding():
                 if admitted:
@@ -150,26 +168,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine
         engine.close_run()
     barriers.check()
-    if waiting:  # only rows a budget's drain holds back are left: they could not finish in time
-        raise pulse.BudgetExhausted(f"the run's time budget ends before {len(waiting)} long rows (MH chains) could "
-                                    "finish; every finished record is stored, and the same command again goes on "
-                                    "from there")
     return results
-
-
-def _admit(engine: Engine, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
-    """`engine.admit`, but once a budget's drain has begun (`pulse.draining`) only rows that finish in minutes are
-    offered: a long row (an MH chain) admitted then would be cut off at the deadline and lost, so long rows stay
-    waiting, in order, and the run ends with them (`BudgetExhausted`)."""
-    if not waiting or not pulse.draining():
-        return engine.admit(waiting)
-    offered = deque(t for t in waiting if not t.row.long)
-    admitted, cost = engine.admit(offered)
-    taken = {id(t) for t in admitted}
-    kept = [t for t in waiting if id(t) not in taken]
-    waiting.clear()
-    waiting.extend(kept)
-    return admitted, cost
 
 
 def charge(engine: Engine, cost: Charge) -> None:

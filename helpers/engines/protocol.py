@@ -6,7 +6,9 @@ gets each one back filled in. Plain decoding is a program of one extension (`hel
 power-sampling chain asks for one per block and one per Metropolis–Hastings move (`helpers.samplers.power`).
 A program says that its row takes an extension's tokens by yielding `Adopt(extension)` (an MH move accepted, a
 block grown): the loop applies it to the row and tells the engine, which moves what it keeps of those tokens into
-place. A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the
+place. A long program may yield `Checkpoint(state)` where it could go on from `state` later (an MH chain between
+blocks): the loop hands the state and the row's costs so far to whoever stores them; a row built again from them
+(`Row.restored`) goes on with those costs. A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the
 group may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their
 decoding state before every row goes on.
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 
@@ -81,6 +82,28 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What a row has cost so far (`Task`'s counters): saved with a checkpoint, so that a row restored from it
+    (`Row.restored`) reports the cost of its whole decode, not what its restoring cost."""
+
+    decoded: int = 0
+    prefill: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def read(cls, saved: object) -> Spent:
+        """Costs read back from a checkpoint, checked (ValueError for anything but counts and seconds)."""
+        fields = ("decoded", "prefill", "passes", "seconds")
+        if not (isinstance(saved, dict) and set(saved) == set(fields)
+                and all(isinstance(saved[f], int | float) and not isinstance(saved[f], bool) and saved[f] >= 0
+                        for f in fields)
+                and all(isinstance(saved[f], int) for f in fields[:3])):
+            raise ValueError(f"saved costs must be {fields} as counts and seconds, got {saved!r}")
+        return cls(**saved)
+
+
 @dataclass
 class Row:
     """A sequence being decoded: its prompt, generated tokens with per-token scalars, its RNG, and the law its
@@ -96,7 +119,7 @@ class Row:
     tokens: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
     logq: list[float] = field(default_factory=list)
-    long: ClassVar[bool] = False  # a row that runs for many times its answer's length (an MH chain): see `draining`
+    restored: Spent | None = None  # a row rebuilt from a checkpoint: its tokens were decoded before, at this cost
 
     def adopt(self, req: Extension) -> None:
         """Take a finished extension's tokens in place of everything after its first `keep` generated ones."""
@@ -155,7 +178,15 @@ class Adopt:
     extension: Extension
 
 
-Program = Generator[Extension | Barrier | Adopt, Extension | Barrier | None, Completion]
+@dataclass
+class Checkpoint:
+    """A program's message that it could go on from `state` (JSON-able) if the run stopped here; the loop hands it
+    on (`run_programs`' `on_checkpoint`) with the row's costs so far and resumes the program at once."""
+
+    state: dict
+
+
+Program = Generator[Extension | Barrier | Adopt | Checkpoint, Extension | Barrier | None, Completion]
 
 
 @dataclass
@@ -169,7 +200,13 @@ class Task:
     prefill: int = 0
     passes: int = 0
     seconds: float = 0.0
-    started: float = 0.0  # wall-clock time (time.time) the loop admitted it: a long row's lifetime for the drain
+
+    def spent(self) -> Spent:
+        return Spent(self.decoded, self.prefill, self.passes, self.seconds)
+
+    def restore(self, spent: Spent) -> None:
+        """Go on from a checkpoint's costs: what re-encoding the restored row cost is the interruption's."""
+        self.decoded, self.prefill, self.passes, self.seconds = spent.decoded, spent.prefill, spent.passes, spent.seconds
 
     def finish(self, completion: Completion) -> Completion:
         completion.decoded_tokens, completion.prefill_tokens = self.decoded, self.prefill
@@ -178,6 +215,7 @@ class Task:
 
 
 OnDone = Callable[[int, Completion], None]
+OnCheckpoint = Callable[[int, dict, Spent], None]
 
 
 @dataclass

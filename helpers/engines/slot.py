@@ -88,17 +88,17 @@ class CachedEngine(Engine):
             if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
                 self.cache.copy_slot(self.spare[task.row.variant], s, n)
                 slot.filled = n
-            if len(prompt) - 1 > slot.filled:
+            if len(_context(task.row)) - 1 > slot.filled:
                 todo.append((s, slot))
         if todo:
             with torch.inference_mode():
-                self.runner.encode([s for s, _ in todo], [slot.task.row.prompt[slot.filled:-1] for _, slot in todo],
+                self.runner.encode([s for s, _ in todo], [_context(slot.task.row)[slot.filled:-1] for _, slot in todo],
                                    [slot.filled for _, slot in todo], [slot.task.row.variant for _, slot in todo])
         cost = Charge([slot.task for _, slot in todo], time.perf_counter() - start,
-                      [len(slot.task.row.prompt) - 1 - slot.filled for _, slot in todo],
+                      [len(_context(slot.task.row)) - 1 - slot.filled for _, slot in todo],
                       weights=self._shares([slot.task.row for _, slot in todo]), prompts=True) if todo else None
         for s, task in group:
-            self.slots[s].filled = len(task.row.prompt) - 1
+            self.slots[s].filled = len(_context(task.row)) - 1
         return [task for _, task in group], cost
 
     def _shares(self, rows: list[Row]) -> list[float]:
@@ -208,3 +208,9 @@ class CachedEngine(Engine):
             self.cache.copy_slot(src, dst, max(moving.filled, moving.base + moving.fed))
             self.slots[dst], self.slots[src] = moving, Slot()
             self.where[id(moving.task.row)] = dst
+
+
+def _context(row: Row) -> list[int]:
+    """What a row's slot holds keys and values for when it is admitted (all but the last token is encoded): its
+    prompt, and the tokens a row restored from a checkpoint decoded before (`Row.restored`)."""
+    return row.prompt + row.tokens if row.tokens else row.prompt

@@ -10,6 +10,7 @@ so every chapter that asks for the same decode reads the same records.
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -20,7 +21,7 @@ from helpers.core.checks import is_count
 from helpers.core.progress import bar
 from helpers.data.problems import Problem, build_prompt
 from helpers.engines.kinds import make_engine
-from helpers.engines.protocol import Completion
+from helpers.engines.protocol import Completion, Spent
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
@@ -28,7 +29,7 @@ from helpers.models.truncation import at_depth, truncation_of
 from helpers.results.identity import model_identity, problem_key
 from helpers.results.store import Run, Sized
 from helpers.samplers.plain import decode_work
-from helpers.samplers.power import ChainCompletion, chain_work
+from helpers.samplers.power import ChainCompletion, chain_work, resumable
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key
 from helpers.samplers.smc import SMCCompletion, smc_work
 from helpers.samplers.work import check_batch_size, run_together
@@ -211,7 +212,7 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
         ps = [build_prompt(tokenizer, p.question, shots=s.shots) for p, _ in d.jobs]
         seeds = [sample_seed(s.seed, p.id, i) for p, i in d.jobs]
         if s.method == "power":
-            work = chain_work(ps, stops, s.target, s.power, seeds)
+            work = chain_work(ps, stops, s.target, s.power, seeds, _checkpoints(d, stops))
         elif s.method == "smc":
             work = smc_work(ps, stops, s.target, s.smc, seeds)
         else:
@@ -235,13 +236,42 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
         stored[0] += 1
         pulse.records(stored[0], total, what)
 
+    def checkpoint(w: int, i: int, state: dict, spent: Spent) -> None:
+        d = decodes[w]
+        p, s = d.jobs[i]
+        d.run.save_checkpoint(d.key(p, s), {"chain": state, "spent": vars(spent)})
+
     try:
         with done:
             run_together(make_engine("slot", mix) if mix else engine_for(models[0], tokenizer, engine), works, stops,
-                         batch_size, store)
+                         batch_size, store, checkpoint)
     finally:
         if mix is not None:
             mix.close()
+
+
+def _checkpoints(d: _Decode, stops: set[int]) -> list[tuple[dict, Spent] | None]:
+    """Each MH chain's newest checkpoint in the store, checked, where one was left by a run its budget stopped:
+    the chain goes on from there. One that does not fit the chain's settings is dropped, and the chain starts
+    again (said on stderr)."""
+    saved = d.run.checkpoints()
+    resume, refused = [], 0
+    for p, i in d.jobs:
+        entry = saved.get(d.key(p, i))
+        try:
+            spent = Spent.read(entry.get("spent")) if isinstance(entry, dict) else None
+        except ValueError:
+            spent = None
+        chain = entry.get("chain") if isinstance(entry, dict) else None
+        ok = spent is not None and isinstance(chain, dict) and resumable(chain, d.settings.target, d.settings.power,
+                                                                         stops)
+        refused += entry is not None and not ok
+        resume.append((chain, spent) if ok else None)
+    if refused or any(resume):
+        print(f"[decode] {sum(r is not None for r in resume)} MH chains go on from their checkpoints"
+              + (f"; {refused} checkpoints do not fit their chains and those start again" if refused else ""),
+              file=sys.stderr, flush=True)
+    return resume
 
 
 def engine_for(model, tokenizer, engine: str = "slot"):

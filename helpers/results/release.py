@@ -5,12 +5,16 @@ a tracked folder, `release/`, in the store's own line format (gzip-compressed JS
 
     release/manifest.json
     release/records/<experiment>/<config hash>.<batch>.jsonl.gz
+    release/checkpoints/<experiment>/<config hash>.<digest>.jsonl.gz
 
 The manifest lists every file with its sha256 and record count, and every batch (one `release add`) with the commit
 and machine that computed it, the library versions, the weights fingerprints and number formats, and the compute
 seconds and record counts per chapter. The store (`helpers.results.store.Run`) reads a run's released records before
 its local ones; a file whose bytes do not match the manifest is refused with a message, never read. A released
-record is never rewritten: a batch only adds files, and a changed configuration is a new key.
+record is never rewritten: a batch only adds files, and a changed configuration is a new key. The checkpoints of
+MH chains still under way when a batch was added travel beside the records (listed under the manifest's
+`checkpoints`, checked alike), so that the next budgeted step goes on from them on any machine; each add replaces
+them with the newest, and drops those of chains now released.
 
 `SVD_RELEASE` points at another release folder, or `off` to compute everything from the local store alone.
 """
@@ -35,6 +39,7 @@ from helpers.results.origin import machine
 
 MANIFEST = "manifest.json"
 RECORDS = "records"
+CHECKPOINTS = "checkpoints"
 FORMAT = 1
 
 
@@ -63,6 +68,7 @@ class Manifest:
     root: Path
     files: dict[str, dict] = field(default_factory=dict)
     batches: dict[str, dict] = field(default_factory=dict)
+    checkpoints: dict[str, dict] = field(default_factory=dict)  # relative path → entry: chains under way
 
     def runs(self) -> dict[tuple[str, str], list[str]]:
         """(experiment, config hash) → its files, in batch order."""
@@ -75,10 +81,14 @@ class Manifest:
         return sum(entry["records"] for entry in self.files.values())
 
     def as_json(self) -> dict:
-        return {"format": FORMAT, "files": dict(sorted(self.files.items())), "batches": self.batches}
+        data = {"format": FORMAT, "files": dict(sorted(self.files.items())), "batches": self.batches}
+        if self.checkpoints:
+            data["checkpoints"] = dict(sorted(self.checkpoints.items()))
+        return data
 
 
 FILE_ENTRY = {"sha256": str, "records": int, "experiment": str, "config_hash": str, "batch": str}
+CHECKPOINT_ENTRY = {"sha256": str, "chains": int, "experiment": str, "config_hash": str}
 
 
 def read_manifest(root: Path) -> Manifest:
@@ -95,7 +105,7 @@ def read_manifest(root: Path) -> Manifest:
     if problem:
         raise ReleaseError(f"{path} is not a release manifest ({problem}). Restore it (git checkout release/) or set "
                            f"{env.RELEASE}=off to compute without the release.")
-    return Manifest(root, data["files"], data["batches"])
+    return Manifest(root, data["files"], data["batches"], data.get("checkpoints", {}))
 
 
 def _manifest_problem(data: Any) -> str | None:
@@ -110,6 +120,13 @@ def _manifest_problem(data: Any) -> str | None:
             return f"{rel!r} is not a path under {RECORDS}/"
         if entry["batch"] not in data["batches"]:
             return f"{rel!r} names batch {entry['batch']!r}, which the manifest does not list"
+    if not isinstance(data.get("checkpoints", {}), dict):
+        return "'checkpoints' must be a mapping"
+    for rel, entry in data.get("checkpoints", {}).items():
+        if not isinstance(entry, dict) or any(not isinstance(entry.get(k), t) for k, t in CHECKPOINT_ENTRY.items()):
+            return f"the entry of {rel!r} lacks one of {sorted(CHECKPOINT_ENTRY)}"
+        if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.startswith(CHECKPOINTS + "/"):
+            return f"{rel!r} is not a path under {CHECKPOINTS}/"
     return None
 
 
@@ -151,6 +168,17 @@ def released_lines(experiment: str, config_hash: str) -> list[bytes]:
         return []
     manifest, index = _manifest(root)
     return [line for rel in index.get((experiment, config_hash), []) for line in _lines(root, rel, manifest.files[rel])]
+
+
+def released_checkpoints(experiment: str, config_hash: str) -> list[bytes]:
+    """The release's checkpoint lines of one run's chains under way (none where there is no release or none are)."""
+    root = release_root()
+    if root is None:
+        return []
+    manifest, _ = _manifest(root)
+    return [line for rel, entry in manifest.checkpoints.items()
+            if (entry["experiment"], entry["config_hash"]) == (experiment, config_hash)
+            for line in _lines(root, rel, entry)]
 
 
 _LINES: dict[tuple, list[bytes]] = {}
@@ -198,6 +226,7 @@ class Batch:
     already: int = 0
     refused: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    checkpoints: int = 0  # chains under way whose checkpoints the release carries after this add
 
 
 Check = Callable[[str, dict], str | None]  # (experiment, record) → what is wrong with it, or None
@@ -245,9 +274,11 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
             new[(experiment, run_hash)].append(record)
             batch.added[experiment] += 1
     batch.name = name = batch_name(new)
-    if batch.refused or dry_run or not new:
+    pending = _pending(store, manifest, released, new, wanted, runs)
+    batch.checkpoints = sum(len(lines) for lines in pending.values())
+    if batch.refused or dry_run or (not new and pending == _current(manifest)):
         return batch
-    if name in manifest.batches:
+    if name in manifest.batches and new:
         raise ReleaseError(f"batch {name} is in the manifest already: these records were released before")
     seconds: Counter = Counter()
     counts: Counter = Counter()
@@ -270,6 +301,22 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         owner = next((c for c, runs in (chapters or {}).items() if (experiment, run_hash) in runs), "unattributed")
         counts[owner] += len(records)
         seconds[owner] += sum(float(r["seconds"]) for r in records)
+    old_checkpoints = [root / rel for rel in manifest.checkpoints]
+    manifest.checkpoints = {}
+    for (experiment, run_hash), lines in sorted(pending.items()):
+        blob = gzip.compress(b"".join(lines), mtime=0)
+        digest = hashlib.sha256(blob).hexdigest()
+        rel = f"{CHECKPOINTS}/{experiment}/{run_hash}.{digest[:12]}.jsonl.gz"
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + f".part{os.getpid()}")
+        part.write_bytes(blob)
+        staged.append((part, target))
+        manifest.checkpoints[rel] = {"sha256": digest, "chains": len(lines), "experiment": experiment,
+                                     "config_hash": run_hash, "bytes": len(blob)}
+    if not new:  # only the chains under way moved on: no batch, new checkpoints
+        _commit(root, manifest, staged, old_checkpoints)
+        return batch
     records_all = [r for rs in new.values() for r in rs]
     origins = [r["origin"] for r in records_all if isinstance(r.get("origin"), dict)]
     without = len(records_all) - len(origins)  # stored before records carried their origin: the adder's stands in
@@ -291,16 +338,59 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         "dtypes": dict(Counter(str(r["config"].get("dtype")) for r in records_all)),
         "experiments": dict(sorted(batch.added.items())),
     }
-    # All or nothing: every file is written whole under a part name first, then moved into place, and the manifest,
-    # replaced in one step, comes last. Readers follow the manifest alone, so until it names them the new files are
-    # not released; an interrupted add leaves the release as it was (and at most unlisted files, which the next add
-    # of the same records replaces, as `unlisted` reports them).
+    _commit(root, manifest, staged, old_checkpoints)
+    return batch
+
+
+def _commit(root: Path, manifest: Manifest, staged: list[tuple[Path, Path]], old_checkpoints: list[Path]) -> None:
+    """All or nothing: every file is written whole under a part name first, then moved into place, and the manifest,
+    replaced in one step, comes last. Readers follow the manifest alone, so until it names them the new files are
+    not released; an interrupted add leaves the release as it was (and at most unlisted files, which the next add
+    of the same records replaces, as `unlisted` reports them). The checkpoints it no longer lists go last."""
     for part, target in staged:
         os.replace(part, target)
     tmp = root / (MANIFEST + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(manifest.as_json(), indent=1, sort_keys=False) + "\n")
     os.replace(tmp, root / MANIFEST)
-    return batch
+    listed = {root / rel for rel in manifest.checkpoints}
+    for path in old_checkpoints:
+        if path not in listed:
+            path.unlink(missing_ok=True)
+
+
+def _current(manifest: Manifest) -> dict[tuple[str, str], list[bytes]]:
+    """The release's checkpoint lines by run, as `_pending` gives them."""
+    out: dict[tuple[str, str], list[bytes]] = {}
+    for rel, entry in sorted(manifest.checkpoints.items()):
+        out[(entry["experiment"], entry["config_hash"])] = file_lines(manifest.root, rel, entry)
+    return out
+
+
+def _pending(store: Path, manifest: Manifest, released: dict[tuple[str, str], set[str]],
+             new: dict[tuple[str, str], list[dict]], wanted: set[str] | None, runs: set[tuple[str, str]] | None
+             ) -> dict[tuple[str, str], list[bytes]]:
+    """The checkpoints the release carries after this add, by run: the release's, then the local store's newer ones
+    (of the runs this add covers), the newest per unit, less those of units now released. A line that is not a
+    checkpoint of its run (torn, another configuration's) is left out."""
+    from helpers.results.store import checkpoint_line, checkpoint_states
+
+    by_run: dict[tuple[str, str], dict[str, bytes]] = defaultdict(dict)
+    sources = [((e["experiment"], e["config_hash"]), file_lines(manifest.root, rel, e))
+               for rel, e in sorted(manifest.checkpoints.items())]
+    for path in sorted(store.glob("*/*.jsonl.checkpoints")):
+        experiment, run_hash = path.parent.name, path.name.split(".")[0]
+        if (wanted is None or experiment in wanted) and (runs is None or (experiment, run_hash) in runs):
+            sources.append(((experiment, run_hash), path.read_bytes().split(b"\n")))
+    for (experiment, run_hash), lines in sources:
+        for key, state in checkpoint_states(lines, run_hash).items():
+            by_run[(experiment, run_hash)][key] = checkpoint_line(key, run_hash, state)
+    out = {}
+    for run, units in sorted(by_run.items()):
+        done = released.get(run, set()) | {r["key"] for r in new.get(run, [])}
+        kept = [line for key, line in sorted(units.items()) if key not in done]
+        if kept:
+            out[run] = kept
+    return out
 
 
 def batch_name(new: dict[tuple[str, str], list[dict]]) -> str:
@@ -315,8 +405,9 @@ def batch_name(new: dict[tuple[str, str], list[dict]]) -> str:
 
 
 def unlisted(root: Path) -> list[str]:
-    """Files under the release's records/ that its manifest does not list: what an interrupted add left behind.
+    """Files under the release's records/ and checkpoints/ that its manifest does not list: what an interrupted add left behind.
     They are never read (the manifest is the release)."""
     manifest = read_manifest(root)
-    return sorted(str(p.relative_to(root)) for p in (root / RECORDS).rglob("*")
-                  if p.is_file() and str(p.relative_to(root)) not in manifest.files)
+    listed = set(manifest.files) | set(manifest.checkpoints)
+    return sorted(str(p.relative_to(root)) for folder in (RECORDS, CHECKPOINTS) for p in (root / folder).rglob("*")
+                  if p.is_file() and str(p.relative_to(root)) not in listed)

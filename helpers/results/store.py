@@ -29,10 +29,13 @@ from helpers.results.versions import keyed
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
 
-def _note(kind: str, run: Run, key: str) -> None:
+def _note(kind: str, run: Run, key: str | None = None) -> None:
+    """Count unit `key` of `run` as reused or computed (None: the run was used, for a checkpoint)."""
     if os.environ.get(env.STORE_USAGE):
-        _usage[kind].add((run.hash, key))
         _usage["runs"].add(f"{run.experiment}/{run.hash}")
+        if key is None:
+            return
+        _usage[kind].add((run.hash, key))
         if kind == "reused" and key in run.released:
             _usage["released"].add((run.hash, key))
 
@@ -133,6 +136,26 @@ def conforms(value: Any, shape: Any, sizes: dict[str, int] | None = None) -> boo
     if shape is float:
         return isinstance(value, int | float)
     return isinstance(value, shape)
+
+
+def checkpoint_line(key: str, config_hash: str, state: dict) -> bytes:
+    """One checkpoint line of a run's `<hash>.jsonl.checkpoints` (and of the release's checkpoint files)."""
+    return json.dumps({"key": key, "config_hash": config_hash, "state": state}, separators=(",", ":")).encode() + b"\n"
+
+
+def checkpoint_states(lines: Iterable[bytes], config_hash: str) -> dict[str, dict]:
+    """The newest state per key among the checkpoint lines of the run `config_hash`; a line that is torn (a write
+    cut off), another run's or not a checkpoint is skipped."""
+    newest: dict[str, dict] = {}
+    for raw in lines:
+        try:
+            line = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue
+        if (isinstance(line, dict) and isinstance(line.get("key"), str) and line.get("config_hash") == config_hash
+                and isinstance(line.get("state"), dict)):
+            newest[line["key"]] = line["state"]
+    return newest
 
 
 class Run:
@@ -379,6 +402,54 @@ class Run:
             self._records[key] = record
             self._loaded_size = self._size()
         _note("computed", self, key)
+
+    @property
+    def checkpoints_path(self) -> Path:
+        """Where the checkpoints of units under way are kept (local, never released): `<hash>.jsonl.checkpoints`."""
+        return self.path.with_name(self.path.name + ".checkpoints")
+
+    def save_checkpoint(self, key: str, state: dict) -> None:
+        """Append unit `key`'s newest checkpoint (a JSON-able state it can go on from), flushed and synced."""
+        line = checkpoint_line(key, self.hash, _canonical(state))
+        with self.locked():
+            try:
+                with self.checkpoints_path.open("ab") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as err:
+                raise StoreError(f"{self.checkpoints_path} cannot be written ({err.strerror or err}); set SVD_RESULTS "
+                                 "to a folder you can write to.") from None
+        _note("checkpointed", self)  # `release add` carries the checkpoints of the runs a build used
+
+    def checkpoints(self) -> dict[str, dict]:
+        """The newest checkpoint of each unit the store does not hold finished, by key: the release's
+        (`helpers.results.release.released_checkpoints`), overridden by the local file's, which are newer. Lines
+        that are torn (a write cut off) or of another configuration are skipped; the local file is rewritten to its
+        own lines that are still of use (removed when none is), so it holds only what a run may still go on from."""
+        from helpers.results.release import released_checkpoints
+
+        path = self.checkpoints_path
+        released = checkpoint_states(released_checkpoints(self.experiment, self.hash), self.hash)
+        if not path.is_file():
+            return {k: v for k, v in released.items() if k not in self._records}
+        with self.locked():
+            local = {k: v for k, v in checkpoint_states(path.read_bytes().split(b"\n"), self.hash).items()
+                     if k not in self._records}
+            try:
+                if local:
+                    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+                    with tmp.open("wb") as fh:
+                        fh.writelines(checkpoint_line(k, self.hash, state) for k, state in local.items())
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                    os.replace(tmp, path)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as err:
+                raise StoreError(f"{path} cannot be rewritten ({err.strerror or err}); make its folder writable."
+                                 ) from None
+        return {k: v for k, v in {**released, **local}.items() if k not in self._records}
 
     def refuse_work(self, keys: Iterable[str]) -> None:
         """Where the build reads the release as complete, stop before computing `keys` and say which records are

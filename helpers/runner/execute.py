@@ -164,12 +164,12 @@ def _timed_out(exc: BaseException) -> bool:
 GRACE = 300.0  # seconds past a budget's deadline before a cell that does not decode is stopped from outside
 
 
-def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = False, deadline: float | None = None,
-            drain: float = 0.0) -> None:
+def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = False, deadline: float | None = None
+            ) -> None:
     """Run one notebook with papermill into out_root/book/chapters/. With `deadline` (`run --budget`'s end, seconds
     since the epoch), the decode loop stops itself there (`helpers.core.pulse`) and a cell still running `GRACE`
-    seconds later is stopped from outside; either raises `BudgetSpent`, with every finished record stored. For the
-    last `drain` seconds before it, decoding admits no long row (`helpers.core.pulse.draining`)."""
+    seconds later is stopped from outside; either raises `BudgetSpent`, with every finished record stored and every
+    MH chain under way checkpointed at its last finished block."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -189,7 +189,6 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
                   env.PULSE: str(log)}
     if deadline is not None:
         kernel_env[env.DEADLINE] = str(deadline)
-        kernel_env[env.DRAIN] = str(deadline - drain)
         left = deadline - time.time() + GRACE
         timeout = left if timeout is None else min(timeout, left)
     try:

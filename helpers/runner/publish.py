@@ -207,9 +207,13 @@ def status(root: Path | None = None) -> str:
                      f"{batch.get('compute_seconds_by_chapter')}"
                      + (f"; {batch['records_without_origin']} stored before records carried their origin (commit and "
                         "machine as the adder gave them)" if batch.get("records_without_origin") else ""))
+    if manifest.checkpoints:
+        chains = sum(e["chains"] for e in manifest.checkpoints.values())
+        lines.append(f"  checkpoints of {counted(chains, 'MH chain')} under way in "
+                     f"{counted(len(manifest.checkpoints), 'run')}: the next budgeted step goes on from them")
     debris = unlisted(root)
     if debris:
-        lines.append(f"  {counted(len(debris), 'file')} under records/ that the manifest does not list (left by an "
-                     "interrupted add; never read, safe to delete): " + ", ".join(debris[:5])
+        lines.append(f"  {counted(len(debris), 'file')} under records/ or checkpoints/ that the manifest does not "
+                     "list (left by an interrupted add; never read, safe to delete): " + ", ".join(debris[:5])
                      + (", ..." if len(debris) > 5 else ""))
     return "\n".join(lines)

@@ -404,34 +404,21 @@ def _jupyter_book(out_root: Path, repo: Repository | None, builder: str) -> None
                        + "\n".join(lines[-30:] or (proc.stdout + proc.stderr).splitlines()[-30:]))
 
 
-def drain_seconds(budget: float, drain: float | None = None) -> float:
-    """How long before a budget's end decoding stops admitting MH chains (`drain`, when given): a chain cut off at
-    the deadline is lost, and one of the full profile's lives about 40 minutes at 126 rows on the 0.5B (measured),
-    so a quarter of the budget, at most 45 minutes, lets most chains under way finish while rows that end in minutes
-    keep the batch full. Once chains have ended in the run, the drain also begins early enough for a chain of the
-    longest life seen (`helpers.core.pulse.draining`)."""
-    if drain is not None:
-        if not (isinstance(drain, int | float) and 0 <= drain < budget):
-            raise RunError(f"the drain must be a time shorter than the budget ({budget:.0f} s), got {drain!r}")
-        return float(drain)
-    return min(0.25 * budget, 45 * 60.0)
-
-
 def run(profile: str, overrides: dict | None = None, only: str | None = None, out_root: Path = env.REPO,
-        build: bool = True, strict: bool = False, budget: float | None = None, recompute: bool = False,
-        drain: float | None = None) -> Path | None:
+        build: bool = True, strict: bool = False, budget: float | None = None, recompute: bool = False
+        ) -> Path | None:
     """Execute the profile's chapters and build the book; returns the path of index.html.
 
     With `budget` (seconds), the run stops when it is spent: the decode under way stops itself, every finished
-    record stored, and `BudgetSpent` says how far the run got; the same call again goes on from there; for its
-    last `drain` seconds (`drain_seconds`) no MH chain is admitted. A profile
+    record stored (and each MH chain under way checkpointed at its last finished block), and `BudgetSpent` says how
+    far the run got; the same call again goes on from there. A profile
     marked `released: true` is read from the results release as complete: a record that neither the release nor
     the local store holds stops the run before it is computed (`helpers.results.store.NotReleased`), unless
     `recompute`."""
     jobs = plan(profile, overrides, only)  # the checkout, the profile and every parameter, before anything else
     guarded = bool(load_profile(profile).get("released")) and not recompute
     with _released_only(guarded):
-        return _run(profile, jobs, out_root, build, strict, budget, drain)
+        return _run(profile, jobs, out_root, build, strict, budget)
 
 
 @contextlib.contextmanager
@@ -449,13 +436,10 @@ def _released_only(on: bool):
             os.environ[env.RELEASED_ONLY] = before
 
 
-def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: bool, budget: float | None,
-         drain: float | None = None) -> Path | None:
+def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: bool, budget: float | None
+         ) -> Path | None:
     if budget is not None and not (isinstance(budget, int | float) and 0 < budget < float("inf")):
         raise RunError(f"the budget must be a positive time, got {budget!r}")
-    if drain is not None and budget is None:
-        raise RunError("a drain is the end of a budget: give --budget with --drain")
-    drain = 0.0 if budget is None else drain_seconds(budget, drain)
     deadline = None if budget is None else time.time() + budget
     check_models(jobs)
     check_engines(jobs)
@@ -474,7 +458,7 @@ def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: boo
                               + ", ".join(j.stem for j in jobs[i:]))
         print(f"[run] {job.stem} ({profile}) ...", flush=True)
         try:
-            execute(job, out_root, timeout, strict, deadline, drain=drain)
+            execute(job, out_root, timeout, strict, deadline)
         except BudgetSpent as spent:
             write_run_config(out_root, profile, jobs[:i + 1])  # which runs each chapter used, for `release add`
             line = progress_line(job.stem, pulse_log(out_root, job.stem))

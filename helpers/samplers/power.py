@@ -14,6 +14,8 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   block (in the generated tokens only). `helpers.samplers.toy.published_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
+Between blocks a chain yields a checkpoint (`chain_state`): a run stopped by its budget goes on from each chain's
+last finished block (`chain_work`'s `resume`), where a chain of a 1.5B model lives over an hour.
 Each chain is a program (`_chain`) that asks an engine (`helpers.engines.loop`) for extensions: the slot engine runs
 many chains at once, each at its own pace, and keeps each chain's KV cache up to its cut point; the re-encoding
 engine re-encodes at every token (for checks). The published code's own cost
@@ -22,21 +24,31 @@ pattern, `generate` per proposal, is `helpers.engines.generate`.
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.kinds import make_engine
 from helpers.engines.loop import Engine
-from helpers.engines.protocol import Adopt, Completion, Extension, OnDone, Program, Row, ends_with_stop
+from helpers.engines.protocol import (
+    Adopt,
+    Checkpoint,
+    Completion,
+    Extension,
+    OnDone,
+    Program,
+    Row,
+    Spent,
+    ends_with_stop,
+)
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
-__all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_work", "power_sample", "run_chains"]
+__all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_state", "chain_work", "power_sample", "resumable", "run_chains"]
 
 
 # How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
@@ -102,8 +114,6 @@ class ChainCompletion(Completion):
 class Chain(Row):
     """One MH chain: a decoded row plus what the sampler tracks about it."""
 
-    long: ClassVar[bool] = True  # N moves per block: many times its answer's length (a budget's drain admits none)
-
     acceptance: list[float] = field(default_factory=list)
     moves: list[tuple[int, bool]] = field(default_factory=list)
 
@@ -129,20 +139,79 @@ def run_chains(engine: Engine, prompts: list[list[int]], stop_ids, target: Targe
 
 
 def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target, cfg: PowerConfig,
-               seeds: Sequence[int]) -> Work:
-    """The chains' programs, checked, for `run_chains` or a shared engine run (`helpers.samplers.work`)."""
+               seeds: Sequence[int], resume: Sequence[tuple[dict, Spent] | None] | None = None) -> Work:
+    """The chains' programs, checked, for `run_chains` or a shared engine run (`helpers.samplers.work`).
+    `resume[i]`, where given, is chain i's last checkpoint (`chain_state`) and its cost until then: the chain goes
+    on from there (a checkpoint that does not fit these settings is refused: ValueError)."""
     cfg.validate(target)
     check_prompts(prompts, seeds, "power sampling")
-    chains = [Chain(list(p), torch.Generator().manual_seed(int(s)), target.temperature, cfg.proposal_top_k)
-              for p, s in zip(prompts, seeds, strict=True)]
-    return Work([(c, _chain(c, target, cfg, stops)) for c in chains], len(chains),
-                room=2 * target.length)  # a proposal is written after the state it may replace
+    resume = list(resume) if resume is not None else [None] * len(prompts)
+    if len(resume) != len(prompts):
+        raise ValueError(f"give one checkpoint or None per prompt: {len(prompts)} prompts, {len(resume)} checkpoints")
+    tasks = []
+    for p, seed, saved in zip(prompts, seeds, resume, strict=True):
+        c = Chain(list(p), torch.Generator().manual_seed(int(seed)), target.temperature, cfg.proposal_top_k)
+        start = 0
+        if saved is not None:
+            start = _restore(c, saved[0], target, cfg, stops)
+            c.restored = saved[1]
+        tasks.append((c, _chain(c, target, cfg, stops, start)))
+    return Work(tasks, len(tasks), room=2 * target.length)  # a proposal is written after the state it may replace
 
 
-def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Program:
-    """One MH chain as a program: it asks the engine for a block's growth and for each move's proposal."""
+def resumable(state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> bool:
+    """Whether a chain under `target` and `cfg` can go on from checkpoint `state` (`chain_work`'s `resume`)."""
+    try:
+        _restore(Chain([0], torch.Generator()), state, target, cfg, stops)
+    except ValueError:
+        return False
+    return True
+
+
+def chain_state(c: Chain, block: int) -> dict:
+    """What a chain needs to go on at `block` as it would have: its state, its record of moves and its generator's
+    state (JSON-able)."""
+    state = bytes(c.generator.get_state().numpy())
+    return {"block": block, "tokens": list(c.tokens), "logp": list(c.logp), "logq": list(c.logq),
+            "acceptance": list(c.acceptance), "moves": [[i, a] for i, a in c.moves],
+            "generator": base64.b64encode(state).decode("ascii")}
+
+
+def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> int:
+    """Put checkpoint `state` into the fresh chain `c` and return its block; ValueError for a state that these
+    settings could not have written (so a chain never goes on from a damaged or foreign checkpoint)."""
+    n_blocks = math.ceil(target.length / cfg.block_size)
+    block, tokens = state.get("block"), state.get("tokens")
+    try:
+        n = len(tokens)
+        moves = [(int(i), a) for i, a in state["moves"]]
+        raw = base64.b64decode(state["generator"], validate=True)
+        ok = (isinstance(block, int) and 0 < block < n_blocks and 0 < n <= target.length
+              and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens)
+              and len(state["logp"]) == len(state["logq"]) == n
+              and all(isinstance(v, int | float) and v <= 1e-6 for v in state["logp"] + state["logq"])
+              and len(state["acceptance"]) == (block if cfg.mcmc_steps else 0)
+              and all(0 <= a <= 1 for a in state["acceptance"])
+              and len(moves) == block * cfg.mcmc_steps and all(isinstance(a, bool) for _, a in moves)
+              and not (cfg.mode == "reference" and any(t in stops for t in tokens)))
+        if ok:
+            c.generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+    except (KeyError, TypeError, ValueError, RuntimeError):
+        ok = False
+    if not ok:
+        raise ValueError("a power-sampling checkpoint does not fit its chain's settings (damaged, or written by other "
+                         "code): the chain starts again from its first block")
+    c.tokens, c.logp, c.logq = list(tokens), [float(v) for v in state["logp"]], [float(v) for v in state["logq"]]
+    c.acceptance, c.moves = [float(a) for a in state["acceptance"]], moves
+    return block
+
+
+def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: int = 0) -> Program:
+    """One MH chain as a program from block `start`: it asks the engine for a block's growth and for each move's
+    proposal, and offers a checkpoint after each block but the last."""
     alpha, length = target.alpha, target.length
-    for block in range(math.ceil(length / cfg.block_size)):
+    n_blocks = math.ceil(length / cfg.block_size)
+    for block in range(start, n_blocks):
         if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands
             cap = min(len(c.tokens) + cfg.block_size, length)
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
@@ -172,6 +241,8 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int]) -> Progr
             end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
             c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
             break
+        if block + 1 < n_blocks:
+            yield Checkpoint(chain_state(c, block + 1))
     return ChainCompletion(tokens=c.tokens, logp=c.logp, logq=c.logq,
                            stopped=ends_with_stop(c.tokens, stops), acceptance=c.acceptance, moves=c.moves)
 

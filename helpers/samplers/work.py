@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from helpers.core.checks import is_count
 from helpers.engines.loop import Engine, run_programs
-from helpers.engines.protocol import Completion, Program, Row
+from helpers.engines.protocol import Completion, Program, Row, Spent
 
 Collect = Callable[[int, Completion], "tuple[int, Completion] | None"]
 
@@ -25,6 +25,7 @@ def check_prompts(prompts: Sequence[Sequence[int]], seeds: Sequence[int], sample
     if len(seeds) != len(prompts):
         raise ValueError(f"give one seed per prompt: {len(prompts)} prompts, {len(seeds)} seeds.")
 OnJobDone = Callable[[int, int, Completion], None]
+OnJobCheckpoint = Callable[[int, int, dict, Spent], None]
 
 
 @dataclass
@@ -62,9 +63,11 @@ def capacity(batch_size: int | None, works: Sequence[Work]) -> int | None:
 
 
 def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_size: int | None = None,
-                 on_done: OnJobDone | None = None) -> list[list[Completion]]:
+                 on_done: OnJobDone | None = None, on_checkpoint: OnJobCheckpoint | None = None
+                 ) -> list[list[Completion]]:
     """Run every work's tasks in one engine run, at most `batch_size` rows at once (see `capacity`); returns each
-    work's jobs' completions in order. `on_done(work, job, completion)` hears of each job as soon as it ends."""
+    work's jobs' completions in order. `on_done(work, job, completion)` hears of each job as soon as it ends,
+    `on_checkpoint(work, task, state, spent)` of each checkpoint of a task whose job is itself (`collect` None)."""
     works = list(works)
     if not works:
         return []
@@ -82,8 +85,13 @@ def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_s
             if on_done:
                 on_done(w, *done)
 
+    def task_checkpoint(index: int, state: dict, spent: Spent) -> None:
+        w, i = owner[index]
+        if on_checkpoint and works[w].collect is None:
+            on_checkpoint(w, i, state, spent)
+
     run_programs(engine, [task for work in works for task in work.tasks], stops, capacity(batch_size, works), task_done,
-                 room=max(w.room for w in works))
+                 room=max(w.room for w in works), on_checkpoint=task_checkpoint)
     return results  # type: ignore[return-value]: every job ended, or the run raised
 
 

@@ -242,28 +242,29 @@ def test_the_one_loop_answers_empty_requests_adopts_meets_barriers_charges_and_f
     assert (engine.prefill, engine.passes) == (6, 1)
 
 
-def test_the_loop_owns_the_drain_and_the_pulse_for_every_engine(monkeypatch):
-    """Once a budget's drain begins the loop offers the engine no long row (an MH chain), so no engine need know of
-    budgets; after each step it beats the pulse with the tokens the engine says it decoded, and it ends the run
-    with the long rows it held back."""
+def test_the_loop_hands_on_checkpoints_and_beats_the_pulse_for_every_engine(monkeypatch):
+    """A program's checkpoint reaches `on_checkpoint` with its row's costs so far, and a row restored from one goes
+    on from the costs it was saved with (what restoring it cost is the interruption's), so no engine need know of
+    budgets; after each step the loop beats the pulse with the tokens the engine says it decoded."""
     from helpers.core import pulse
 
-    class Chain(decoding.Row):
-        long = True
-
-    def once(row):
+    def twice(row):
         ext = yield decoding.Extension(row, 0, 1)
-        return decoding.Completion(list(ext.tokens), [], [], stopped=False)
+        yield decoding.Adopt(ext)
+        yield decoding.Checkpoint({"at": len(row.tokens)})
+        ext = yield decoding.Extension(row, 1, 1)
+        return decoding.Completion(row.tokens + ext.tokens, [], [], stopped=False)
 
-    beats = []
+    beats, saved = [], []
     monkeypatch.setattr(pulse, "beat", lambda tokens, rows, computed=None: beats.append((tokens, rows)))
-    monkeypatch.setattr(pulse, "draining", lambda: True)
-    engine, done = _Recorder(), []
-    rows = [Chain([1, 2]), decoding.Row([1, 3]), Chain([1, 4]), decoding.Row([1, 5])]
-    with pytest.raises(pulse.BudgetExhausted, match="2 long rows"):
-        run_programs(engine, [(row, once(row)) for row in rows], set(), on_done=lambda i, c: done.append(i))
-    assert [c for c in engine.calls if c[0] == "admit"] == [("admit", 1), ("admit", 3)]
-    assert sorted(done) == [1, 3] and beats == [(2, 2)] and engine.calls[-1] == ("close",)
+    rows = [decoding.Row([1, 2]), decoding.Row([1, 3], restored=decoding.Spent(5, 9, 4, 2.0))]
+    engine = _Recorder()
+    results = run_programs(engine, [(row, twice(row)) for row in rows], set(),
+                           on_checkpoint=lambda i, state, spent: saved.append((i, state, spent)))
+    assert saved == [(0, {"at": 1}, decoding.Spent(1, 3, 1, 0.5)), (1, {"at": 1}, decoding.Spent(6, 12, 5, 2.5))]
+    assert [(c.decoded_tokens, c.prefill_tokens, c.forward_passes, c.seconds) for c in results] == \
+           [(2, 6, 2, 1.0), (7, 15, 6, 3.0)]
+    assert beats == [(2, 2), (2, 2)] and engine.calls[-1] == ("close",)
 
 
 def test_rows_stranded_at_a_barrier_raise_and_the_run_is_closed():

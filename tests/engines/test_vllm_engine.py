@@ -246,10 +246,11 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     assert len(list((tmp_path / "results" / "decode").glob("*.jsonl"))) == 10  # five decodes at two depths
 
 
-def test_a_budgeted_run_on_vllm_drains_stops_and_reports_progress_as_on_the_slot_engine(six, tmp_path, monkeypatch):
-    """The decode loop owns the budget, the drain and the pulse for every engine: once the drain begins vLLM is
-    offered no MH chain and finishes the short rows; past the deadline the run stops with the finished rows
-    delivered and the rest aborted (the engine serves the next run); the pulse log counts vLLM's tokens."""
+def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the_slot_engine(six, tmp_path,
+                                                                                                monkeypatch):
+    """The decode loop owns the budget, the checkpoints and the pulse for every engine: vLLM's MH chains hand on
+    a checkpoint after each block; past the deadline the run stops with the finished rows delivered and the rest
+    aborted (the engine serves the next run); the pulse log counts vLLM's tokens."""
     import json
 
     from helpers.core import env, pulse
@@ -268,12 +269,12 @@ def test_a_budgeted_run_on_vllm_drains_stops_and_reports_progress_as_on_the_slot
         return [chain_work([PROMPT] * 2, set(), Target(ALPHA, T), PowerConfig(block_size=1, mcmc_steps=2), [0, 1]),
                 decode_work([PROMPT] * 3, T, set(), 1.0, 0, [0, 1, 2])]
 
-    monkeypatch.setattr(pulse, "draining", lambda: True)
-    with pytest.raises(pulse.BudgetExhausted, match="2 long rows"):
-        run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)))
-    assert sorted(done) == [(1, 0), (1, 1), (1, 2)]  # the plain rows, none of the chains
+    saved = []
+    run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)),
+                 on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"])))
+    assert sorted(done) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
+    assert sorted(saved) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each chain, after each block but its last
     assert json.loads(log.read_text().splitlines()[-1])["tokens"] >= 3 * T
-    monkeypatch.setattr(pulse, "draining", lambda: False)
     monkeypatch.setattr(pulse, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
     done.clear()
     with pytest.raises(pulse.BudgetExhausted, match="budget"):

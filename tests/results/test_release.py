@@ -435,3 +435,39 @@ def test_a_push_audit_refuses_what_git_cannot_answer(tmp_path, capsys):
         batches_since("HEAD", outside)
     assert main(["audit", "--store", str(tmp_path), "--since", "HEAD"]) == 2
     assert "Give one or the other" in capsys.readouterr().err
+
+
+def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, tmp_path, monkeypatch):
+    """A step stopped by its budget leaves MH chains under way: `release add` carries their checkpoints (listed and
+    checked like records), a fresh store elsewhere goes on from them to the records an uninterrupted run writes,
+    and the add that releases those records drops them."""
+    from conftest import tiny_problems
+
+    from helpers.core import pulse
+    from helpers.results.release import unlisted
+    from helpers.results.store import Run
+
+    model, tokenizer, store, root = released
+    chains = DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1))
+    saved = []
+    save = Run.save_checkpoint
+    monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
+    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
+    with pytest.raises(pulse.BudgetExhausted):
+        _decode(model, tokenizer, tiny_problems(), chains, store, n_seeds=2)
+    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    under_way = decode_run(model, chains, root=store).checkpoints()
+    batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
+    manifest = read_manifest(root)
+    assert under_way and batch.checkpoints == len(under_way) == sum(e["chains"] for e in manifest.checkpoints.values())
+    assert not unlisted(root)
+    fresh = tmp_path / "fresh"  # another machine: no local store, the release's checkpoints
+    assert decode_run(model, chains, root=fresh).checkpoints().keys() == under_way.keys()
+    resumed = _decode(model, tokenizer, tiny_problems(), chains, fresh, n_seeds=2)
+    monkeypatch.setenv(env.RELEASE, "off")
+    whole = _decode(model, tokenizer, tiny_problems(), chains, tmp_path / "whole", n_seeds=2)
+    assert [r["tokens"] for per in resumed for r in per] == [r["tokens"] for per in whole for r in per]
+    monkeypatch.setenv(env.RELEASE, str(root))
+    final = add_batch(fresh, root, commit="abc1234", check=RecordCheck())
+    assert sum(batch.added.values()) + sum(final.added.values()) == 4 and final.checkpoints == 0
+    assert not read_manifest(root).checkpoints and not list((root / "checkpoints").rglob("*.gz")) and not unlisted(root)

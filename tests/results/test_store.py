@@ -90,3 +90,21 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     assert usage == {"reused": 1, "computed": 0, "released": 0, "runs": sorted({f"exp/{old.hash}",
                                                                                 f"exp/{Run('exp', {'k': 4}).hash}"})}
     assert isinstance(peak, int) and peak > 0  # the process's peak resident memory, for the run table
+
+
+def test_checkpoints_keep_the_newest_of_each_unfinished_unit(tmp_path):
+    """The newest checkpoint of a unit wins; a finished unit's, a torn line and another configuration's are dropped,
+    and the file is rewritten to what is kept (removed once nothing is)."""
+    run = Run("exp", {"a": 1}, root=tmp_path)
+    run.save_checkpoint("u1", {"block": 1})
+    run.save_checkpoint("u2", {"block": 1})
+    run.save_checkpoint("u1", {"block": 2})
+    Run("exp", {"a": 2}, root=tmp_path).save_checkpoint("u3", {"block": 1})  # another configuration's file
+    with run.checkpoints_path.open("a") as fh:
+        fh.write('{"key": "u2", "config_hash": "' + run.hash + '", "state": {"blo')  # a write cut off
+    assert run.checkpoints() == {"u1": {"block": 2}, "u2": {"block": 1}}
+    run.add("u2", 1.0, seconds=0.1)
+    assert run.checkpoints() == {"u1": {"block": 2}}
+    assert [json.loads(line)["key"] for line in run.checkpoints_path.read_text().splitlines()] == ["u1"]
+    run.add("u1", 1.0, seconds=0.1)
+    assert run.checkpoints() == {} and not run.checkpoints_path.exists()

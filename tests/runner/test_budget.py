@@ -73,55 +73,65 @@ def test_a_budget_spent_before_a_chapter_stops_the_run_with_its_own_status(tmp_p
     assert "budget spent" in out and "03_stitch_and_preserve" in out and "same command" in out
 
 
-def test_a_drain_admits_no_mh_chain_but_finishes_the_rest(tiny, tmp_path, monkeypatch):
-    """Near a budget's end the engine admits no MH chain (one cut off at the deadline is lost) and keeps decoding the
-    rows that finish soon; when only chains are left, it stops with the others' records stored."""
+def _power_records(model, tokenizer, root, settings):
     from conftest import tiny_problems
 
-    from helpers.evaluation.decodes import sample_methods
+    return sample(model, tokenizer, tiny_problems(), settings, n_seeds=2, batch_size=3, root=root, progress=False)
+
+
+def _chain_settings(mode: str):
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.target import Target
 
+    return DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=2, mode=mode))
+
+
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_an_mh_chain_stopped_by_its_budget_goes_on_from_its_last_block(tiny, tmp_path, monkeypatch, capsys, mode):
+    """A chain cut off at the deadline is not lost: it goes on from its last finished block, and its record is the
+    one an uninterrupted run writes (the same tokens, moves and costs; log p as the model computes it again)."""
     model, tokenizer, _ = tiny
-    settings = {"power": DecodeSettings("power", 8, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1)),
-                "greedy": DecodeSettings("greedy", 8)}
-    monkeypatch.setattr(pulse, "draining", lambda: True)
-    with pytest.raises(pulse.BudgetExhausted, match="long rows"):
-        sample_methods(model, tokenizer, tiny_problems(), settings, n_seeds=1, batch_size=2, root=tmp_path,
-                       progress=False)
-    assert len(decode_run(model, settings["greedy"], root=tmp_path)) == 2
-    assert len(decode_run(model, settings["power"], root=tmp_path)) == 0
-    monkeypatch.setattr(pulse, "draining", lambda: False)
-    records = sample_methods(model, tokenizer, tiny_problems(), settings, n_seeds=1, batch_size=2, root=tmp_path,
-                             progress=False)
-    assert all(len(per) == 1 for per in records["power"])
+    settings = _chain_settings(mode)
+    whole = _power_records(model, tokenizer, tmp_path / "whole", settings)
+    saved = []
+    save = Run.save_checkpoint
+    monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
+    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if len(saved) >= 5 else None)
+    with pytest.raises(pulse.BudgetExhausted):
+        _power_records(model, tokenizer, tmp_path / "cut", settings)
+    run = decode_run(model, settings, root=tmp_path / "cut")
+    left = run.checkpoints()
+    assert left and all(k not in run for k in left) and len(run) < 4  # chains under way left their checkpoints
+    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    resumed = _power_records(model, tokenizer, tmp_path / "cut", settings)
+    assert f"{len(left)} MH chains go on from their checkpoints" in capsys.readouterr().err
+    for a, b in zip([r for per in whole for r in per], [r for per in resumed for r in per], strict=True):
+        assert (a["tokens"], a["acceptance"], a["decoded_tokens"], a["prefill_tokens"]) == \
+               (b["tokens"], b["acceptance"], b["decoded_tokens"], b["prefill_tokens"])
+        assert b["sum_logp"] == pytest.approx(a["sum_logp"], abs=1e-4)
+    assert decode_run(model, settings, root=tmp_path / "cut").checkpoints() == {}  # finished chains need none
+    assert not run.checkpoints_path.exists()
 
 
-def test_the_drain_begins_a_longest_chain_life_before_the_deadline(monkeypatch):
-    """Before any chain has ended the drain begins at $SVD_DRAIN; once one has, early enough for a chain that lives
-    as long as the longest seen, so chains admitted late on a slow model are not cut off and lost."""
-    import time
+def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_path, monkeypatch, capsys):
+    """Damaged or foreign checkpoints (another block count, a torn generator state, costs that are not counts) are
+    dropped with a line on stderr, and their chains start again: the records are those of an uninterrupted run."""
+    from conftest import tiny_problems
 
-    monkeypatch.setattr(pulse, "_LONGEST", [0.0])
-    now = time.time()
-    monkeypatch.setenv(env.DEADLINE, str(now + 3600))
-    monkeypatch.setenv(env.DRAIN, str(now + 2700))
-    assert not pulse.draining()
-    pulse.lived(1200.0)  # 1.25 x 20 minutes is still inside the last 45
-    assert not pulse.draining()
-    pulse.lived(3000.0)  # a chain of 50 minutes: the drain has begun
-    assert pulse.draining()
-    pulse.lived(10.0)  # the longest life is kept
-    assert pulse.draining()
+    from helpers.results.identity import problem_key
 
-
-def test_a_drain_is_given_with_a_budget_and_shorter_than_it(tmp_path, capsys):
-    from helpers.runner.profiles import RunError
-    from helpers.runner.run import drain_seconds
-
-    assert drain_seconds(7200) == 1800 and drain_seconds(36000) == 2700 and drain_seconds(7200, 4800) == 4800
-    with pytest.raises(RunError, match="shorter than the budget"):
-        drain_seconds(3600, 3600)
-    assert main(["run", "--profile", "smoke", "--only", "03_stitch_and_preserve", "--no-build", "--out",
-                 str(tmp_path), "--drain", "10m"]) == 2
-    assert "give --budget" in capsys.readouterr().err
+    model, tokenizer, _ = tiny
+    settings = _chain_settings("exact")
+    whole = _power_records(model, tokenizer, tmp_path / "whole", settings)
+    run = decode_run(model, settings, root=tmp_path / "bad")
+    good = {"block": 1, "tokens": [5], "logp": [-1.0], "logq": [-1.0], "acceptance": [0.5],
+            "moves": [[0, True], [0, False]], "generator": "AAAA"}
+    keys = [f"{problem_key(p)}#{s}" for p in tiny_problems() for s in range(2)]
+    run.save_checkpoint(keys[0], {"chain": {**good, "block": 9}, "spent": {"decoded": 1, "prefill": 1, "passes": 1,
+                                                                         "seconds": 0.1}})
+    run.save_checkpoint(keys[1], {"chain": good, "spent": {"decoded": 1, "prefill": 1, "passes": 1, "seconds": 0.1}})
+    run.save_checkpoint(keys[2], {"chain": {}, "spent": {"decoded": -1, "prefill": 1, "passes": 1, "seconds": 0.1}})
+    run.save_checkpoint(keys[3], {"spent": None})
+    records = _power_records(model, tokenizer, tmp_path / "bad", settings)
+    assert "4 checkpoints do not fit their chains and those start again" in capsys.readouterr().err
+    assert [r["tokens"] for per in records for r in per] == [r["tokens"] for per in whole for r in per]
