@@ -269,9 +269,8 @@ def _release(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     import contextlib
-    from collections import Counter
 
-    from helpers.evaluation.audit_studies import audit_records, reason
+    from helpers.evaluation.audit_studies import audit_records, split_auditable
     from helpers.results.release import ReleaseError
     from helpers.runner import publish
 
@@ -288,12 +287,7 @@ def _audit(args: argparse.Namespace) -> int:
         if batches == set():
             return 0
     records = publish.stored_records(Path(args.store)) if args.store else publish.released_records(root, batches)
-    candidates, skipped = [], Counter()
-    for record in records:  # one pass: what can be audited, and why the rest cannot
-        if why := reason(record):
-            skipped[why] += 1
-        else:
-            candidates.append(record)
+    candidates, skipped = split_auditable(records)
     chosen = publish.sample_each_kind(candidates, None if args.all else args.sample, args.seed)
     # a study's sequences and accuracies are rebuilt from decodes, which may sit in other batches (or the release)
     decodes = [r for r in records if r.get("experiment") == "decode"]

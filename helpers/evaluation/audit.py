@@ -36,7 +36,7 @@ from helpers.engines.protocol import ends_with_stop
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth
-from helpers.results.identity import model_identity, problem_key
+from helpers.results.identity import key_problem, model_identity, problem_key
 
 LOGP_TOLERANCE = 0.02  # nats on a record's sum of log-probabilities (measured: the reproducibility page, "The results release")
 TIE_MARGIN = 0.02  # logits this close at the top may swap between batches and machines: not counted against greedy
@@ -172,7 +172,7 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
             if c.get(k) != identity.get(k):
                 f.problems.append(f"its {k} is {c.get(k)!r}, the model here has {identity.get(k)!r}")
         problem = problem_from_id(r["id"])
-        if problem_key(problem) != record["key"].split("#")[0] or r.get("gold") != problem.answer:
+        if problem_key(problem) != key_problem(record["key"]) or r.get("gold") != problem.answer:
             f.problems.append("its key or gold answer does not match the problem its id names")
         prompt = build_prompt(tokenizer, problem.question, shots=c["shots"])
         if r.get("prompt_tokens") != len(prompt):

@@ -20,7 +20,7 @@ and takes the one whose digest matches. Numbers are compared by relative deviati
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
 from helpers.core.progress import bar
@@ -29,7 +29,7 @@ from helpers.data.sequences import analysis_sequence, solution_sequence
 from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, problem_from_id
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth, critical_depth
-from helpers.results.identity import model_identity, sequence_key
+from helpers.results.identity import key_name, model_identity, sequence_key
 
 TOLERANCE = {  # largest relative deviation |a - b| / max(1, |b|) of any number a record holds
     "logit_lens": 2e-3, "agreement": 2e-3,  # float32 passes, batched alike: rounding only
@@ -62,17 +62,23 @@ def reason(record: dict) -> str | None:
     return None
 
 
-def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
-    """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
-    sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason."""
-    chosen, studies, skipped = [], [], defaultdict(int)
+def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
+    """The records that can be audited here, and how many cannot, by reason (`reason`)."""
+    auditable, skipped = [], Counter()
     for record in records:
         if why := reason(record):
             skipped[why] += 1
-        elif record["experiment"] == "decode":
-            chosen.append(record)
         else:
-            studies.append(record)
+            auditable.append(record)
+    return auditable, skipped
+
+
+def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
+    """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
+    sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason."""
+    auditable, skipped = split_auditable(records)
+    chosen = [r for r in auditable if r["experiment"] == "decode"]
+    studies = [r for r in auditable if r["experiment"] != "decode"]
     report = audit(chosen, progress=progress)
     more = audit_studies(studies, decodes, progress=progress)
     report.findings += more.findings
@@ -88,7 +94,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
 
     start = time.perf_counter()
     report = AuditReport()
-    solutions = _greedy_solutions(decodes)
+    solutions, graded = _greedy_solutions(decodes), _greedy_grades(decodes)
     by_model: dict[tuple, list[dict]] = defaultdict(list)
     for record in records:
         c, kind = record["config"], record["experiment"]
@@ -100,7 +106,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
             for record in group:
                 f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']}", kind=record["experiment"])
                 try:
-                    _audit_one(record, loaded, solutions, decodes, f)
+                    _audit_one(record, loaded, solutions, graded, f)
                 except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from
                     f.problems.append(f"it cannot be computed again from what it says ({type(err).__name__}: {err})")
                 if not f.deviation <= TOLERANCE[f.kind]:
@@ -113,13 +119,13 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
     return report
 
 
-def _audit_one(record: dict, loaded, solutions: dict, decodes: Sequence[dict], f: Finding) -> None:
+def _audit_one(record: dict, loaded, solutions: dict, graded: dict, f: Finding) -> None:
     kind, c, stored = record["experiment"], record["config"], record["result"]
     if kind == "toy_convergence":
         f.deviation = _deviation(stored, _toy(c))
         return
     if kind == "critical_depth":
-        _critical(c, stored, decodes, f)
+        _critical(c, stored, graded, f)
         return
     model, tokenizer = loaded
     if kind == "agreement":
@@ -179,7 +185,7 @@ def _probe(model, tokenizer, record: dict, f: Finding) -> float:
     if kind == "erasure":
         texts = []
         for key in c["baseline"]:
-            problem = problem_from_id(key.split("@")[0])
+            problem = problem_from_id(key_name(key))
             texts.append(analysis_sequence(tokenizer, problem) if problem else None)
             if texts[-1] is None or sequence_key(problem.id, *texts[-1]) != key:
                 f.problems.append(f"its baseline names {key}, which is no gold text here")
@@ -200,7 +206,7 @@ def _model_as(model, identity: dict, f: Finding, what: str):
 
 
 def _problem_id(record: dict) -> str:
-    return str(record.get("key", "")).split("@")[0]
+    return key_name(str(record.get("key", "")))
 
 
 def _greedy_solutions(decodes: Sequence[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -235,16 +241,24 @@ def _candidates(pid: str, model: str, tokenizer, solutions: dict, stop: int) -> 
                                 solution_text=problem.solution, stop_id=stop)
 
 
-def _critical(c: dict, stored: dict, decodes: Sequence[dict], f: Finding) -> None:
-    """The accuracies by depth, counted again from the greedy decodes of the sweep's problems, and the rule."""
-    problems = load_problems(c["dataset"], n=c["n_problems"], levels=c["levels"], seed=c["seed"])
-    correct: dict[tuple, dict[str, bool]] = defaultdict(dict)
+GRADED = ("model", "weights", "dtype", "max_new_tokens", "shots")  # what a critical depth's greedy decodes share
+
+
+def _greedy_grades(decodes: Sequence[dict]) -> dict[tuple, dict[tuple, dict[str, bool]]]:
+    """The greedy decodes' grades, indexed once: (`GRADED` settings) -> (depth, truncation) -> problem id -> right."""
+    out: dict[tuple, dict[tuple, dict[str, bool]]] = defaultdict(lambda: defaultdict(dict))
     for r in decodes:
         d = r.get("config", {})
-        if r.get("experiment") == "decode" and d.get("method") == "greedy" and d.get("model") == c["model"] \
-                and d.get("weights") == c["weights"] and d.get("dtype") == c["dtype"] \
-                and d.get("max_new_tokens") == c["max_new_tokens"] and d.get("shots") == c["shots"]:
-            correct[(d.get("depth"), d.get("truncation"))][r["result"]["id"]] = bool(r["result"]["correct"])
+        if r.get("experiment") == "decode" and d.get("method") == "greedy":
+            out[tuple(d.get(k) for k in GRADED)][(d.get("depth"), d.get("truncation"))][r["result"]["id"]] = \
+                bool(r["result"]["correct"])
+    return out
+
+
+def _critical(c: dict, stored: dict, graded: dict, f: Finding) -> None:
+    """The accuracies by depth, counted again from the greedy decodes of the sweep's problems, and the rule."""
+    problems = load_problems(c["dataset"], n=c["n_problems"], levels=c["levels"], seed=c["seed"])
+    correct = graded.get(tuple(c[k] for k in GRADED), {})
     accuracy = {}
     for text in stored["accuracy"]:
         depth = int(text)

@@ -26,7 +26,7 @@ from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import at_depth, truncation_of
-from helpers.results.identity import model_identity, problem_key
+from helpers.results.identity import model_identity, problem_key, sample_key
 from helpers.results.store import Run, Sized
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import ChainCompletion, chain_work, resumable
@@ -175,7 +175,7 @@ class _Decode:
         self.jobs: list[tuple[Problem, int]] = []  # what this call decodes, set under the store's lock
 
     def key(self, problem: Problem, s: int) -> str:
-        return f"{self.keys[problem.id]}#{s}"
+        return sample_key(self.keys[problem.id], s)
 
     def missing(self) -> list[tuple[Problem, int]]:
         """The (problem, sample) pairs whose record the store does not hold."""

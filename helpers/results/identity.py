@@ -63,6 +63,21 @@ def sequence_key(name: str, ids: Sequence[int], start: int) -> str:
     return f"{name}@{digest(','.join(map(str, ids)), start)}"
 
 
+def sample_key(problem: str, index: int) -> str:
+    """`<problem key>#<sample index>`: one sample of a decode (`problem_key`)."""
+    return f"{problem}#{index}"
+
+
+def key_problem(key: str) -> str:
+    """The problem key a sample key (`sample_key`) begins with; a problem key itself is its own."""
+    return key.split("#")[0]
+
+
+def key_name(key: str) -> str:
+    """The problem id or sequence name a key begins with (`problem_key`, `sequence_key`, `sample_key`)."""
+    return key_problem(key).split("@")[0]
+
+
 def _canonical(obj: Any) -> Any:
     """A JSON-stable form: sorted dict keys, tuples as lists, floats kept exact."""
     if isinstance(obj, dict):

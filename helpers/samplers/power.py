@@ -48,7 +48,8 @@ from helpers.engines.protocol import (
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
-__all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_state", "chain_work", "power_sample", "resumable", "run_chains"]
+__all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_state", "chain_work", "power_sample", "resumable",
+           "run_chains"]
 
 
 # How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
@@ -184,15 +185,18 @@ def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set
     block, tokens = state.get("block"), state.get("tokens")
     try:
         n = len(tokens)
-        moves = [(int(i), a) for i, a in state["moves"]]
+        moves = [(i, a) for i, a in state["moves"]]
         raw = base64.b64decode(state["generator"], validate=True)
-        ok = (isinstance(block, int) and 0 < block < n_blocks and 0 < n <= target.length
+        ok = (isinstance(block, int) and 0 < block < n_blocks
+              and 0 < n <= min(target.length, block * cfg.block_size)  # a block grows a chain by B tokens at most
               and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens)
               and len(state["logp"]) == len(state["logq"]) == n
               and all(isinstance(v, int | float) and v <= 1e-6 for v in state["logp"] + state["logq"])
               and len(state["acceptance"]) == (block if cfg.mcmc_steps else 0)
               and all(0 <= a <= 1 for a in state["acceptance"])
-              and len(moves) == block * cfg.mcmc_steps and all(isinstance(a, bool) for _, a in moves)
+              and len(moves) == block * cfg.mcmc_steps
+              and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 and isinstance(a, bool)
+                      for i, a in moves)
               and not (cfg.mode == "reference" and any(t in stops for t in tokens)))
         if ok:
             c.generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))

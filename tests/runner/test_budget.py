@@ -118,7 +118,7 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
     dropped with a line on stderr, and their chains start again: the records are those of an uninterrupted run."""
     from conftest import tiny_problems
 
-    from helpers.results.identity import problem_key
+    from helpers.results.identity import problem_key, sample_key
 
     model, tokenizer, _ = tiny
     settings = _chain_settings("exact")
@@ -126,7 +126,7 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
     run = decode_run(model, settings, root=tmp_path / "bad")
     good = {"block": 1, "tokens": [5], "logp": [-1.0], "logq": [-1.0], "acceptance": [0.5],
             "moves": [[0, True], [0, False]], "generator": "AAAA"}
-    keys = [f"{problem_key(p)}#{s}" for p in tiny_problems() for s in range(2)]
+    keys = [sample_key(problem_key(p), s) for p in tiny_problems() for s in range(2)]
     run.save_checkpoint(keys[0], {"chain": {**good, "block": 9}, "spent": {"decoded": 1, "prefill": 1, "passes": 1,
                                                                          "seconds": 0.1}})
     run.save_checkpoint(keys[1], {"chain": good, "spent": {"decoded": 1, "prefill": 1, "passes": 1, "seconds": 0.1}})
