@@ -34,6 +34,7 @@ from typing import Any
 
 from helpers.core import env
 from helpers.core.jsonfile import JSONFileError, read_json
+from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import config_hash
 from helpers.results.origin import machine
 
@@ -372,8 +373,6 @@ def _pending(store: Path, manifest: Manifest, released: dict[tuple[str, str], se
     """The checkpoints the release carries after this add, by run: the release's, then the local store's newer ones
     (of the runs this add covers), the newest per unit, less those of units now released. A line that is not a
     checkpoint of its run (torn, another configuration's) is left out."""
-    from helpers.results.store import checkpoint_line, checkpoint_states
-
     by_run: dict[tuple[str, str], dict[str, bytes]] = defaultdict(dict)
     sources = [((e["experiment"], e["config_hash"]), file_lines(manifest.root, rel, e))
                for rel, e in sorted(manifest.checkpoints.items())]

@@ -22,6 +22,7 @@ from filelock import FileLock, Timeout
 
 from helpers.core import env
 from helpers.core.numbers import counted
+from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import _canonical, config_hash
 from helpers.results.origin import origin
 from helpers.results.versions import keyed
@@ -136,26 +137,6 @@ def conforms(value: Any, shape: Any, sizes: dict[str, int] | None = None) -> boo
     if shape is float:
         return isinstance(value, int | float)
     return isinstance(value, shape)
-
-
-def checkpoint_line(key: str, config_hash: str, state: dict) -> bytes:
-    """One checkpoint line of a run's `<hash>.jsonl.checkpoints` (and of the release's checkpoint files)."""
-    return json.dumps({"key": key, "config_hash": config_hash, "state": state}, separators=(",", ":")).encode() + b"\n"
-
-
-def checkpoint_states(lines: Iterable[bytes], config_hash: str) -> dict[str, dict]:
-    """The newest state per key among the checkpoint lines of the run `config_hash`; a line that is torn (a write
-    cut off), another run's or not a checkpoint is skipped."""
-    newest: dict[str, dict] = {}
-    for raw in lines:
-        try:
-            line = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            continue
-        if (isinstance(line, dict) and isinstance(line.get("key"), str) and line.get("config_hash") == config_hash
-                and isinstance(line.get("state"), dict)):
-            newest[line["key"]] = line["state"]
-    return newest
 
 
 class Run:
