@@ -8,9 +8,9 @@ A program says that its row takes an extension's tokens by yielding `Adopt(exten
 block grown): the loop applies it to the row and tells the engine, which moves what it keeps of those tokens into
 place. A long program may yield `Checkpoint(state)` where it could go on from `state` later (an MH chain between
 blocks): the loop hands the state and the row's costs so far to whoever stores them; a row built again from them
-(`Row.restored`) goes on with those costs. A program may also yield a `Barrier`: its row then waits until every row of its `Group` has arrived, the
-group may make some rows copies of others (resampling, `helpers.samplers.smc`), and the engine copies their
-decoding state before every row goes on.
+(`Row.restored`) goes on with those costs. A program may also yield a `Barrier`: its row then waits until every
+row of its `Group` has arrived, the group may make some rows copies of others (resampling,
+`helpers.samplers.smc`), and the engine copies their decoding state before every row goes on.
 
 The loop that runs programs on an engine is `helpers.engines.loop`; this module imports no engine.
 """

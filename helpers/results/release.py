@@ -275,9 +275,10 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
             new[(experiment, run_hash)].append(record)
             batch.added[experiment] += 1
     batch.name = name = batch_name(new)
-    pending = _pending(store, manifest, released, new, wanted, runs)
+    current = _current(manifest)
+    pending = _pending(store, current, released, new, wanted, runs)
     batch.checkpoints = sum(len(lines) for lines in pending.values())
-    if batch.refused or dry_run or (not new and pending == _current(manifest)):
+    if batch.refused or dry_run or (not new and pending == current):
         return batch
     if name in manifest.batches and new:
         raise ReleaseError(f"batch {name} is in the manifest already: these records were released before")
@@ -367,15 +368,14 @@ def _current(manifest: Manifest) -> dict[tuple[str, str], list[bytes]]:
     return out
 
 
-def _pending(store: Path, manifest: Manifest, released: dict[tuple[str, str], set[str]],
+def _pending(store: Path, current: dict[tuple[str, str], list[bytes]], released: dict[tuple[str, str], set[str]],
              new: dict[tuple[str, str], list[dict]], wanted: set[str] | None, runs: set[tuple[str, str]] | None
              ) -> dict[tuple[str, str], list[bytes]]:
-    """The checkpoints the release carries after this add, by run: the release's, then the local store's newer ones
-    (of the runs this add covers), the newest per unit, less those of units now released. A line that is not a
-    checkpoint of its run (torn, another configuration's) is left out."""
+    """The checkpoints the release carries after this add, by run: the release's (`current`), then the local store's
+    newer ones (of the runs this add covers), the newest per unit, less those of units now released. A line that is
+    not a checkpoint of its run (torn, another configuration's) is left out."""
     by_run: dict[tuple[str, str], dict[str, bytes]] = defaultdict(dict)
-    sources = [((e["experiment"], e["config_hash"]), file_lines(manifest.root, rel, e))
-               for rel, e in sorted(manifest.checkpoints.items())]
+    sources = list(current.items())
     for path in sorted(store.glob("*/*.jsonl.checkpoints")):
         experiment, run_hash = path.parent.name, path.name.split(".")[0]
         if (wanted is None or experiment in wanted) and (runs is None or (experiment, run_hash) in runs):

@@ -30,12 +30,16 @@ from helpers.results.versions import keyed
 _usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
 
 
-def _note(kind: str, run: Run, key: str | None = None) -> None:
-    """Count unit `key` of `run` as reused or computed (None: the run was used, for a checkpoint)."""
+def _used(run: Run) -> None:
+    """Count `run` among the runs this process used (`release add` releases those of a build)."""
     if os.environ.get(env.STORE_USAGE):
         _usage["runs"].add(f"{run.experiment}/{run.hash}")
-        if key is None:
-            return
+
+
+def _note(kind: str, run: Run, key: str) -> None:
+    """Count unit `key` of `run` as reused or computed."""
+    if os.environ.get(env.STORE_USAGE):
+        _used(run)
         _usage[kind].add((run.hash, key))
         if kind == "reused" and key in run.released:
             _usage["released"].add((run.hash, key))
@@ -401,7 +405,7 @@ class Run:
             except OSError as err:
                 raise StoreError(f"{self.checkpoints_path} cannot be written ({err.strerror or err}); set SVD_RESULTS "
                                  "to a folder you can write to.") from None
-        _note("checkpointed", self)  # `release add` carries the checkpoints of the runs a build used
+        _used(self)  # `release add` carries the checkpoints of the runs a build used
 
     def checkpoints(self) -> dict[str, dict]:
         """The newest checkpoint of each unit the store does not hold finished, by key: the release's
@@ -411,9 +415,10 @@ class Run:
         from helpers.results.release import released_checkpoints
 
         path = self.checkpoints_path
-        released = checkpoint_states(released_checkpoints(self.experiment, self.hash), self.hash)
+        released = {k: v for k, v in checkpoint_states(released_checkpoints(self.experiment, self.hash),
+                                                       self.hash).items() if k not in self._records}
         if not path.is_file():
-            return {k: v for k, v in released.items() if k not in self._records}
+            return released
         with self.locked():
             local = {k: v for k, v in checkpoint_states(path.read_bytes().split(b"\n"), self.hash).items()
                      if k not in self._records}
@@ -430,7 +435,7 @@ class Run:
             except OSError as err:
                 raise StoreError(f"{path} cannot be rewritten ({err.strerror or err}); make its folder writable."
                                  ) from None
-        return {k: v for k, v in {**released, **local}.items() if k not in self._records}
+        return {**released, **local}
 
     def refuse_work(self, keys: Iterable[str]) -> None:
         """Where the build reads the release as complete, stop before computing `keys` and say which records are

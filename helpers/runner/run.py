@@ -411,10 +411,9 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
 
     With `budget` (seconds), the run stops when it is spent: the decode under way stops itself, every finished
     record stored (and each MH chain under way checkpointed at its last finished block), and `BudgetSpent` says how
-    far the run got; the same call again goes on from there. A profile
-    marked `released: true` is read from the results release as complete: a record that neither the release nor
-    the local store holds stops the run before it is computed (`helpers.results.store.NotReleased`), unless
-    `recompute`."""
+    far the run got; the same call again goes on from there. A profile marked `released: true` is read from the
+    results release as complete: a record that neither the release nor the local store holds stops the run before
+    it is computed (`helpers.results.store.NotReleased`), unless `recompute`."""
     jobs = plan(profile, overrides, only)  # the checkout, the profile and every parameter, before anything else
     guarded = bool(load_profile(profile).get("released")) and not recompute
     with _released_only(guarded):
