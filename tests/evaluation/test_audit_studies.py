@@ -95,9 +95,10 @@ def test_a_lens_record_whose_sequence_no_decode_gives_fails(studies):
 
 
 def test_what_cannot_be_audited_says_why():
-    assert reason({"experiment": "logit_lens", "key": "arith-L1-0-0@x",
-                   "config": {"source": "embedded:m.gguf", "dtype": "bfloat16"}}) == \
-        "bfloat16 studies (the tolerances are measured for float32)"
+    bf16 = {"source": "embedded:m.gguf", "dtype": "bfloat16"}
+    assert reason({"experiment": "logit_lens", "key": "arith-L1-0-0@x", "config": bf16}) is None  # the appendix's
+    assert reason({"experiment": "agreement", "key": "arith-L1-0-0@x", "config": {"full": bf16, "truncated": bf16}}) \
+        == "bfloat16 agreement studies (no tolerance is measured for them)"
     assert reason({"experiment": "logit_lens", "key": "math-1@x", "config": {"source": "embedded:m.gguf",
                                                                            "dtype": "float32"}}) == \
         "studies of problems other than the arithmetic benchmark"
