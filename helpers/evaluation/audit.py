@@ -40,6 +40,7 @@ from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth
 from helpers.results.identity import key_problem, model_identity, problem_key
 
+
 @dataclass(frozen=True)
 class Tolerance:
     """How far a decode may sit from this machine's teacher-forced pass in one number format."""
