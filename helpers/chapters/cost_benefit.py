@@ -237,6 +237,19 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
     return measured
 
 
+def measure_models(names: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
+                   searches: Searches, **settings) -> list[Measured]:
+    """`measure` for each of this build's models, in the profile's order: the chapter's sections price the first,
+    the sizes section every one."""
+    return [measure(name, problems, depths, searches, **settings) for name in names]
+
+
+def cut_depth(m: Measured) -> int:
+    """The shallowest depth chapter 04 decoded on `m`'s model: the truncation this chapter prices (the critical depth
+    where the profile names depths by it; the full depth where no truncation ran)."""
+    return min(m.greedy_tokens)
+
+
 def multiplier_values(m: Measured) -> dict:
     """Power sampling's measured token multiplier at the full depth, set against the two predictions."""
     L, cfg = m.n_layers, m.power
@@ -304,10 +317,15 @@ def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndar
     return out
 
 
-def build_configs(names: Sequence[str]) -> dict:
-    """The configs of this build's models (loaded) and of the report's two models (from their published sizes)."""
+def build_configs(names: Sequence[str], measured: Sequence[Measured] = ()) -> dict:
+    """The configs of the models `measured` priced and of `names` (those `measured` already holds reused, the others
+    loaded), then of the report's two models (from their published sizes)."""
+    known = {m.model: m.config for m in measured}
     configs = {}
-    for name in names:
+    for name in dict.fromkeys([*known, *names]):
+        if name in known:
+            configs[name] = known[name]
+            continue
         model, _, _ = load_model(name)
         configs[name] = model.config
         del model
@@ -349,7 +367,7 @@ def savings_values(m: Measured, configs: dict) -> dict:
     seven = configs["Qwen2.5-Math-7B"]
     mult = multiplier_values(m)["multiplier_vs_greedy"]
     L = m.n_layers
-    cut = min(m.greedy_tokens)
+    cut = cut_depth(m)
     even = m.break_even
     values = {"saved_7b_26": 100 * (1 - flops_share(seven, 26, 0.0)),
               "saved_7b_26_ctx": 100 * (1 - flops_share(seven, 26, REPORT["length"] / 2)),
@@ -368,6 +386,107 @@ def savings_values(m: Measured, configs: dict) -> dict:
                          "of the same problems greedily.")
     values["break_even_sentence"] = sentence
     return values
+
+
+# --------------------------------------------------------------------------------------------------
+# The verdict at each size
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizeCost:
+    """What power sampling cost and truncation saved on one model, at the depth the chapter prices (`cut_depth`):
+    MH's decoded tokens against greedy's at that depth on the same problems, the share of the full model's FLOPs
+    per token that running that depth saves, and the saving that would make the search cost no more than greedy."""
+
+    model: str
+    n_layers: int
+    depth: int
+    multiplier: float
+    saved: float  # a share, 0-1
+    needed: float  # a share, 0-1
+    unembedding: float  # the unembedding's share of the full model's FLOPs per token
+    per_block: float  # the share that removing one block saves
+    break_even: int | None  # the deepest depth whose saving pays for this multiplier (None: none does)
+
+    @property
+    def verdict(self) -> str:
+        """How the search's cost compares with the saving, in the words the front page uses."""
+        return ("far more than" if self.needed > 2 * self.saved else "more than" if self.needed > self.saved
+                else "no more than")
+
+
+def size_cost(m: Measured) -> SizeCost:
+    """`SizeCost` of one measured model."""
+    cut, full = cut_depth(m), model_cost(m.config, m.n_layers, m.context)
+    mult = m.multipliers[cut]
+    return SizeCost(m.model, m.n_layers, cut, mult, 1 - flops_share(m.config, cut, m.context),
+                    max(0.0, 1 - 1 / mult), full.flops_unembedding / full.flops_per_token,
+                    1 - flops_share(m.config, m.n_layers - 1, m.context), break_even_depth(m.config, mult, m.context))
+
+
+def _by_size(measured: Sequence[Measured]) -> list[SizeCost]:
+    """`size_cost` of each model, the smaller first (by its full FLOPs per token: two sizes may share a depth)."""
+    order = sorted(measured, key=lambda m: model_cost(m.config, m.n_layers, 0.0).flops_per_token)
+    return [size_cost(m) for m in order]
+
+
+def size_cost_table(measured: Sequence[Measured]) -> str:
+    """One row per model, fewer blocks first: the depth priced, MH's token multiplier there, the FLOPs it saves, the
+    saving needed to break even, the unembedding's share and the deepest depth that would break even."""
+    lines = ["| model | blocks | priced at | MH tokens × greedy's | FLOPs saved | saving needed | unembedding share "
+             "| deepest depth that breaks even |", "|---" * 8 + "|"]
+    for c in _by_size(measured):
+        even = "none" if c.break_even is None else f"{c.break_even} of {c.n_layers}"
+        lines.append(f"| {c.model} | {c.n_layers} | {c.depth} | {c.multiplier:.2f} | {100 * c.saved:.1f}% | "
+                     f"{100 * c.needed:.0f}% | {100 * c.unembedding:.0f}% | {even} |")
+    return "\n".join(lines)
+
+
+def cost_answer(measured: Sequence[Measured]) -> str:
+    """The front page's second sentence: at each size, what the search cost against what the truncation saved."""
+    costs = _by_size(measured)
+    if len(costs) == 1:
+        c = costs[0]
+        return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of a greedy "
+                f"one on the same problems, while running {c.depth} blocks saved {100 * c.saved:.0f}% of the FLOPs "
+                f"per token, where breaking even would need {100 * c.needed:.0f}%: the search costs {c.verdict} the "
+                "truncation saves.")
+    first, *rest = costs
+    parts = [f"on {first.model} at {first.depth} of {first.n_layers} blocks a power-sampled answer decoded "
+             f"{first.multiplier:.1f} times a greedy one's tokens while the truncation saved {100 * first.saved:.0f}% "
+             f"of the FLOPs per token, against the {100 * first.needed:.0f}% breaking even would need"]
+    parts += [f"on {c.model} at {c.depth} of {c.n_layers} blocks, {c.multiplier:.1f} times the tokens and "
+              f"{100 * c.saved:.0f}% saved against {100 * c.needed:.0f}% needed" for c in rest]
+    verdicts = dict.fromkeys(c.verdict for c in costs)
+    tail = (f"at every size the search costs {next(iter(verdicts))} the truncation saves" if len(verdicts) == 1 else
+            "; ".join(f"on {c.model} the search costs {c.verdict} the truncation saves" for c in costs))
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}: {tail}."
+
+
+def size_cost_values(measured: Sequence[Measured]) -> dict:
+    """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
+    model's unembedding share (the comparison with the report quotes it)."""
+    costs = _by_size(measured)
+    if len(costs) < 2:
+        sentence = ("This build prices one model, so it cannot say whether the verdict depends on the model's size: "
+                    "run chapter 04 (and this chapter, which reads its decodes) with two sizes of one family.")
+    else:
+        blocks = " and ".join(f"{100 * c.per_block:.1f}% of {c.model}'s" for c in costs)
+        unembedding = " and ".join(f"{100 * c.unembedding:.0f}%" for c in costs)
+        sentence = (f"{cost_answer(measured)} Removing one block saves {blocks} FLOPs per token (the unembedding, "
+                    f"which no truncation removes, is {unembedding} of them), so the verdict turns on the multiplier: ")
+        paid = [c.model for c in costs if c.needed <= c.saved]
+        sentence += (f"on {' and '.join(paid)} the blocks removed pay for the search." if paid else
+                     "at no size do the blocks this build removed save what the search costs.")
+    first = size_cost(measured[0])
+    return {"size_cost_table": size_cost_table(measured), "size_cost_sentence": sentence,
+            "cost_answer": cost_answer(measured), "build_model": first.model,
+            "build_unembedding": 100 * first.unembedding}
+
+
+SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glued as Markdown
 
 
 # --------------------------------------------------------------------------------------------------
@@ -501,7 +620,7 @@ def net_cost_settings(m: Measured, power: PowerConfig) -> dict[str, dict[str, fl
 def smc_values(m: Measured) -> dict:
     """SMC's measured token multiplier, the saving truncation would need to pay for it, the break-even depth,
     and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
-    L, cut = m.n_layers, min(m.greedy_tokens)
+    L, cut = m.n_layers, cut_depth(m)
     smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
     mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
     mh = m.multipliers[L]

@@ -10,8 +10,8 @@ ANSWER = "answer.md"
 
 def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> str:
     """Two sentences from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's answer with its
-    headline comparison, then what the search cost against what the truncation saved; a chapter this build did not
-    run is named as such."""
+    headline comparison (and its size contrast), then chapter 05's cost against saving at each size; a chapter this
+    build did not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
     built = f"*Built with the **{profile}** profile at commit `{commit}` on {date[:10]}.*"
     answer, headline = values.get(("04_power_sampling", "answer")), values.get(("04_power_sampling", "headline"))
@@ -22,17 +22,8 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     sizes = values.get(("04_power_sampling", "size_headline"))
     if isinstance(sizes, str) and sizes:
         first += f" {sizes}"
-    mult = values.get(("05_cost", "cut_multiplier"))  # `helpers.evaluation.cost.token_multiplier`, as chapter 04's
-    saved = values.get(("05_cost", "saved_build"))
-    needed = values.get(("05_cost", "cut_needed_saving"))
-    depth = values.get(("05_cost", "build_depth"))
-    if all(isinstance(v, int | float) for v in (mult, saved, needed, depth)):
-        verdict = "far more than" if needed > 2 * saved else "more than" if needed > saved else "no more than"
-        second = (f"At {depth:.0f} blocks a power-sampled answer decoded {mult:.1f} times the tokens of a greedy one "
-                  f"on the same problems, while running {depth:.0f} blocks saved {saved:.0f}% of the FLOPs per "
-                  f"token, where breaking even would need {needed:.0f}%: the search costs {verdict} the truncation "
-                  "saves.")
-    else:
+    second = values.get(("05_cost", "cost_answer"))  # chapter 05's sentence, at each size it priced
+    if not isinstance(second, str) or not second:
         second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     return f"{first} {second}\n\n{built}\n"
 

@@ -195,3 +195,49 @@ def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p
     assert word in sentence and "majority-of-6" in sentence and f"{100 * mean:+.0f} points" in sentence
     monkeypatch.setattr(ch, "matched_comparisons", lambda m: [])
     assert "no compute-matched majority vote" in ch.majority_sentence(SimpleNamespace(n_layers=24, matched_k={}))
+
+
+def _priced(name: str, depth: int, multiplier: float):
+    """A `Measured` of one of the report's models (their published configs), priced at `depth` with MH's token
+    `multiplier` there: what the sizes section reads."""
+    from helpers.evaluation.cost import qwen25_math_configs
+
+    config = qwen25_math_configs()[name]
+    L = config.num_hidden_layers
+    return ch.Measured(name, L, SEARCHES.power, 160, [], {}, {depth: 90.0, L: 95.0}, {}, 300.0, 0.0, config,
+                       multipliers={depth: multiplier, L: multiplier + 0.5})
+
+
+def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
+    large, small = _priced("Qwen2.5-Math-7B", 26, 14.0), _priced("Qwen2.5-Math-1.5B", 27, 12.0)
+    values = ch.size_cost_values([large, small])
+    rows = [line for line in values["size_cost_table"].splitlines() if line.startswith("| Qwen")]
+    assert [r.split(" | ")[0] for r in rows] == ["| Qwen2.5-Math-1.5B", "| Qwen2.5-Math-7B"]
+    assert rows[0].split(" | ")[2:4] == ["27", "12.00"] and rows[1].split(" | ")[2:4] == ["26", "14.00"]
+    seven = ch.size_cost(large)
+    assert seven.depth == 26 and abs(seven.saved - 0.068) < 0.01  # the report's "roughly 7%" for 28 -> 26
+    assert abs(seven.needed - (1 - 1 / 14)) < 1e-12 and seven.verdict == "far more than"
+    assert 0 < seven.per_block < seven.saved < 1 - seven.unembedding
+    answer = values["cost_answer"]
+    assert answer.startswith("On Qwen2.5-Math-1.5B at 27 of 28 blocks a power-sampled answer decoded 12.0 times")
+    assert answer.endswith("at every size the search costs far more than the truncation saves.")
+    assert "at no size do the blocks this build removed save what the search costs" in values["size_cost_sentence"]
+    assert values["build_model"] == "Qwen2.5-Math-7B"  # the first model the notebook measured
+
+
+def test_a_size_whose_truncation_pays_for_the_search_is_named():
+    cheap = _priced("Qwen2.5-Math-7B", 20, 1.05)  # 8 of 28 blocks removed save far more than 5% of the tokens cost
+    values = ch.size_cost_values([_priced("Qwen2.5-Math-1.5B", 27, 12.0), cheap])
+    assert ch.size_cost(cheap).verdict == "no more than"
+    assert "on Qwen2.5-Math-7B the search costs no more than the truncation saves" in values["cost_answer"]
+    assert "on Qwen2.5-Math-1.5B the search costs far more than" in values["cost_answer"]
+    assert values["size_cost_sentence"].endswith("on Qwen2.5-Math-7B the blocks removed pay for the search.")
+
+
+def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():
+    values = ch.size_cost_values([_priced("Qwen2.5-Math-1.5B", 26, 9.04)])
+    assert values["cost_answer"].startswith("At 26 blocks a power-sampled answer decoded 9.0 times the tokens of a "
+                                            "greedy one on the same problems, while running 26 blocks saved ")
+    assert values["cost_answer"].endswith("where breaking even would need 89%: the search costs far more than the "
+                                          "truncation saves.")
+    assert "prices one model" in values["size_cost_sentence"]
