@@ -431,21 +431,20 @@ def _by_size(measured: Sequence[Measured]) -> list[SizeCost]:
     return [size_cost(m) for m in order]
 
 
-def size_cost_table(measured: Sequence[Measured]) -> str:
-    """One row per model, fewer blocks first: the depth priced, MH's token multiplier there, the FLOPs it saves, the
+def size_cost_table(costs: Sequence[SizeCost]) -> str:
+    """One row per model (`_by_size` order): the depth priced, MH's token multiplier there, the FLOPs it saves, the
     saving needed to break even, the unembedding's share and the deepest depth that would break even."""
     lines = ["| model | blocks | priced at | MH tokens × greedy's | FLOPs saved | saving needed | unembedding share "
              "| deepest depth that breaks even |", "|---" * 8 + "|"]
-    for c in _by_size(measured):
+    for c in costs:
         even = "none" if c.break_even is None else f"{c.break_even} of {c.n_layers}"
         lines.append(f"| {c.model} | {c.n_layers} | {c.depth} | {c.multiplier:.2f} | {100 * c.saved:.1f}% | "
                      f"{100 * c.needed:.0f}% | {100 * c.unembedding:.0f}% | {even} |")
     return "\n".join(lines)
 
 
-def cost_answer(measured: Sequence[Measured]) -> str:
+def cost_answer(costs: Sequence[SizeCost]) -> str:
     """The front page's second sentence: at each size, what the search cost against what the truncation saved."""
-    costs = _by_size(measured)
     if len(costs) == 1:
         c = costs[0]
         return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of a greedy "
@@ -469,20 +468,21 @@ def size_cost_values(measured: Sequence[Measured]) -> dict:
     """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
     model's unembedding share (the comparison with the report quotes it)."""
     costs = _by_size(measured)
+    answer = cost_answer(costs)
     if len(costs) < 2:
         sentence = ("This build prices one model, so it cannot say whether the verdict depends on the model's size: "
                     "run chapter 04 (and this chapter, which reads its decodes) with two sizes of one family.")
     else:
         blocks = " and ".join(f"{100 * c.per_block:.1f}% of {c.model}'s" for c in costs)
         unembedding = " and ".join(f"{100 * c.unembedding:.0f}%" for c in costs)
-        sentence = (f"{cost_answer(measured)} Removing one block saves {blocks} FLOPs per token (the unembedding, "
+        sentence = (f"{answer} Removing one block saves {blocks} FLOPs per token (the unembedding, "
                     f"which no truncation removes, is {unembedding} of them), so the verdict turns on the multiplier: ")
         paid = [c.model for c in costs if c.needed <= c.saved]
         sentence += (f"on {' and '.join(paid)} the blocks removed pay for the search." if paid else
                      "at no size do the blocks this build removed save what the search costs.")
     first = size_cost(measured[0])
-    return {"size_cost_table": size_cost_table(measured), "size_cost_sentence": sentence,
-            "cost_answer": cost_answer(measured), "build_model": first.model,
+    return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,
+            "cost_answer": answer, "build_model": first.model,
             "build_unembedding": 100 * first.unembedding}
 
 
