@@ -258,12 +258,22 @@ def _release(args: argparse.Namespace) -> int:
         print(f"{len(batch.refused)} records refused: nothing was released (fix or remove them, then add again)")
         return 1
     total = sum(batch.added.values())
-    verb = "would release" if args.dry_run else f"released as batch {batch.name}"
-    print(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
-          + ("" if args.dry_run or not total else f"; {len(batch.files)} new files"))
-    if batch.checkpoints:
-        print(f"{'would carry' if args.dry_run else 'carries'} the checkpoints of {batch.checkpoints} MH chains under "
-              "way: the next budgeted step goes on from them")
+    if not total:
+        print(f"nothing new to release: no record the release lacks ({batch.already} already released)")
+    else:
+        verb = "would release" if args.dry_run else f"released as batch {batch.name}"
+        print(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
+              + ("" if args.dry_run else f"; {len(batch.files)} new files"))
+    if batch.checkpoints_moved and not batch.checkpoints:
+        print(f"the checkpoints of the MH chains under way {'would be' if args.dry_run else 'are'} dropped: "
+              "every chain has finished")
+    elif batch.checkpoints:
+        if not batch.checkpoints_moved:
+            state = "unchanged: no chain under way crossed a block since the last add"
+        else:
+            state = "would be updated" if args.dry_run else "updated"
+        print(f"the checkpoints of {batch.checkpoints} MH chains under way: {state}; the next budgeted step goes on "
+              "from them")
     return 0
 
 

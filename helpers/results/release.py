@@ -222,12 +222,13 @@ def record_problem(record: Any, path: Path) -> str | None:
 class Batch:
     """What `add_batch` released (or, dry, would release), and what it refused, with reasons."""
 
-    name: str
+    name: str  # "" where nothing new was released: no batch was written
     added: Counter = field(default_factory=Counter)  # experiment → records
     already: int = 0
     refused: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     checkpoints: int = 0  # chains under way whose checkpoints the release carries after this add
+    checkpoints_moved: bool = False  # whether those checkpoints differ from the release's before this add
 
 
 Check = Callable[[str, dict], str | None]  # (experiment, record) → what is wrong with it, or None
@@ -274,10 +275,11 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
             seen.add(record["key"])
             new[(experiment, run_hash)].append(record)
             batch.added[experiment] += 1
-    batch.name = name = batch_name(new)
+    batch.name = name = batch_name(new) if new else ""
     current = _current(manifest)
     pending = _pending(store, current, released, new, wanted, runs)
     batch.checkpoints = sum(len(lines) for lines in pending.values())
+    batch.checkpoints_moved = pending != current
     if batch.refused or dry_run or (not new and pending == current):
         return batch
     if name in manifest.batches and new:

@@ -454,12 +454,13 @@ def test_a_push_audit_refuses_what_git_cannot_answer(tmp_path, capsys):
     assert "Give one or the other" in capsys.readouterr().err
 
 
-def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, tmp_path, monkeypatch):
+def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, tmp_path, monkeypatch, capsys):
     """A step stopped by its budget leaves MH chains under way: `release add` carries their checkpoints (listed and
     checked like records), a fresh store elsewhere goes on from them to the records an uninterrupted run writes,
     and the add that releases those records drops them."""
     from conftest import tiny_problems
 
+    from helpers.cli import main
     from helpers.core import pulse
     from helpers.results.release import unlisted
     from helpers.results.store import Run
@@ -478,6 +479,13 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     manifest = read_manifest(root)
     assert under_way and batch.checkpoints == len(under_way) == sum(e["chains"] for e in manifest.checkpoints.values())
     assert not unlisted(root)
+    before = (root / "manifest.json").read_bytes()  # an add with nothing new writes nothing and names no batch
+    again = add_batch(store, root, commit="abc1234", check=RecordCheck())
+    assert again.name == "" and not again.checkpoints_moved and again.checkpoints == batch.checkpoints
+    assert (root / "manifest.json").read_bytes() == before
+    assert main(["release", "add", "--store", str(store), "--release", str(root)]) == 0
+    said = capsys.readouterr().out
+    assert "nothing new to release" in said and "unchanged" in said and "released as batch" not in said
     fresh = tmp_path / "fresh"  # another machine: no local store, the release's checkpoints
     assert decode_run(model, chains, root=fresh).checkpoints().keys() == under_way.keys()
     resumed = _decode(model, tokenizer, tiny_problems(), chains, fresh, n_seeds=2)
