@@ -33,6 +33,7 @@ class CachedEngine(Engine):
     """
 
     gather_above = 0.125  # run only the busy slots when more than this share of slots 0..hi-1 would ride along
+    prefill_tokens = 8192  # most tokens, padding included, in one prompt pass: rows of like length share a pass
 
     def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
         """Allocate the run's KV buffer (a slot per row that runs at once, and one per variant for the prefix all
@@ -73,7 +74,7 @@ class CachedEngine(Engine):
         return costs
 
     def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
-        """Give free slots to waiting rows and prefill their prompts in one pass."""
+        """Give free slots to waiting rows and prefill their prompts, in passes of rows of like length."""
         free = [s for s, slot in enumerate(self.slots) if slot.task is None]
         group = [(s, waiting.popleft()) for s in free[:len(waiting)]]
         if not group:
@@ -90,13 +91,14 @@ class CachedEngine(Engine):
                 slot.filled = n
             if len(_context(task.row)) - 1 > slot.filled:
                 todo.append((s, slot))
-        if todo:
-            with torch.inference_mode():
-                self.runner.encode([s for s, _ in todo], [_context(slot.task.row)[slot.filled:-1] for _, slot in todo],
-                                   [slot.filled for _, slot in todo], [slot.task.row.variant for _, slot in todo])
-        cost = Charge([slot.task for _, slot in todo], time.perf_counter() - start,
-                      [len(_context(slot.task.row)) - 1 - slot.filled for _, slot in todo],
-                      weights=self._shares([slot.task.row for _, slot in todo]), prompts=True) if todo else None
+        chunks = [_context(slot.task.row)[slot.filled:-1] for _, slot in todo]
+        passes = prompt_passes([len(c) for c in chunks], self.prefill_tokens)
+        with torch.inference_mode():
+            for part in passes:
+                self.runner.encode([todo[i][0] for i in part], [chunks[i] for i in part],
+                                   [todo[i][1].filled for i in part], [todo[i][1].task.row.variant for i in part])
+        cost = Charge([slot.task for _, slot in todo], time.perf_counter() - start, [len(c) for c in chunks],
+                      model_passes=len(passes), weights=self._shares([slot.task.row for _, slot in todo]), prompts=True) if todo else None
         for s, task in group:
             self.slots[s].filled = len(_context(task.row)) - 1
         return [task for _, task in group], cost
@@ -214,3 +216,17 @@ def _context(row: Row) -> list[int]:
     """What a row's slot holds keys and values for when it is admitted (all but the last token is encoded): its
     prompt, and the tokens a row restored from a checkpoint decoded before (`Row.restored`)."""
     return row.prompt + row.tokens if row.tokens else row.prompt
+
+
+def prompt_passes(lengths: list[int], most: int) -> list[list[int]]:
+    """Split rows (by index) into prompt passes of at most `most` tokens each once padded to the pass's longest row,
+    longest rows first, so that a pass pads each row only to rows of about its length (a row restored from a
+    checkpoint re-encodes the tokens it decoded: its length is far from a fresh prompt's) and a pass's activations
+    stay bounded. A row longer than `most` runs alone."""
+    passes: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if passes and (len(passes[-1]) + 1) * lengths[passes[-1][0]] <= most:
+            passes[-1].append(i)
+        else:
+            passes.append([i])
+    return passes

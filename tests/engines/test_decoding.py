@@ -104,6 +104,28 @@ def test_refilled_rows_decode_as_if_alone(tiny):
     assert total(refilled, "prefill_tokens") == sum(len(p) - 1 for p in prompts)
 
 
+def test_prompts_are_encoded_in_bounded_passes_of_like_length_with_the_same_result(tiny, monkeypatch):
+    """Admission splits its rows into passes of at most `prefill_tokens` padded tokens, rows of like length
+    together; what is generated does not change."""
+    from helpers.engines.slot import prompt_passes
+    from helpers.engines.slot_runner import SlotRunner
+
+    model, tokenizer, _ = tiny
+    prompts = _prompts(tokenizer)
+    one = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
+    padded = []
+    encode = SlotRunner.encode
+    monkeypatch.setattr(SlotRunner, "encode", lambda self, slots, chunks, *a: (
+        padded.append(len(chunks) * max(map(len, chunks))), encode(self, slots, chunks, *a))[1])
+    most = max(len(p) for p in prompts)  # the longest prompt's chunk fits; two of them do not
+    monkeypatch.setattr(CachedEngine, "prefill_tokens", most)
+    split = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
+    assert [c.tokens for c in split] == [c.tokens for c in one]
+    assert len(padded) > 1 and max(padded) <= most
+    assert prompt_passes([5, 40, 6, 38, 100], 80) == [[4], [1, 3], [2, 0]]  # longest first, like with like
+    assert prompt_passes([], 80) == [] and prompt_passes([3], 1) == [[0]]  # a row longer than the bound runs alone
+
+
 def test_truncated_model_decodes_as_when_re_encoded(tiny):
     from helpers.models.truncation import truncate
 
