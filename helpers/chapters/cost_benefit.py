@@ -25,6 +25,7 @@ from helpers.evaluation.cost import (
     expected_decoded_tokens,
     flops_share,
     model_cost,
+    model_size,
     qwen25_math_configs,
     report_extra_tokens,
     report_multiplier,
@@ -426,8 +427,8 @@ def size_cost(m: Measured) -> SizeCost:
 
 
 def _by_size(measured: Sequence[Measured]) -> list[SizeCost]:
-    """`size_cost` of each model, the smaller first (by its full FLOPs per token: two sizes may share a depth)."""
-    order = sorted(measured, key=lambda m: model_cost(m.config, m.n_layers, 0.0).flops_per_token)
+    """`size_cost` of each model, the smaller first (by `model_size`: two sizes may share a depth)."""
+    order = sorted(measured, key=lambda m: model_size(m.config))
     return [size_cost(m) for m in order]
 
 

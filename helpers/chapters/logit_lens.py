@@ -14,6 +14,7 @@ import numpy as np
 from helpers.chapters.exercises import layer_name, rerun_command
 from helpers.data.problems import Problem, build_prompt
 from helpers.data.sequences import solution_sequence
+from helpers.evaluation.cost import model_size
 from helpers.evaluation.decodes import accuracy
 from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import percent_with_interval
@@ -55,7 +56,8 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
         kl, ov = solved.curves["kl"].mean(0), solved.curves["overlap"].mean(0)
         ed_kl, ed_ov, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
         study.summary.append({
-            "model": name, "layers": info.n_layers, "width": info.hidden_size, "ed_kl": ed_kl, "ed_overlap": ed_ov,
+            "model": name, "layers": info.n_layers, "width": info.hidden_size, "size": model_size(model.config),
+            "ed_kl": ed_kl, "ed_overlap": ed_ov,
             "ratio_kl": depth_ratio(ed_kl, info.n_layers), "ratio_overlap": depth_ratio(ed_ov, info.n_layers),
             "accuracy": accuracy(solved.records), "kl_max": float(kl.max()), "kl_max_layer": int(kl.argmax()),
             "kl_last_tap": float(kl[-1]), "overlap_last_tap": float(ov[-1]), "cuts": cuts,
@@ -189,14 +191,14 @@ class SizeContrast:
 
 
 def size_pair(study: LensStudy) -> tuple[str, str] | None:
-    """The smallest and largest model (by width) of the first family this build runs at two sizes, or None."""
+    """The smallest and largest model (by `model_size`) of the first family this build runs at two sizes, or None."""
     by_family: dict[str, list[dict]] = {}
     for s in study.summary:
         by_family.setdefault(s["family"], []).append(s)
     for members in by_family.values():
-        widths = sorted(members, key=lambda s: s["width"])
-        if len(widths) > 1 and widths[0]["width"] < widths[-1]["width"]:
-            return widths[0]["model"], widths[-1]["model"]
+        sizes = sorted(members, key=lambda s: s["size"])
+        if len(sizes) > 1 and sizes[0]["size"] < sizes[-1]["size"]:
+            return sizes[0]["model"], sizes[-1]["model"]
     return None
 
 

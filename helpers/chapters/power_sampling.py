@@ -13,7 +13,7 @@ from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
 from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
-from helpers.evaluation.cost import model_cost, token_multiplier
+from helpers.evaluation.cost import model_cost, model_size, token_multiplier
 from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
 from helpers.evaluation.decodes import (
     OUTCOMES,
@@ -128,6 +128,7 @@ class DepthRow:
     tokens_power: float
     tokens_smc: float
     flops_share: float  # FLOPs per token of this depth / the full model's
+    size: float  # the full model's `model_size`: orders the sizes
     pass_at_k: dict[str, list[float]] = field(default_factory=dict)  # temperature, power -> pass@1..n
     scores: dict[str, list[float]] = field(default_factory=dict)  # method -> per-problem score, problem order
     n_seeds: int = 1
@@ -198,6 +199,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                 tokens_greedy=tokens_per_problem(greedy), tokens_power=tokens_per_problem(chains),
                 tokens_smc=tokens_per_problem(particles),
                 flops_share=model_cost(model.config, depth).flops_per_token / full_flops,
+                size=model_size(model.config),
                 pass_at_k={"temperature": [pass_at_k(warm, k) for k in range(1, n_seeds + 1)],
                            "power": [pass_at_k(chains, k) for k in range(1, n_seeds + 1)]},
                 scores={"greedy": per_problem(greedy), "low": per_problem(low), "temperature": per_problem(warm),
@@ -527,17 +529,22 @@ def headline_row(rows: Sequence[DepthRow], model: str) -> tuple[DepthRow, DepthR
     return cut, full
 
 
+def by_size(rows: Sequence[DepthRow]) -> list[str]:
+    """The rows' models, the smaller first (by `model_size`, the book's one rule for sizes)."""
+    return sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.size for r in rows if r.model == m))
+
+
 def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:
-    """`headline_row` of every model, in model order (the size figure's panels)."""
-    return [headline_row(rows, m) for m in dict.fromkeys(r.model for r in rows)]
+    """`headline_row` of every model, the smaller first (the size figure's panels)."""
+    return [headline_row(rows, m) for m in by_size(rows)]
 
 
 def size_values(rows: Sequence[DepthRow]) -> dict:
-    """The report's contrast between sizes, in numbers: for each of the first two models (fewer blocks first), power
+    """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
     difference between those two differences with its paired bootstrap interval and test (the problems are the
     same for both models); with each critical depth as a share of its model's depth."""
-    models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.n_layers for r in rows if r.model == m))
+    models = by_size(rows)
     if len(models) < 2:
         return {"size_sentence": "This build searches on one model, so it cannot ask whether the answer depends on "
                                  "the model's size: run this chapter with two sizes of one family among its models "

@@ -91,6 +91,12 @@ def model_cost(config, depth: int | None = None, context: float = 0.0) -> ModelC
                      flops_unembedding=flops_unembed, flops_per_token=flops_blocks + flops_unembed)
 
 
+def model_size(config) -> float:
+    """The one measure by which the book orders sizes ("the smaller model"): the full model's FLOPs per token. Depth
+    alone does not serve (Qwen2.5's 1.5B and 7B both have 28 blocks), nor width alone (it leaves out depth)."""
+    return model_cost(config).flops_per_token
+
+
 def depth_savings(config, depth: int, context: float = 0.0) -> float:
     """Share of the full model's per-token FLOPs that running only `depth` blocks saves."""
     full = model_cost(config, context=context).flops_per_token

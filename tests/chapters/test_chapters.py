@@ -180,8 +180,22 @@ def _row(depth: int, greedy: float, power: float, low: float = 0.2, smc: float =
     acc = {"greedy": greedy, "low": low, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power,
            "smc": smc}
     scores = {key: _scores(a) for key, a in acc.items()}
-    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, 40.0, depth / 6, scores=scores,
+    return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, 40.0, depth / 6, 1e9, scores=scores,
                                    resamples=1.5, multiplier=3.5)
+
+
+def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_depth():
+    """Qwen2.5's 1.5B and 7B both have 28 blocks: a profile that lists the larger first still compares it as the
+    larger, in the size sentence and in the figure's panels."""
+    from dataclasses import replace
+
+    rows = []
+    for name, size, power in (("big", 7e9, 0.7), ("small", 1.5e9, 0.4)):
+        rows += [replace(_row(6, 0.5, power), model=name, size=size), replace(_row(5, 0.3, power), model=name, size=size)]
+    values = power_sampling.size_values(rows)
+    assert (values["size_small"], values["size_large"]) == ("small", "big")
+    assert values["size_headline"].startswith("On big,")
+    assert [full.model for _, full in power_sampling.headline_rows(rows)] == ["small", "big"]
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():

@@ -20,7 +20,8 @@ def _study(curves: dict[str, np.ndarray], widths: dict[str, int], family: dict[s
     study = LensStudy()
     for name, kl in curves.items():
         study.curves[name] = {"kl": kl, "overlap": np.zeros_like(kl)}
-        study.summary.append({"model": name, "width": widths[name], "family": family[name], "layers": kl.shape[1]})
+        study.summary.append({"model": name, "width": widths[name], "size": float(widths[name]) ** 2 * kl.shape[1],
+                              "family": family[name], "layers": kl.shape[1]})
     return study
 
 
