@@ -172,7 +172,9 @@ def _bench(args: argparse.Namespace) -> int:
     print(json.dumps(bench_sampling(models, problems, args.max_new_tokens, args.block_size, args.steps,
                                     args.alpha, args.shots, levels=levels, baseline=not args.no_baseline,
                                     repeats=args.repeats, engines=engines, particles=args.particles,
-                                    where=tuple(j.strip() for j in args.where.split(",") if j.strip())), indent=2))
+                                    where=tuple(j.strip() for j in args.where.split(",") if j.strip()),
+                                    jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs
+                                    else None), indent=2))
     return 0
 
 
@@ -392,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--where", default="", help="sampling: comma-separated jobs (greedy, plain_sampling, "
                    "power_exact, power_reference, smc) to run once more at the largest batch under cProfile, to say "
                    "where their time goes")
+    p.add_argument("--jobs", default="", help="sampling: comma-separated batched jobs to time (generate, greedy, "
+                   "plain_sampling, power_exact, power_reference, smc; default all), e.g. power_reference alone at "
+                   "two batch sizes")
     p.add_argument("--engine", default="slot",
                    help="sampling: slot, or slot,vllm to time vLLM beside it (run from the vLLM "
                         "environment: .venv-vllm/bin/python -m helpers bench sampling --engine slot,vllm)")

@@ -21,13 +21,14 @@ SAMPLING_TARGETS = {"power_vs_published": {16: 7.0, 32: 10.0}, "power_decode_vs_
 # what the matrix unit of 2 Zen 3 cores allows that model (about 180 tokens/s).
 DECODE_RATE_TARGET = {"model": "qwen2.5-coder-0.5b", "dtype": "float32", "min_rows": 64, "tokens_per_second": 90.0}
 ENGINE_TARGET = {"vllm_power_vs_transformers_power": 1.5}  # decoded tokens per second, exact mode, same dtype
+JOBS = ("greedy", "plain_sampling", "power_exact", "power_reference", "smc")  # the batched jobs, by name
 
 
 def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[int, ...] = (16,),
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
                    baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("slot",),
-                   particles: int = 4, where: tuple[str, ...] = ()) -> dict:
+                   particles: int = 4, where: tuple[str, ...] = (), jobs: tuple[str, ...] | None = None) -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
@@ -45,7 +46,9 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     (`ENGINE_TARGET`); the vLLM engine's start-up is timed apart.
 
     `where` names jobs (of `JOBS`) to run once more at the largest batch, after the timed runs, under cProfile:
-    the report's `where` says what kinds of work their time went to (`helpers.bench.where`).
+    the report's `where` says what kinds of work their time went to (`helpers.bench.where`). `jobs` times only
+    the named batched jobs ("generate" and those of `JOBS`; None: all), e.g. one job at two batch sizes: a ratio
+    whose jobs did not run is left out.
     """
     from helpers.core.checks import is_count
     from helpers.models.loading import load_model
@@ -64,6 +67,10 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     unknown = sorted(set(where) - set(JOBS))
     if unknown:
         raise ValueError(f"--where takes jobs of {', '.join(JOBS)}; got {', '.join(unknown)}")
+    jobs = ("generate", *JOBS) if jobs is None else tuple(jobs)
+    unknown = sorted(set(jobs) - {"generate", *JOBS})
+    if unknown or not jobs:
+        raise ValueError(f"--jobs takes one or more of generate, {', '.join(JOBS)}; got {', '.join(unknown) or 'none'}")
     if not engines or "slot" not in engines:
         raise ValueError(f"--engine must include transformers (the baseline of every ratio), got {engines!r}")
     for engine in engines:
@@ -86,7 +93,8 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     for name in models:
         model, tokenizer, info = load_model(name)
         report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, s, problems, shots,
-                                                                             seed, levels, baseline, repeats, where)}
+                                                                             seed, levels, baseline, repeats, where,
+                                                                             jobs)}
         if info.name == DECODE_RATE_TARGET["model"] and info.dtype == DECODE_RATE_TARGET["dtype"]:
             report["models"][info.name]["decode_rate_target"] = _decode_rate_verdict(
                 report["models"][info.name]["batches"])
@@ -171,13 +179,15 @@ def _decode_rate_verdict(batches: dict) -> dict:
     """Power sampling's decoding rate (both modes) at each batch of `DECODE_RATE_TARGET['min_rows']` rows or more,
     against its target."""
     target = DECODE_RATE_TARGET["tokens_per_second"]
-    rates = {n: {mode: row[f"power_{mode}"]["decode_tokens_per_second"] for mode in MH_MODES}
+    rates = {n: {mode: row[f"power_{mode}"]["decode_tokens_per_second"] for mode in MH_MODES if f"power_{mode}" in row}
              for n, row in batches.items() if int(n) >= DECODE_RATE_TARGET["min_rows"]}
+    rates = {n: row for n, row in rates.items() if row}
     return {**DECODE_RATE_TARGET, "rates": rates,
             "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
 
 
-def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats, where=()) -> dict:
+def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats, where=(),
+                 chosen: tuple[str, ...] = ("generate", *JOBS)) -> dict:
     from dataclasses import replace
 
     from helpers.engines.kinds import make_engine
@@ -193,10 +203,12 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
     for n in problems:
         runs: dict[str, list[tuple[int, float, float]]] = {}  # per job: (tokens, seconds, prefill seconds) per run
         acceptance: dict[str, float] = {}
-        jobs = _batch_jobs(model, prompts[:n], stops, seeds[:n], s)
+        jobs = {name: job for name, job in _batch_jobs(model, prompts[:n], stops, seeds[:n], s).items()
+                if name in chosen}
         for _ in range(repeats):
-            prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
-            runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
+            if "generate" in chosen:
+                prefill, decoding = _generate(model, tokenizer, prompts[:n], length, temperature)
+                runs.setdefault("generate", []).append((n * (length - 1), prefill + decoding, prefill))
             for name, job in jobs.items():
                 engine = make_engine("slot", model)
                 start = time.perf_counter()
@@ -206,8 +218,9 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
                 if name.startswith("power_"):
                     acceptance[name] = round(sum(sum(c.acceptance) / max(1, len(c.acceptance)) for c in done) / n, 3)
         row: dict = {name: _rates(each) for name, each in runs.items()}
-        row["generate"] = {"new_tokens": n * length, **{key: row["generate"][key] for key in (
-            "prefill_seconds", "seconds", "seconds_each", "decode_tokens_per_second")}}
+        if "generate" in row:
+            row["generate"] = {"new_tokens": n * length, **{key: row["generate"][key] for key in (
+                "prefill_seconds", "seconds", "seconds_each", "decode_tokens_per_second")}}
         for name, value in acceptance.items():
             row[name]["mean_acceptance"] = value
         out["batches"][str(n)] = row
@@ -235,9 +248,6 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
                                   "prefill_seconds": round(engine.prefill_seconds, 2), **split}
     out["ratios"] = _ratios(out["batches"])
     return out
-
-
-JOBS = ("greedy", "plain_sampling", "power_exact", "power_reference", "smc")  # the batched jobs, by name
 
 
 def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
@@ -321,16 +331,17 @@ def _rates(runs: list[tuple[int, float, float]]) -> dict:
 
 
 def _ratios(batches: dict) -> dict:
-    """The three ratios of `SAMPLING_TARGETS` per batch size, each beside its target."""
+    """The three ratios of `SAMPLING_TARGETS` per batch size, each beside its target, those whose jobs ran."""
     out = {}
     for n, row in batches.items():
-        ratios = {"power_decode_vs_generate_decode": {
-                      mode: round(row[f"power_{mode}"]["decode_tokens_per_second"]
-                                  / row["generate"]["decode_tokens_per_second"], 2) for mode in MH_MODES},
-                  "power_vs_plain": {
-                      mode: round(row[f"power_{mode}"]["tokens_per_second"]
-                                  / row["plain_sampling"]["tokens_per_second"], 2) for mode in MH_MODES}}
-        if "published_batch1_generate" in row:
+        ratios: dict = {}
+        for name, other, key in (("power_decode_vs_generate_decode", "generate", "decode_tokens_per_second"),
+                                 ("power_vs_plain", "plain_sampling", "tokens_per_second")):
+            modes = {mode: round(row[f"power_{mode}"][key] / row[other][key], 2)
+                     for mode in MH_MODES if f"power_{mode}" in row and other in row}
+            if modes:
+                ratios[name] = modes
+        if "published_batch1_generate" in row and "power_reference" in row:
             ratios["power_vs_published"] = round(row["published_batch1_generate"]["seconds"]
                                                  / row["power_reference"]["seconds"], 2)
         out[n] = ratios

@@ -77,6 +77,25 @@ def test_sampling_bench_reports_every_ratio_beside_its_target(tiny_dir):
     assert report["settings"]["repeats"] == 2
 
 
+def test_the_sampling_bench_times_only_the_jobs_it_is_given(tiny_dir):
+    """One job at two batch sizes (what a batch-size choice needs): the others, and the ratios that need them, are
+    left out; an unknown job is refused before any model loads."""
+    from helpers.bench.sampling import bench_sampling
+
+    report = bench_sampling((str(tiny_dir),), (2, 3), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0,
+                            repeats=1, baseline=False, jobs=("power_reference",))
+    (model,) = report["models"].values()
+    for row in model["batches"].values():
+        assert set(row) == {"power_reference"} and row["power_reference"]["decode_tokens_per_second"] > 0
+    assert model["ratios"] == {"2": {}, "3": {}}
+    both = bench_sampling((str(tiny_dir),), (2,), max_new_tokens=8, block_size=4, mcmc_steps=1, shots=0, repeats=1,
+                          baseline=False, jobs=("plain_sampling", "power_exact"))
+    (model,) = both["models"].values()
+    assert set(model["ratios"]["2"]) == {"power_vs_plain"} and set(model["ratios"]["2"]["power_vs_plain"]) == {"exact"}
+    with pytest.raises(ValueError, match="--jobs takes"):
+        bench_sampling(("no-such-model",), (2,), jobs=("beam",))
+
+
 @pytest.mark.parametrize("repeats", [0, -1, 1.5, True])
 def test_sampling_bench_refuses_a_repeat_count_below_one(tiny_dir, repeats):
     from helpers.bench.sampling import bench_sampling
