@@ -186,8 +186,8 @@ def _decode_rate_verdict(batches: dict) -> dict:
             "met": bool(rates) and all(rate >= target for row in rates.values() for rate in row.values())}
 
 
-def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats, where=(),
-                 chosen: tuple[str, ...] = ("generate", *JOBS)) -> dict:
+def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, repeats, where: tuple[str, ...],
+                 chosen: tuple[str, ...]) -> dict:
     from dataclasses import replace
 
     from helpers.engines.kinds import make_engine

@@ -81,7 +81,7 @@ class CachedEngine(Engine):
             self._compact()
             return [], None
         start = time.perf_counter()
-        todo = []
+        todo, contexts = [], {}
         for s, task in group:
             slot = self.slots[s] = Slot(task)
             self.where[id(task.row)] = s
@@ -89,9 +89,10 @@ class CachedEngine(Engine):
             if n and len(prompt) > 1:  # `_encode_shared_prefix` found these n tokens at the start of every prompt
                 self.cache.copy_slot(self.spare[task.row.variant], s, n)
                 slot.filled = n
-            if len(_context(task.row)) - 1 > slot.filled:
+            contexts[s] = _context(task.row)
+            if len(contexts[s]) - 1 > slot.filled:
                 todo.append((s, slot))
-        chunks = [_context(slot.task.row)[slot.filled:-1] for _, slot in todo]
+        chunks = [contexts[s][slot.filled:-1] for s, slot in todo]
         passes = prompt_passes([len(c) for c in chunks], self.prefill_tokens)
         with torch.inference_mode():
             for part in passes:
@@ -99,8 +100,8 @@ class CachedEngine(Engine):
                                    [todo[i][1].filled for i in part], [todo[i][1].task.row.variant for i in part])
         cost = Charge([slot.task for _, slot in todo], time.perf_counter() - start, [len(c) for c in chunks],
                       model_passes=len(passes), weights=self._shares([slot.task.row for _, slot in todo]), prompts=True) if todo else None
-        for s, task in group:
-            self.slots[s].filled = len(_context(task.row)) - 1
+        for s, _ in group:
+            self.slots[s].filled = len(contexts[s]) - 1
         return [task for _, task in group], cost
 
     def _shares(self, rows: list[Row]) -> list[float]:
