@@ -19,6 +19,8 @@ import time
 from helpers.core import env
 
 INTERVAL = 60.0  # seconds between lines while tokens flow: the run's log of sustained speed
+RATE_SPAN = 5.0  # fewest seconds a line's tokens/s is measured over: a line written just after another (a record
+                 # stored, then the budget's end) repeats the last rate instead of dividing a step by microseconds
 
 
 class BudgetExhausted(RuntimeError):
@@ -38,8 +40,9 @@ class _Pulse:
         self.reset()
 
     def reset(self) -> None:
-        self.start = self.last = time.time()
-        self.tokens = self.tokens_at_last = 0
+        self.start = self.rated_at = time.time()
+        self.tokens = self.tokens_at_rate = 0
+        self.rate = 0.0
         self.rows = self.computed = 0
         self.done = self.total = 0
         self.what = ""
@@ -49,7 +52,7 @@ class _Pulse:
         self.rows = rows
         self.computed = rows if computed is None else computed
         now = time.time()
-        if now - self.last >= INTERVAL:
+        if now - self.rated_at >= INTERVAL:
             self.write()
         end = deadline()
         if end is not None and now > end:
@@ -61,19 +64,20 @@ class _Pulse:
         if done == 0:  # a decode begins: its rate counts from here
             self.reset()
         self.done, self.total, self.what = done, total, what
-        if time.time() - self.last >= 5.0 or done == total:
+        if time.time() - self.rated_at >= RATE_SPAN or done == total:
             self.write()
 
     def write(self) -> None:
         path = os.environ.get(env.PULSE)
         now = time.time()
-        span = max(now - self.last, 1e-9)
+        if now - self.rated_at >= RATE_SPAN:
+            self.rate = (self.tokens - self.tokens_at_rate) / (now - self.rated_at)
+            self.rated_at, self.tokens_at_rate = now, self.tokens
         line = {"time": round(now, 1), "elapsed": round(now - self.start, 1), "what": self.what,
                 "done": self.done, "total": self.total, "rows": self.rows, "rows_computed": self.computed,
                 "tokens": self.tokens,
-                "tokens_per_s": round((self.tokens - self.tokens_at_last) / span, 2),
+                "tokens_per_s": round(self.rate, 2),
                 "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
-        self.last, self.tokens_at_last = now, self.tokens
         if not path:
             return
         try:

@@ -52,6 +52,31 @@ def test_the_pulse_log_gives_the_progress_line(tiny, tmp_path, monkeypatch):
     assert progress_line("03_stitch_and_preserve", tmp_path / "absent.jsonl") is None
 
 
+def test_a_line_written_just_after_another_repeats_the_rate_instead_of_dividing_by_microseconds(tmp_path,
+                                                                                                 monkeypatch):
+    """A record stored, then the budget's end a step later: the last line's tokens/s is the run's rate, not a
+    step's tokens over the microseconds between the two lines (it printed 1.5 million tokens/s)."""
+    clock = [1000.0]
+    monkeypatch.setattr(pulse.time, "time", lambda: clock[0])
+    log = tmp_path / "pulse.jsonl"
+    monkeypatch.setenv(env.PULSE, str(log))
+    end = [None]
+    monkeypatch.setattr(pulse, "deadline", lambda: end[0])
+    pulse.PULSE.reset()
+    pulse.records(0, 10, "greedy")
+    clock[0] += 10.0
+    pulse.beat(200, rows=20)  # 20 tokens/s over ten seconds
+    pulse.records(1, 10, "greedy")
+    clock[0] += 11.0 + 1e-5
+    pulse.beat(20, rows=20)
+    pulse.records(2, 10, "greedy")  # a line for the record: 20 tokens over 11 s
+    clock[0], end[0] = clock[0] + 1e-5, clock[0]
+    with pytest.raises(pulse.BudgetExhausted):
+        pulse.beat(20, rows=20)  # the budget's end, a step later
+    rates = [json.loads(line)["tokens_per_s"] for line in log.read_text().splitlines()]
+    assert rates == [20.0, round(20 / 11, 2), round(20 / 11, 2)]
+
+
 @pytest.mark.parametrize("text, seconds", [("150m", 9000), ("2.5h", 9000), ("90s", 90), ("45", 45)])
 def test_budgets_read_as_durations(text, seconds):
     assert parse_duration(text) == seconds
