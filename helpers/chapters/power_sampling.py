@@ -569,14 +569,18 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     dd = paired_difference(list(diffs[1][:n]), list(diffs[0][:n]))
     word = ("larger than its noise" if dd.clear else "borderline" if dd.borderline else
             "within its noise: these problems cannot tell the two sizes' answers apart")
-    shares = (f"Each model was searched at {values['size_small_share']:.0f}% and {values['size_large_share']:.0f}% of "
-              "its depth.")
-    sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. The larger model's difference minus the smaller's is "
-                f"{100 * dd.mean:+.0f} points [{100 * dd.low:+.0f}, {100 * dd.high:+.0f}] (paired over the same "
+    small_share, large_share = (f"{values[f'size_{t}_share']:.0f}%" for t in ("small", "large"))
+    shares = (f"Both models were searched at {small_share} of their depth." if small_share == large_share else
+              f"Each model was searched at {small_share} and {large_share} of its depth.")
+    # one decimal: with two seeds a difference is often a half, and rounding each number on its own would print a
+    # gap that is not the difference of the two differences beside it
+    gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
+           f"({values['size_small_difference']:+.1f}) is {100 * dd.mean:+.1f} points [{100 * dd.low:+.0f}, "
+           f"{100 * dd.high:+.0f}]")
+    sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
                 f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
     noise = "larger than its noise" if dd.clear else "borderline" if dd.borderline else "within its noise"
-    headline = (f"{short[1]} The larger model's difference minus the smaller's is {100 * dd.mean:+.0f} points "
-                f"[{100 * dd.low:+.0f}, {100 * dd.high:+.0f}], {noise}.")
+    headline = f"{short[1]} {gap}, {noise}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 

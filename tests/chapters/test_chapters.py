@@ -198,6 +198,28 @@ def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_d
     assert [full.model for _, full in power_sampling.headline_rows(rows)] == ["small", "big"]
 
 
+def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside_it():
+    """With two seeds a paired difference is often a half: rounded on their own, -17.5 and -9.0 print as -18 and -9
+    while their gap -8.5 prints as -8. The sentence gives all three to one decimal, and says once when both models
+    were searched at the same share of their depth."""
+    from dataclasses import replace
+
+    def scores(solved: float, n: int = 20) -> list[float]:  # per-problem means over two seeds: 0, 0.5 or 1
+        whole = int(solved)
+        return [1.0] * whole + [0.5] * (solved != whole) + [0.0] * (n - whole - (solved != whole))
+
+    rows = []
+    for name, size, power in (("small", 1e9, scores(8.5)), ("big", 2e9, scores(5.5))):
+        cut, full = _row(5, 0.5, 0.4), _row(6, 0.5, 0.4)
+        rows += [replace(full, model=name, size=size, scores={**full.scores, "greedy": scores(10)}),
+                 replace(cut, model=name, size=size, scores={**cut.scores, "power": power})]
+    values = power_sampling.size_values(rows)
+    assert (values["size_small_difference"], values["size_large_difference"], values["size_gap"]) == (-7.5, -22.5, -15)
+    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
+    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
+    assert "Both models were searched at 83% of their depth." in values["size_sentence"]
+
+
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     rows = [_row(6, 0.5, 0.55), _row(5, 0.1, 0.3), _row(4, 0.0, 0.5)]
     values = power_sampling.verdict(rows)
