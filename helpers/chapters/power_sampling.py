@@ -539,6 +539,11 @@ def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:
     return [headline_row(rows, m) for m in by_size(rows)]
 
 
+def _noise(d: PairedDifference) -> str:
+    """Where a paired difference stands against its noise, in the words the front page's sentences use."""
+    return "larger than its noise" if d.clear else "borderline" if d.borderline else "within its noise"
+
+
 def size_values(rows: Sequence[DepthRow]) -> dict:
     """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
@@ -561,7 +566,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
                      f"{full.interval('greedy')}, {d.describe()}")
         short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
                      f"{full.interval('greedy')} for full-depth greedy (paired {100 * d.mean:+.0f} points "
-                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}]).")
+                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], {_noise(d)}).")
         values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
                        f"size_{tag}_share": 100 * cut.depth / full.n_layers,
                        f"size_{tag}_difference": round(100 * d.mean, 1)})
@@ -579,8 +584,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
            f"{100 * dd.high:+.0f}]")
     sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
                 f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
-    noise = "larger than its noise" if dd.clear else "borderline" if dd.borderline else "within its noise"
-    headline = f"{short[1]} {gap}, {noise}."
+    headline = f"{short[1]} {gap}, {_noise(dd)}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -218,6 +219,8 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
     assert "Both models were searched at 83% of their depth." in values["size_sentence"]
+    assert re.search(r"\(paired -22 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
+                     values["size_headline"]), "the larger model's own difference is judged against its noise"
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
