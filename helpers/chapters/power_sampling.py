@@ -371,7 +371,7 @@ def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
 
 
 def _short(d: PairedDifference) -> str:
-    word = "larger than its noise" if d.clear else "borderline" if d.borderline else "within the noise"
+    word = d.standing("within the noise")
     return (f"{100 * d.mean:+.0f} points [{100 * d.low:+.0f}, {100 * d.high:+.0f}], better on {d.better} and worse on "
             f"{d.worse} of {counted(d.n, 'problem')}, p = {d.p_value:.2g}: {word}")
 
@@ -467,8 +467,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
 
 
 def _verdict_word(d: PairedDifference) -> str:
-    return ("larger than its noise" if d.clear else "borderline" if d.borderline else
-            "within its noise: these problems cannot tell the two apart")
+    return d.standing("within its noise: these problems cannot tell the two apart")
 
 
 def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, searches: Searches,
@@ -539,11 +538,6 @@ def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:
     return [headline_row(rows, m) for m in by_size(rows)]
 
 
-def _noise(d: PairedDifference) -> str:
-    """Where a paired difference stands against its noise, in the words the front page's sentences use."""
-    return "larger than its noise" if d.clear else "borderline" if d.borderline else "within its noise"
-
-
 def size_values(rows: Sequence[DepthRow]) -> dict:
     """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
@@ -566,14 +560,13 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
                      f"{full.interval('greedy')}, {d.describe()}")
         short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
                      f"{full.interval('greedy')} for full-depth greedy (paired {100 * d.mean:+.0f} points "
-                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], {_noise(d)}).")
+                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], {d.standing()}).")
         values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
                        f"size_{tag}_share": 100 * cut.depth / full.n_layers,
                        f"size_{tag}_difference": round(100 * d.mean, 1)})
     n = min(len(x) for x in diffs)
     dd = paired_difference(list(diffs[1][:n]), list(diffs[0][:n]))
-    word = ("larger than its noise" if dd.clear else "borderline" if dd.borderline else
-            "within its noise: these problems cannot tell the two sizes' answers apart")
+    word = dd.standing("within its noise: these problems cannot tell the two sizes' answers apart")
     small_share, large_share = (f"{values[f'size_{t}_share']:.0f}%" for t in ("small", "large"))
     shares = (f"Both models were searched at {small_share} of their depth." if small_share == large_share else
               f"Each model was searched at {small_share} and {large_share} of its depth.")
@@ -584,7 +577,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
            f"{100 * dd.high:+.0f}]")
     sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
                 f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
-    headline = f"{short[1]} {gap}, {_noise(dd)}."
+    headline = f"{short[1]} {gap}, {dd.standing()}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 

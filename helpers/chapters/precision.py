@@ -136,8 +136,7 @@ def comparison_values(c: DtypeComparison) -> dict:
     gap = np.abs(kl16 - kl32)
     crit = c.critical()
     acc = {d: float(np.mean(c.correct[d])) for d in DTYPES}
-    verdict = ("larger than its noise" if diff.clear else "borderline" if diff.borderline
-               else "within its noise")
+    verdict = diff.standing()
     same_crit = crit["float32"] == crit["bfloat16"]
     sentence = scope_sentence(c) + (
         f"On {counted(n, 'problem')}, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "

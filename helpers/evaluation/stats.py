@@ -55,6 +55,11 @@ class PairedDifference:
         """The interval and the test disagree: suggestive, not conclusive."""
         return not self.clear and ((self.low > 0 or self.high < 0) or self.p_value < 0.05)
 
+    def standing(self, within: str = "within its noise") -> str:
+        """Where the difference stands against its noise, in the chapters' words: `within` names the last case (a
+        sentence may add what it means there)."""
+        return "larger than its noise" if self.clear else "borderline" if self.borderline else within
+
     def describe(self) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""
         return (f"{100 * self.mean:+.0f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}] (better on "

@@ -41,6 +41,8 @@ def test_a_consistent_gain_is_clear_and_a_noisy_one_is_not():
     noisy = paired_difference([1, 0, 1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1, 1, 0])
     assert noisy.mean == 0 and noisy.low < 0 < noisy.high and not noisy.clear
     assert "better on 3, worse on 3 of 8" in noisy.describe()
+    assert clear.standing() == "larger than its noise" and noisy.standing() == "within its noise"
+    assert noisy.standing("within the noise: no answer") == "within the noise: no answer"
 
 
 def test_the_pairing_matters():
