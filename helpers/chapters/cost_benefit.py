@@ -550,9 +550,8 @@ def matched_sentence(m: Measured) -> str:
             clear = [d for _, d in tests if d.clear]
             if len(clear) == len(tests):
                 sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
-                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {100 * d.mean:+.0f} points "
-                                    f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], p = {d.p_value:.2g}"
-                                    for label, d in tests)
+                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {d.points()}, "
+                                    f"p = {d.p_value:.2g}" for label, d in tests)
                 parts.append(f"at {depth} blocks {name} {sign} both baselines by more than the noise ({numbers})")
             elif clear:
                 parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")

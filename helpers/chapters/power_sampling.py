@@ -372,8 +372,8 @@ def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
 
 def _short(d: PairedDifference) -> str:
     word = d.standing("within the noise")
-    return (f"{100 * d.mean:+.0f} points [{100 * d.low:+.0f}, {100 * d.high:+.0f}], better on {d.better} and worse on "
-            f"{d.worse} of {counted(d.n, 'problem')}, p = {d.p_value:.2g}: {word}")
+    return (f"{d.points()}, better on {d.better} and worse on {d.worse} of {counted(d.n, 'problem')}, "
+            f"p = {d.p_value:.2g}: {word}")
 
 
 def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
@@ -557,10 +557,10 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
         diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))
         where = f"its full {full.n_layers} blocks" if cut is full else f"{cut.depth} of {full.n_layers} blocks"
         parts.append(f"on {model}, power sampling at {where} scored {cut.interval('power')} against full-depth greedy "
-                     f"{full.interval('greedy')}, {d.describe()}")
+                     f"{full.interval('greedy')}, {d.describe(decimals=1)}")
         short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
-                     f"{full.interval('greedy')} for full-depth greedy (paired {100 * d.mean:+.0f} points "
-                     f"[{100 * d.low:+.0f}, {100 * d.high:+.0f}], {d.standing()}).")
+                     f"{full.interval('greedy')} for full-depth greedy (paired {d.points(decimals=1)}, "
+                     f"{d.standing()}).")
         values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
                        f"size_{tag}_share": 100 * cut.depth / full.n_layers,
                        f"size_{tag}_difference": round(100 * d.mean, 1)})
@@ -573,8 +573,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     # one decimal: with two seeds a difference is often a half, and rounding each number on its own would print a
     # gap that is not the difference of the two differences beside it
     gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
-           f"({values['size_small_difference']:+.1f}) is {100 * dd.mean:+.1f} points [{100 * dd.low:+.0f}, "
-           f"{100 * dd.high:+.0f}]")
+           f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
     sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
                 f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
     headline = f"{short[1]} {gap}, {dd.standing()}."

@@ -60,11 +60,15 @@ class PairedDifference:
         sentence may add what it means there)."""
         return "larger than its noise" if self.clear else "borderline" if self.borderline else within
 
-    def describe(self) -> str:
+    def points(self, decimals: int = 0) -> str:
+        """'+12 points [−3, +25]': the mean to `decimals` places (one where the sentence sets it beside a difference
+        of differences, whose halves whole points would round apart), the interval's ends to whole points."""
+        return f"{100 * self.mean:+.{decimals}f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}]"
+
+    def describe(self, decimals: int = 0) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""
-        return (f"{100 * self.mean:+.0f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}] (better on "
-                f"{self.better}, worse on {self.worse} of {counted(self.n, 'problem')}; paired test p = "
-                f"{self.p_value:.2g})")
+        return (f"{self.points(decimals)} (better on {self.better}, worse on {self.worse} of "
+                f"{counted(self.n, 'problem')}; paired test p = {self.p_value:.2g})")
 
 
 def sign_test(better: int, worse: int) -> float:

@@ -302,7 +302,9 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
                                "experiment": experiment, "config_hash": run_hash, "batch": name,
                                "bytes": len(blob)}
         batch.files.append(rel)
-        owner = next((c for c, runs in (chapters or {}).items() if (experiment, run_hash) in runs), "unattributed")
+        # a run belongs to the first chapter in book order that used it: later chapters read earlier ones' records
+        owner = next((c for c, runs in sorted((chapters or {}).items()) if (experiment, run_hash) in runs),
+                     "unattributed")
         counts[owner] += len(records)
         seconds[owner] += sum(float(r["seconds"]) for r in records)
     old_checkpoints = [root / rel for rel in manifest.checkpoints]

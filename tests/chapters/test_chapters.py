@@ -201,8 +201,8 @@ def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_d
 
 def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside_it():
     """With two seeds a paired difference is often a half: rounded on their own, -17.5 and -9.0 print as -18 and -9
-    while their gap -8.5 prints as -8. The sentence gives all three to one decimal, and says once when both models
-    were searched at the same share of their depth."""
+    while their gap -8.5 prints as -8. The sentence and the front page's headline give all three to one decimal
+    wherever they print them, and say once when both models were searched at the same share of their depth."""
     from dataclasses import replace
 
     def scores(solved: float, n: int = 20) -> list[float]:  # per-problem means over two seeds: 0, 0.5 or 1
@@ -219,8 +219,9 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
     assert "Both models were searched at 83% of their depth." in values["size_sentence"]
-    assert re.search(r"\(paired -22 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
-                     values["size_headline"]), "the larger model's own difference is judged against its noise"
+    assert re.search(r"\(paired -22.5 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
+                     values["size_headline"]), "the larger model's own difference, to the gap's decimal, and its standing"
+    assert "-7.5 points [" in values["size_sentence"] and "-22.5 points [" in values["size_sentence"]
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():

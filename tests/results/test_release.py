@@ -116,6 +116,22 @@ def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
     assert all(rel in read_manifest(root).files for rel in again.files)
 
 
+def test_a_batch_counts_each_run_under_the_first_chapter_that_used_it(tiny, tmp_path):
+    """A later chapter reads an earlier one's records (chapter 05 reads chapter 04's): the earlier chapter computed
+    them, whatever order the build's run configuration lists the chapters in."""
+    from conftest import tiny_problems
+
+    model, tokenizer, _ = tiny
+    store, root = tmp_path / "store", tmp_path / "release"
+    root.mkdir()
+    for settings in (GREEDY, POWER):
+        _decode(model, tokenizer, tiny_problems(), settings, store)
+    runs = {s.method: ("decode", decode_run(model, s, root=store).hash) for s in (GREEDY, POWER)}
+    chapters = {"05_cost": {runs["greedy"], runs["power"]}, "04_power_sampling": {runs["power"]}}
+    batch = add_batch(store, root, commit="x", check=RecordCheck(), chapters=chapters, runs=set(runs.values()))
+    assert read_manifest(root).batches[batch.name]["records_by_chapter"] == {"04_power_sampling": 2, "05_cost": 2}
+
+
 def test_batch_names_come_from_their_content_so_two_branches_do_not_collide(tiny, tmp_path):
     """Two stores that each add different records to the same release name their batches apart."""
     from conftest import tiny_problems
