@@ -16,6 +16,7 @@ RELEASED_ONLY = "SVD_RELEASED_ONLY"  # "1": a record the release lacks is an err
 CACHE = "SVD_CACHE"  # the converted models' folder
 STORE_USAGE = "SVD_STORE_USAGE"  # a file: a chapter's kernel writes what it reused and computed, and its peak memory
 BOOK_RUN = "SVD_BOOK_RUN"  # "1" in the runner's kernels: the runner has checked the models, the launch cell need not
+CHAPTER = "SVD_CHAPTER"  # the chapter a runner's kernel executes: the records it computes say so (their origin)
 PULSE = "SVD_PULSE"  # a file: the decode loop appends its progress and sustained rate (helpers.core.pulse)
 DEADLINE = "SVD_DEADLINE"  # seconds since the epoch: run --budget's end, past which decoding stops (helpers.core.pulse)
 PROGRESS = "SVD_PROGRESS"  # "0" turns progress bars off (the runner prints each chapter's progress itself)

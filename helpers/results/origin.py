@@ -52,7 +52,13 @@ def commit() -> dict:
 
 
 @functools.cache
-def origin() -> dict:
-    """What a record stores about where it was computed: commit (and whether the code was changed from it) and
-    machine. Library versions go beside it, as `versions`."""
+def _computed_on() -> dict:
     return {**commit(), "machine": machine()}
+
+
+def origin() -> dict:
+    """What a record stores about where it was computed: commit (and whether the code was changed from it),
+    machine, and the chapter whose kernel computed it where the runner executed one (a release batch counts its
+    records by it). Library versions go beside it, as `versions`."""
+    chapter = os.environ.get(env.CHAPTER)
+    return {**_computed_on(), **({"chapter": chapter} if chapter else {})}

@@ -302,11 +302,15 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
                                "experiment": experiment, "config_hash": run_hash, "batch": name,
                                "bytes": len(blob)}
         batch.files.append(rel)
-        # a run belongs to the first chapter in book order that used it: later chapters read earlier ones' records
-        owner = next((c for c, runs in sorted((chapters or {}).items()) if (experiment, run_hash) in runs),
-                     "unattributed")
-        counts[owner] += len(records)
-        seconds[owner] += sum(float(r["seconds"]) for r in records)
+        # a record names the chapter that computed it (its origin); one stored before records did belongs to the
+        # first chapter in book order that used its run, since later chapters read earlier ones' records
+        run_owner = next((c for c, runs in sorted((chapters or {}).items()) if (experiment, run_hash) in runs),
+                         "unattributed")
+        for r in records:
+            said = r["origin"].get("chapter") if isinstance(r.get("origin"), dict) else None
+            owner = said if isinstance(said, str) and said else run_owner
+            counts[owner] += 1
+            seconds[owner] += float(r["seconds"])
     old_checkpoints = [root / rel for rel in manifest.checkpoints]
     manifest.checkpoints = {}
     for (experiment, run_hash), lines in sorted(pending.items()):

@@ -184,9 +184,9 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
     # The kernel inherits these: explorers print a note, not widgets (helpers.plots.widgets); no tqdm bar is drawn,
     # for it would stay in the page as a stale widget (helpers.core.progress); the kernel counts the stored records
     # it reuses and computes into `usage`, and logs its decoding's progress to `log`; the launch cell
-    # (helpers.runner.launch) has nothing to do.
+    # (helpers.runner.launch) has nothing to do; the records it computes name the chapter (helpers.results.origin).
     kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1",
-                  env.PULSE: str(log)}
+                  env.PULSE: str(log), env.CHAPTER: job.stem}
     if deadline is not None:
         kernel_env[env.DEADLINE] = str(deadline)
         left = deadline - time.time() + GRACE

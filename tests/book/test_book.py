@@ -69,6 +69,21 @@ def test_run_configuration_page_lists_the_profile(built_book):
 
 
 @pytest.mark.book
+def test_every_record_the_book_computed_names_the_chapter_that_computed_it(built_book):
+    """The runner tells each chapter's kernel its name, and the store writes it into each record's origin: a release
+    batch counts its records by it (a later chapter reads and extends an earlier one's runs)."""
+    out, _ = built_book
+    chapters = json.loads((out / CHAPTERS / "run_config.json").read_text())["chapters"]
+    said: dict[str, int] = {}
+    for path in (out / "results").glob("*/*.jsonl"):
+        for line in path.read_text().splitlines():
+            chapter = json.loads(line)["origin"].get("chapter")
+            said[chapter] = said.get(chapter, 0) + 1
+    computed = {stem: c["computed"] for stem, c in chapters.items() if c["computed"]}
+    assert said == computed, (said, computed)
+
+
+@pytest.mark.book
 def test_every_figure_shows_once_and_tables_render(built_book):
     out, _ = built_book
     for stem in toc_chapters():

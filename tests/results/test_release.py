@@ -116,19 +116,21 @@ def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
     assert all(rel in read_manifest(root).files for rel in again.files)
 
 
-def test_a_batch_counts_each_run_under_the_first_chapter_that_used_it(tiny, tmp_path):
-    """A later chapter reads an earlier one's records (chapter 05 reads chapter 04's): the earlier chapter computed
-    them, whatever order the build's run configuration lists the chapters in."""
+def test_a_batch_counts_each_record_under_the_chapter_that_computed_it(tiny, tmp_path, monkeypatch):
+    """A later chapter reads an earlier one's runs (chapter 05 adds samples to chapter 04's): a record computed in a
+    chapter's kernel names that chapter; one that names none belongs to the first chapter in book order that used
+    its run, whatever order the build's run configuration lists the chapters in."""
     from conftest import tiny_problems
 
     model, tokenizer, _ = tiny
     store, root = tmp_path / "store", tmp_path / "release"
     root.mkdir()
-    for settings in (GREEDY, POWER):
-        _decode(model, tokenizer, tiny_problems(), settings, store)
-    runs = {s.method: ("decode", decode_run(model, s, root=store).hash) for s in (GREEDY, POWER)}
-    chapters = {"05_cost": {runs["greedy"], runs["power"]}, "04_power_sampling": {runs["power"]}}
-    batch = add_batch(store, root, commit="x", check=RecordCheck(), chapters=chapters, runs=set(runs.values()))
+    _decode(model, tokenizer, tiny_problems(), GREEDY, store)  # outside the runner: no chapter said
+    monkeypatch.setenv(env.CHAPTER, "05_cost")
+    _decode(model, tokenizer, tiny_problems(), POWER, store)
+    runs = {("decode", decode_run(model, s, root=store).hash) for s in (GREEDY, POWER)}
+    chapters = {"05_cost": runs, "04_power_sampling": runs}
+    batch = add_batch(store, root, commit="x", check=RecordCheck(), chapters=chapters, runs=runs)
     assert read_manifest(root).batches[batch.name]["records_by_chapter"] == {"04_power_sampling": 2, "05_cost": 2}
 
 
