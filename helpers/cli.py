@@ -306,7 +306,17 @@ def _audit(args: argparse.Namespace) -> int:
     if args.store or batches is not None:
         with contextlib.suppress(ReleaseError):  # a local store audited where there is no release
             decodes += [r for r in publish.released_records(root) if r.get("experiment") == "decode"]
-    report = audit_records(chosen, decodes)
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(args.findings, "w")) if args.findings else None
+
+        def found(f) -> None:  # written at once: an audit stopped part-way keeps what it found
+            if out:
+                out.write(json.dumps(f.as_dict()) + "\n")
+                out.flush()
+            if f.problems:
+                print(f"[audit] FAILED {f.where}: " + "; ".join(f.problems), file=sys.stderr, flush=True)
+
+        report = audit_records(chosen, decodes, on_finding=found)
     report.skipped.update(skipped)
     print(report.summary())
     return 1 if report.failed else 0
@@ -441,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="which K records --sample draws")
     p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
     p.add_argument("--store", help="audit a local results store's records instead (e.g. results/, before adding them)")
+    p.add_argument("--findings", metavar="FILE", help="write each record's finding (deviations, completion length, "
+                   "problems) to FILE as a JSON line the moment it is audited")
     p.set_defaults(func=_audit)
     return parser
 

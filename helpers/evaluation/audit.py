@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -70,6 +70,13 @@ class Finding:
     dtype: str = "float32"  # the number format its model ran in
     kind: str = "decode"  # the experiment its record belongs to
     deviation: float = 0.0  # a study's largest relative deviation (`helpers.evaluation.audit_studies`)
+    tokens: int = 0  # a decode's completion length (its sum_logp deviation grows with it)
+
+    def as_dict(self) -> dict:
+        """The finding as one JSON-ready line (`audit --findings`)."""
+        return {"where": self.where, "kind": self.kind, "dtype": self.dtype, "problems": self.problems,
+                "logp_deviation": self.logp_deviation, "tokens": self.tokens, "ties": self.ties,
+                "swapped_gap": self.swapped_gap, "deviation": self.deviation}
 
 
 @dataclass
@@ -149,10 +156,12 @@ def auditable(record: dict) -> str | None:
     return None
 
 
-def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True) -> AuditReport:
+def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
+          on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
     """Audit stored decode records (whole store lines: key, config, result); models load once per identity, and
     a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass). A
-    progress bar (records done, failures so far, the largest deviation) shows where a long audit stands."""
+    progress bar (records done, failures so far, the largest deviation) shows where a long audit stands, and
+    `on_finding` receives each finding as soon as it exists (so an audit stopped part-way keeps what it found)."""
     start = time.perf_counter()
     report = AuditReport()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -180,6 +189,8 @@ def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True) -
             for same in by_prompt.values():
                 found = _audit_batch(m, tokenizer, identity, stops, same, batch_size)
                 report.findings += found
+                for f in found if on_finding else ():
+                    on_finding(f)
                 failed += sum(bool(f.problems) for f in found)
                 largest = max([largest, *(f.logp_deviation for f in found)])
                 shown.update(len(same))
@@ -220,6 +231,7 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
         if not r["tokens"]:
             continue
         tokens = torch.tensor(r["tokens"])
+        f.tokens = len(r["tokens"])
         logp = torch.log_softmax(window, -1).gather(-1, tokens[:, None])[:, 0]
         tolerance = TOLERANCES[f.dtype]
         f.logp_deviation = abs(float(logp.sum()) - float(r["sum_logp"]))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from helpers.core.progress import bar
 from helpers.data.problems import build_prompt, load_problems
@@ -83,14 +83,16 @@ def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
     return auditable, skipped
 
 
-def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
+def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True,
+                  on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
     """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
-    sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason."""
+    sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason;
+    `on_finding` receives each record's finding as soon as it exists."""
     auditable, skipped = split_auditable(records)
     chosen = [r for r in auditable if r["experiment"] == "decode"]
     studies = [r for r in auditable if r["experiment"] != "decode"]
-    report = audit(chosen, progress=progress)
-    more = audit_studies(studies, decodes, progress=progress)
+    report = audit(chosen, progress=progress, on_finding=on_finding)
+    more = audit_studies(studies, decodes, progress=progress, on_finding=on_finding)
     report.findings += more.findings
     report.seconds += more.seconds
     for why, n in skipped.items():
@@ -98,8 +100,10 @@ def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bo
     return report
 
 
-def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bool = True) -> AuditReport:
-    """Compute every study record again (models load once per name and number format) and compare."""
+def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bool = True,
+                  on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
+    """Compute every study record again (models load once per name and number format) and compare;
+    `on_finding` receives each finding as soon as it exists."""
     import time
 
     start = time.perf_counter()
@@ -124,6 +128,8 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
                     f.problems.append(f"its numbers deviate by {f.deviation:.2e} from this machine's (tolerance "
                                       f"{allowed:g})")
                 report.findings.append(f)
+                if on_finding:
+                    on_finding(f)
                 shown.update(1)
             del loaded
     report.seconds = time.perf_counter() - start

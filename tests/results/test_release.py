@@ -274,6 +274,25 @@ def test_the_audit_fails_a_record_with_one_token_changed(smol_release, tmp_path)
     assert "sum_logp" in problems and "argmax" in problems
 
 
+def test_the_audit_command_names_each_finding_as_it_is_audited(smol_release, tmp_path, capsys):
+    """`audit --findings FILE` writes every record's finding (deviation, completion length, problems) as a line when it
+    is audited, and a failure is named on stderr at once: an audit stopped part-way keeps what it found."""
+    from helpers.cli import main
+
+    def change(result):
+        result["sum_logp"] += 0.5
+
+    findings = tmp_path / "findings.jsonl"
+    assert main(["audit", "--all", "--release", str(_tampered(smol_release, tmp_path, change)),
+                 "--findings", str(findings)]) == 1
+    lines = [json.loads(line) for line in findings.read_text().splitlines()]
+    assert len(lines) == 10 and all(line["kind"] == "decode" and line["tokens"] > 0 for line in lines)
+    failed = [line for line in lines if line["problems"]]
+    assert len(failed) == 1 and 0.49 < failed[0]["logp_deviation"] < 0.51
+    assert max(line["logp_deviation"] for line in lines if not line["problems"]) < TOLERANCES["float32"].logp
+    assert f"[audit] FAILED {failed[0]['where']}: sum_logp" in capsys.readouterr().err
+
+
 def test_the_audit_fails_a_record_with_its_logp_edited(smol_release, tmp_path):
     def change(result):
         result["sum_logp"] += 0.5
