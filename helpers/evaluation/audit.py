@@ -8,7 +8,7 @@ by every record that follows it: a problem's records of every method and seed):
 
 * the text, answer and grade follow from the tokens (a changed token changes them);
 * the record's `sum_logp` equals the teacher-forced sum of log p(token) at T = 1, within its number format's
-  `Tolerance.logp`;
+  `Tolerance.allowed` (a floor, or so much a token for long completions, whose every token adds its rounding);
 * a greedy record's every token is the argmax, except where the top two logits are closer than `Tolerance.tie`
   (there float rounding of another batch or machine may pick either);
 * its counts fit its settings: `n_tokens` is the tokens' length, within `max_new_tokens`; a completion ends at a stop
@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -45,12 +46,19 @@ from helpers.results.identity import key_problem, model_identity, problem_key
 class Tolerance:
     """How far a decode may sit from this machine's teacher-forced pass in one number format."""
 
-    logp: float  # nats on a record's sum of log-probabilities
+    logp: float  # nats on a record's sum of log-probabilities, whatever its length
     tie: float  # logits this close at the top may swap between batches and machines: not counted against greedy
+    per_token: float = 0.0  # nats a token beyond that: each token's rounding adds to a long completion's sum
+
+    def allowed(self, tokens: int) -> float:
+        """How far the summed log-probability of a completion of `tokens` tokens may sit from the audit's."""
+        return max(self.logp, self.per_token * tokens)
 
 
 TOLERANCES = {  # measured: the reproducibility page, "The results release"
-    "float32": Tolerance(logp=0.02, tie=0.02),
+    # float32: the 1.5B's greedy decodes of 160 tokens sat up to 1.25e-4 nats a token (0.020 in all) from the audit's
+    # pass, the smaller models' up to 0.014 in all: twice the worst a token, and never less than 0.02
+    "float32": Tolerance(logp=0.02, tie=0.02, per_token=2.5e-4),
     # bfloat16 rounds a logit to 8 bits: the appendix's greedy decodes, computed where it is emulated and audited where
     # it is native, sat up to 1.64 nats from the teacher-forced sums (about 0.01 a token) and picked tokens up to 0.25
     # below the argmax (one step of bfloat16 at logits of 32-64)
@@ -79,6 +87,22 @@ class Finding:
                 "swapped_gap": self.swapped_gap, "deviation": self.deviation}
 
 
+class DecodeDeviations(NamedTuple):
+    """A number format's decodes in an audit: how many, their largest |sum_logp - teacher-forced| in nats, the
+    largest share of its own tolerance a record used, the widest top-two gap where a greedy token was not the
+    argmax, and the near-tie positions left unchecked."""
+
+    n: int
+    logp: float
+    used: float
+    gap: float
+    ties: int
+
+
+def _rule(t: Tolerance) -> str:
+    return f"{t.logp:g} nats, or {t.per_token:g} a token where more" if t.per_token else f"{t.logp:g} nats"
+
+
 @dataclass
 class AuditReport:
     """Every audited record's finding, and what the audit could not check (with why)."""
@@ -95,14 +119,15 @@ class AuditReport:
     def max_logp_deviation(self) -> float:
         return max((f.logp_deviation for f in self.findings), default=0.0)
 
-    def by_dtype(self) -> dict[str, tuple[int, float, float, int]]:
-        """Per number format of the decodes: how many were audited, their largest |sum_logp - teacher-forced|, the
-        widest top-two gap where a greedy token was not the argmax, and the near-tie positions left unchecked."""
-        out: dict[str, tuple[int, float, float, int]] = {}
+    def by_dtype(self) -> dict[str, DecodeDeviations]:
+        """Per number format of the decodes: how far they sat from the audit's passes (`DecodeDeviations`)."""
+        out: dict[str, DecodeDeviations] = {}
         for f in self.findings:
             if f.kind == "decode":
-                n, logp, gap, ties = out.get(f.dtype, (0, 0.0, 0.0, 0))
-                out[f.dtype] = (n + 1, max(logp, f.logp_deviation), max(gap, f.swapped_gap), ties + f.ties)
+                d = out.get(f.dtype, DecodeDeviations(0, 0.0, 0.0, 0.0, 0))
+                used = f.logp_deviation / TOLERANCES[f.dtype].allowed(f.tokens)
+                out[f.dtype] = DecodeDeviations(d.n + 1, max(d.logp, f.logp_deviation), max(d.used, used),
+                                                max(d.gap, f.swapped_gap), d.ties + f.ties)
         return out
 
     def by_kind(self) -> dict[str, tuple[int, float]]:
@@ -119,10 +144,11 @@ class AuditReport:
         decodes = sum(f.kind == "decode" for f in self.findings)
         lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; "
                  f"{decodes} decodes; not audited: {skipped}"]
-        lines += [f"  {dtype} decodes: {n}, largest |sum_logp - teacher-forced| {logp:.2e} nats (tolerance "
-                  f"{TOLERANCES[dtype].logp}), widest top-two gap where greedy was not the argmax {gap:.3f} (tie "
-                  f"tolerance {TOLERANCES[dtype].tie}), near-ties skipped: {ties} positions"
-                  for dtype, (n, logp, gap, ties) in sorted(self.by_dtype().items())]
+        lines += [f"  {dtype} decodes: {d.n}, largest |sum_logp - teacher-forced| {d.logp:.2e} nats (tolerance "
+                  f"{_rule(TOLERANCES[dtype])}; the closest record used {d.used:.0%} of its own), widest top-two gap "
+                  f"where greedy was not the argmax {d.gap:.3f} (tie tolerance {TOLERANCES[dtype].tie}), near-ties "
+                  f"skipped: {d.ties} positions"
+                  for dtype, d in sorted(self.by_dtype().items())]
         lines += [f"  {kind}: {n} records, largest relative deviation {largest:.2e}"
                   for kind, (n, largest) in sorted(self.by_kind().items())]
         lines += [f"  FAILED {f.where}: " + "; ".join(f.problems) for f in self.failed]
@@ -235,8 +261,9 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
         logp = torch.log_softmax(window, -1).gather(-1, tokens[:, None])[:, 0]
         tolerance = TOLERANCES[f.dtype]
         f.logp_deviation = abs(float(logp.sum()) - float(r["sum_logp"]))
-        if not f.logp_deviation <= tolerance.logp:
-            f.problems.append(f"sum_logp {r['sum_logp']:.4f}, teacher-forced {float(logp.sum()):.4f}")
+        if not f.logp_deviation <= tolerance.allowed(f.tokens):
+            f.problems.append(f"sum_logp {r['sum_logp']:.4f}, teacher-forced {float(logp.sum()):.4f} (tolerance "
+                              f"{tolerance.allowed(f.tokens):.3g} for {f.tokens} tokens)")
         if record["config"].get("method") == "greedy":
             top2 = window.topk(2, dim=-1)
             best = top2.indices[:, 0]

@@ -301,6 +301,28 @@ def test_the_audit_fails_a_record_with_its_logp_edited(smol_release, tmp_path):
     assert len(report.failed) == 1 and "sum_logp" in report.failed[0].problems[0], report.summary()
 
 
+def test_a_long_completions_sum_may_sit_so_much_a_token_off(smol_release, tmp_path, monkeypatch):
+    """Each token's rounding adds to a completion's summed log-probability, so the tolerance grows with the
+    completion's length past its floor: a sum 0.05 nats off fails at the measured rate and passes at a rate that
+    allows 0.06 for the record's length."""
+    import dataclasses
+
+    import helpers.evaluation.audit as audit_module
+
+    def change(result):
+        result["sum_logp"] += 0.05
+
+    tampered = released_records(_tampered(smol_release, tmp_path, change))
+    failed = audit(tampered).failed
+    assert len(failed) == 1 and "(tolerance 0.02 for" in failed[0].problems[0]
+    float32 = TOLERANCES["float32"]
+    assert float32.allowed(1) == float32.logp and float32.allowed(10_000) == 10_000 * float32.per_token
+    monkeypatch.setitem(audit_module.TOLERANCES, "float32",
+                        dataclasses.replace(float32, per_token=0.06 / failed[0].tokens))
+    report = audit(tampered)
+    assert not report.failed and 0.8 < report.by_dtype()["float32"].used <= 1, report.summary()
+
+
 def test_the_audit_fails_a_record_whose_counts_do_not_fit_its_settings(smol_release, tmp_path):
     def change(result):
         result["decoded_tokens"] += 3
@@ -372,7 +394,7 @@ def test_bfloat16_decodes_are_audited_within_their_own_tolerance(tmp_path):
     records = stored_records(store)
     report = audit(records, progress=False)
     assert len(report.findings) == 4 and not report.failed, report.summary()
-    assert set(report.by_dtype()) == {"bfloat16"} and "tolerance 0.02)" not in report.summary()
+    assert set(report.by_dtype()) == {"bfloat16"} and "(tolerance 2.5 nats;" in report.summary()
     edited = copy.deepcopy(records)
     edited[0]["result"]["sum_logp"] += 2 * TOLERANCES["bfloat16"].logp
     assert len(audit(edited, progress=False).failed) == 1
