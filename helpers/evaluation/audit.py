@@ -145,7 +145,7 @@ class AuditReport:
         lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; "
                  f"{decodes} decodes; not audited: {skipped}"]
         lines += [f"  {dtype} decodes: {d.n}, largest |sum_logp - teacher-forced| {d.logp:.2e} nats (tolerance "
-                  f"{_rule(TOLERANCES[dtype])}; the closest record used {d.used:.0%} of its own), widest top-two gap "
+                  f"{_rule(TOLERANCES[dtype])}; no record used more than {d.used:.0%} of its own), widest top-two gap "
                   f"where greedy was not the argmax {d.gap:.3f} (tie tolerance {TOLERANCES[dtype].tie}), near-ties "
                   f"skipped: {d.ties} positions"
                   for dtype, d in sorted(self.by_dtype().items())]
