@@ -279,6 +279,23 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resume(findings: Path, chosen: list[dict]) -> tuple[list, list[dict]]:
+    """The findings an earlier audit of `chosen` left in `findings` that passed, and the records still to audit; the
+    file is rewritten to hold just those findings (its failures are audited anew), replaced whole so that a stop
+    here loses nothing."""
+    from helpers.evaluation.audit import earlier_findings, record_label
+
+    done = earlier_findings(findings.read_text().splitlines(), {record_label(r) for r in chosen})
+    passed = {f.where for f in done}
+    rest = [r for r in chosen if record_label(r) not in passed]
+    print(f"[audit] resuming: {len(done)} records passed in an earlier run ({findings}); {len(rest)} to audit",
+          file=sys.stderr)
+    kept = findings.with_suffix(".resumed")
+    kept.write_text("".join(json.dumps(f.as_dict()) + "\n" for f in done))
+    kept.replace(findings)
+    return done, rest
+
+
 def _audit(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -290,6 +307,10 @@ def _audit(args: argparse.Namespace) -> int:
     if args.store and (args.since or args.batch or args.release):
         print("audit: --store audits a local store's records; --since, --batch and --release choose the release's. "
               "Give one or the other.", file=sys.stderr)
+        return 2
+    if args.resume and not args.findings:
+        print("audit: --resume goes on from the findings of an earlier run: name its file with --findings FILE.",
+              file=sys.stderr)
         return 2
     batches = set(args.batch) if args.batch else None
     if args.since:
@@ -306,8 +327,15 @@ def _audit(args: argparse.Namespace) -> int:
     if args.store or batches is not None:
         with contextlib.suppress(ReleaseError):  # a local store audited where there is no release
             decodes += [r for r in publish.released_records(root) if r.get("experiment") == "decode"]
+    done = []
+    if args.resume and Path(args.findings).exists():
+        try:
+            done, chosen = _resume(Path(args.findings), chosen)
+        except ValueError as err:
+            print(f"audit: cannot resume from {args.findings}: {err}", file=sys.stderr)
+            return 2
     with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.findings, "w")) if args.findings else None
+        out = stack.enter_context(open(args.findings, "a" if args.resume else "w")) if args.findings else None
 
         def found(f) -> None:  # written at once: an audit stopped part-way keeps what it found
             if out:
@@ -317,6 +345,7 @@ def _audit(args: argparse.Namespace) -> int:
                 print(f"[audit] FAILED {f.where}: " + "; ".join(f.problems), file=sys.stderr, flush=True)
 
         report = audit_records(chosen, decodes, on_finding=found)
+    report.findings[:0], report.resumed = done, len(done)
     report.skipped.update(skipped)
     print(report.summary())
     return 1 if report.failed else 0
@@ -453,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", help="audit a local results store's records instead (e.g. results/, before adding them)")
     p.add_argument("--findings", metavar="FILE", help="write each record's finding (deviations, completion length, "
                    "problems) to FILE as a JSON line the moment it is audited")
+    p.add_argument("--resume", action="store_true", help="go on from an audit that stopped: the records whose "
+                   "findings in FILE (--findings) passed are not audited again; its failures are")
     p.set_defaults(func=_audit)
     return parser
 

@@ -23,6 +23,7 @@ makes coarser.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -110,6 +111,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    resumed: int = 0  # findings of an earlier run that stopped, read back (`earlier_findings`), not audited again
 
     @property
     def failed(self) -> list[Finding]:
@@ -142,8 +144,10 @@ class AuditReport:
     def summary(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
         decodes = sum(f.kind == "decode" for f in self.findings)
-        lines = [f"audited {len(self.findings)} records in {self.seconds:.0f} s: {len(self.failed)} failed; "
-                 f"{decodes} decodes; not audited: {skipped}"]
+        timed = (f"{len(self.findings)} records in {self.seconds:.0f} s" if not self.resumed else
+                 f"{len(self.findings)} records ({self.resumed} by an earlier run, read from its findings; this "
+                 f"run's {len(self.findings) - self.resumed} in {self.seconds:.0f} s)")
+        lines = [f"audited {timed}: {len(self.failed)} failed; {decodes} decodes; not audited: {skipped}"]
         lines += [f"  {dtype} decodes: {d.n}, largest |sum_logp - teacher-forced| {d.logp:.2e} nats (tolerance "
                   f"{_rule(TOLERANCES[dtype])}; no record used more than {d.used:.0%} of its own), widest top-two gap "
                   f"where greedy was not the argmax {d.gap:.3f} (tie tolerance {TOLERANCES[dtype].tie}), near-ties "
@@ -153,6 +157,41 @@ class AuditReport:
                   for kind, (n, largest) in sorted(self.by_kind().items())]
         lines += [f"  FAILED {f.where}: " + "; ".join(f.problems) for f in self.failed]
         return "\n".join(lines)
+
+
+def record_label(record: dict) -> str:
+    """How an audit names a record in its findings: its experiment, config hash and key, and a decode's method."""
+    label = f"{record['experiment']}/{record['config_hash']} {record['key']}"
+    return f"{label} ({record['config'].get('method')})" if record["experiment"] == "decode" else label
+
+
+def earlier_findings(lines: list[str], labels: set[str]) -> list[Finding]:
+    """The findings an earlier audit of these records wrote before it stopped (`audit --resume`), which this one
+    need not repeat: the passed ones. A failure is dropped, so its record is audited again (to confirm it), and so is
+    a last line cut short by the interruption; any other line that is not a finding, or a finding of a record this
+    audit does not hold (the file of another audit), is a ValueError that says which."""
+    fields = set(Finding("").as_dict())
+    kept: dict[str, Finding] = {}
+    for n, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict) or set(entry) != fields:
+                raise ValueError
+            f = Finding(**entry)
+            numbers = (f.logp_deviation, f.tokens, f.ties, f.swapped_gap, f.deviation)
+            if not (isinstance(f.where, str) and isinstance(f.problems, list) and all(
+                    isinstance(x, float | int) for x in numbers)):
+                raise ValueError
+        except (ValueError, TypeError):
+            if n == len(lines):  # the line being written when the audit stopped
+                break
+            raise ValueError(f"line {n} is not an audit finding: {line[:80]!r}") from None
+        if f.where not in labels:
+            raise ValueError(f"line {n} is the finding of {f.where}, which this audit does not hold: were the "
+                             "findings written by an audit of other batches?")
+        if not f.problems and all(math.isfinite(x) and x >= 0 for x in numbers):
+            kept[f.where] = f
+    return list(kept.values())
 
 
 def problem_from_id(problem_id: str):
@@ -231,8 +270,7 @@ def _audit_batch(model, tokenizer, identity: dict, stops: set[int], records: lis
     findings, prompts = [], []
     for record in records:
         c, r = record["config"], record["result"]
-        f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']} ({c.get('method')})",
-                    dtype=c["dtype"])
+        f = Finding(record_label(record), dtype=c["dtype"])
         findings.append(f)
         for k in ("weights", "depth", "truncation", "dtype"):
             if c.get(k) != identity.get(k):

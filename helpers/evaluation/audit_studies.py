@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from helpers.core.progress import bar
 from helpers.data.problems import build_prompt, load_problems
 from helpers.data.sequences import analysis_sequence, solution_sequence
-from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, problem_from_id
+from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, problem_from_id, record_label
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth, critical_depth
 from helpers.results.identity import key_name, model_identity, sequence_key
@@ -118,7 +118,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
         for (name, dtype), group in sorted(by_model.items()):
             loaded = load_model(name, dtype=dtype)[:2] if name else None
             for record in group:
-                f = Finding(f"{record['experiment']}/{record['config_hash']} {record['key']}", kind=record["experiment"])
+                f = Finding(record_label(record), kind=record["experiment"])
                 try:
                     _audit_one(record, loaded, solutions, graded, f)
                 except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from

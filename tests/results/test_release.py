@@ -293,6 +293,47 @@ def test_the_audit_command_names_each_finding_as_it_is_audited(smol_release, tmp
     assert f"[audit] FAILED {failed[0]['where']}: sum_logp" in capsys.readouterr().err
 
 
+def test_a_stopped_audit_goes_on_from_its_findings(smol_release, tmp_path, capsys):
+    """`audit --resume` does not audit again the records whose findings passed before the audit stopped; a failure
+    and the line cut short by the stop are audited anew, and the file ends with one finding per record."""
+    from helpers.cli import main
+
+    def change(result):
+        result["sum_logp"] += 0.5
+
+    release, findings = str(_tampered(smol_release, tmp_path, change)), tmp_path / "findings.jsonl"
+    assert main(["audit", "--all", "--release", release, "--findings", str(findings)]) == 1
+    lines = findings.read_text().splitlines()
+    cut = max(i for i, line in enumerate(lines) if not json.loads(line)["problems"])
+    findings.write_text("\n".join(lines[:cut] + lines[cut + 1:] + [lines[cut][:40]]))  # stopped mid-line
+    capsys.readouterr()
+    assert main(["audit", "--all", "--release", release, "--findings", str(findings), "--resume"]) == 1
+    out, err = capsys.readouterr()
+    assert "resuming: 8 records passed in an earlier run" in err and "; 2 to audit" in err
+    assert "audited 10 records (8 by an earlier run, read from its findings; this run's 2 in" in out
+    assert "1 failed" in out
+    again = [json.loads(line) for line in findings.read_text().splitlines()]
+    assert sorted(f["where"] for f in again) == sorted(json.loads(line)["where"] for line in lines)
+    assert sum(bool(f["problems"]) for f in again) == 1
+
+
+def test_an_audit_refuses_to_resume_from_findings_it_did_not_write(smol_release, tmp_path, capsys):
+    """Findings of records this audit does not hold, or a line that is not a finding, stop the audit before any
+    work, with a message that names the line; the file is left as it was."""
+    from helpers.cli import main
+    from helpers.evaluation.audit import Finding
+
+    findings = tmp_path / "findings.jsonl"
+    assert main(["audit", "--all", "--release", str(smol_release), "--resume"]) == 2
+    assert "--findings FILE" in capsys.readouterr().err
+    for text, why in ((json.dumps(Finding("decode/0123 another-batch (greedy)").as_dict()) + "\n",
+                       "line 1 is the finding of decode/0123 another-batch (greedy), which this audit does not hold"),
+                      ('{"where": "x"}\n{}\n', "line 1 is not an audit finding")):
+        findings.write_text(text)
+        assert main(["audit", "--all", "--release", str(smol_release), "--findings", str(findings), "--resume"]) == 2
+        assert why in capsys.readouterr().err and findings.read_text() == text
+
+
 def test_the_audit_fails_a_record_with_its_logp_edited(smol_release, tmp_path):
     def change(result):
         result["sum_logp"] += 0.5
