@@ -55,6 +55,10 @@ class Tolerance:
         """How far the summed log-probability of a completion of `tokens` tokens may sit from the audit's."""
         return max(self.logp, self.per_token * tokens)
 
+    def rule(self) -> str:
+        """The sum's tolerance in words, for the audit's summary."""
+        return f"{self.logp:g} nats, or {self.per_token:g} a token where more" if self.per_token else f"{self.logp:g} nats"
+
 
 TOLERANCES = {  # measured: the reproducibility page, "The results release"
     # float32: the 1.5B's greedy decodes of 160 tokens sat up to 1.25e-4 nats a token (0.020 in all) from the audit's
@@ -98,10 +102,6 @@ class DecodeDeviations(NamedTuple):
     used: float
     gap: float
     ties: int
-
-
-def _rule(t: Tolerance) -> str:
-    return f"{t.logp:g} nats, or {t.per_token:g} a token where more" if t.per_token else f"{t.logp:g} nats"
 
 
 @dataclass
@@ -149,7 +149,7 @@ class AuditReport:
                  f"run's {len(self.findings) - self.resumed} in {self.seconds:.0f} s)")
         lines = [f"audited {timed}: {len(self.failed)} failed; {decodes} decodes; not audited: {skipped}"]
         lines += [f"  {dtype} decodes: {d.n}, largest |sum_logp - teacher-forced| {d.logp:.2e} nats (tolerance "
-                  f"{_rule(TOLERANCES[dtype])}; no record used more than {d.used:.0%} of its own), widest top-two gap "
+                  f"{TOLERANCES[dtype].rule()}; no record used more than {d.used:.0%} of its own), widest top-two gap "
                   f"where greedy was not the argmax {d.gap:.3f} (tie tolerance {TOLERANCES[dtype].tie}), near-ties "
                   f"skipped: {d.ties} positions"
                   for dtype, d in sorted(self.by_dtype().items())]
@@ -254,8 +254,9 @@ def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
             for same in by_prompt.values():
                 found = _audit_batch(m, tokenizer, identity, stops, same, batch_size)
                 report.findings += found
-                for f in found if on_finding else ():
-                    on_finding(f)
+                if on_finding:
+                    for f in found:
+                        on_finding(f)
                 failed += sum(bool(f.problems) for f in found)
                 largest = max([largest, *(f.logp_deviation for f in found)])
                 shown.update(len(same))
