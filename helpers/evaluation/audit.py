@@ -179,8 +179,8 @@ def earlier_findings(lines: list[str], labels: set[str]) -> list[Finding]:
                 raise ValueError
             f = Finding(**entry)
             numbers = (f.logp_deviation, f.tokens, f.ties, f.swapped_gap, f.deviation)
-            if not (isinstance(f.where, str) and isinstance(f.problems, list) and all(
-                    isinstance(x, float | int) for x in numbers)):
+            if not (isinstance(f.where, str) and isinstance(f.problems, list) and f.dtype in TOLERANCES
+                    and isinstance(f.kind, str) and all(isinstance(x, float | int) for x in numbers)):
                 raise ValueError
         except (ValueError, TypeError):
             if n == len(lines):  # the line being written when the audit stopped

@@ -328,7 +328,8 @@ def test_an_audit_refuses_to_resume_from_findings_it_did_not_write(smol_release,
     assert "--findings FILE" in capsys.readouterr().err
     for text, why in ((json.dumps(Finding("decode/0123 another-batch (greedy)").as_dict()) + "\n",
                        "line 1 is the finding of decode/0123 another-batch (greedy), which this audit does not hold"),
-                      ('{"where": "x"}\n{}\n', "line 1 is not an audit finding")):
+                      ('{"where": "x"}\n{}\n', "line 1 is not an audit finding"),
+                      (json.dumps(Finding("x", dtype="float16").as_dict()) + "\n{}\n", "line 1 is not an audit finding")):
         findings.write_text(text)
         assert main(["audit", "--all", "--release", str(smol_release), "--findings", str(findings), "--resume"]) == 2
         assert why in capsys.readouterr().err and findings.read_text() == text
