@@ -285,9 +285,10 @@ def _resume(findings: Path, chosen: list[dict]) -> tuple[list, list[dict]]:
     here loses nothing."""
     from helpers.evaluation.audit import earlier_findings, record_label
 
-    done = earlier_findings(findings.read_text().splitlines(), {record_label(r) for r in chosen})
+    labelled = [(record_label(r), r) for r in chosen]
+    done = earlier_findings(findings.read_text().splitlines(), {label for label, _ in labelled})
     passed = {f.where for f in done}
-    rest = [r for r in chosen if record_label(r) not in passed]
+    rest = [r for label, r in labelled if label not in passed]
     print(f"[audit] resuming: {len(done)} records passed in an earlier run ({findings}); {len(rest)} to audit",
           file=sys.stderr)
     kept = findings.with_suffix(".resumed")
