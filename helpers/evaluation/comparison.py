@@ -22,18 +22,17 @@ def search_order(problems: Sequence[Problem], search_problems: int | None) -> li
     return interleaved(problems, None)
 
 
-def search_limits(depth: int, n_layers: int, search_problems: int | None, truncated: bool = True) -> dict[str, int]:
-    """Which decodes run on the first `search_problems` problems only, at `depth`: the searches off the headline.
+def search_limits(search_problems: int | None) -> dict[str, int]:
+    """Which decodes run on the first `search_problems` problems only, at every depth: SMC, the search off the answer.
 
-    The headline, MH at a stitched depth against greedy at the full depth, runs on every problem, as do the cheap
-    decodes (greedy, low temperature, T = 1); MH at the full depth and SMC at every depth take the subset. Where no
-    truncated depth runs (`truncated` False: a model whose critical depth is its full depth), the headline is MH at
-    the full depth, on every problem. One function, so that chapter 05 reads exactly the records chapter 04 wrote.
+    Every method the answer's decomposition pairs runs on every problem at every depth: greedy, low temperature,
+    T = 1 and MH, so that what the cut costs, what the search recovers at the cut and what it gains at the full
+    depth are paired differences over the same problems. SMC, a second sampler of the same target, takes the subset
+    at every depth, and is compared only with the other methods restricted to it. One function, so that chapter 05
+    reads exactly the records chapter 04 wrote.
     """
     if search_problems is None:
         return {}
-    if depth == n_layers and truncated:
-        return {"power": search_problems, "smc": search_problems}
     return {"smc": search_problems}
 
 
@@ -43,7 +42,7 @@ def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int
     the full depth and each of `depths` (None: the depth just below it). Pass it to `sample_at_depths` as the
     variants and their limits; both chapters do, so they read the same records."""
     order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
-    return {("stitch", d): search_limits(d, n_layers, search_problems, truncated=len(order) > 1) for d in order}
+    return {("stitch", d): search_limits(search_problems) for d in order}
 
 
 def _noise_word(d: PairedDifference) -> str:

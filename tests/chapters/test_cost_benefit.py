@@ -136,7 +136,7 @@ def test_report_arithmetic_is_glued_with_both_counts():
 
 def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(tiny_dir, tmp_path, monkeypatch):
     """With search_problems = 2 of 3: the headline (MH at the stitched depth, greedy at the full one) on every
-    problem, MH at the full depth and SMC on the first two of the chapters' order; chapter 05 decodes no search
+    problem, MH at the full depth too, SMC on the first two of the chapters' order; chapter 05 decodes no search
     again, and its matched baselines stay on the subset."""
     from helpers.chapters.power_sampling import steps_sweep
     from helpers.evaluation.comparison import depth_plan, search_limits, search_order
@@ -144,17 +144,15 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     order = search_order(PROBLEMS, 2)
     assert [p.level for p in order] == [1, 2, 3] and search_order(PROBLEMS, None) == PROBLEMS
-    assert search_limits(4, 4, 2) == {"power": 2, "smc": 2} and search_limits(3, 4, 2) == {"smc": 2}
-    assert search_limits(3, 4, None) == {}
-    assert search_limits(4, 4, 2, truncated=False) == {"smc": 2}  # no truncation: MH at full depth is the headline
+    assert search_limits(2) == {"smc": 2} and search_limits(None) == {}  # MH on every problem, at every depth
     assert list(depth_plan(4, [2, 3, 4], 2).items()) == [  # deepest first, the full depth once
-        (("stitch", 4), {"power": 2, "smc": 2}), (("stitch", 3), {"smc": 2}), (("stitch", 2), {"smc": 2})]
+        (("stitch", 4), {"smc": 2}), (("stitch", 3), {"smc": 2}), (("stitch", 2), {"smc": 2})]
     assert depth_plan(4, None, None) == {("stitch", 4): {}, ("stitch", 3): {}}
     assert depth_plan(4, [], 2) == {("stitch", 4): {"smc": 2}}  # only the full depth: MH there on every problem
     rows = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, search_problems=2, **SETTINGS)
     full, cut = rows
     assert (full.depth, cut.depth) == (4, 3)
-    assert (full.count("power"), full.count("smc"), full.count("greedy")) == (2, 2, 3)
+    assert (full.count("power"), full.count("smc"), full.count("greedy")) == (3, 2, 3)
     assert (cut.count("power"), cut.count("smc"), cut.count("low")) == (3, 2, 3)
     assert "[" in full.interval("power")
 
@@ -165,7 +163,7 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     monkeypatch.setattr(sampling, "smc_work", no_search)
     m = ch.measure(str(tiny_dir), PROBLEMS, [3], SEARCHES, matched=True, search_problems=2, **SETTINGS)
     by = {(p.depth, p.method): p for p in m.points}
-    assert by[(3, "power")].n_problems == 3 and by[(4, "power")].n_problems == 2
+    assert by[(3, "power")].n_problems == 3 and by[(4, "power")].n_problems == 3
     assert all(p.n_problems == 2 for p in m.points if p.matched)
     assert ch.matched_comparisons(m)  # paired over the problems both ran
     monkeypatch.undo()
