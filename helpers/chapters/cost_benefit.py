@@ -17,7 +17,7 @@ from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import counted, significant
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
-from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
+from helpers.evaluation.comparison import comparisons_table, depth_plan, power_subset, search_order, subset_size
 from helpers.evaluation.cost import (
     Shape,
     block_ends,
@@ -166,7 +166,7 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
 
 def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] | None, searches: Searches, *,
             n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
-            engine: str = "slot", search_problems: int | None = None,
+            engine: str = "slot", search_problems: int | None = None, power_subsets: dict[str, int] | None = None,
             critical_sweep: SweepSettings | dict | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
@@ -176,10 +176,11 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
     whether the model still works there. The decodes are chapter 04's: the same settings
     (`helpers.samplers.settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
-    (`search_problems`: chapter 04's `search_order` and `search_limits`); the matched baselines, being off the
-    headline, run on the searches' subset.
+    (`search_problems` and `power_subsets`: chapter 04's `search_order` and `search_limits`); the matched
+    baselines, being off the headline, run on the searches' subset.
     """
-    problems = search_order(problems, search_problems)
+    mh_subset = power_subset(power_subsets, name)
+    problems = search_order(problems, subset_size(search_problems, power_subsets))
     model, tokenizer, info = load_model(name)
     L = info.n_layers
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
@@ -188,7 +189,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
-    plan = depth_plan(L, list(choose_depths(model, name, L, depths, sweep).depths), search_problems)
+    plan = depth_plan(L, list(choose_depths(model, name, L, depths, sweep).depths), search_problems, mh_subset)
     by_variant = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                   **common)
     for (_, depth), by_method in by_variant.items():
@@ -495,23 +496,37 @@ SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glue
 # --------------------------------------------------------------------------------------------------
 
 
+def headline_set(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
+    """(the points measured on every problem, those measured on a subset): SMC and the compute-matched baselines run
+    on the searches' first problems only, so they are compared with each other and with the rest restricted to
+    those problems, never set on a front drawn through points on every problem."""
+    n = max(p.n_problems for p in points)
+    return [p for p in points if p.n_problems == n], [p for p in points if p.n_problems < n]
+
+
 def pareto_front(points: Sequence[Point]) -> list[Point]:
-    """The points no other point beats on both cost and accuracy: cheapest first, each more accurate than all
-    cheaper ones (ties in cost keep the more accurate)."""
+    """The points no other point beats on both cost and accuracy, among those on every problem (`headline_set`):
+    cheapest first, each more accurate than all cheaper ones (ties in cost keep the more accurate)."""
     front: list[Point] = []
-    for p in sorted(points, key=lambda p: (p.flops, -p.accuracy)):
+    for p in sorted(headline_set(points)[0], key=lambda p: (p.flops, -p.accuracy)):
         if not front or p.accuracy > front[-1].accuracy:
             front.append(p)
     return front
 
 
+def _restricted(p: Point, k: int) -> str:
+    return percent_with_interval(float(np.mean(p.scores[:k])), k)
+
+
 def front_sentence(points: Sequence[Point]) -> str:
-    """Which method gives the best measured accuracy at which budget, cheapest first."""
+    """Which method gives the best measured accuracy at which budget, cheapest first, on every problem; then the
+    methods measured on the searches' subset, each beside full-depth greedy on the same problems."""
     front = pareto_front(points)
     parts = [f"{p.method} at {p.depth} blocks ({significant(p.flops / 1e9)} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
              for p in front]
     power_on = sorted({p.method for p in front if p.method in ("power", "SMC")})
-    text = "Cheapest first, the methods that beat every cheaper one are: " + "; ".join(parts) + ". "
+    text = (f"Cheapest first, among the methods run on all {counted(front[0].n_problems, 'problem')}, those that "
+            "beat every cheaper one are: " + "; ".join(parts) + ". ")
     names = {("power",): "Power sampling", ("SMC",): "Power sampling (SMC)", ("SMC", "power"): "Power sampling, "
              "by MH and by SMC,"}
     text += (f"{names[tuple(power_on)]} is on this front." if power_on else
@@ -521,6 +536,19 @@ def front_sentence(points: Sequence[Point]) -> str:
     if len(front) > 1 and any(hi > front[-1].accuracy for _, hi in widths[:-1]):
         text += (" The front is drawn through point estimates: neighbouring points on it lie inside each other's "
                  "95% intervals, so its order is suggestive, not settled.")
+    full, subset = headline_set(points)
+    searched = [p for p in subset if not p.matched]
+    if searched:
+        k = min(p.n_problems for p in searched)
+        greedy = max((p for p in full if p.method == "greedy"), key=lambda p: p.depth)
+        methods = sorted({p.method for p in searched})
+        listed = "; ".join(f"{p.method} at {p.depth} blocks {_restricted(p, k)} for {significant(p.flops / 1e9)} GFLOPs"
+                           for p in searched)
+        text += (f" {' and '.join(methods)} ran on the first {counted(k, 'problem')} only, so "
+                 f"{'it stands' if len(methods) == 1 else 'they stand'} off the front (faded and marked † in the "
+                 f"figure); on those problems greedy at the full "
+                 f"{greedy.depth} blocks scored {_restricted(greedy, k)} for {significant(greedy.flops / 1e9)} GFLOPs, "
+                 f"against {listed}.")
     return text
 
 

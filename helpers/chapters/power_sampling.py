@@ -9,10 +9,16 @@ import numpy as np
 
 from helpers.core.numbers import counted
 from helpers.data.problems import Problem
-from helpers.data.published import REPORT_HEADLINE, REPORT_PROBLEMS
+from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
-from helpers.evaluation.comparison import comparisons_table, depth_plan, search_order
+from helpers.evaluation.comparison import (
+    comparisons_table,
+    depth_plan,
+    power_subset,
+    search_order,
+    subset_size,
+)
 from helpers.evaluation.cost import model_cost, model_size, token_multiplier
 from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
 from helpers.evaluation.decodes import (
@@ -28,7 +34,14 @@ from helpers.evaluation.decodes import (
     sample_methods,
     tokens_per_problem,
 )
-from helpers.evaluation.stats import PairedDifference, paired_difference, paired_prefix, percent_with_interval
+from helpers.evaluation.decomposition import SEARCHES, TERMS, Decomposition, decompose
+from helpers.evaluation.stats import (
+    PairedDifference,
+    paired_difference,
+    paired_prefix,
+    percent_with_interval,
+    wilson,
+)
 from helpers.models.loading import load_model
 from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
@@ -162,6 +175,7 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
 def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
                     searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
+                    power_subsets: dict[str, int] | None = None,
                     critical_sweep: SweepSettings | dict | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
     depth.
@@ -170,10 +184,11 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
     or relative to each model's critical depth as chapter 03 stored it under `critical_sweep` ('critical',
     'critical-1'; `helpers.evaluation.critical`). Every decode
     is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
-    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, the
-    searches off the headline run on that many problems only (`search_limits`).
+    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
+    runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
+    names (`search_limits`).
     """
-    problems = search_order(problems, search_problems)
+    order = search_order(problems, subset_size(search_problems, power_subsets))
     rows = []
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
@@ -182,15 +197,15 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
-        plan = depth_plan(n_layers, list(choice.depths), search_problems)
-        decoded = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
+        plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
+        decoded = sample_at_depths(model, tokenizer, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                    batch_size=batch_size, engine=engine)
         for (_, depth), runs in decoded.items():
             greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
             chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
             rows.append(DepthRow(
-                model=name, depth=depth, n_layers=n_layers, n_problems=len(problems),
+                model=name, depth=depth, n_layers=n_layers, n_problems=len(order),
                 accuracy={"greedy": mean_accuracy(greedy), "low": mean_accuracy(low),
                           "temperature": mean_accuracy(warm), "best_of_n": best_of_n(warm),
                           "majority": majority_vote(warm), "power": mean_accuracy(chains),
@@ -238,12 +253,18 @@ def results_table(rows: Sequence[DepthRow]) -> str:
 def outcomes_table(rows: Sequence[DepthRow]) -> str:
     """How greedy and power-sampled answers end at each depth of the first model: where the failures are."""
     mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
-    lines = ["| depth | method | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
+    lines = ["| depth | method | problems | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 3) + "|"]
+    subsets = set()
     for r in mine:
         for method in (m for m in ("greedy", "power", "smc") if m in r.outcomes):
-            shares = r.outcomes[method]
-            lines.append(f"| {r.depth}/{r.n_layers} | {method} | "
+            shares, n = r.outcomes[method], r.count(method)
+            mark = " †" if n < r.n_problems else ""
+            subsets |= {(n, r.n_problems)} if mark else set()
+            lines.append(f"| {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
                          + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + " |")
+    for k, n in sorted(subsets):
+        lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
+                      "not with the rows on every problem."]
     return "\n".join(lines)
 
 
@@ -284,6 +305,24 @@ def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, PairedDifference]]:
     return out
 
 
+ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and what it says of one model
+    (True, "clear"): ("No", "power sampling does not win back what truncation costs"),
+    (True, "borderline"): ("Probably not", "power sampling falls short of what truncation costs"),
+    (True, "noise"): ("Not shown", "power sampling stays below, within the noise"),
+    (False, "clear"): ("Yes", "power sampling wins back what truncation costs"),
+    (False, "borderline"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but "
+                                                    "these problems cannot tell a win from a tie"),
+    (False, "noise"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but these "
+                                               "problems cannot tell a win from a tie"),
+}
+
+
+def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
+    """The answer's word and clause for one model, from whether the search at the cut scored below full-depth greedy
+    and where their paired difference stands against its noise (`ANSWERS`: the one owner of these words)."""
+    return ANSWERS[(below, "clear" if d.clear else "borderline" if d.borderline else "noise")]
+
+
 def verdict(rows: Sequence[DepthRow]) -> dict:
     """The chapter's answer for the first model: the best power-sampled truncation against full-depth greedy,
     with the paired interval that says whether the difference is more than noise."""
@@ -303,14 +342,8 @@ def verdict(rows: Sequence[DepthRow]) -> dict:
                  "borderline (the interval and the paired test disagree): the direction is suggestive, but "
                  f"{d.n} problems cannot settle it" if d.borderline else
                  "inside its 95% interval, so these problems cannot tell the two apart")
-        if b < g:
-            answer = ("No: on this model power sampling does not win back what truncation costs. " if d.clear else
-                      "Probably not: on this model power sampling falls short of what truncation costs. "
-                      if d.borderline else "Not shown: power sampling stays below, within the noise. ")
-        else:
-            answer = ("Yes: on this model power sampling wins back what truncation costs. " if d.clear else
-                      "Not shown either way: power sampling reaches the full model's greedy accuracy, but these "
-                      "problems cannot tell a win from a tie. ")
+        word, clause = answer_of(b < g, d)
+        answer = f"{word}: on this model {clause}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
@@ -343,7 +376,8 @@ def _report_headline() -> str:
                         for name, r in REPORT_HEADLINE.items())
     where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
     return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
-            f"{REPORT_PROBLEMS} MATH500 problems, where an interval is about ±9 points.")
+            f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
+            f"±{_half_width(0.65, REPORT_IF_PROBLEMS):.0f} points.")
 
 
 def _report_sizes() -> str:
@@ -351,7 +385,13 @@ def _report_sizes() -> str:
     diffs = [(name, 100 * (r["power_truncated"] - r["greedy_full"]), r["depth"], r["layers"])
              for name, r in REPORT_HEADLINE.items()]
     listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
-    return f"The report's differences were {listed}, on {REPORT_PROBLEMS} MATH500 problems without intervals."
+    return f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals."
+
+
+def _half_width(accuracy: float, n: int) -> float:
+    """Half the 95% Wilson interval of an accuracy over n problems, in points."""
+    lo, hi = wilson(accuracy * n, n)
+    return 50 * (hi - lo)
 
 
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
@@ -580,8 +620,149 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 
+TERM_NAMES = {"cut_cost": "the cut (greedy at the cut − greedy full)",
+              "recovery": "search at the cut (search − greedy, both at the cut)",
+              "full_gain": "search at full depth (search − greedy, both full)",
+              "mechanism": "search helps more where depth was removed (the two above, subtracted)",
+              "headline": "headline (search at the cut − greedy full)"}
+
+
+@dataclass(frozen=True)
+class Explained:
+    """One model's answer taken apart: its cut and full-depth rows and, per search of `SEARCHES`, the five paired
+    terms of `helpers.evaluation.decomposition`."""
+
+    cut: DepthRow
+    full: DepthRow
+    parts: dict[str, Decomposition]
+
+
+def explain(rows: Sequence[DepthRow]) -> list[Explained]:
+    """Every model with a truncation, the smaller first (`headline_rows`): what the cut costs greedy, what MH and low
+    temperature recover at the cut and gain at full depth, and their difference, each paired over the same
+    problems."""
+    out = []
+    for cut, full in headline_rows(rows):
+        if cut is not full:
+            out.append(Explained(cut, full, {key: decompose(full.scores["greedy"], cut.scores["greedy"],
+                                                            full.scores[key], cut.scores[key], search=key,
+                                                            n_problems=full.n_problems)
+                                             for key, _ in SEARCHES}))
+    return out
+
+
+def decomposition_table(explained: Sequence[Explained]) -> str:
+    """The decomposition of every model as one Markdown table: a row per (model, term), a column per search, each
+    cell a paired difference in points with its 95% interval and sign-flip p; a term paired over a subset is
+    marked † and footnoted."""
+    if not explained:
+        return "*No truncated depth ran, so there is no cut to take apart.*"
+    lines = ["| model | term | " + " | ".join(label for _, label in SEARCHES) + " |", "|---|---|---|---|"]
+    subsets = set()
+    for e in explained:
+        for i, term in enumerate(TERMS):
+            cells = []
+            for key, _ in SEARCHES:
+                part = e.parts[key]
+                d = part.terms[term]
+                if part.on_subset(term):
+                    subsets.add((d.n, part.n_problems))
+                cells.append(f"{d.points(1)}, p = {d.p_value:.2g}" + (" †" if part.on_subset(term) else ""))
+            name = f"{e.full.model}, cut to {e.cut.depth} of {e.full.n_layers} blocks" if i == 0 else ""
+            lines.append(f"| {name} | {TERM_NAMES[term]} | " + " | ".join(cells) + " |")
+    for k, n in sorted(subsets):
+        lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
+                      "ran on those), so its interval is wider and it is not on the same problems as the other rows."]
+    return "\n".join(lines)
+
+
+def _mechanism(d: PairedDifference) -> str:
+    """What the difference of the two gains says of the report's mechanism, in words its interval supports."""
+    more = "more" if d.mean > 0 else "less"
+    if d.clear:
+        return f"larger than its noise: search helps {more} where depth was removed"
+    if d.borderline:
+        return f"borderline: a hint, not a finding, that search helps {more} where depth was removed"
+    return "within its noise: these problems cannot tell whether search helps more where depth was removed"
+
+
+def why_sentence(e: Explained) -> str:
+    """One model's answer explained in one paragraph: the cut's cost, MH's recovery at the cut and gain at full depth,
+    their difference, and low temperature's two gains beside them."""
+    t, low = e.parts["power"].terms, e.parts["low"].terms
+
+    def term(d: PairedDifference, on_subset: bool) -> str:
+        where = f", on the first {counted(d.n, 'problem')}" if on_subset else ""
+        return f"{d.points(1)} ({d.standing()}{where})"
+
+    power = e.parts["power"]
+    return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
+            f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
+            f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
+            f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
+            f"{t['mechanism'].points(1)} (p = {t['mechanism'].p_value:.2g}), is {_mechanism(t['mechanism'])}. Low "
+            f"temperature, the cheap way to sharpen, moves greedy by {low['recovery'].points(1)} at the cut and "
+            f"{low['full_gain'].points(1)} at full depth.")
+
+
+def decomposition_values(rows: Sequence[DepthRow]) -> dict:
+    """The decomposition's glued table and sentences (Markdown), and each model's terms in points (for the book's
+    exercises and for `glued-diff`)."""
+    explained = explain(rows)
+    values = {"decomposition_table": decomposition_table(explained),
+              "decomposition_sentence": " ".join(why_sentence(e) for e in explained) or
+              "No truncated depth ran, so there is no cut to take apart."}
+    for i, e in enumerate(explained):
+        for key, _ in SEARCHES:
+            values |= {f"dec_{i}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
+    return values
+
+
+def report_gains() -> dict[str, float]:
+    """The report's headline gains (power sampling at the cut − greedy at full depth), in points, by model size."""
+    return {name.split("-")[-1]: 100 * (r["power_truncated"] - r["greedy_full"]) for name, r in REPORT_HEADLINE.items()}
+
+
+def _report_gains(d: PairedDifference) -> str:
+    """Which of the report's gains a paired interval leaves out."""
+    out = [f"{g:+.0f} ({size})" for size, g in report_gains().items() if g > 100 * d.high]
+    return "excludes " + " and ".join(out) if out else "holds them"
+
+
+def answer_values(rows: Sequence[DepthRow]) -> dict:
+    """The front page's answer at every size: a lead that every model's own answer supports (or one per model where
+    they differ), a table with a row per model, and why, from the decomposition. Glued as `answer_lead`,
+    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page."""
+    explained = explain(rows)
+    if not explained:
+        return {"answer_lead": "", "answer_table": "", "answer_why": ""}
+    report = ", ".join(f"{g:+.0f} ({size})" for size, g in report_gains().items())
+    lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | paired difference "
+             "[95% interval] | against its noise | the report's gains (" + report + " points) |",
+             "|---|---|---|---|---|---|---|"]
+    answers = []
+    for e in explained:
+        d = e.parts["power"].terms["headline"]
+        answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
+        lines.append(f"| {e.full.model} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
+                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p = {d.p_value:.2g}) | "
+                     f"{_report_gains(d)} |")
+    if len(set(answers)) == 1:
+        (word, clause), = set(answers)
+        sizes = "the one size this build ran" if len(explained) == 1 else \
+            "both sizes" if len(explained) == 2 else f"all {len(explained)} sizes"
+        lead = f"**{word}, at {sizes}:** {clause}."
+    else:
+        lead = "**The answer depends on the size:** " + "; ".join(
+            f"on {e.full.model}, {word.lower()}: {clause}" for e, (word, clause) in zip(explained, answers,
+                                                                                            strict=True)) + "."
+    return {"answer_lead": lead, "answer_table": "\n".join(lines),
+            "answer_why": " ".join(why_sentence(e) for e in explained)}
+
+
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
-         "depth_sentence", "size_sentence", "size_headline")
+         "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
+         "answer_lead", "answer_table", "answer_why")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
@@ -590,4 +771,5 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
     return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
-            "depth_sentence": depth_sentence(rows), **size_values(rows)}
+            "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(rows),
+            **answer_values(rows)}

@@ -14,13 +14,14 @@ PUBLISHED_TABLE1: dict[str, dict] = {
     "Qwen2.5-32B": {"layers": 64, "gsm8k": (46, 57, 59), "aime24": (46, 59, 60), "hellaswag": (43, 60, 61)},
 }
 
-# The report (seeds/000, §4.2): accuracy on 100 MATH500 problems of power sampling (α = 2, N = 10, B = 192) on each
+# The report (seeds/000, §4.2): accuracy on "a subset of the MATH500 benchmark" (its size is not given) of power sampling (α = 2, N = 10, B = 192) on each
 # model stitched to 26 of its 28 layers, against the full model's greedy decoding.
 REPORT_HEADLINE: dict[str, dict] = {
     "Qwen2.5-Math-1.5B": {"layers": 28, "depth": 26, "power_truncated": 0.65, "greedy_full": 0.61},
     "Qwen2.5-Math-7B": {"layers": 28, "depth": 26, "power_truncated": 0.79, "greedy_full": 0.71},
 }
-REPORT_PROBLEMS = 100
+REPORT_SUBSET = "a subset of MATH500 whose size the report does not give"
+REPORT_IF_PROBLEMS = 100  # a size to derive an interval from, said as "if it were": a 95% interval is then about ±9 points
 
 # The report's §4.2.4 settings: α, MH steps per block N, block size B and the mean answer length T it quotes.
 REPORT_SETTINGS: dict[str, float] = {"alpha": 2.0, "mcmc_steps": 10, "block_size": 192, "length": 679}

@@ -5,14 +5,14 @@ paired tests as a table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from helpers.data.problems import Problem, interleaved
 from helpers.evaluation.stats import PairedDifference
 
 
 def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:
-    """The chapters' problem order: as given, or, when the searches run on a subset, levels taken in turn, so that
+    """The chapters' problem order: as given, or, when a search runs on a subset, levels taken in turn, so that
     the first `search_problems` cover every level alike. Every method's scores keep this order."""
     if search_problems is None:
         return list(problems)
@@ -22,27 +22,45 @@ def search_order(problems: Sequence[Problem], search_problems: int | None) -> li
     return interleaved(problems, None)
 
 
-def search_limits(search_problems: int | None) -> dict[str, int]:
-    """Which decodes run on the first `search_problems` problems only, at every depth: SMC, the search off the answer.
+def subset_size(search_problems: int | None, power_subsets: Mapping[str, int] | None) -> int | None:
+    """The smallest subset any search runs on (None: none), which decides `search_order`: one order for every model,
+    so that the sizes' scores pair problem by problem."""
+    sizes = [k for k in (search_problems, *(power_subsets or {}).values()) if k is not None]
+    return min(sizes) if sizes else None
 
-    Every method the answer's decomposition pairs runs on every problem at every depth: greedy, low temperature,
-    T = 1 and MH, so that what the cut costs, what the search recovers at the cut and what it gains at the full
-    depth are paired differences over the same problems. SMC, a second sampler of the same target, takes the subset
-    at every depth, and is compared only with the other methods restricted to it. One function, so that chapter 05
-    reads exactly the records chapter 04 wrote.
+
+def power_subset(power_subsets: Mapping[str, int] | None, model: str) -> int | None:
+    """How many problems MH at the full depth of `model` runs on: the first k where `power_subsets` names the model
+    (a published build whose release does not yet hold the model's chains on every problem), else every problem."""
+    k = (power_subsets or {}).get(model)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"power_subsets[{model!r}] must be a number of problems of at least 1, got {k!r}")
+    return k
+
+
+def search_limits(search_problems: int | None, power: int | None = None) -> dict[str, int]:
+    """Which decodes run on the first few problems only, at one depth: SMC on `search_problems`, and MH on `power`
+    where given (the full depth of a model named in `power_subsets`).
+
+    Every method the answer's decomposition pairs runs on every problem at every depth unless a profile says
+    otherwise: greedy, low temperature, T = 1 and MH, so that what the cut costs, what the search recovers at the
+    cut and what it gains at the full depth are paired differences over the same problems. SMC, a second sampler
+    of the same target, takes the subset at every depth, and is compared only with the other methods restricted to
+    it. One function, so that chapter 05 reads exactly the records chapter 04 wrote.
     """
-    if search_problems is None:
-        return {}
-    return {"smc": search_problems}
+    limits = {} if search_problems is None else {"smc": search_problems}
+    return limits | ({} if power is None else {"power": power})
 
 
-def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int | None
-               ) -> dict[tuple[str, int], dict[str, int]]:
+def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int | None,
+               power: int | None = None) -> dict[tuple[str, int], dict[str, int]]:
     """Chapters 04 and 05's truncations, deepest first, each with its decodes' problem limits (`search_limits`):
-    the full depth and each of `depths` (None: the depth just below it). Pass it to `sample_at_depths` as the
-    variants and their limits; both chapters do, so they read the same records."""
+    the full depth and each of `depths` (None: the depth just below it); `power` limits MH at the full depth
+    (`power_subset`) where a truncated depth runs (without one, MH at the full depth is the headline). Pass it to
+    `sample_at_depths` as the variants and their limits; both chapters do, so they read the same records."""
     order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
-    return {("stitch", d): search_limits(search_problems) for d in order}
+    return {("stitch", d): search_limits(search_problems, power if d == n_layers and len(order) > 1 else None)
+            for d in order}
 
 
 def _noise_word(d: PairedDifference) -> str:

@@ -49,28 +49,34 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
 
 def accuracy_at_compute(points, front):
     """Accuracy (95% Wilson interval) against generation FLOPs per answer for every method and depth; the
-    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines."""
+    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines; faded markers
+    labelled †: points on the searches' subset of the problems, which the front leaves out."""
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(8.5, 4.2))
     depths = sorted({p.depth for p in points}, reverse=True)
     shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
+    n = max(p.n_problems for p in points)
     for p in points:
+        apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
         kind = p.method.split("-")[0]
         marker = shapes.get(p.method, {"best": "s", "majority": "D"}.get(kind, "x"))
         lo, hi = wilson(p.accuracy * p.n_problems, p.n_problems)
         ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
                     fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
-                    mfc="white" if p.matched else colour, alpha=0.9)
+                    mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9)
         below = kind == "majority"  # best-of-k and majority-of-k often share a point: one label above, one below
-        ax.annotate(p.method, (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(5, -8 if below else 3),
-                    textcoords="offset points")
+        ax.annotate(p.method + (" †" if apart else ""), (p.flops / 1e9, 100 * p.accuracy), fontsize=6,
+                    xytext=(5, -8 if below else 3), textcoords="offset points", alpha=0.6 if apart else 1.0)
     ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.2", lw=1, ls="--",
             label="Pareto front")
     for d in depths:
         ax.plot([], [], "o", color=PALETTE[depths.index(d) % len(PALETTE)], label=f"{d} blocks")
     ax.plot([], [], "s", mfc="white", color="0.4", label="compute-matched")
+    k = min(p.n_problems for p in points)
+    if k < n:
+        ax.plot([], [], "P", color="0.4", alpha=0.35, label=f"† on the first {k} of {n} problems (off the front)")
     ax.set_xscale("log")
     ax.set(xlabel="generation GFLOPs per answer (log scale)", ylabel="accuracy [%] (95% interval)",
            title="Accuracy at equal compute")

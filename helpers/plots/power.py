@@ -54,7 +54,9 @@ def toy_distributions(tables, alpha: float, ax=None):
 def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
                             ("smc", "power sampling (SMC)")),
                 title: str | None = None):
-    """Accuracy of each method at each depth of one model, with 95% Wilson intervals."""
+    """Accuracy of each method at each depth of one model, with 95% Wilson intervals. A method that ran on a subset
+    of the problems at some depth is hatched there, and its legend entry names the subset: its bar is not on the
+    same problems as the others."""
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(8, 3.4))
@@ -63,8 +65,15 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     for i, (key, label) in enumerate(keys):
         acc = np.array([r.accuracy[key] for r in rows])
         lo, hi = np.array([wilson(a * r.count(key), r.count(key)) for a, r in zip(acc, rows, strict=True)]).T
-        ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
-               yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
+        subset = [r.count(key) < r.n_problems for r in rows]
+        if any(subset):
+            k = min(r.count(key) for r in rows)
+            label += f" (hatched: on the first {k} of {rows[0].n_problems} problems)"
+        bars = ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
+                      yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
+        for bar, marked in zip(bars, subset, strict=True):
+            if marked:
+                bar.set(hatch="///", edgecolor="white", alpha=0.6)
     ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
     ax.set(ylabel="accuracy [%] (95% interval)", title=title)
     ax.legend(fontsize=8)
@@ -133,3 +142,38 @@ def steps_sweep(sweep):
     lines = ax.get_legend_handles_labels(), cost.get_legend_handles_labels()
     ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=8, loc="upper left")
     return finish(fig)
+
+
+def decomposition(explained, report: dict[str, float] | None = None):
+    """Each model's answer taken apart (`helpers.chapters.power_sampling.explain`): per term, MH's and low
+    temperature's paired difference in points with its 95% bootstrap interval, one panel per model, smaller first. A
+    term paired over a subset is drawn hollow and marked † in its label; `report` puts the report's headline
+    differences (name → points) on the headline row, for comparison."""
+    from helpers.evaluation.decomposition import SEARCHES, TERMS
+
+    short = {"cut_cost": "the cut\n(greedy)", "recovery": "search\nat the cut", "full_gain": "search\nat full depth",
+             "mechanism": "at the cut −\nat full depth", "headline": "headline: search at\nthe cut − greedy full"}
+    fig, axes = plt.subplots(1, len(explained), figsize=(4.6 * len(explained) + 1.2, 3.8), sharex=True,
+                             squeeze=False)
+    y = np.arange(len(TERMS))[::-1]
+    for ax, e in zip(axes[0], explained, strict=True):
+        for i, (key, label) in enumerate(SEARCHES):
+            part = e.parts[key]
+            for yy, term in zip(y, TERMS, strict=True):
+                d, hollow = part.terms[term], part.on_subset(term)
+                ax.errorbar(100 * d.mean, yy + (0.15 - 0.3 * i), xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]],
+                            fmt="o", color=PALETTE[i], mfc="white" if hollow else PALETTE[i], capsize=3,
+                            label=label if term == TERMS[0] else None)
+        if report:
+            for j, (name, points) in enumerate(report.items()):
+                ax.plot(points, y[-1], marker="x" if j == 0 else "+", ms=9, color="0.35", ls="none",
+                        label=f"report, {name}" if ax is axes[0][0] else None)
+        ax.axvline(0, color="0.4", lw=0.8)
+        ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") for t in TERMS], fontsize=8)
+        ax.set_title(f"{e.full.model}: {e.cut.depth} of {e.full.n_layers} blocks", fontsize=9)
+        ax.set_xlabel("paired difference [points] (95% interval)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    plt.close(fig)
+    return fig

@@ -1,5 +1,5 @@
-"""The front page's answer: the book's question answered in two sentences with this build's own numbers, and which
-profile, commit and date built them (`book/intro.md` includes `chapters/answer.md`, which the runner writes)."""
+"""The front page's answer: the book's question answered with this build's own numbers (a lead, a row per model and
+why), and which profile, commit and date built them (`book/intro.md` includes `chapters/answer.md`, which the runner writes)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,26 @@ ANSWER = "answer.md"
 
 
 def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> str:
-    """Two sentences from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's answer with its
-    headline comparison (and its size contrast), then chapter 05's cost against saving at each size; a chapter this
-    build did not run is named as such."""
+    """The answer from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's lead (which every size
+    this build ran supports, or one clause per size), its table with a row per model and why, from the
+    decomposition; then chapter 05's cost against saving at each size. A build whose chapter 04 ran no truncation
+    gives its answer and headline instead; a chapter this build did not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
     built = f"*Built with the **{profile}** profile at commit `{commit}` on {date[:10]}.*"
     answer, headline = values.get(("04_power_sampling", "answer")), values.get(("04_power_sampling", "headline"))
     if not isinstance(answer, str):
         return ("This build did not run chapter 04 (power sampling on truncated models), so it states no answer; "
                 "build the whole profile to see one. " + built + "\n")
+    second = values.get(("05_cost", "cost_answer"))  # chapter 05's sentence, at each size it priced
+    if not isinstance(second, str) or not second:
+        second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
+    lead, table, why = (values.get(("04_power_sampling", key)) for key in ("answer_lead", "answer_table", "answer_why"))
+    if all(isinstance(v, str) and v for v in (lead, table, why)):
+        return f"{lead}\n\n{table}\n\n**Why.** {why}\n\n**What it costs.** {second}\n\n{built}\n"
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
     sizes = values.get(("04_power_sampling", "size_headline"))
     if isinstance(sizes, str) and sizes:
         first += f" {sizes}"
-    second = values.get(("05_cost", "cost_answer"))  # chapter 05's sentence, at each size it priced
-    if not isinstance(second, str) or not second:
-        second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     return f"{first} {second}\n\n{built}\n"
 
 

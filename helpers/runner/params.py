@@ -119,8 +119,10 @@ DOMAINS: dict[str, Domain] = {
                                 "range: SMCConfig)", "float"),
     "smc_bridge_tokens": Domain("tokens over which SMC's exponent rises from 1 to alpha, 0: off (its range: "
                                 "SMCConfig)", "int"),
-    "search_problems": Domain("the searches off the headline run on the first this many problems", "int",
-                              **COUNT_MAX, null="every problem"),
+    "search_problems": Domain("SMC and the N sweep, the searches off the answer, run on the first this many "
+                              "problems", "int", **COUNT_MAX, null="every problem"),
+    "power_subsets": Domain("MH at the full depth of each named model runs on its first this many problems, as "
+                            "{model: count}", "dict", null="every model on every problem"),
     "engine": Domain("the decoding engine", "str", choices="helpers.samplers.settings:ENGINES"),
     "sweep_steps": Domain("the MH steps per block the N figure tries", "list"),
     "toy_samples": Domain("chains per point of the toy curves", "int", **COUNT_MAX),
@@ -208,6 +210,8 @@ def check_value(stem: str, name: str, value, default) -> None:
             SweepSettings.from_parameters(value)
         except ValueError as err:
             raise RunError(f"{where}: {err}") from None
+    if name == "power_subsets" and isinstance(value, dict):
+        _check_power_subsets(where, value)
     if name == "dtype":
         from helpers.models.precision import check
 
@@ -286,6 +290,18 @@ def _check_models(where: str, names: list, allow_empty: bool = False) -> None:
             resolve_source(name)
         except ModelLoadError as err:
             raise RunError(f"{where}: {err}") from None
+
+
+def _check_power_subsets(where: str, value: dict) -> None:
+    """`power_subsets`: each key a model the loader can find, each value a number of problems (`power_subset`)."""
+    from helpers.evaluation.comparison import power_subset
+
+    _check_models(where, list(value), allow_empty=True)
+    for model in value:
+        try:
+            power_subset(value, model)
+        except ValueError as err:
+            raise RunError(f"{where}: {err}.") from None
 
 
 def _check_engine(where: str, name: str) -> None:

@@ -257,7 +257,8 @@ def test_paired_comparisons_name_what_the_prose_compares():
     from helpers.samplers.target import Target
 
     prose = power_sampling.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
-    assert set(prose) == set(power_sampling.PROSE) and prose["comparisons_table"] == "\n".join(table)
+    assert set(power_sampling.PROSE) <= set(prose) and prose["comparisons_table"] == "\n".join(table)
+    assert all(isinstance(v, float | int) for k, v in prose.items() if k not in power_sampling.PROSE)  # the terms
     assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 
@@ -380,9 +381,74 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
     table = power_sampling.outcomes_table(rows).splitlines()
-    assert len(table) == 7 and table[5] == "| 4/6 | greedy | 25% | 25% | 25% | 25% |"
-    assert table[4] == "| 6/6 | smc | 75% | 25% | 0% | 0% |"
+    assert len(table) == 7 and table[5] == "| 4/6 | greedy | 20 | 25% | 25% | 25% | 25% |"
+    assert table[4] == "| 6/6 | smc | 20 | 75% | 25% | 0% | 0% |"
+    rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
+    table = power_sampling.outcomes_table(rows).splitlines()
+    assert table[4] == "| 6/6 | smc † | 8 | 75% | 25% | 0% | 0% |" and "† On the first 8 problems of the 20" in table[-1]
     sentence = power_sampling.failure_sentence(rows)
     assert "At 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
     assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
     assert "no truncated depth" in power_sampling.failure_sentence(rows[:1]).lower()
+
+
+def _two_sizes(small_full_power: list[float] | None = None) -> list[power_sampling.DepthRow]:
+    """Two models, each at its full 6 blocks and cut to 5, on 20 problems: the smaller's cut costs greedy 10 points
+    and MH wins 5 back; the larger's cut costs 30 and MH wins none back."""
+    def row(name, size, depth, greedy, power, low):
+        r = _row(depth, greedy, power, low)
+        return dataclasses.replace(r, model=name, size=size)
+
+    rows = [row("small", 1e9, 6, 0.5, 0.5, 0.5), row("small", 1e9, 5, 0.4, 0.45, 0.4),
+            row("big", 2e9, 6, 0.8, 0.8, 0.8), row("big", 2e9, 5, 0.5, 0.5, 0.5)]
+    if small_full_power is not None:
+        rows[0].scores["power"] = small_full_power
+    return rows
+
+
+def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
+    rows = _two_sizes()
+    explained = power_sampling.explain(rows)
+    assert [e.full.model for e in explained] == ["small", "big"]
+    values = power_sampling.decomposition_values(rows)
+    assert values["dec_0_power_cut_cost"] == -10 and values["dec_0_power_recovery"] == 5
+    assert values["dec_0_power_headline"] == -5 and values["dec_1_power_cut_cost"] == -30
+    table = values["decomposition_table"].splitlines()
+    assert len(table) == 2 + 2 * 5 and "†" not in values["decomposition_table"]
+    assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
+    assert "On small, cutting to 5 of 6 blocks moves greedy decoding's accuracy by -10.0 points" in \
+        values["decomposition_sentence"]
+    assert "Low temperature, the cheap way to sharpen," in values["decomposition_sentence"]
+
+
+def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_the_figure():
+    """MH at the smaller model's full depth on its first 8 problems only: the gain at full depth and the mechanism
+    pair over those 8, and every place that shows them says so."""
+    rows = _two_sizes(small_full_power=[1.0] * 4 + [0.0] * 4)
+    values = power_sampling.decomposition_values(rows)
+    marked = [line for line in values["decomposition_table"].splitlines() if "†" in line]
+    assert len(marked) == 2 + 1 and "first 8 problems of the 20" in marked[-1]  # two rows, and the footnote
+    assert "at full depth by +0.0 points" not in values["decomposition_sentence"]
+    assert "on the first 8 problems" in values["decomposition_sentence"]
+    from helpers.plots.power import decomposition
+
+    fig = decomposition(power_sampling.explain(rows), report={"1.5B": 4.0, "7B": 8.0})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert sum("†" in label for label in labels) == 2 and not any("†" in t.get_text()
+                                                                 for t in fig.axes[1].get_yticklabels())
+
+
+def test_the_front_page_leads_only_with_what_every_size_supports():
+    """Two sizes whose answers differ get one clause each, never the first model's verdict as the lead."""
+    rows = _two_sizes()
+    values = power_sampling.answer_values(rows)
+    small = power_sampling.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
+    big = power_sampling.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
+    assert small != big  # -5 points on 20 problems is within its noise; -30 is not
+    assert values["answer_lead"].startswith("**The answer depends on the size:** on small, ")
+    table = values["answer_table"].splitlines()
+    assert len(table) == 4 and table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
+    assert table[3].endswith("| excludes +4 (1.5B) and +8 (7B) |")
+    same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
+    values = power_sampling.answer_values([r for r in rows if r.model == "big"] + same)
+    assert values["answer_lead"].startswith(f"**{big[0]}, at both sizes:** {big[1]}.")

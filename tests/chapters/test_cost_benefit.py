@@ -127,6 +127,23 @@ def test_pareto_front_keeps_only_points_better_than_every_cheaper_one():
     assert "Power sampling (SMC) is on this front" in ch.front_sentence([_point("SMC", 1.0, 0.9), *points])
 
 
+def test_a_point_on_the_searches_subset_stays_off_the_front_and_is_compared_on_its_own_problems():
+    """SMC on the first 4 of 10 problems scores 100% there, above every point on all 10: it is not set on their front;
+    the sentence sets it beside full-depth greedy restricted to the same 4, and the figure marks it."""
+    points = [_point("greedy", 1.0, 0.5), _point("greedy", 0.8, 0.2, depth=3), _point("power", 3.0, 0.6)]
+    smc = ch.Point("m", 3, 4, "SMC", 1.0, [1.0] * 4, 1, 2.0, 0.0, 0.0, 2.0)
+    assert ch.headline_set([*points, smc]) == (points, [smc])
+    assert [p.method for p in ch.pareto_front([*points, smc])] == ["greedy", "greedy", "power"]
+    sentence = ch.front_sentence([*points, smc])
+    assert "among the methods run on all 10 problems" in sentence and "SMC ran on the first 4 problems only" in sentence
+    assert "greedy at the full 4 blocks scored 100% [51–100]" in sentence  # greedy's first 4 scores are all 1
+    from helpers.plots.cost import accuracy_at_compute
+
+    fig = accuracy_at_compute([*points, smc], ch.pareto_front([*points, smc]))
+    assert [t.get_text() for t in fig.axes[0].texts if "†" in t.get_text()] == ["SMC †"]
+    assert any("first 4 of 10 problems" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+
+
 def test_report_arithmetic_is_glued_with_both_counts():
     values = ch.report_arithmetic().glue_values()
     assert values["report_formula"] == pytest.approx(8.84, abs=0.005)
@@ -155,6 +172,9 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     assert (full.count("power"), full.count("smc"), full.count("greedy")) == (3, 2, 3)
     assert (cut.count("power"), cut.count("smc"), cut.count("low")) == (3, 2, 3)
     assert "[" in full.interval("power")
+    subset = compare_methods([str(tiny_dir)], PROBLEMS, [3], SEARCHES, search_problems=2,
+                             power_subsets={str(tiny_dir): 1}, **SETTINGS)  # a model's MH at full depth on 1 only
+    assert [(r.count("power"), r.count("smc")) for r in subset] == [(1, 2), (3, 2)]
 
     def no_search(*args, **kwargs):
         raise AssertionError("chapter 05 re-ran a search instead of reading chapter 04's")

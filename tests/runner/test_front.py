@@ -54,3 +54,16 @@ def test_the_banned_prose_list_catches_what_readers_saw():
                  "No truncated depth was tested.", "a perplexity of ≈ 5.4×10⁸",
                  "0 of 16 problems", "layer 0 at 1.0 nat"):
         assert not caught(text), text
+
+
+def test_a_build_with_a_decomposition_shows_its_table_and_why_before_the_cost():
+    rows = [{"chapter": "04_power_sampling", "name": "answer", "value": "No: on this model ..."},
+            {"chapter": "04_power_sampling", "name": "headline", "value": "On small, 30% against 40%."},
+            {"chapter": "04_power_sampling", "name": "answer_lead", "value": "**No, at both sizes:** it does not."},
+            {"chapter": "04_power_sampling", "name": "answer_table", "value": "| model |\n|---|\n| small |"},
+            {"chapter": "04_power_sampling", "name": "answer_why", "value": "The cut costs 20 points."},
+            {"chapter": "05_cost", "name": "cost_answer", "value": "The search costs more than the cut saves."}]
+    text = answer_markdown(rows, **BUILT)
+    assert text.startswith("**No, at both sizes:** it does not.\n\n| model |\n|---|\n| small |\n\n**Why.** The cut "
+                           "costs 20 points.\n\n**What it costs.** The search costs more than the cut saves.")
+    assert "On small, 30% against 40%." not in text  # the first model's headline alone would lead with one size

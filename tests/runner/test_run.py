@@ -105,7 +105,8 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     ("search_problems", 0, "at least 1"), ("search_problems", "many", "at least 1"),
     ("sweep_steps", [0, -1], "from 0 to 1,000"), ("sweep_steps", [], "non-empty list"),
     ("toy_steps", [-1], "from 0 to 1,000"), ("emulated_problems", 0, "at least 1.*where bfloat16 is emulated"),
-    ("emulated_problems", 2.5, "must be an integer")])
+    ("emulated_problems", 2.5, "must be an integer"), ("power_subsets", {"smollm2-135m": 0}, "at least 1"),
+    ("power_subsets", {"no-such-model": 16}, "no-such-model"), ("power_subsets", [16], "a mapping")])
 def test_search_parameters_are_checked_before_any_chapter_runs(key, value, message):
     with pytest.raises(RunError, match=message):
         plan("smoke", {key: value}, only="06_precision" if key == "emulated_problems" else "04_power_sampling")
