@@ -17,7 +17,13 @@ from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import counted, significant
 from helpers.data.problems import Problem
 from helpers.data.published import REPORT_SETTINGS
-from helpers.evaluation.comparison import comparisons_table, depth_plan, power_subset, search_order, subset_size
+from helpers.evaluation.comparison import (
+    comparisons_table,
+    depth_plan,
+    power_subset,
+    search_order,
+    subset_size,
+)
 from helpers.evaluation.cost import (
     Shape,
     block_ends,
