@@ -57,6 +57,10 @@ class Engine:
         self.stops = stops
         return []
 
+    def check_reach(self, tasks: list[Task], reach: int) -> None:
+        """Refuse, before any work, rows this engine cannot run exactly when each sequence may reach `reach`
+        positions past its prompt (a ValueError that says what to change); every row is fine by default."""
+
     def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
         """Take waiting rows in, in order, while there is room; the rows taken, and what taking them cost."""
         raise NotImplementedError
@@ -91,13 +95,14 @@ class Engine:
 
 
 def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
-                 on_done: OnDone | None = None, room: int = 0, on_checkpoint: OnCheckpoint | None = None
-                 ) -> list[Completion]:
+                 on_done: OnDone | None = None, room: int = 0, on_checkpoint: OnCheckpoint | None = None,
+                 reach: int | None = None) -> list[Completion]:
     """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends,
     `on_checkpoint(i, state, spent)` of each checkpoint its program yields.
 
     Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the order
-    given; `room` is how many positions past its prompt a row may need.
+    given; `room` is how many positions past its prompt a row may need (its proposals included), `reach` how many
+    its sequence may grow to (`room` where not given), which the engine checks first (`Engine.check_reach`).
     """
     todo = [Task(i, row, program) for i, (row, program) in enumerate(tasks)]
     if not todo:
@@ -143,6 +148,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                 return
             reply = request  # nothing to decode
 
+    engine.check_reach(todo, room if reach is None else reach)
     waiting = deque(todo)
     try:
         for done in engine.open_run(todo, stops, capacity, room):

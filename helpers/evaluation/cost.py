@@ -28,29 +28,35 @@ class Shape:
     layers: int
     tied: bool
     qkv_bias: bool
+    norms: int = 2  # norms of the residual width per block: 2 (Llama, Qwen2), 4 (Gemma 3's sandwich)
+    qk_norm: bool = False  # query and key norms of the head width (Gemma 3)
 
     @classmethod
     def of(cls, config) -> Shape:
         heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
         qkv_bias = bool(getattr(config, "attention_bias", False)) or config.model_type.startswith("qwen2")
+        gemma3 = config.model_type.startswith("gemma3")
         return cls(hidden=config.hidden_size, intermediate=config.intermediate_size, heads=heads,
                    kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
                    vocab=config.vocab_size, layers=config.num_hidden_layers,
-                   tied=bool(getattr(config, "tie_word_embeddings", False)), qkv_bias=qkv_bias)
+                   tied=bool(getattr(config, "tie_word_embeddings", False)), qkv_bias=qkv_bias,
+                   norms=4 if gemma3 else 2, qk_norm=gemma3)
 
 
 def block_params(shape: Shape) -> int:
-    """Weights of one block: q, k, v, o projections (with q/k/v biases if any), gate/up/down, two norms."""
+    """Weights of one block: q, k, v, o projections (with q/k/v biases if any), gate/up/down, and the norms."""
     d, hd = shape.hidden, shape.head_dim
     attention = d * hd * (2 * shape.heads + 2 * shape.kv_heads)
     if shape.qkv_bias:
         attention += hd * (shape.heads + 2 * shape.kv_heads)
-    return attention + 3 * d * shape.intermediate + 2 * d
+    return attention + 3 * d * shape.intermediate + shape.norms * d + (2 * hd if shape.qk_norm else 0)
 
 
 def block_flops(shape: Shape, context: float = 0.0) -> float:
-    """Forward FLOPs of one block for one token that attends to `context` earlier positions (itself included)."""
+    """Forward FLOPs of one block for one token that attends to `context` earlier positions (itself included); a
+    sliding-window layer attends over as many while the context fits its window, as every sequence this book's
+    chapters decode on Gemma 3 does (the slot engine refuses longer ones)."""
     d, hd = shape.hidden, shape.head_dim
     projections = 2 * d * hd * (2 * shape.heads + 2 * shape.kv_heads)
     attention = 4 * shape.heads * hd * context  # scores q·k and the weighted sum of v

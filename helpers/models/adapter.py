@@ -23,16 +23,20 @@ class Adapter:
     blocks: nn.ModuleList
     final_norm: nn.Module
     unembed: nn.Module
+    writes: tuple[str, str] = ("self_attn", "mlp")  # each block's modules whose outputs its two sublayers add to
+    # the residual stream: the attention and the MLP themselves (Llama, Qwen2), or the norms after them (Gemma 3)
 
     @property
     def n_layers(self) -> int:
         return len(self.blocks)
 
     def attention(self, layer: int) -> nn.Module:
-        return self.blocks[layer].self_attn
+        """The module whose output is what block `layer`'s attention writes into the residual stream."""
+        return getattr(self.blocks[layer], self.writes[0])
 
     def mlp(self, layer: int) -> nn.Module:
-        return self.blocks[layer].mlp
+        """The module whose output is what block `layer`'s MLP writes into the residual stream."""
+        return getattr(self.blocks[layer], self.writes[1])
 
     @torch.no_grad()
     def readout(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -41,7 +45,7 @@ class Adapter:
 
 
 def adapter(model) -> Adapter:
-    """The adapter of a Llama/Qwen2-style causal LM; a clear error for any other layout."""
+    """The adapter of a Llama-, Qwen2- or Gemma 3-style causal LM; a clear error for any other layout."""
     base = getattr(model, "model", None)
     blocks = getattr(base, "layers", None)
     norm = getattr(base, "norm", None)
@@ -52,8 +56,12 @@ def adapter(model) -> Adapter:
         raise UnsupportedArchitecture(
             f"{type(model).__name__} is not supported: the analyses need a pre-norm decoder with "
             "model.model.layers[i].self_attn / .mlp, model.model.norm and an output embedding "
-            "(the Llama and Qwen2 families, e.g. SmolLM2 and Qwen2.5).")
-    return Adapter(blocks=blocks, final_norm=norm, unembed=head)
+            "(the Llama, Qwen2 and Gemma 3 families, e.g. SmolLM2, Qwen2.5 and Gemma 3 270M).")
+    # Gemma 2 and 3 norm each sublayer's output before adding it (a "sandwich" of four norms per block); in Llama and
+    # Qwen2 `post_attention_layernorm` is the MLP's input norm, so the names alone do not tell the two apart
+    sandwich = all(hasattr(b, "pre_feedforward_layernorm") and hasattr(b, "post_feedforward_layernorm") for b in blocks)
+    writes = ("post_attention_layernorm", "post_feedforward_layernorm") if sandwich else ("self_attn", "mlp")
+    return Adapter(blocks=blocks, final_norm=norm, unembed=head, writes=writes)
 
 
 def hidden_of(output) -> torch.Tensor:

@@ -73,3 +73,12 @@ def use_fast_attention(model) -> None:
     if getattr(model.config, "_attn_implementation", None) == "sdpa":
         register()
         model.set_attn_implementation(NAME)
+
+
+def local_window(config) -> int | None:
+    """The sliding window of a model whose layers include local (sliding-window) attention, as Gemma 3's five in six
+    do; None when every layer attends over the whole sequence. An engine that hands every layer one mask is exact on
+    such a model only while a sequence fits in the window."""
+    types = getattr(config, "layer_types", None) or ()
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window and "sliding_attention" in types else None

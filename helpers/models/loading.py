@@ -163,7 +163,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
         tokenizer.pad_token = tokenizer.eos_token
     use_fast_attention(model)
     use_sliced_head(model)
-    tag_model(model, name.strip(), origin, weights)
+    tag_model(model, name.strip(), origin, weights, stops="blank line" if blank_line_stop(tokenizer) is not None else None)
     config = model.config
     info = ModelInfo(
         name=name,
@@ -181,9 +181,23 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
     return model, tokenizer, info
 
 
+def blank_line_stop(tokenizer) -> int | None:
+    """The token of a blank line, where a model is prompted with raw text (its tokenizer has no chat template) and a
+    blank line is one token: it ends a completion (`stop_token_ids`), so it is part of such a model's identity."""
+    if getattr(tokenizer, "chat_template", None):
+        return None
+    blank = tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+    return int(blank[0]) if len(blank) == 1 else None
+
+
 def stop_token_ids(model, tokenizer) -> list[int]:
-    """Token ids that end a completion: the generation config's EOS list plus the tokenizer's EOS."""
+    """Token ids that end a completion: the generation config's EOS list plus the tokenizer's EOS, and, for a model
+    prompted with raw text (no chat template: a base model), a blank line where it is one token, since the worked
+    examples before the question are separated by blank lines and a base model goes on to write the next one."""
     ids: set[int] = set()
+    blank = blank_line_stop(tokenizer)
+    if blank is not None:
+        ids.add(blank)
     eos = getattr(model.generation_config, "eos_token_id", None)
     if isinstance(eos, int):
         ids.add(eos)

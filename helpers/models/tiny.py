@@ -45,19 +45,33 @@ def tiny_tokenizer(chat: bool):
     return fast
 
 
-def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0, hidden_size: int = 32) -> Path:
-    """Save a randomly initialised tiny `llama` or `qwen2` model with a word-level tokenizer to `path` (4 heads of
-    hidden_size / 4: vLLM's CPU attention wants heads of 32 or more)."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+KINDS = ("llama", "qwen2", "gemma3")
+GEMMA_WINDOW = 64  # the tiny gemma3's sliding window: short enough for a test to cross it
 
+
+def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0, hidden_size: int = 32) -> Path:
+    """Save a randomly initialised tiny `llama`, `qwen2` or `gemma3` (text) model with a word-level tokenizer to
+    `path` (4 heads of hidden_size / 4: vLLM's CPU attention wants heads of 32 or more). The gemma3 model has
+    Gemma 3's layout: sliding-window layers (a window of `GEMMA_WINDOW`) with a full-attention layer among them, the
+    two rotary bases, query/key norms and four norms per block."""
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, Qwen2Config
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     tokenizer = tiny_tokenizer(chat=kind == "qwen2")
     common = dict(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                   num_hidden_layers=n_layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                   bos_token_id=tokenizer.bos_token_id)
-    config = LlamaConfig(**common, tie_word_embeddings=False) if kind == "llama" else Qwen2Config(
-        **common, tie_word_embeddings=True)
+    if kind == "gemma3":
+        layer_types = ["sliding_attention"] * n_layers
+        layer_types[n_layers // 2] = "full_attention"  # as Gemma 3's one full layer in six, near the middle
+        config = Gemma3TextConfig(**common, head_dim=hidden_size // 4, query_pre_attn_scalar=hidden_size // 4,
+                                  sliding_window=GEMMA_WINDOW, layer_types=layer_types, tie_word_embeddings=True)
+    else:
+        config = LlamaConfig(**common, tie_word_embeddings=False) if kind == "llama" else Qwen2Config(
+            **common, tie_word_embeddings=True)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():  # larger random weights give peaked, varied distributions (more telling tests)

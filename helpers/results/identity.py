@@ -17,10 +17,11 @@ from typing import Any
 IDENTITY_ATTRIBUTE = "svd_identity"
 
 
-def tag_model(model, name: str, source: str, weights: str | None = None) -> None:
-    """Record where `model` came from and a fingerprint of its weights; truncated models built from it inherit
-    the tag."""
-    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source, "weights": weights})
+def tag_model(model, name: str, source: str, weights: str | None = None, stops: str | None = None) -> None:
+    """Record where `model` came from and a fingerprint of its weights, and, where a completion ends at more than
+    its EOS (`stops`: a base model's blank line), that rule too; truncated models built from it inherit the tag."""
+    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source, "weights": weights}
+            | ({"stops": stops} if stops else {}))
 
 
 def model_identity(model) -> dict:

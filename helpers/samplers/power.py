@@ -157,7 +157,8 @@ def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target
             start = _restore(c, saved[0], target, cfg, stops)
             c.restored = saved[1]
         tasks.append((c, _chain(c, target, cfg, stops, start)))
-    return Work(tasks, len(tasks), room=2 * target.length)  # a proposal is written after the state it may replace
+    return Work(tasks, len(tasks), room=2 * target.length, reach=target.length)  # a proposal is written after the
+    # state it may replace, but a sequence never grows past the target's length
 
 
 def resumable(state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> bool:

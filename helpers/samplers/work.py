@@ -33,7 +33,8 @@ class Work:
     """One sampler's share of an engine run.
 
     `tasks` are its (row, program) pairs, in the order they are admitted; `jobs` is how many results it returns;
-    `room` is how many positions past its prompt a row may write; `group` is how many consecutive rows must run
+    `room` is how many positions past its prompt a row may write, `reach` how long its sequence may grow (`room`
+    where not given: an MH chain writes a proposal after the state it may replace); `group` is how many consecutive rows must run
     at once (an SMC problem's particles meet after every block); `collect(task, completion)` turns a finished task
     into a finished job, (job, completion), or None while the job still runs (None: task i is job i).
     """
@@ -43,6 +44,7 @@ class Work:
     room: int
     group: int = 1
     collect: Collect | None = None
+    reach: int | None = None
 
 
 def check_batch_size(batch_size: int) -> None:
@@ -91,7 +93,8 @@ def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_s
             on_checkpoint(w, i, state, spent)
 
     run_programs(engine, [task for work in works for task in work.tasks], stops, capacity(batch_size, works), task_done,
-                 room=max(w.room for w in works), on_checkpoint=task_checkpoint)
+                 room=max(w.room for w in works), on_checkpoint=task_checkpoint,
+                 reach=max(w.room if w.reach is None else w.reach for w in works))
     return results  # type: ignore[return-value]: every job ended, or the run raised
 
 

