@@ -35,6 +35,7 @@ from helpers.evaluation.decodes import (
     tokens_per_problem,
 )
 from helpers.evaluation.decomposition import SEARCHES, TERMS, Decomposition, decompose
+from helpers.evaluation.sharpness import Sharpness, sharpness
 from helpers.evaluation.stats import (
     PairedDifference,
     paired_difference,
@@ -43,6 +44,7 @@ from helpers.evaluation.stats import (
     wilson,
 )
 from helpers.models.loading import load_model
+from helpers.models.registry import post_training
 from helpers.models.truncation import at_depth
 from helpers.results.store import Run, Sized
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, run_chains
@@ -150,6 +152,7 @@ class DepthRow:
     resamples: float = 0.0  # SMC: resampling events per sample
     choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
     multiplier: float = float("nan")  # `token_multiplier`: MH's decoded tokens per answer over greedy's, here
+    sharp: Sharpness | None = None  # how sharp the model already is here, from its greedy and T = 1 decodes
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -225,7 +228,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                           "smc": outcome_shares(particles)},
                 ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
-                multiplier=token_multiplier(chains, greedy)))
+                multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm)))
         del model
     return rows
 
@@ -667,13 +670,18 @@ def decomposition_table(explained: Sequence[Explained]) -> str:
                 d = part.terms[term]
                 if part.on_subset(term):
                     subsets.add((d.n, part.n_problems))
-                cells.append(f"{d.points(1)}, p = {d.p_value:.2g}" + (" †" if part.on_subset(term) else ""))
+                cells.append(f"{d.points(1)}, p {_p(d)}" + (" †" if part.on_subset(term) else ""))
             name = f"{e.full.model}, cut to {e.cut.depth} of {e.full.n_layers} blocks" if i == 0 else ""
             lines.append(f"| {name} | {TERM_NAMES[term]} | " + " | ".join(cells) + " |")
     for k, n in sorted(subsets):
         lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
                       "ran on those), so its interval is wider and it is not on the same problems as the other rows."]
     return "\n".join(lines)
+
+
+def _p(d: PairedDifference) -> str:
+    """'= 0.03' or '< 0.0001': the paired test's p after a 'p'."""
+    return d.p_text if d.p_text.startswith("<") else f"= {d.p_text}"
 
 
 def _mechanism(d: PairedDifference) -> str:
@@ -700,7 +708,7 @@ def why_sentence(e: Explained) -> str:
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
             f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
-            f"{t['mechanism'].points(1)} (p = {t['mechanism'].p_value:.2g}), is {_mechanism(t['mechanism'])}. Low "
+            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}), is {_mechanism(t['mechanism'])}. Low "
             f"temperature, the cheap way to sharpen, moves greedy by {low['recovery'].points(1)} at the cut and "
             f"{low['full_gain'].points(1)} at full depth.")
 
@@ -745,7 +753,7 @@ def answer_values(rows: Sequence[DepthRow]) -> dict:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
         lines.append(f"| {e.full.model} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
-                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p = {d.p_value:.2g}) | "
+                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
                      f"{_report_gains(d)} |")
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
@@ -760,9 +768,43 @@ def answer_values(rows: Sequence[DepthRow]) -> dict:
             "answer_why": " ".join(why_sentence(e) for e in explained)}
 
 
+def sharpness_values(rows: Sequence[DepthRow]) -> dict:
+    """How sharp each model already is at each depth (smaller model first, full depth first), with what the search
+    gained there: a table, and a sentence that sets the sharpest and the least sharp against their gains."""
+    mine = [r for m in by_size(rows) for r in sorted((r for r in rows if r.model == m and r.sharp), key=lambda r: -r.depth)]
+    if not mine:
+        return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
+                "sharpness_sentence": ""}
+    lines = ["| model | kind | depth | T = 1 answers equal to greedy's | entropy per token (nats) | MH acceptance | "
+             "low T − T = 1 [points] | MH − greedy [points, 95% interval] |", "|---|---|---|---|---|---|---|---|"]
+    gains = []
+    for r in mine:
+        d = paired_prefix(r.scores["power"], r.scores["greedy"])
+        gains.append((r, d))
+        mark = " †" if r.count("power") < r.n_problems else ""
+        lines.append(f"| {r.model} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
+                     f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
+                     f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1)}{mark} |")
+    if any(r.count("power") < r.n_problems for r in mine):
+        k = min(r.count("power") for r in mine)
+        lines += ["", f"† MH on the first {counted(k, 'problem')} only, paired with greedy there."]
+    sharpest = max(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
+    softest = min(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
+    sentence = (f"The sharpest here is {sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
+                f"of its T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token, and MH "
+                f"moved its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}). The least sharp is "
+                f"{softest[0].model} at {softest[0].depth} blocks ({100 * softest[0].sharp.agreement:.0f}%, "
+                f"{softest[0].sharp.entropy:.3f} nats), where MH moved it by {softest[1].points(1)} ({softest[1].standing()}).")
+    if sharpest[0] is softest[0]:
+        sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
+                    f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
+                    f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
+    return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence}
+
+
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
-         "answer_lead", "answer_table", "answer_why")
+         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
@@ -772,4 +814,4 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(rows),
-            **answer_values(rows)}
+            **answer_values(rows), **sharpness_values(rows)}

@@ -60,6 +60,12 @@ class PairedDifference:
         sentence may add what it means there)."""
         return "larger than its noise" if self.clear else "borderline" if self.borderline else within
 
+    @property
+    def p_text(self) -> str:
+        """The paired test's p as prose gives it: two significant digits, or '< 0.0001' where the test's draws
+        found no sign pattern as extreme (a p of 0 would claim more than 100,000 random draws can show)."""
+        return "< 0.0001" if self.p_value < 1e-4 else f"{self.p_value:.2g}"
+
     def points(self, decimals: int = 0) -> str:
         """'+12 points [−3, +25]': the mean to `decimals` places (one where the sentence sets it beside a difference
         of differences, whose halves whole points would round apart), the interval's ends to whole points."""

@@ -140,7 +140,25 @@ def test_cost_chapter_answers_its_three_questions(built_book):
     assert "the formula gives 8.84 extra tokens" in text and "The exact count of the same schedule is 13.5" in text
     assert re.search(r"a power-sampled answer decoded \d+ tokens on average", text)
     assert re.search(r"saves \d+\.\d% of its FLOPs per token", text)
-    assert "Cheapest first, the methods that beat every cheaper one are" in text
+    assert "Cheapest first, among the methods run on all 3 problems, those that beat every cheaper one are" in text
+
+
+@pytest.mark.book
+def test_a_value_on_the_searches_subset_is_marked_wherever_it_stands_beside_the_others(built_book):
+    """The smoke book runs SMC on the first 2 of its 3 problems (as the full book on 16 of 100): the methods table and
+    the failure table mark it, chapter 05 keeps it off the front and compares it on its own problems, and the
+    decomposition, whose methods all ran on every problem, has no mark; the front page answers with its table."""
+    out, _ = built_book
+    pages = {stem: " ".join(re.sub(r"<[^>]+>", " ", (out / "_build" / "html" / CHAPTERS / f"{stem}.html")
+                                    .read_text()).split()) for stem in ("04_power_sampling", "05_cost")}
+    four = pages["04_power_sampling"]
+    assert "On the first 2 problems of the 3 (the searches' subset" in four
+    assert re.search(r"smc † 2 \d+% ", four), "the failure table's SMC rows are marked, with their problem count"
+    table = four[four.index("the cut (greedy at the cut"):four.index("On smollm2-135m, cutting to")]
+    assert "†" not in table and table.count("points [") == 10
+    assert "SMC ran on the first 2 problems only, so it stands off the front" in pages["05_cost"]
+    front = " ".join(re.sub(r"<[^>]+>", " ", (out / "_build" / "html" / "book" / "intro.html").read_text()).split())
+    assert "Why. On smollm2-135m, cutting to" in front and "What it costs." in front
 
 
 @pytest.mark.book

@@ -452,3 +452,20 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling.answer_values([r for r in rows if r.model == "big"] + same)
     assert values["answer_lead"].startswith(f"**{big[0]}, at both sizes:** {big[1]}.")
+
+
+def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside_the_searchs_gain():
+    from helpers.evaluation.sharpness import Sharpness
+
+    rows = _two_sizes()
+    for r, (agree, nats) in zip(rows, ((0.9, 0.05), (0.6, 0.4), (0.95, 0.02), (0.5, 0.6)), strict=True):
+        r.sharp = Sharpness(agree, nats, 40, 400)
+    values = power_sampling.sharpness_values(rows)
+    table = values["sharpness_table"].splitlines()
+    assert len(table) == 6 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
+    assert "The sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
+    assert "The least sharp is big at 5 blocks (50%, 0.600 nats)" in values["sharpness_sentence"]
+    from helpers.models.registry import post_training
+
+    assert post_training("gemma-3-270m") == "base" and post_training("qwen2.5-coder-0.5b") == "instruction-tuned"
+    assert post_training("Qwen/Qwen2.5-Math-7B-Instruct") == "instruction-tuned"

@@ -67,3 +67,11 @@ def test_paired_prefix_pairs_the_problems_both_methods_ran():
     assert paired_prefix(first_three, all_five).n == 3
     with pytest.raises(ValueError, match="non-empty"):
         paired_prefix([], all_five)
+
+
+def test_a_p_value_below_what_the_draws_can_show_is_said_as_a_bound():
+    from helpers.evaluation.stats import PairedDifference
+
+    assert PairedDifference(0.3, 0.2, 0.4, 100, 30, 0, 0.0).p_text == "< 0.0001"
+    assert PairedDifference(0.3, 0.2, 0.4, 100, 30, 0, 0.000015).p_text == "< 0.0001"
+    assert PairedDifference(0.1, 0.0, 0.2, 100, 10, 4, 0.0312).p_text == "0.031"
