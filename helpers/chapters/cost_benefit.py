@@ -293,10 +293,18 @@ def multiplier_sentence(m: Measured) -> str:
 def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
     """`multiplier_values`, the sentence that states them and the build's N, as the token-count section glues
     them."""
-    return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m), "build_steps": power.mcmc_steps}
+    n, theirs = power.mcmc_steps, int(REPORT_SETTINGS["mcmc_steps"])
+    clause = (f"with $N = {n}$ MH steps per block, as the report did" if n == theirs else
+              f"with $N = {n}$ MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
+    return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m), "build_steps": n,
+            "steps_clause": clause}
 
 
-EXERCISE_STEPS = 10  # the report's N, in exercise "the report's N here"
+def exercise_steps(build_steps: int) -> int:
+    """The N of exercise "another N": the report's, unless this build ran it already (then 4, fewer than the
+    report's, so the exercise never sets a value against itself)."""
+    theirs = int(REPORT_SETTINGS["mcmc_steps"])
+    return theirs if build_steps != theirs else 4
 
 
 def exercise_values(m: Measured, profile: str) -> dict:
@@ -304,11 +312,14 @@ def exercise_values(m: Measured, profile: str) -> dict:
     report's N (what a re-run with mcmc_steps = 10 would decode, proposals ending where the answers do), beside
     the build's own N and prediction; the measured multiplier's break-even saving."""
     cfg, records = m.power, m.power_records[m.n_layers]
-    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, EXERCISE_STEPS, mode=cfg.mode,
+    steps = exercise_steps(cfg.mcmc_steps)
+    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, steps, mode=cfg.mode,
                                                        max_new_tokens=m.max_new_tokens) for r in records]))
     v = multiplier_values(m)
-    return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=EXERCISE_STEPS),
-            "ex_steps": EXERCISE_STEPS, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
+    which = ("the report's $N = 10$" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
+             f"$N = {steps}$, fewer steps than the report's 10, which this build ran")
+    return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=steps),
+            "ex_steps": steps, "ex_steps_which": which, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
             "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],
             "ex_multiplier": predicted / max(v["greedy_tokens"], 1e-9),
             "ex_break_even": 100 * (1 - 1 / max(v["multiplier_vs_greedy"], 1e-9))}

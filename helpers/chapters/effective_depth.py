@@ -182,9 +182,17 @@ def lens_marks(results: dict[str, ModelStudy]) -> dict[str, dict[str, int]]:
 
 
 def lens_values(r: ModelStudy) -> dict:
+    """The lens section's numbers, and whether its KL rule is anchored on the embedding in this build (a peak at
+    layer 0), said in the words the peak supports."""
+    peak = int(np.argmax(r.curves["kl"]))
+    hu = "Hu et al. report that artefact for R1-Distill-1.5B on GSM8K (effective depth 1)"
+    anchor = (f"With the peak at layer 0, the half-maximum rule is anchored on the embedding; {hu}. It makes the KL "
+              "rule the least reliable of the three here." if peak == 0 else
+              f"With the peak at layer {peak}, past the embedding, the half-maximum rule is not anchored on it here; "
+              f"where the peak is at layer 0 it would be, and {hu}.")
     return {"ed_kl": r.ed["effective_depth"]["kl"], "ed_overlap": r.ed["effective_depth"]["overlap"],
             "ratio_kl": r.ed["ratio"]["kl"], "ratio_overlap": r.ed["ratio"]["overlap"],
-            "kl_peak_layer": int(np.argmax(r.curves["kl"])), "kl_peak": float(np.max(r.curves["kl"]))}
+            "kl_peak_layer": peak, "kl_peak": float(np.max(r.curves["kl"])), "kl_anchor": anchor}
 
 
 def skip_summary(r: ModelStudy) -> dict:
@@ -256,6 +264,18 @@ def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float,
 def _cell(report: dict, rule: str) -> str:
     ed, ratio = report["effective_depth"][rule], report["ratio"][rule]
     return "—" if ed is None else f"{ed} ({ratio:.2f})"
+
+
+RULE_NAMES = {"cosine": "cosine", "kl": "KL", "overlap": "top-5 overlap"}
+
+
+def effective_depth_line(results: dict[str, ModelStudy]) -> str:
+    """Each model's three effective depths in a sentence (the study's first result, before the sections explain it):
+    'qwen2.5-coder-0.5b (24 blocks): cosine 13, KL 19, top-5 overlap 21.'"""
+    return "Effective depth by each rule (the last block a rule counts as used, 0-based): " + "; ".join(
+        f"{name} ({r.n_layers} blocks): " + ", ".join(
+            f"{RULE_NAMES[k]} {'not reached' if r.ed['effective_depth'][k] is None else r.ed['effective_depth'][k]}"
+            for k in RULES) for name, r in results.items()) + "."
 
 
 def effective_depth_table(results: dict[str, ModelStudy], dataset: str) -> str:

@@ -25,6 +25,8 @@ from helpers.interp.lens import (
 )
 from helpers.interp.studies import lens_over_problems
 from helpers.models.loading import load_model, stop_token_ids
+from helpers.models.registry import KNOWN_MODELS
+from helpers.models.wheels import gguf_head
 
 
 @dataclass
@@ -109,7 +111,20 @@ def exercise_values(study: LensStudy, kl_fraction: float, overlap_threshold: flo
                                            kl_fraction=EXERCISE_FRACTION),
             "ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer_name(ed_ov),
             "ex_ed_kl": layer_name(ed_kl), "ex_ed_overlap_chapter": layer_name(first["ed_overlap"]),
-            "ex_ed_kl_chapter": layer_name(first["ed_kl"]), "ex_tied": "ties" if first["tied"] else "does not tie"}
+            "ex_ed_kl_chapter": layer_name(first["ed_kl"]), "ex_tied": tied_sentence(first["model"], first["tied"])}
+
+
+def tied_sentence(name: str, tied: bool) -> str:
+    """Whether the weights this build runs tie the embeddings, and, for an embedded model, why its GGUF file makes
+    them differ from the published checkpoint's (an output matrix stored and quantized on its own)."""
+    entry, head = KNOWN_MODELS.get(name), gguf_head(name)
+    runs = f"The weights of {name} this build runs {'tie' if tied else 'do not tie'} their embeddings"
+    if entry is None or head is None or tied or not head["separate"]:
+        return runs + "."
+    upstream = "The published checkpoint ties them, but its" if entry.tied_upstream else "Its"
+    return (f"{runs}. {upstream} GGUF file stores the output matrix as a tensor of its own, quantized to "
+            f"{head['output']} where the token embedding is {head['embedding']}, so the two differ by their rounding "
+            "and the loader keeps both.")
 
 
 def by_level(problems: Sequence[Problem], records: Sequence[dict]) -> dict[int, tuple[int, int]]:

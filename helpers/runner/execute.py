@@ -48,14 +48,12 @@ def parameters_as_run(defaults_source: str, values: dict, profile: str | None) -
     """The parameters cell's source with `values` in place of its literal defaults (comments kept): what a
     reader of the page should see, since a chapter ran with these and not with the notebook's smoke defaults."""
     lines = defaults_source.splitlines()
-    for node in ast.parse(defaults_source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name = node.targets[0].id
-        if name in values and node.value.lineno == node.value.end_lineno:
-            line = lines[node.lineno - 1]
-            lines[node.lineno - 1] = (line[:node.value.col_offset] + repr(values[name])
-                                      + line[node.value.end_col_offset:])
+    assigned = [node for node in ast.parse(defaults_source).body if isinstance(node, ast.Assign)
+                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in values]
+    for node in reversed(assigned):  # bottom up, so that a literal over several lines shrinking to one moves nothing
+        first, last = node.value.lineno - 1, node.value.end_lineno - 1  # above it
+        lines[first:last + 1] = [lines[first][:node.value.col_offset] + repr(values[node.targets[0].id])
+                                 + lines[last][node.value.end_col_offset:]]
     body = [line for line in lines if not line.startswith("# Parameters")]
     head = f"# Parameters this page ran with (profile {profile!r})." if profile else "# Parameters this page ran with."
     return "\n".join([head, *body])

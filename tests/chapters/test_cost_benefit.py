@@ -259,3 +259,8 @@ def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():
     assert values["cost_answer"].endswith("where breaking even would need 89%: the search costs far more than the "
                                           "truncation saves.")
     assert "prices one model" in values["size_cost_sentence"]
+
+
+def test_an_exercise_never_sets_the_builds_own_n_against_itself():
+    """The report's N = 10, unless the build ran N = 10 already: then another N, and the prose says "as the report"."""
+    assert ch.exercise_steps(1) == 10 and ch.exercise_steps(10) == 4

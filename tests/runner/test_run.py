@@ -324,3 +324,17 @@ def test_a_value_outside_its_domain_is_refused_before_any_chapter(stem, key, val
         plan("smoke", overrides=parse_overrides([f"{key}={value}"]), only=stem)
     message = str(caught.value)
     assert stem in message and key in message and fragment in message, message
+
+
+def test_the_page_shows_every_parameter_as_it_ran_literals_over_several_lines_included():
+    """A profile's values replace the notebook's smoke defaults on the page, a dict written over several lines too
+    (chapter 04 showed chapter 03's smoke sweep where the full build's had run); the comments stay."""
+    from helpers.runner.execute import parameters_as_run
+
+    source = ("# Parameters (the literal values are the smoke profile).\nn = 1  # problems\n"
+              "sweep = {\"levels\": [1, 2, 3],\n         \"span\": None}  # chapter 03's sweep\n"
+              "         # (the runner sets it)\nalpha = 4.0\n")
+    shown = parameters_as_run(source, {"n": 50, "sweep": {"levels": [5, 6], "span": 4}, "alpha": 2.0}, "full")
+    assert shown.splitlines() == ["# Parameters this page ran with (profile 'full').", "n = 50  # problems",
+                                  "sweep = {'levels': [5, 6], 'span': 4}  # chapter 03's sweep",
+                                  "         # (the runner sets it)", "alpha = 2.0"]
