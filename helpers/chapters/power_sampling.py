@@ -246,6 +246,11 @@ def results_table(rows: Sequence[DepthRow]) -> str:
             cells.append(r.interval(key) + (" †" if on_subset else ""))
         lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
+    seeds = rows[0].n_seeds if rows else 1
+    lines += ["", f"Best-of-N and majority use each problem's N = {seeds} temperature-1 samples: best-of-N keeps the "
+                  "one the model finds most likely (largest summed log-probability), majority the most frequent answer"
+                  + (" (a tie, which two samples make whenever they disagree, goes to the first sample's answer)."
+                     if seeds == 2 else " (a tie goes to the answer that came first).")]
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
                       f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "

@@ -148,9 +148,11 @@ def comparison_values(c: DtypeComparison) -> dict:
                           f"{'the one problem' if n == 1 else f'all {n} problems'}. ")
         + f"The logit lens's KL per layer moves by at most "
         f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
-        f"and the critical stitched depth is {critical_depth_text(crit['float32'])} in float32 and "
-        f"{critical_depth_text(crit['bfloat16'])} "
-        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)}")
+        f"and on the sweep's {counted(c.n_sweep, 'problem')} the critical stitched depth is "
+        f"{critical_depth_text(crit['float32'])} in float32 and {critical_depth_text(crit['bfloat16'])} "
+        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)} Chapter 03 finds its critical "
+        "depth on a sweep of its own problems, so where that sweep ran other or more problems the two need not agree: "
+        "one problem can move a depth across the rule's line.")
     return {
         "dtype_model": c.model, "dtype_n_problems": n, "dtype_planned_problems": c.planned[0],
         "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],

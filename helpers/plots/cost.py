@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from helpers.plots.style import PALETTE, finish
 
@@ -41,6 +42,7 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
                 label=f"{name} ({c['layers']} blocks)")
     for j, (label, share) in enumerate(needed.items()):
         ax.axhline(100 * share, color="0.3", ls=("--", ":", "-.")[j % 3], lw=1, label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105),
            title="What truncation saves, and what the search needs")
     ax.legend(fontsize=7, loc="lower right")
@@ -57,6 +59,7 @@ def accuracy_at_compute(points, front):
     depths = sorted({p.depth for p in points}, reverse=True)
     shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
     n = max(p.n_problems for p in points)
+    placed: list[tuple[float, float, float]] = []  # (log10 GFLOPs, accuracy, label offset) of the labels so far
     for p in points:
         apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
@@ -67,8 +70,12 @@ def accuracy_at_compute(points, front):
                     fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
                     mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9)
         below = kind == "majority"  # best-of-k and majority-of-k often share a point: one label above, one below
-        ax.annotate(p.method + (" †" if apart else ""), (p.flops / 1e9, 100 * p.accuracy), fontsize=6,
-                    xytext=(5, -8 if below else 3), textcoords="offset points", alpha=0.6 if apart else 1.0)
+        x, y, dy = float(np.log10(p.flops / 1e9)), 100 * p.accuracy, -8.0 if below else 3.0
+        while any(abs(x - x0) < 0.12 and abs(y + dy / 3 - y0 - d0 / 3) < 3 for x0, y0, d0 in placed):
+            dy += -8.0 if below else 8.0  # a label near another moves on, away from its point's other label
+        placed.append((x, y, dy))
+        ax.annotate(p.method + (" †" if apart else ""), (p.flops / 1e9, y), fontsize=6, xytext=(5, dy),
+                    textcoords="offset points", alpha=0.6 if apart else 1.0)
     ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.2", lw=1, ls="--",
             label="Pareto front")
     for d in depths:

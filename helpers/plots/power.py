@@ -152,7 +152,7 @@ def decomposition(explained, report: dict[str, float] | None = None):
     from helpers.evaluation.decomposition import SEARCHES, TERMS
 
     short = {"cut_cost": "the cut\n(greedy)", "recovery": "search\nat the cut", "full_gain": "search\nat full depth",
-             "mechanism": "at the cut −\nat full depth", "headline": "headline: search at\nthe cut − greedy full"}
+             "mechanism": "helps more where\ndepth was removed?", "headline": "headline: search at\nthe cut − greedy full"}
     fig, axes = plt.subplots(1, len(explained), figsize=(4.6 * len(explained) + 1.2, 3.8), sharex=True,
                              squeeze=False)
     y = np.arange(len(TERMS))[::-1]
@@ -161,9 +161,13 @@ def decomposition(explained, report: dict[str, float] | None = None):
             part = e.parts[key]
             for yy, term in zip(y, TERMS, strict=True):
                 d, hollow = part.terms[term], part.on_subset(term)
-                ax.errorbar(100 * d.mean, yy + (0.15 - 0.3 * i), xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]],
-                            fmt="o", color=PALETTE[i], mfc="white" if hollow else PALETTE[i], capsize=3,
-                            label=label if term == TERMS[0] else None)
+                if term == "cut_cost" and i > 0:
+                    continue  # greedy's alone: the same for every search, drawn once
+                colour = "0.35" if term == "cut_cost" else PALETTE[i]
+                ax.errorbar(100 * d.mean, yy + (0 if term == "cut_cost" else 0.15 - 0.3 * i),
+                            xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]], fmt="o", color=colour,
+                            mfc="white" if hollow else colour, capsize=3,
+                            label=label if term == TERMS[1] else "greedy decoding" if term == "cut_cost" else None)
         if report:
             for j, (name, points) in enumerate(report.items()):
                 ax.plot(points, y[-1], marker="x" if j == 0 else "+", ms=9, color="0.35", ls="none",

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from helpers.plots.style import PALETTE, finish
 
@@ -71,6 +72,7 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
         c = critical.get(name)
         if c is not None:
             ax.axvline(s.n_layers - c + 0.04 * i, color=PALETTE[i], ls="--", lw=1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
            title="How many blocks each model can lose (dashed: critical depth)")
     ax.legend()

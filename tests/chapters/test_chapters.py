@@ -116,7 +116,10 @@ def test_where_no_depth_separates_the_methods_the_sentence_says_so_in_words():
 
 def test_report_sentence_sets_the_removable_share_against_the_report():
     one = stitch.report_sentence(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.1, 6: 0.5}), 0.5)
-    assert "can lose 1 of 6 blocks (17% of its depth), more of its depth than the report's models (7–11%)" in one
+    assert ("can lose 1 of 6 blocks (17% of its depth), a larger share of its depth than the report's models lose "
+            "before their power-sampled accuracy recovers (7–11%)") in one
+    assert one.startswith("By this book's criterion (greedy decoding keeps at least 50% of the full model's accuracy")
+    assert "different criteria" in one
     assert "keeps 60% of its full-depth accuracy" in one
     none = stitch.report_sentence(_sweep({5: 0.0, 6: 0.5}, {5: 0.0, 6: 0.5}), 0.5)
     assert "cannot lose a single block of its 6, where the report's models lose 7–11%" in none
@@ -236,7 +239,8 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
     assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling.results_table(rows).splitlines()
-    assert len(table) == 5 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
+    assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
+    assert table[-1].startswith("Best-of-N and majority use each problem's N = 1 temperature-1 samples")
     assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
 
 
@@ -469,3 +473,14 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
 
     assert post_training("gemma-3-270m") == "base" and post_training("qwen2.5-coder-0.5b") == "instruction-tuned"
     assert post_training("Qwen/Qwen2.5-Math-7B-Instruct") == "instruction-tuned"
+
+
+def test_the_sweep_says_which_depths_it_ran_and_why_by_the_builds_own_rule():
+    from types import SimpleNamespace
+
+    sweeps = {"m": SimpleNamespace(model="m", cuts=[18, 20], depths=[20, 21, 22, 23, 24])}
+    spanned = stitch.sweep_sentence(sweeps, None, 4)
+    assert "the last 4 depths below each model's full depth" in spanned and "cut points below them are not swept" in spanned
+    assert "m: cut points 18, 20, depths 20, 21, 22, 23, 24" in spanned and "can differ from chapter 02's" in spanned
+    assert "every depth from each model's earliest cut point" in stitch.sweep_sentence(sweeps, None, None)
+    assert "the depths the profile names" in stitch.sweep_sentence(sweeps, [20, 24], 4)
