@@ -291,3 +291,43 @@ def _title(stem: str) -> str:
     cells = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
     first = next(c for c in cells if c["cell_type"] == "markdown" and "".join(c["source"]).lstrip().startswith("# "))
     return "".join(first["source"]).lstrip()[2:].splitlines()[0].strip()
+
+
+@pytest.mark.book
+def test_every_sentence_is_true_for_the_build_that_prints_it(built_book):
+    """The class of the full build's false sentences, caught on a build whose settings differ from `full` (one model,
+    N = 1, no span): each chapter's shown parameters are exactly those its run configuration lists (a literal over
+    several lines included); no glued sentence names an embedded model the chapter did not run, or a number of MH
+    steps it did not use; no exercise or sentence sets a setting against itself ("N = 1 instead of N = 1")."""
+    import ast
+
+    import nbformat
+
+    from helpers.models.registry import KNOWN_MODELS
+
+    out, _ = built_book
+    config = json.loads((out / CHAPTERS / "run_config.json").read_text())["chapters"]
+    rows = json.loads((out / CHAPTERS / "glued_values.json").read_text())
+    for stem, chapter in config.items():
+        nb = nbformat.read(out / CHAPTERS / f"{stem}.ipynb", as_version=4)
+        shown = next(c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", []))
+        values = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(shown.source).body
+                  if isinstance(node, ast.Assign)}
+        wrong = {k: (values.get(k), v) for k, v in chapter["parameters"].items() if values.get(k) != v}
+        assert not wrong, (stem, wrong)  # (shown, ran): the run configuration lists what the profile set
+        ran = set(values.get("models") or [])
+        steps = values.get("mcmc_steps")
+        for row in (r for r in rows if r["chapter"] == stem and isinstance(r["value"], str)):
+            named = {m for m in KNOWN_MODELS if re.search(rf"(?<![\w.-]){re.escape(m)}(?![\w.-])", row["value"])}
+            assert named <= ran | {"smollm2-135m"} * (not ran), (stem, row["name"], named - ran)
+            if steps is not None:
+                said = {int(n) for n in re.findall(r"\bN = (\d+)\b(?! steps per block tried)", row["value"])}
+                assert said <= {steps, 0, *values.get("sweep_steps", []),
+                                *([10, 4] if row["name"].startswith(("ex_", "steps_clause")) else [])}, \
+                    (stem, row["name"], said)
+    for page in sorted((out / "_build" / "html").rglob("*.html")):
+        text = " ".join(re.sub(r"<[^>]+>", " ", page.read_text()).split())
+        for setting in re.findall(r"(\b\w+ = [\d.]+)\b[^.;]{0,12}\binstead of\b[^.;]{0,12}", text):
+            after = text[text.index(setting) + len(setting):][:80]
+            assert f"instead of {setting}" not in after and f"instead of the build's {setting}" not in after, \
+                (page.name, setting, after)
