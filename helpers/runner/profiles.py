@@ -134,6 +134,9 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
             raise RunError(f"Profile {name!r} ({path}) holds {len(text):,} characters; a profile is a page of "
                            f"settings (at most {MAX_PROFILE_BYTES:,}).")
         data = yaml.load(text, Loader=_BoundedLoader)
+        if contains_itself(data):
+            raise RunError(f"Profile {name!r} ({path}) holds a value that contains itself (a YAML alias inside its "
+                           "own list or mapping); write its settings out instead.")
     except UnicodeDecodeError as exc:
         raise RunError(f"Profile {name!r} ({path}) is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     except yaml.YAMLError as exc:
@@ -206,15 +209,30 @@ def notebook_parameters(stem: str) -> dict:
     return {name: spec.get("default") for name, spec in found.items()}
 
 
+def contains_itself(value, _path: tuple[int, ...] = ()) -> bool:
+    """Whether a value read from YAML holds itself (an alias of a list inside that list, `&a [*a]`): such a value
+    cannot be checked or compared, and any code that walks it recurses without end."""
+    if isinstance(value, list | dict):
+        if id(value) in _path:
+            return True
+        inner = value.values() if isinstance(value, dict) else value
+        return any(contains_itself(v, (*_path, id(value))) for v in inner)
+    return False
+
+
 def parse_overrides(pairs: list[str]) -> dict:
-    """`key=value` strings to a dict; values are read as YAML (numbers, lists, booleans, strings)."""
+    """`key=value` strings to a dict; values are read as YAML (numbers, lists, booleans, strings), and refused, before
+    anything converts them, where one holds itself."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise RunError(f"-p expects key=value, got {pair!r}")
         try:
-            out[key.strip()] = yaml.safe_load(value)
+            out[key.strip()] = read = yaml.safe_load(value)
+            if contains_itself(read):
+                raise RunError(f"-p {key.strip()}: {value!r} contains itself (a YAML alias inside its own list); "
+                               "write the value out, e.g. [1, 2, 3].")
         except ValueError:  # an integer past Python's digit limit (sys.set_int_max_str_digits)
             raise RunError(f"-p {key.strip()}: the number is too long to be a parameter's value.") from None
         except yaml.YAMLError:

@@ -338,3 +338,19 @@ def test_the_page_shows_every_parameter_as_it_ran_literals_over_several_lines_in
     assert shown.splitlines() == ["# Parameters this page ran with (profile 'full').", "n = 50  # problems",
                                   "sweep = {'levels': [5, 6], 'span': 4}  # chapter 03's sweep",
                                   "         # (the runner sets it)", "alpha = 2.0"]
+
+
+def test_a_value_that_contains_itself_is_refused_before_anything_converts_it(tmp_path, monkeypatch):
+    """`-p 'levels=&a [*a]'` (a YAML list inside itself) once ended in a RecursionError from deep inside the checks."""
+    import helpers.runner.profiles as profiles
+    from helpers.runner.profiles import parse_overrides
+
+    with pytest.raises(RunError, match="contains itself"):
+        parse_overrides(["levels=&a [*a]"])
+    with pytest.raises(RunError, match="contains itself"):
+        parse_overrides(["critical_sweep=&a {levels: *a}"])
+    assert parse_overrides(["levels=&a [1, 2]"]) == {"levels": [1, 2]}  # an alias alone is fine
+    (tmp_path / "loop.yaml").write_text("parameters:\n  levels: &a [*a]\n")
+    monkeypatch.setattr(profiles, "PROFILES", tmp_path)
+    with pytest.raises(RunError, match="contains itself"):
+        plan("loop")
