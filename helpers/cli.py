@@ -498,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.runner.profiles import RunError
 
     args = build_parser().parse_args(argv)
+    from helpers.results import origin
+
+    origin.read_now()  # records stored by this command name the code it started with
     try:
         if getattr(args, "dtype", None) is not None:
             precision.use(args.dtype)

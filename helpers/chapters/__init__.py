@@ -12,7 +12,9 @@ def start(seed: int, dtype: str | None = None) -> None:
     format its models load in (`dtype`: 'auto', 'float32' or 'bfloat16'; None leaves the process's choice)."""
     from helpers.models import precision
     from helpers.plots import style
+    from helpers.results import origin
 
+    origin.read_now()  # the records this kernel stores name the code it started with
     style.setup(seed)
     if dtype is not None:
         precision.use(dtype)

@@ -56,6 +56,13 @@ def _computed_on() -> dict:
     return {**commit(), "machine": machine()}
 
 
+def read_now() -> None:
+    """Read the commit and machine now, at the start of a process that will store records (the runner's kernels, a
+    command), not at its first record: a long run's code is the code it started with, whatever is committed while
+    it runs."""
+    _computed_on()
+
+
 def origin() -> dict:
     """What a record stores about where it was computed: commit (and whether the code was changed from it),
     machine, and the chapter whose kernel computed it where the runner executed one (a release batch counts its

@@ -597,3 +597,22 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     final = add_batch(fresh, root, commit="abc1234", check=RecordCheck())
     assert sum(batch.added.values()) + sum(final.added.values()) == 4 and final.checkpoints == 0
     assert not read_manifest(root).checkpoints and not list((root / "checkpoints").rglob("*.gz")) and not unlisted(root)
+
+
+def test_a_records_origin_is_the_code_its_process_started_with(monkeypatch):
+    """A long run's records name the commit it started at, even when commits land while it runs: the origin is read
+    when a chapter (or a command) starts, not at the first record."""
+    from helpers.results import origin
+
+    origin._computed_on.cache_clear()
+    origin.commit.cache_clear()
+    monkeypatch.setattr(origin, "machine", lambda: {"cpu": "x"})
+    heads = iter(["aaa", "bbb"])
+    monkeypatch.setattr(origin.subprocess, "run", lambda args, **kw: type(
+        "Out", (), {"returncode": 0, "stdout": next(heads) if "rev-parse" in args else ""})())
+    try:
+        origin.read_now()  # the run starts at aaa
+        assert origin.origin()["commit"] == "aaa"  # and stores its first record after bbb landed
+    finally:
+        origin._computed_on.cache_clear()
+        origin.commit.cache_clear()
