@@ -709,11 +709,13 @@ def why_sentence(e: Explained) -> str:
         return f"{d.points(1)} ({d.standing()}{where})"
 
     power = e.parts["power"]
+    where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
+             else "")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
             f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
-            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}), is {_mechanism(t['mechanism'])}. Low "
+            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. Low "
             f"temperature, the cheap way to sharpen, moves greedy by {low['recovery'].points(1)} at the cut and "
             f"{low['full_gain'].points(1)} at full depth.")
 
@@ -753,10 +755,11 @@ def answer_values(rows: Sequence[DepthRow]) -> dict:
     lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | paired difference "
              "[95% interval] | against its noise | the report's gains (" + report + " points) |",
              "|---|---|---|---|---|---|---|"]
-    answers = []
+    answers, excluded = [], []
     for e in explained:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
+        excluded.append(all(g > 100 * d.high for g in report_gains().values()))
         lines.append(f"| {e.full.model} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
                      f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
                      f"{_report_gains(d)} |")
@@ -764,11 +767,13 @@ def answer_values(rows: Sequence[DepthRow]) -> dict:
         (word, clause), = set(answers)
         sizes = "the one size this build ran" if len(explained) == 1 else \
             "both sizes" if len(explained) == 2 else f"all {len(explained)} sizes"
-        lead = f"**{word}, at {sizes}:** {clause}."
+        lead = f"**{word}, at {sizes}:** {clause}" + (
+            ", and the paired interval excludes both of the report's gains" if all(excluded) else "") + "."
     else:
         lead = "**The answer depends on the size:** " + "; ".join(
-            f"on {e.full.model}, {word.lower()}: {clause}" for e, (word, clause) in zip(explained, answers,
-                                                                                            strict=True)) + "."
+            f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
+                                                               "report's gains" if out and word.startswith("Not") else "")
+            for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
     return {"answer_lead": lead, "answer_table": "\n".join(lines),
             "answer_why": " ".join(why_sentence(e) for e in explained)}
 
@@ -780,8 +785,8 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     if not mine:
         return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
                 "sharpness_sentence": ""}
-    lines = ["| model | kind | depth | T = 1 answers equal to greedy's | entropy per token (nats) | MH acceptance | "
-             "low T − T = 1 [points] | MH − greedy [points, 95% interval] |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
+             "[95%] |", "|---|---|---|---|---|---|---|---|"]
     gains = []
     for r in mine:
         d = paired_prefix(r.scores["power"], r.scores["greedy"])
@@ -790,6 +795,9 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         lines.append(f"| {r.model} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
                      f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
                      f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1)}{mark} |")
+    lines += ["", "T=1 answer = greedy's: the share of T = 1 answers equal to the greedy answer of the same problem; "
+                  "nats/token: the mean entropy per token of the T = 1 decodes; MH accepts: the share of MH proposals "
+                  "accepted; the last two columns in points."]
     if any(r.count("power") < r.n_problems for r in mine):
         k = min(r.count("power") for r in mine)
         lines += ["", f"† MH on the first {counted(k, 'problem')} only, paired with greedy there."]

@@ -455,7 +455,8 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert table[3].endswith("| excludes +4 (1.5B) and +8 (7B) |")
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling.answer_values([r for r in rows if r.model == "big"] + same)
-    assert values["answer_lead"].startswith(f"**{big[0]}, at both sizes:** {big[1]}.")
+    assert values["answer_lead"] == (f"**{big[0]}, at both sizes:** {big[1]}, and the paired interval excludes both "
+                                     "of the report's gains.")  # -30 points [.., below +4]
 
 
 def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside_the_searchs_gain():
@@ -466,7 +467,7 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
         r.sharp = Sharpness(agree, nats, 40, 400)
     values = power_sampling.sharpness_values(rows)
     table = values["sharpness_table"].splitlines()
-    assert len(table) == 6 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
+    assert len(table) == 8 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
     assert "The sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
     assert "The least sharp is big at 5 blocks (50%, 0.600 nats)" in values["sharpness_sentence"]
     from helpers.models.registry import post_training
