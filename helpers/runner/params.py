@@ -183,7 +183,8 @@ def check_value(stem: str, name: str, value, default) -> None:
     want = _kind(default)
     where = f"{stem}: parameter {name!r} = {value!r}"
     if value is None:
-        if default is None or want == "list":  # None means "all" or "the notebook decides"
+        domain = DOMAINS.get(name)
+        if default is None or want == "list" or (domain is not None and domain.null):  # "all", "the notebook decides"
             return
         raise RunError(f"{where}: {_a(want)} is needed, like the notebook's default {default!r}.")
     if default is not None and _kind(value) not in allowed.get(want, (want,)):

@@ -84,7 +84,7 @@ def test_unsupported_architecture_is_a_clear_error():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=20))
-    with pytest.raises(UnsupportedArchitecture, match="Llama and Qwen2"):
+    with pytest.raises(UnsupportedArchitecture, match="Llama, Qwen2 and Gemma 3"):
         adapter(model)
 
 

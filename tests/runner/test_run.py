@@ -102,7 +102,7 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("search_problems", 0, "at least 1"), ("search_problems", "many", "at least 1"),
+    ("search_problems", 0, "at least 1"), ("search_problems", "many", "must be an integer"),
     ("sweep_steps", [0, -1], "from 0 to 1,000"), ("sweep_steps", [], "non-empty list"),
     ("toy_steps", [-1], "from 0 to 1,000"), ("emulated_problems", 0, "at least 1.*where bfloat16 is emulated"),
     ("emulated_problems", 2.5, "must be an integer"), ("power_subsets", {"smollm2-135m": 0}, "at least 1"),
