@@ -385,7 +385,8 @@ def _report_headline() -> str:
     where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
     return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
             f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
-            f"±{_half_width(0.65, REPORT_IF_PROBLEMS):.0f} points.")
+            f"±{max(_half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
+            "points.")
 
 
 def _report_sizes() -> str:
@@ -720,10 +721,9 @@ def why_sentence(e: Explained) -> str:
             f"{low['full_gain'].points(1)} at full depth.")
 
 
-def decomposition_values(rows: Sequence[DepthRow]) -> dict:
+def decomposition_values(explained: Sequence[Explained]) -> dict:
     """The decomposition's glued table and sentences (Markdown), and each model's terms in points (for the book's
-    exercises and for `glued-diff`)."""
-    explained = explain(rows)
+    exercises and for `glued-diff`), from `explain`."""
     values = {"decomposition_table": decomposition_table(explained),
               "decomposition_sentence": " ".join(why_sentence(e) for e in explained) or
               "No truncated depth ran, so there is no cut to take apart."}
@@ -738,17 +738,20 @@ def report_gains() -> dict[str, float]:
     return {name.split("-")[-1]: 100 * (r["power_truncated"] - r["greedy_full"]) for name, r in REPORT_HEADLINE.items()}
 
 
+def excluded_gains(d: PairedDifference) -> dict[str, float]:
+    """The report's gains (`report_gains`) that a paired interval leaves out, above its upper end."""
+    return {size: g for size, g in report_gains().items() if g > 100 * d.high}
+
+
 def _report_gains(d: PairedDifference) -> str:
-    """Which of the report's gains a paired interval leaves out."""
-    out = [f"{g:+.0f} ({size})" for size, g in report_gains().items() if g > 100 * d.high]
+    out = [f"{g:+.0f} ({size})" for size, g in excluded_gains(d).items()]
     return "excludes " + " and ".join(out) if out else "holds them"
 
 
-def answer_values(rows: Sequence[DepthRow]) -> dict:
+def answer_values(explained: Sequence[Explained]) -> dict:
     """The front page's answer at every size: a lead that every model's own answer supports (or one per model where
     they differ), a table with a row per model, and why, from the decomposition. Glued as `answer_lead`,
-    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page."""
-    explained = explain(rows)
+    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`."""
     if not explained:
         return {"answer_lead": "", "answer_table": "", "answer_why": ""}
     report = ", ".join(f"{g:+.0f} ({size})" for size, g in report_gains().items())
@@ -759,7 +762,7 @@ def answer_values(rows: Sequence[DepthRow]) -> dict:
     for e in explained:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
-        excluded.append(all(g > 100 * d.high for g in report_gains().values()))
+        excluded.append(excluded_gains(d) == report_gains())
         lines.append(f"| {e.full.model} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
                      f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
                      f"{_report_gains(d)} |")
@@ -823,8 +826,9 @@ PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_
 def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
     two-size contrast's numbers."""
+    explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
     return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
-            "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(rows),
-            **answer_values(rows), **sharpness_values(rows)}
+            "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
+            **answer_values(explained), **sharpness_values(rows)}

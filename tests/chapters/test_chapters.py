@@ -414,7 +414,7 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     rows = _two_sizes()
     explained = power_sampling.explain(rows)
     assert [e.full.model for e in explained] == ["small", "big"]
-    values = power_sampling.decomposition_values(rows)
+    values = power_sampling.decomposition_values(power_sampling.explain(rows))
     assert values["dec_0_power_cut_cost"] == -10 and values["dec_0_power_recovery"] == 5
     assert values["dec_0_power_headline"] == -5 and values["dec_1_power_cut_cost"] == -30
     table = values["decomposition_table"].splitlines()
@@ -429,7 +429,7 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
     """MH at the smaller model's full depth on its first 8 problems only: the gain at full depth and the mechanism
     pair over those 8, and every place that shows them says so."""
     rows = _two_sizes(small_full_power=[1.0] * 4 + [0.0] * 4)
-    values = power_sampling.decomposition_values(rows)
+    values = power_sampling.decomposition_values(power_sampling.explain(rows))
     marked = [line for line in values["decomposition_table"].splitlines() if "†" in line]
     assert len(marked) == 2 + 1 and "first 8 problems of the 20" in marked[-1]  # two rows, and the footnote
     assert "at full depth by +0.0 points" not in values["decomposition_sentence"]
@@ -445,7 +445,7 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
 def test_the_front_page_leads_only_with_what_every_size_supports():
     """Two sizes whose answers differ get one clause each, never the first model's verdict as the lead."""
     rows = _two_sizes()
-    values = power_sampling.answer_values(rows)
+    values = power_sampling.answer_values(power_sampling.explain(rows))
     small = power_sampling.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
     big = power_sampling.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
     assert small != big  # -5 points on 20 problems is within its noise; -30 is not
@@ -454,7 +454,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert len(table) == 4 and table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
     assert table[3].endswith("| excludes +4 (1.5B) and +8 (7B) |")
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
-    values = power_sampling.answer_values([r for r in rows if r.model == "big"] + same)
+    values = power_sampling.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     assert values["answer_lead"] == (f"**{big[0]}, at both sizes:** {big[1]}, and the paired interval excludes both "
                                      "of the report's gains.")  # -30 points [.., below +4]
 
