@@ -18,15 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.evaluation.stats import PairedDifference, paired_difference
+from helpers.evaluation.stats import PairedDifference, paired_difference, paired_prefix
 
 SEARCHES = (("power", "power sampling (MH)"), ("low", "low temperature"))  # the searches the chapters take apart
-TERMS = ("cut_cost", "recovery", "full_gain", "mechanism", "headline")
-LABELS = {"cut_cost": "what the cut costs greedy (greedy at the cut − greedy at full depth)",
-          "recovery": "what the search recovers at the cut (search − greedy, both at the cut)",
-          "full_gain": "what the search gains at full depth (search − greedy, both full)",
-          "mechanism": "does search help more where depth was removed? (recovery − gain at full depth)",
-          "headline": "the headline (search at the cut − greedy at full depth)"}
+TERMS = ("cut_cost", "recovery", "full_gain", "mechanism", "headline")  # their words: chapters.power_sampling
 
 
 @dataclass(frozen=True)
@@ -52,11 +47,7 @@ def decompose(greedy_full: Sequence[float], greedy_cut: Sequence[float], search_
     if not all(len(x) for x in (gF, gC, sF, sC)):
         raise ValueError("decompose needs scores of every method on at least one problem")
 
-    def pair(a: np.ndarray, b: np.ndarray) -> PairedDifference:
-        n = min(len(a), len(b))
-        return paired_difference(a[:n], b[:n])
-
     n = min(len(gF), len(gC), len(sF), len(sC))
-    terms = {"cut_cost": pair(gC, gF), "recovery": pair(sC, gC), "full_gain": pair(sF, gF),
-             "mechanism": paired_difference(sC[:n] - gC[:n], sF[:n] - gF[:n]), "headline": pair(sC, gF)}
+    terms = {"cut_cost": paired_prefix(gC, gF), "recovery": paired_prefix(sC, gC), "full_gain": paired_prefix(sF, gF),
+             "mechanism": paired_difference(sC[:n] - gC[:n], sF[:n] - gF[:n]), "headline": paired_prefix(sC, gF)}
     return Decomposition(search, n_problems if n_problems is not None else max(len(gF), len(gC)), terms)
