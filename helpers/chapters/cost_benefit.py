@@ -8,14 +8,14 @@ the same token budget as one power sample (MH) or K particles (SMC).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import counted, significant
-from helpers.data.problems import Problem
+from helpers.data.problems import Problem, problems_of
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import (
     comparisons_table,
@@ -170,7 +170,7 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
                  samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
 
 
-def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] | None, searches: Searches, *,
+def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None, searches: Searches, *,
             n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
             engine: str = "slot", search_problems: int | None = None, power_subsets: dict[str, int] | None = None,
             critical_sweep: SweepSettings | dict | None = None) -> Measured:
@@ -183,10 +183,11 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
     whether the model still works there. The decodes are chapter 04's: the same settings
     (`helpers.samplers.settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
     (`search_problems` and `power_subsets`: chapter 04's `search_order` and `search_limits`); the matched
-    baselines, being off the headline, run on the searches' subset.
+    baselines, being off the headline, run on the searches' subset. `problems` is one list for every model, or each
+    model's own (`helpers.data.problems.problem_sets`), as chapter 04's.
     """
     mh_subset = power_subset(power_subsets, name)
-    problems = search_order(problems, subset_size(search_problems, power_subsets))
+    problems = search_order(problems_of(problems, name), subset_size(search_problems, power_subsets))
     model, tokenizer, info = load_model(name)
     L = info.n_layers
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
@@ -245,7 +246,7 @@ def measure(name: str, problems: Sequence[Problem], depths: Sequence[int | str] 
     return measured
 
 
-def measure_models(names: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
+def measure_models(names: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None,
                    searches: Searches, **settings) -> list[Measured]:
     """`measure` for each of this build's models, in the profile's order: the chapter's sections price the first,
     the sizes section every one."""
@@ -380,9 +381,9 @@ def savings_table(configs: dict, context: float, multipliers: dict[str, float]) 
     return "\n".join(lines)
 
 
-def savings_values(m: Measured, configs: dict) -> dict:
+def savings_values(m: Measured, configs: dict, multipliers: dict[str, float]) -> dict:
     """Glued numbers: the report's 7%, this build's saving at its truncations, the break-even depth and whether
-    the model still works at it."""
+    the model still works at it, with the savings table (`savings_table` at `multipliers`, from `budgets`)."""
     seven = configs["Qwen2.5-Math-7B"]
     mult = multiplier_values(m)["multiplier_vs_greedy"]
     L = m.n_layers
@@ -404,6 +405,7 @@ def savings_values(m: Measured, configs: dict) -> dict:
             sentence += (f" Stitched to {even} blocks, it answers {percent_with_interval(m.break_even_accuracy, m.points[0].n_problems)} "
                          "of the same problems greedily.")
     values["break_even_sentence"] = sentence
+    values["savings_table"] = savings_table(configs, m.context, multipliers)
     return values
 
 

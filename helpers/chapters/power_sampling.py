@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from helpers.core.numbers import counted
-from helpers.data.problems import Problem
+from helpers.data.problems import Problem, levels_text, load_problems, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
 from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
@@ -35,6 +35,7 @@ from helpers.evaluation.decodes import (
     tokens_per_problem,
 )
 from helpers.evaluation.decomposition import SEARCHES, TERMS, Decomposition, decompose
+from helpers.evaluation.levels import ROOM, LevelScan, level_scan
 from helpers.evaluation.sharpness import Sharpness, sharpness
 from helpers.evaluation.stats import (
     PairedDifference,
@@ -153,6 +154,9 @@ class DepthRow:
     choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
     multiplier: float = float("nan")  # `token_multiplier`: MH's decoded tokens per answer over greedy's, here
     sharp: Sharpness | None = None  # how sharp the model already is here, from its greedy and T = 1 decodes
+    problem_ids: tuple[str, ...] = ()  # the problems, in score order: rows pair across models only where they agree
+    family: str = ""  # the architecture (config.model_type): sizes compare within one family
+    problems_text: str = ""  # which problems they are, for a reader (`levels_text`)
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -175,7 +179,7 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
-def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: Sequence[int | str] | None,
+def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None,
                     searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
@@ -189,13 +193,15 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
     is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
     `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
-    names (`search_limits`).
+    names (`search_limits`). `problems` is one list for every model, or each model's own
+    (`helpers.data.problems.problem_sets`): rows of models on the same problems pair problem by problem.
     """
-    order = search_order(problems, subset_size(search_problems, power_subsets))
+    size = subset_size(search_problems, power_subsets)
     rows = []
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     for name in models:
+        order = search_order(problems_of(problems, name), size)
         model, tokenizer, info = load_model(name)
         n_layers = info.n_layers
         full_flops = model_cost(model.config).flops_per_token
@@ -228,23 +234,36 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem], depths: 
                           "smc": outcome_shares(particles)},
                 ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
-                multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm)))
+                multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm),
+                problem_ids=tuple(p.id for p in order), problems_text=levels_text(order),
+                family=str(getattr(model.config, "model_type", ""))))
         del model
     return rows
+
+
+def first_rows(rows: Sequence[DepthRow]) -> list[DepthRow]:
+    """The rows of the chapter's first model, which its sections and Figure 4.3 show."""
+    return [r for r in rows if r.model == rows[0].model]
+
+
+def bars_title(rows: Sequence[DepthRow], searches: Searches) -> str:
+    """Figure 4.3's title: the first model and the searches' settings."""
+    return (f"{rows[0].model}: α = {searches.target.alpha:g}, MH with N = {searches.power.mcmc_steps} and "
+            f"B = {searches.power.block_size}, SMC with K = {searches.smc.particles}")
 
 
 def results_table(rows: Sequence[DepthRow]) -> str:
     """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
     lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
              "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
-    subsets = set()
+    subsets, own = set(), own_problems(rows)
     for r in rows:
         cells = []
         for key, _ in COLUMNS:
             on_subset = r.count(key) < r.n_problems
             subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
             cells.append(r.interval(key) + (" †" if on_subset else ""))
-        lines.append(f"| {r.model} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
+        lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
     seeds = rows[0].n_seeds if rows else 1
     lines += ["", f"Best-of-N and majority use each problem's N = {seeds} temperature-1 samples: best-of-N keeps the "
@@ -582,6 +601,25 @@ def by_size(rows: Sequence[DepthRow]) -> list[str]:
     return sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.size for r in rows if r.model == m))
 
 
+def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
+    """' (its own problems: levels 1–3)' for each model whose problems are not the book's (those most models share,
+    the first model's on a tie; a model on levels of its own, `helpers.data.problems.problem_sets`), '' for the
+    others: what a table's model cell adds, so that rows on other problems are never read as paired with the rest."""
+    sets = [r.problem_ids for r in {r.model: r for r in rows}.values()]
+    shared = max(sets, key=sets.count) if sets else ()
+    return {r.model: "" if r.problem_ids == shared else f" (its own problems: {r.problems_text})" for r in rows}
+
+
+def size_pair(rows: Sequence[DepthRow]) -> list[str]:
+    """The two smallest models (`by_size`) that are sizes of one family: the same architecture and post-training, on
+    the very same problems, so that their answers pair problem by problem; fewer where no two models are."""
+    groups: dict[tuple, list[str]] = {}
+    for m in by_size(rows):
+        r = next(r for r in rows if r.model == m)
+        groups.setdefault((r.family, post_training(m), r.problem_ids), []).append(m)
+    return next((g[:2] for g in groups.values() if len(g) >= 2), [])
+
+
 def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:
     """`headline_row` of every model, the smaller first (the size figure's panels)."""
     return [headline_row(rows, m) for m in by_size(rows)]
@@ -591,10 +629,12 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
     difference between those two differences with its paired bootstrap interval and test (the problems are the
-    same for both models); with each critical depth as a share of its model's depth."""
-    models = by_size(rows)
+    same for both models, `size_pair`); with each critical depth as a share of its model's depth."""
+    models = size_pair(rows)
     if len(models) < 2:
-        return {"size_sentence": "This build searches on one model, so it cannot ask whether the answer depends on "
+        which = ("one model" if len(by_size(rows)) == 1 else
+                 f"{counted(len(by_size(rows)), 'model')} but no two sizes of one family on the same problems")
+        return {"size_sentence": f"This build searches on {which}, so it cannot ask whether the answer depends on "
                                  "the model's size: run this chapter with two sizes of one family among its models "
                                  "(chapter 02 sets their logit-lens curves side by side).",
                 "size_headline": ""}
@@ -667,7 +707,7 @@ def decomposition_table(explained: Sequence[Explained]) -> str:
     if not explained:
         return "*No truncated depth ran, so there is no cut to take apart.*"
     lines = ["| model | term | " + " | ".join(label for _, label in SEARCHES) + " |", "|---|---|---|---|"]
-    subsets = set()
+    subsets, own = set(), own_problems([e.full for e in explained])
     for e in explained:
         for i, term in enumerate(TERMS):
             cells = []
@@ -677,7 +717,8 @@ def decomposition_table(explained: Sequence[Explained]) -> str:
                 if part.on_subset(term):
                     subsets.add((d.n, part.n_problems))
                 cells.append(f"{d.points(1)}, p {_p(d)}" + (" †" if part.on_subset(term) else ""))
-            name = f"{e.full.model}, cut to {e.cut.depth} of {e.full.n_layers} blocks" if i == 0 else ""
+            name = (f"{e.full.model}{own[e.full.model]}, cut to {e.cut.depth} of {e.full.n_layers} blocks" if i == 0
+                    else "")
             lines.append(f"| {name} | {TERM_NAMES[term]} | " + " | ".join(cells) + " |")
     for k, n in sorted(subsets):
         lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
@@ -758,22 +799,24 @@ def answer_values(explained: Sequence[Explained]) -> dict:
     lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | paired difference "
              "[95% interval] | against its noise | the report's gains (" + report + " points) |",
              "|---|---|---|---|---|---|---|"]
-    answers, excluded = [], []
+    answers, excluded, own = [], [], own_problems([e.full for e in explained])
     for e in explained:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
         excluded.append(excluded_gains(d) == report_gains())
-        lines.append(f"| {e.full.model} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
+        lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
                      f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
                      f"{_report_gains(d)} |")
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
-        sizes = "the one size this build ran" if len(explained) == 1 else \
-            "both sizes" if len(explained) == 2 else f"all {len(explained)} sizes"
+        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
+        sizes = f"the one {noun} this build ran" if len(explained) == 1 else \
+            f"both {noun}s" if len(explained) == 2 else f"all {len(explained)} {noun}s"
         lead = f"**{word}, at {sizes}:** {clause}" + (
             ", and the paired interval excludes both of the report's gains" if all(excluded) else "") + "."
     else:
-        lead = "**The answer depends on the size:** " + "; ".join(
+        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
+        lead = f"**The answer depends on the {noun}:** " + "; ".join(
             f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
                                                                "report's gains" if out and word.startswith("Not") else "")
             for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
@@ -790,12 +833,12 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
                 "sharpness_sentence": ""}
     lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
              "[95%] |", "|---|---|---|---|---|---|---|---|"]
-    gains = []
+    gains, own = [], own_problems(mine)
     for r in mine:
         d = paired_prefix(r.scores["power"], r.scores["greedy"])
         gains.append((r, d))
         mark = " †" if r.count("power") < r.n_problems else ""
-        lines.append(f"| {r.model} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
+        lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
                      f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
                      f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1)}{mark} |")
     lines += ["", "T=1 answer = greedy's: the share of T = 1 answers equal to the greedy answer of the same problem; "
@@ -818,17 +861,77 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence}
 
 
+# --------------------------------------------------------------------------------------------------
+# Which problems each model runs: the scan that chose a model's own levels
+# --------------------------------------------------------------------------------------------------
+
+
+def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]] | None, dataset: str, n: int,
+                searches: Searches, *, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+                engine: str = "slot") -> list[LevelScan]:
+    """For each model `model_levels` names, in `models`' order: its greedy accuracy at full depth on the first `n`
+    problems of every level of `dataset` (none where no model has levels of its own)."""
+    greedy = {"greedy": chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)["greedy"]}
+    scans = []
+    for name in (m for m in models if m in (model_levels or {})):
+        pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)
+        model, tokenizer, info = load_model(name)
+        runs = sample_at_depths(model, tokenizer, pool, greedy, [("stitch", info.n_layers)], n_seeds=1,
+                                batch_size=batch_size, engine=engine)
+        scans.append(level_scan(name, pool, runs[("stitch", info.n_layers)]["greedy"], model_levels[name]))
+        del model
+    return scans
+
+
+def _listed(levels: Sequence[int]) -> str:
+    if not levels:
+        return "none"
+    return ", ".join(map(str, levels[:-1])) + (" and " if len(levels) > 1 else "") + str(levels[-1])
+
+
+def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:
+    """The scan as a Markdown table (a row per scanned model, a column per level) and a sentence per model that
+    says what the scan measured at the levels the other models run (`shared`; None: every level), which levels leave
+    it room both ways, and whether the levels it runs are those; with no scan, which levels every model runs."""
+    every = "every level" if shared is None else f"levels {_listed(list(shared))}"
+    if not scans:
+        return {"levels_table": "", "levels_sentence": f"Every model runs the same problems, from {every}."}
+    low, high = ROOM
+    levels = sorted({lv for s in scans for lv in s.accuracy})
+    lines = ["| model | kind | " + " | ".join(f"level {lv}" for lv in levels) + " | levels run |",
+             "|---" * (len(levels) + 3) + "|"]
+    sentences = []
+    for s in scans:
+        cells = [percent_with_interval(s.accuracy[lv], s.n[lv]) if lv in s.accuracy else "–" for lv in levels]
+        lines.append(f"| {s.model} | {post_training(s.model)} | " + " | ".join(cells) + f" | {_listed(s.given)} |")
+        room, theirs = s.with_room(), [lv for lv in (shared or s.accuracy) if lv in s.accuracy]
+        at_theirs = _listed([f"{100 * s.accuracy[lv]:.0f}%" for lv in theirs])
+        where = ("the other models' levels leave it no room" if not set(theirs) & set(room) else
+                 "some of the other models' levels would leave it room too")
+        verdict = ("so the levels it runs are the measured ones" if s.agrees() else
+                   f"while it runs levels {_listed(s.given)}, as the profile chose them: this scan does not support "
+                   "that choice")
+        sentences.append(f"At full depth, {s.model}'s greedy decoding solves {at_theirs} of the other models' "
+                         f"{every} ({min(s.n.values())} problems per level), so {where}. The levels where it leaves "
+                         f"room both ways ({100 * low:.0f}–{100 * high:.0f}% solved) are {_listed(room)}, {verdict}.")
+    lines += ["", f"Full-depth greedy accuracy with its 95% interval, {min(n for s in scans for n in s.n.values())} "
+                  "problems per level; the chapter's other models run " + every + "."]
+    return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
+
+
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
-         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence")
+         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "levels_table",
+         "levels_sentence")
 
 
-def prose_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
+def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
+                 levels: Sequence[int] | None = None) -> dict:
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
-    two-size contrast's numbers."""
+    two-size contrast's numbers and the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones)."""
     explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
     return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
-            **answer_values(explained), **sharpness_values(rows)}
+            **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels)}

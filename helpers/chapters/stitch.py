@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import readable
-from helpers.data.problems import Problem
+from helpers.data.problems import Problem, levels_text, problems_of
 from helpers.evaluation.cost import ModelCost, model_cost
 from helpers.evaluation.critical import SweepSettings, store_critical
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths
@@ -33,6 +33,7 @@ class Sweep:
     outputs: dict[str, dict[int, list[dict]]]
     full: list[dict]
     costs: dict[int, ModelCost]
+    problems: list[Problem] = field(default_factory=list)  # this model's problems (`problem_sets`), in order
 
 
 def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | None, step: int,
@@ -67,7 +68,7 @@ def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None)
             "which reads its own problems.")
 
 
-def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequence[str], depths: Sequence[int] | None,
+def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], *, methods: Sequence[str], depths: Sequence[int] | None,
           depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
           shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None
           ) -> dict[str, Sweep]:
@@ -75,9 +76,12 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
 
     `depths` (absolute, shared by every model) wins over `span` (the last `span` depths below each model's L),
     which wins over the cut-point range with `depth_step`. With `critical` (these same settings, as chapter 03's
-    parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by."""
+    parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by.
+    `problems` is one list for every model, or each model's own (`helpers.data.problems.problem_sets`)."""
     sweeps = {}
+    every = problems
     for name in models:
+        problems = problems_of(every, name)
         model, tokenizer, info = load_model(name)
         solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size)
@@ -94,12 +98,12 @@ def sweep(models: Sequence[str], problems: Sequence[Problem], *, methods: Sequen
             records = [samples[0] for samples in by_name["greedy"]]
             acc[method][depth], outputs[method][depth] = accuracy(records), records
         if critical is not None and "stitch" in acc:
-            store_critical(model, critical, acc["stitch"], len(problems))
+            store_critical(model, critical.for_model(name), acc["stitch"], len(problems))
         shallow = {(m, d): at_depth(model, d, m) for m, d in swept}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
-                             {d: model_cost(model.config, d) for d in chosen})
+                             {d: model_cost(model.config, d) for d in chosen}, problems)
         del model, shallow  # the truncations share the model's weights: keep neither while the next model runs
     return sweeps
 
@@ -189,9 +193,13 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
 
 
 def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
-    """One row per model: full accuracy, stitched and naive critical depths, and the blocks each lets go."""
-    rows = ["| model | blocks | full model | critical depth (stitch) | blocks removable (stitch) | critical depth (naive) |"
-            " best truncated (stitch) |", "|---" * 7 + "|"]
+    """One row per model: full accuracy, stitched and naive critical depths, and the blocks each lets go; with a
+    column naming each model's problems where they are not the same for every model (their accuracies then do not
+    compare across rows)."""
+    differ = not same_problems(sweeps.values())
+    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
+            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) |",
+            "|---" * (8 if differ else 7) + "|"]
     for s in sweeps.values():
         n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
         crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy}
@@ -199,23 +207,35 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         truncated = {d: a for d, a in s.accuracy.get("stitch", {}).items() if d < s.n_layers}
         bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
-        rows.append(f"| {s.model} | {s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
+        where = f"{len(s.problems)}, {levels_text(s.problems)} | " if differ else ""
+        rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
                     f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
                     f"{cn if cn is not None else '–'} | {best} |")
     return "\n".join(rows)
 
 
+def same_problems(sweeps) -> bool:
+    """Whether every sweep ran the very same problems (a model on levels of its own did not)."""
+    ids = {tuple(p.id for p in s.problems) for s in sweeps}
+    return len(ids) <= 1
+
+
 def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
-    """How many blocks each model can lose with stitch-and-preserve before it falls below the collapse line."""
+    """How many blocks each model can lose with stitch-and-preserve before it falls below the collapse line; a model
+    on problems of its own (`problem_sets`) says on which."""
     parts = []
+    first = next(iter(sweeps.values()), None)
     for s in sweeps.values():
+        own = (f" on its own problems ({levels_text(s.problems)})"
+               if first is not None and not same_problems([first, s]) else "")
         cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
         if cs is None:
-            parts.append(f"{s.model} solves none of the problems at full depth, so it has no critical depth")
+            parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "
+                         "no critical depth")
         elif cs == s.n_layers:
-            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}")
+            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}{own}")
         else:
-            parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks "
+            parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks{own} "
                          f"({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs})")
     return ("Keeping at least " + f"{100 * collapse_fraction:.0f}% of its own full-depth accuracy, " + "; ".join(parts) + ".")
 

@@ -10,7 +10,7 @@ import json
 import math
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -375,3 +375,61 @@ def interleaved(problems: Sequence[Problem], n: int | None) -> list[Problem]:
     groups = list(by_level([(p, p) for p in problems]).values())
     order = [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
     return order[:n] if n else order
+
+
+def levels_of(model: str, levels: Sequence[int] | None, model_levels: Mapping[str, Sequence[int]] | None
+              ) -> list[int] | None:
+    """The levels one model's problems are drawn from: its own in `model_levels` (a model too weak or too strong
+    for the book's levels, chosen by measurement), else `levels`, the levels of every other model."""
+    own = (model_levels or {}).get(model)
+    return list(own) if own is not None else (list(levels) if levels is not None else None)
+
+
+def problem_sets(models: Sequence[str], dataset: str, *, n: int | None, levels: Sequence[int] | None,
+                 model_levels: Mapping[str, Sequence[int]] | None = None, seed: int = 0,
+                 fields: dict[str, str] | None = None) -> dict[str, list[Problem]]:
+    """Each model's problems (`load_problems` at `levels_of` the model), one load per distinct set of levels, so
+    that models on the same levels get the very same problems and pair problem by problem. A key of
+    `model_levels` that is not among `models` is refused: it would silently leave a model on the shared levels."""
+    stray = sorted(set(model_levels or {}) - set(models))
+    if stray:
+        raise DataError(f"model_levels names {stray}, which are not among this chapter's models {list(models)}: "
+                        "name each model exactly as the models list does.")
+    loaded: dict[tuple | None, list[Problem]] = {}
+    sets = {}
+    for model in models:
+        own = levels_of(model, levels, model_levels)
+        key = tuple(own) if own is not None else None
+        if key not in loaded:
+            loaded[key] = load_problems(dataset, n=n, levels=own, seed=seed, fields=fields)
+        sets[model] = loaded[key]
+    return sets
+
+
+def problems_of(problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], model: str) -> list[Problem]:
+    """One model's problems, from one list for every model or from `problem_sets`' mapping."""
+    if isinstance(problems, Mapping):
+        if model not in problems:
+            raise DataError(f"no problems were given for {model!r}; the problem sets name {sorted(problems)}")
+        return list(problems[model])
+    return list(problems)
+
+
+def levels_text(problems: Sequence[Problem]) -> str:
+    """The levels a problem list covers, as a reader reads them: 'levels 5–6', 'levels 1 and 3', 'level 2'."""
+    found = sorted({p.level for p in problems if p.level is not None})
+    if not found:
+        return "problems without levels"
+    if len(found) == 1:
+        return f"level {found[0]}"
+    if found == list(range(found[0], found[-1] + 1)):
+        return f"levels {found[0]}–{found[-1]}"
+    return "levels " + ", ".join(map(str, found[:-1])) + f" and {found[-1]}"
+
+
+def sets_text(sets: Mapping[str, Sequence[Problem]]) -> str:
+    """`problem_sets` in one line: how many problems each model runs, and on which levels where they differ."""
+    texts = {m: f"{len(p)} problems ({levels_text(p)})" for m, p in sets.items()}
+    if len(set(texts.values())) <= 1:
+        return f"{next(iter(texts.values()), 'no problems')}; models: {', '.join(sets)}"
+    return "; ".join(f"{m}: {t}" for m, t in texts.items())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from helpers.results.identity import model_identity
 from helpers.results.store import Run
@@ -36,11 +36,14 @@ class SweepSettings:
     kl_fraction: float
     overlap_threshold: float
     collapse_fraction: float
+    # {model: levels} for a model whose problems are drawn from levels of its own (`helpers.data.problems.levels_of`);
+    # resolved by `for_model` before a record is keyed, so the other models' keys stay as they were without it
+    model_levels: Mapping[str, tuple[int, ...]] | None = None
 
     @classmethod
     def from_parameters(cls, values: Mapping) -> SweepSettings:
         """From chapter 03's parameters (a mapping that may hold others too); a clear error for a missing one."""
-        missing = [name for name in cls.__dataclass_fields__ if name not in values]
+        missing = [name for name in cls.__dataclass_fields__ if name not in values and name not in OPTIONAL]
         if missing:
             raise ValueError(f"chapter 03's sweep settings lack {', '.join(missing)}: give every one of "
                              f"{', '.join(cls.__dataclass_fields__)}")
@@ -48,10 +51,37 @@ class SweepSettings:
         def tupled(v):
             return tuple(v) if isinstance(v, list | tuple) else v
 
-        return cls(**{name: tupled(values[name]) for name in cls.__dataclass_fields__})
+        own = values.get("model_levels")
+        if own is not None and not (isinstance(own, Mapping) and all(
+                isinstance(k, str) and isinstance(v, list | tuple) and v and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in v) for k, v in own.items())):
+            raise ValueError(f"model_levels must be a mapping of model names to non-empty lists of difficulty levels, "
+                             f"e.g. {{'gemma-3-270m': [1, 2, 3]}}, got {own!r}")
+        fields = {name: tupled(values[name]) for name in cls.__dataclass_fields__ if name in values}
+        if own is not None:
+            fields["model_levels"] = {k: tuple(v) for k, v in own.items()} or None
+        return cls(**fields)
+
+    def for_model(self, name: str) -> SweepSettings:
+        """The settings that decided `name`'s critical depth: its own levels where `model_levels` names it."""
+        own = (self.model_levels or {}).get(name)
+        return replace(self, levels=self.levels if own is None else tuple(own), model_levels=None)
 
     def key(self) -> dict:
-        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+        """The stored record's key: one model's settings (`for_model`), so `model_levels` is never part of it."""
+        if self.model_levels:
+            raise ValueError("a critical depth is keyed by one model's settings: call for_model(name) first")
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()
+                if name not in OPTIONAL}
+
+    def parameters(self) -> dict:
+        """The settings as chapter 04-05's `critical_sweep` parameter: the key, with `model_levels` where set."""
+        own = self.model_levels
+        plain = replace(self, model_levels=None).key()
+        return plain | ({"model_levels": {k: list(v) for k, v in own.items()}} if own else {})
+
+
+OPTIONAL = ("model_levels",)  # SweepSettings' fields a parameter set may leave out
 
 
 def critical_run(model, settings: SweepSettings) -> Run:
@@ -140,7 +170,7 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
     critical = None
     if settings is not None:
         try:
-            critical = stored_critical(model, settings)
+            critical = stored_critical(model, settings.for_model(name))
         except CriticalDepthMissing:
             if relative:
                 raise

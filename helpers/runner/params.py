@@ -121,6 +121,8 @@ DOMAINS: dict[str, Domain] = {
                                 "SMCConfig)", "int"),
     "search_problems": Domain("SMC and the N sweep, the searches off the answer, run on the first this many "
                               "problems", "int", **COUNT_MAX, null="every problem"),
+    "model_levels": Domain("the levels a named model's problems are drawn from instead of `levels`, as "
+                           "{model: [levels]}", "dict", null="every model on `levels`"),
     "power_subsets": Domain("MH at the full depth of each named model runs on its first this many problems, as "
                             "{model: count}", "dict", null="every model on every problem"),
     "engine": Domain("the decoding engine", "str", choices="helpers.samplers.settings:ENGINES"),
@@ -213,6 +215,8 @@ def check_value(stem: str, name: str, value, default) -> None:
             raise RunError(f"{where}: {err}") from None
     if name == "power_subsets" and isinstance(value, dict):
         _check_power_subsets(where, value)
+    if name == "model_levels" and isinstance(value, dict):
+        _check_model_levels(where, value)
     if name == "dtype":
         from helpers.models.precision import check
 
@@ -305,6 +309,16 @@ def _check_power_subsets(where: str, value: dict) -> None:
             raise RunError(f"{where}: {err}.") from None
 
 
+def _check_model_levels(where: str, value: dict) -> None:
+    """`model_levels`: each key a model the loader can find, each value a non-empty list of levels."""
+    _check_models(where, list(value), allow_empty=True)
+    for model, levels in value.items():
+        if not isinstance(levels, list) or not levels or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100 for v in levels):
+            raise RunError(f"{where}: the levels of {model!r} must be a non-empty list of difficulty levels, e.g. "
+                           f"[1, 2, 3], got {levels!r}.")
+
+
 def _check_engine(where: str, name: str) -> None:
     from helpers.samplers.settings import ENGINES
 
@@ -366,13 +380,19 @@ def check_job(job: Job, defaults: dict) -> None:
         if name in literal:
             check_value(job.stem, name, value, literal[name])
     levels, dataset = job.parameters.get("levels"), job.parameters.get("dataset", literal.get("dataset"))
-    if dataset == "arithmetic" and isinstance(levels, list):
+    own = job.parameters.get("model_levels") or {}
+    models = job.parameters.get("models", literal.get("models")) or []
+    if stray := sorted(set(own) - set(models)):
+        raise RunError(f"{job.stem}: model_levels names {stray}, which are not among its models {models}: name each "
+                       "model exactly as the models list does.")
+    if dataset == "arithmetic":
         from helpers.data.problems import LEVELS
 
-        outside = sorted(v for v in levels if v not in LEVELS)
-        if outside:
-            raise RunError(f"{job.stem}: levels {outside} are not arithmetic levels; the benchmark has levels "
-                           f"{sorted(LEVELS)}.")
+        for label, chosen in (("levels", levels), *((f"model_levels[{m!r}]", v) for m, v in own.items())):
+            outside = sorted(v for v in chosen if v not in LEVELS) if isinstance(chosen, list) else []
+            if outside:
+                raise RunError(f"{job.stem}: {label} {outside} are not arithmetic levels; the benchmark has levels "
+                               f"{sorted(LEVELS)}.")
     _check_depths(job, literal)
     _check_context(job, literal)
     _check_samplers(job, literal)

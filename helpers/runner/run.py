@@ -140,7 +140,10 @@ def _critical_sweep(spec: dict, overrides: dict) -> dict:
     params = notebook_parameters(CRITICAL_SOURCE)
     values = {**literal_defaults(params), **{k: v for k, v in spec["parameters"].items() if k in params},
               **(spec["notebooks"].get(CRITICAL_SOURCE) or {}), **{k: v for k, v in overrides.items() if k in params}}
-    return SweepSettings.from_parameters(values).key()
+    try:
+        return SweepSettings.from_parameters(values).parameters()
+    except ValueError as err:
+        raise RunError(f"{CRITICAL_SOURCE}: {err}") from None
 
 
 PDF_NAME = "book.pdf"  # beside index.html

@@ -485,3 +485,42 @@ def test_the_sweep_says_which_depths_it_ran_and_why_by_the_builds_own_rule():
     assert "m: cut points 18, 20, depths 20, 21, 22, 23, 24" in spanned and "can differ from chapter 02's" in spanned
     assert "every depth from each model's earliest cut point" in stitch.sweep_sentence(sweeps, None, None)
     assert "the depths the profile names" in stitch.sweep_sentence(sweeps, [20, 24], 4)
+
+
+def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
+    """A base model of another family on levels of its own: every table that sets it beside the sizes names its
+    problems, the size contrast stays with the two sizes of one family, and the lead speaks of models, not sizes."""
+    rows = _two_sizes()
+    ids = tuple(f"L5-{i}" for i in range(20))
+    rows = [dataclasses.replace(r, problem_ids=ids, problems_text="levels 5–6", family="qwen2") for r in rows]
+    base = [dataclasses.replace(r, model="base", size=3e8, family="gemma3_text", problems_text="levels 1 and 3",
+                                problem_ids=tuple(f"L1-{i}" for i in range(20))) for r in rows if r.model == "big"]
+    every = base + rows
+    assert power_sampling.size_pair(every) == ["small", "big"]  # not the smallest two: base is of another family
+    assert power_sampling.size_values(every)["size_small"] == "small"
+    own = power_sampling.own_problems(every)
+    assert own == {"base": " (its own problems: levels 1 and 3)", "small": "", "big": ""}
+    assert "| base (its own problems: levels 1 and 3) | 6/6 |" in power_sampling.results_table(every)
+    values = power_sampling.answer_values(power_sampling.explain(every))
+    assert "| base (its own problems: levels 1 and 3) | 5 of 6 |" in values["answer_table"]
+    assert values["answer_lead"].startswith(("**The answer depends on the model:**", "**No, at all 3 models:**",
+                                             "**Not shown, at all 3 models:**"))
+    table = power_sampling.decomposition_values(power_sampling.explain(every))["decomposition_table"]
+    assert "| base (its own problems: levels 1 and 3), cut to 5 of 6 blocks |" in table
+    alone = power_sampling.size_values([r for r in every if r.model in ("base", "big")])
+    assert alone["size_headline"] == "" and "2 models but no two sizes of one family" in alone["size_sentence"]
+
+
+def test_the_models_table_names_each_models_problems_where_they_differ():
+    from helpers.data.problems import arithmetic_problems
+
+    shared, own = arithmetic_problems(5, [5, 6]), arithmetic_problems(5, [1, 3])
+    a = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="a", problems=shared)
+    b = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="b", problems=shared)
+    base = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="base", problems=own)
+    assert "problems" not in stitch.models_table({"a": a, "b": b}, 0.5).splitlines()[0]
+    lines = stitch.models_table({"a": a, "b": b, "base": base}, 0.5).splitlines()
+    assert lines[0].startswith("| model | problems | blocks |") and lines[4].startswith("| base | 10, levels 1 and 3 | 6 |")
+    sentence = stitch.models_sentence({"a": a, "base": base}, 0.5)
+    assert "base can lose 3 of its 6 blocks on its own problems (levels 1 and 3)" in sentence
+    assert "a can lose 3 of its 6 blocks (" in sentence

@@ -14,10 +14,14 @@ from helpers.data.problems import (
     arithmetic_problem,
     arithmetic_problems,
     build_prompt,
+    levels_text,
     load_hub,
     load_local,
     load_problems,
+    problem_sets,
+    problems_of,
     prompt_text,
+    sets_text,
     worked_examples,
 )
 
@@ -125,3 +129,20 @@ def test_prompt_through_chat_template_and_raw(tiny):
 def test_reference_prompt_text():
     text = prompt_text("What is 1+1?")
     assert text.startswith(PROMPT_PREFIX) and text.endswith("put your final answer within \\boxed{}.")
+
+
+def test_each_model_gets_its_own_levels_and_models_on_the_same_levels_get_the_same_problems():
+    sets = problem_sets(["a", "b", "base"], "arithmetic", n=2, levels=[5, 6], model_levels={"base": [1, 3]})
+    assert sets["a"] is sets["b"] and [p.level for p in sets["a"]] == [5, 5, 6, 6]
+    assert [p.level for p in sets["base"]] == [1, 1, 3, 3]
+    assert problems_of(sets, "base") == sets["base"] and problems_of(sets["a"], "anything") == sets["a"]
+    assert levels_text(sets["a"]) == "levels 5–6" and levels_text(sets["base"]) == "levels 1 and 3"
+    assert levels_text(sets["base"][:1]) == "level 1"
+    assert sets_text(sets) == "a: 4 problems (levels 5–6); b: 4 problems (levels 5–6); base: 4 problems (levels 1 and 3)"
+    assert sets_text({"a": sets["a"], "b": sets["b"]}) == "4 problems (levels 5–6); models: a, b"
+    with pytest.raises(DataError, match="not among this chapter's models"):
+        problem_sets(["a"], "arithmetic", n=2, levels=[5, 6], model_levels={"bsae": [1]})
+    with pytest.raises(DataError, match="no problems were given for 'c'"):
+        problems_of(sets, "c")
+    with pytest.raises(DataError, match=r"levels \[9\] do not exist"):
+        problem_sets(["a"], "arithmetic", n=2, levels=[5, 6], model_levels={"a": [9]})

@@ -96,3 +96,25 @@ def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_pat
     assert values["size_headline"].startswith(f"On {large}, power sampling at 5 of 6 blocks scored")
     assert "cannot ask whether the answer depends" in size_values([r for r in rows if r.model == str(small)])[
         "size_sentence"]
+
+
+def test_a_model_on_levels_of_its_own_keys_its_critical_depth_by_them_and_the_others_keep_their_keys():
+    own = SweepSettings.from_parameters({**SWEEP.key(), "model_levels": {"base": [1, 2, 3]}})
+    assert own.for_model("instruct").key() == SWEEP.key()  # no new key for the models on the shared levels
+    assert own.for_model("base").key() == {**SWEEP.key(), "levels": [1, 2, 3]}
+    assert own.parameters() == {**SWEEP.key(), "model_levels": {"base": [1, 2, 3]}}
+    assert SweepSettings.from_parameters(own.parameters()) == own and SWEEP.parameters() == SWEEP.key()
+    with pytest.raises(ValueError, match="for_model"):
+        own.key()  # a record keyed by every model's levels at once would match no model
+    with pytest.raises(ValueError, match="model_levels must be a mapping"):
+        SweepSettings.from_parameters({**SWEEP.key(), "model_levels": {"base": "1,2"}})
+
+
+def test_relative_depths_read_the_critical_depth_stored_under_the_models_own_levels(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    model, _, info = load_model(str(tiny_dir))
+    own = SweepSettings.from_parameters({**SWEEP.key(), "model_levels": {"tiny": [1, 2]}})
+    store_critical(model, own.for_model("tiny"), {2: 0.1, 3: 0.5, 4: 0.8}, 16)
+    assert choose_depths(model, "tiny", info.n_layers, ["critical"], own).depths == (3,)
+    with pytest.raises(CriticalDepthMissing):
+        choose_depths(model, "other", info.n_layers, ["critical"], own)  # on the shared levels: nothing stored there
