@@ -191,6 +191,12 @@ class _DataParallel:
         self.loop.close()
 
 
+def engine_shape(folder: str, dtype: str, engine_args: dict) -> tuple:
+    """Everything that shapes a vLLM engine: its checkpoint, its number format and every argument it was started with
+    (as text, so that lists and dicts compare by value); two calls share an engine only where these are equal."""
+    return folder, dtype, tuple(sorted((k, repr(v)) for k, v in engine_args.items()))
+
+
 class VLLMEngine(Engine):
     """Runs programs on one vLLM engine (one checkpoint folder): in this process, or over `data_parallel_size`
     engine cores (by default one per visible GPU).
@@ -200,7 +206,8 @@ class VLLMEngine(Engine):
     else need be copied: the copies' next requests share their sources' prefixes, which vLLM's prefix cache holds.
     """
 
-    _current: VLLMEngine | None = None  # one engine per process: a second checkpoint replaces the first
+    _current: VLLMEngine | None = None  # one engine per process: a second checkpoint or shape replaces the first
+    _current_shape: tuple = ()  # `engine_shape` of the engine held
 
     def __init__(self, folder: str | Path, *, dtype: str = "float32", seed: int = 0, max_model_len: int | None = None,
                  kv_cache_gib: float | None = None, data_parallel_size: int | None = None, **engine_args) -> None:
@@ -239,7 +246,8 @@ class VLLMEngine(Engine):
     def for_model(cls, model, tokenizer=None, **engine_args) -> VLLMEngine:
         """The engine for a transformers model (truncated ones included): a checkpoint of it, loaded by vLLM.
 
-        The engine is kept for the next call with the same model, since starting one takes seconds to minutes.
+        The engine is kept for the next call with the same model and the same `engine_args` (`engine_shape`), since
+        starting one takes seconds to minutes; a call that differs in either starts a new one in its place.
         """
         from helpers.models.checkpoints import checkpoint
         from helpers.models.depth_mix import DepthMix
@@ -248,11 +256,13 @@ class VLLMEngine(Engine):
         if isinstance(model, DepthMix):
             raise ValueError("vLLM runs one model per engine, not a depth mix (helpers.models.depth_mix): decode each "
                              "truncation with its own engine.")
-        folder = str(checkpoint(model, tokenizer))
-        if cls._current is not None and cls._current.folder == folder:
+        folder, dtype = str(checkpoint(model, tokenizer)), model_identity(model)["dtype"]
+        shape = engine_shape(folder, dtype, engine_args)
+        if cls._current is not None and cls._current_shape == shape:
             return cls._current
         cls.shutdown()
-        cls._current = cls(folder, dtype=model_identity(model)["dtype"], **engine_args)
+        cls._current = cls(folder, dtype=dtype, **engine_args)
+        cls._current_shape = shape
         return cls._current
 
     @classmethod
@@ -262,7 +272,7 @@ class VLLMEngine(Engine):
 
         if cls._current is not None:
             cls._current.close()
-            cls._current = None
+            cls._current, cls._current_shape = None, ()
             gc.collect()
 
     def reset_prefix_cache(self) -> None:
