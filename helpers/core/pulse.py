@@ -6,8 +6,8 @@ records are stored. Every `INTERVAL` seconds, and when records finish, one JSON 
 $SVD_PULSE (nothing is written without it): the runner prints progress from the last line (records done of total,
 tokens/s, an ETA) and keeps the file as the run's minute-by-minute log of its sustained rate.
 
-`run --budget` sets $SVD_DEADLINE (seconds since the epoch): past it, `beat` raises `BudgetExhausted` from inside
-the decode loop, so the kernel stops with every finished record already stored (each is written as it ends).
+When the decode loop stops at its budget's end (`helpers.core.budget`), `outcome` writes a last line that says so,
+which the runner reads to tell a spent budget from a failure.
 """
 
 from __future__ import annotations
@@ -21,18 +21,6 @@ from helpers.core import env
 INTERVAL = 60.0  # seconds between lines while tokens flow: the run's log of sustained speed
 RATE_SPAN = 5.0  # fewest seconds a line's tokens/s is measured over: a line written just after another (a record
                  # stored, then the budget's end) repeats the last rate instead of dividing a step by microseconds
-
-
-class BudgetExhausted(RuntimeError):
-    """The run's time budget ($SVD_DEADLINE) is spent: decoding stops here; finished records are stored."""
-
-
-def deadline() -> float | None:
-    """The budget's end from $SVD_DEADLINE (seconds since the epoch), or None."""
-    try:
-        return float(os.environ[env.DEADLINE])
-    except (KeyError, ValueError):
-        return None
 
 
 class _Pulse:
@@ -51,14 +39,8 @@ class _Pulse:
         self.tokens += tokens
         self.rows = rows
         self.computed = rows if computed is None else computed
-        now = time.time()
-        if now - self.rated_at >= INTERVAL:
+        if time.time() - self.rated_at >= INTERVAL:
             self.write()
-        end = deadline()
-        if end is not None and now > end:
-            self.write()
-            raise BudgetExhausted("the run's time budget is spent (run --budget); every finished record is stored, "
-                                  "and the same command again goes on from there")
 
     def records(self, done: int, total: int, what: str) -> None:
         if done == 0:  # a decode begins: its rate counts from here
@@ -67,7 +49,7 @@ class _Pulse:
         if time.time() - self.rated_at >= RATE_SPAN or done == total:
             self.write()
 
-    def write(self) -> None:
+    def write(self, outcome: str | None = None) -> None:
         path = os.environ.get(env.PULSE)
         now = time.time()
         if now - self.rated_at >= RATE_SPAN:
@@ -78,6 +60,8 @@ class _Pulse:
                 "tokens": self.tokens,
                 "tokens_per_s": round(self.rate, 2),
                 "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
+        if outcome is not None:
+            line["outcome"] = outcome
         if not path:
             return
         try:
@@ -99,3 +83,18 @@ def beat(tokens: int, rows: int, computed: int | None = None) -> None:
 def records(done: int, total: int, what: str) -> None:
     """`done` of the `total` records of the current decode (`what`) are stored."""
     PULSE.records(done, total, what)
+
+
+def outcome(what: str) -> None:
+    """The run ended as `what` says (`helpers.core.budget.SPENT`): a last line for the runner to read."""
+    PULSE.write(outcome=what)
+
+
+def read_outcome(path: str | os.PathLike) -> str | None:
+    """The outcome a kernel's pulse log ends with (`outcome`), or None (no log, or it ended otherwise)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().strip().splitlines()
+        return json.loads(lines[-1]).get("outcome") if lines else None
+    except (OSError, ValueError, AttributeError):
+        return None

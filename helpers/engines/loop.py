@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from helpers.core import pulse
+from helpers.core import budget, pulse
 from helpers.engines.protocol import (
     Adopt,
     Barrier,
@@ -169,8 +169,11 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             charge(engine, cost)
             for task, extension in ended:
                 resume(task, extension)
-            # after the rows that ended stored their records: past the budget's deadline this raises BudgetExhausted
             pulse.beat(cost.tokens, len(cost.rows), cost.computed)
+            if budget.spent():  # after the rows that ended stored their records: the run ends here, and says why
+                pulse.outcome(budget.SPENT)
+                raise budget.BudgetExhausted("the run's time budget is spent (run --budget); every finished record "
+                                             "is stored, and the same command again goes on from there")
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine
         engine.close_run()
     barriers.check()

@@ -34,8 +34,9 @@ ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that 
     "critical_depth": "helpers.evaluation.critical",
 }
 # Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.
-NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.quiet", "helpers.core.env",
-              "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner", "helpers.bench")
+NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.budget", "helpers.core.quiet",
+              "helpers.core.env", "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner",
+              "helpers.bench")
 FINGERPRINTS = env.REPO / "helpers" / "results" / "fingerprints.json"
 
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers.core import env
+from helpers.core.budget import SPENT
+from helpers.core.pulse import read_outcome
 from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, BudgetSpent, Job, RunError
 
 
@@ -165,9 +167,9 @@ GRACE = 300.0  # seconds past a budget's deadline before a cell that does not de
 def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = False, deadline: float | None = None
             ) -> None:
     """Run one notebook with papermill into out_root/book/chapters/. With `deadline` (`run --budget`'s end, seconds
-    since the epoch), the decode loop stops itself there (`helpers.core.pulse`) and a cell still running `GRACE`
-    seconds later is stopped from outside; either raises `BudgetSpent`, with every finished record stored and every
-    MH chain under way checkpointed at its last finished block."""
+    since the epoch), the decode loop stops itself there and logs that as its outcome (`helpers.core.budget`), and a
+    cell still running `GRACE` seconds later is stopped from outside; either raises `BudgetSpent`, with every
+    finished record stored and every MH chain under way checkpointed at its last finished block."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -197,7 +199,7 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
                                        log_output=False, extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as exc:
         job.seconds = time.perf_counter() - start
-        if exc.ename == "BudgetExhausted":
+        if read_outcome(log) == SPENT:  # the decode loop stopped at the deadline and logged it
             _read_usage(job, usage)  # the kernel has exited: what it reused and computed, for the run configuration
             raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
         if exc.ename == "NotReleased":  # a published build met records the release lacks: said, not a traceback

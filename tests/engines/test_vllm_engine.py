@@ -253,7 +253,7 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
     aborted (the engine serves the next run); the pulse log counts vLLM's tokens."""
     import json
 
-    from helpers.core import env, pulse
+    from helpers.core import budget, env, pulse
     from helpers.samplers.plain import decode_work
     from helpers.samplers.power import chain_work
     from helpers.samplers.work import run_together
@@ -275,12 +275,12 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
     assert sorted(done) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
     assert sorted(saved) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each chain, after each block but its last
     assert json.loads(log.read_text().splitlines()[-1])["tokens"] >= 3 * T
-    monkeypatch.setattr(pulse, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
     done.clear()
-    with pytest.raises(pulse.BudgetExhausted, match="budget"):
+    with pytest.raises(budget.BudgetExhausted, match="budget"):
         run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)))
     assert engine._run is None  # the run let go of its requests
-    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    monkeypatch.setattr(budget, "deadline", lambda: None)
     (again,) = run_together(engine, [decode_work([PROMPT], T, set())], set())
     assert len(again[0].tokens) == T
 

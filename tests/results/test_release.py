@@ -562,7 +562,7 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     from conftest import tiny_problems
 
     from helpers.cli import main
-    from helpers.core import pulse
+    from helpers.core import budget
     from helpers.results.release import unlisted
     from helpers.results.store import Run
 
@@ -571,10 +571,10 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     saved = []
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
-    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
-    with pytest.raises(pulse.BudgetExhausted):
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
+    with pytest.raises(budget.BudgetExhausted):
         _decode(model, tokenizer, tiny_problems(), chains, store, n_seeds=2)
-    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    monkeypatch.setattr(budget, "deadline", lambda: None)
     under_way = decode_run(model, chains, root=store).checkpoints()
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
     manifest = read_manifest(root)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import helpers.core.budget as budget
 import helpers.core.pulse as pulse
 from helpers.cli import BUDGET_SPENT, main, parse_duration
 from helpers.core import env
@@ -26,11 +27,14 @@ def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes
     stored = []
     add = Run.add
     monkeypatch.setattr(Run, "add", lambda self, *a, **k: (stored.append(a[0]), add(self, *a, **k)))
-    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if stored else None)  # spent once a record is stored
-    with pytest.raises(pulse.BudgetExhausted, match="budget"):
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0 if stored else None)  # spent once a record is stored
+    log = tmp_path / "pulse.jsonl"
+    monkeypatch.setenv(env.PULSE, str(log))
+    with pytest.raises(budget.BudgetExhausted, match="budget"):
         sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path, progress=False)
     assert len(stored) == 1 and len(decode_run(model, settings, root=tmp_path)) == 1  # the finished one is kept
-    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    assert pulse.read_outcome(log) == budget.SPENT  # and the loop said why it ended, for the runner to read
+    monkeypatch.setattr(budget, "deadline", lambda: None)
     records = sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path,
                      progress=False)
     assert len(stored) == 6 and all(len(per) == 3 for per in records)  # only the five missing ones were decoded
@@ -60,8 +64,6 @@ def test_a_line_written_just_after_another_repeats_the_rate_instead_of_dividing_
     monkeypatch.setattr(pulse.time, "time", lambda: clock[0])
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
-    end = [None]
-    monkeypatch.setattr(pulse, "deadline", lambda: end[0])
     pulse.PULSE.reset()
     pulse.records(0, 10, "greedy")
     clock[0] += 10.0
@@ -70,11 +72,11 @@ def test_a_line_written_just_after_another_repeats_the_rate_instead_of_dividing_
     clock[0] += 11.0 + 1e-5
     pulse.beat(20, rows=20)
     pulse.records(2, 10, "greedy")  # a line for the record: 20 tokens over 11 s
-    clock[0], end[0] = clock[0] + 1e-5, clock[0]
-    with pytest.raises(pulse.BudgetExhausted):
-        pulse.beat(20, rows=20)  # the budget's end, a step later
+    clock[0] += 1e-5
+    pulse.beat(20, rows=20)
+    pulse.outcome(budget.SPENT)  # the decode loop's last line at the budget's end, a step later
     rates = [json.loads(line)["tokens_per_s"] for line in log.read_text().splitlines()]
-    assert rates == [20.0, round(20 / 11, 2), round(20 / 11, 2)]
+    assert rates == [20.0, round(20 / 11, 2), round(20 / 11, 2)] and pulse.read_outcome(log) == budget.SPENT
 
 
 @pytest.mark.parametrize("text, seconds", [("150m", 9000), ("2.5h", 9000), ("90s", 90), ("45", 45)])
@@ -121,13 +123,13 @@ def test_an_mh_chain_stopped_by_its_budget_goes_on_from_its_last_block(tiny, tmp
     saved = []
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
-    monkeypatch.setattr(pulse, "deadline", lambda: 0.0 if len(saved) >= 5 else None)
-    with pytest.raises(pulse.BudgetExhausted):
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 5 else None)
+    with pytest.raises(budget.BudgetExhausted):
         _power_records(model, tokenizer, tmp_path / "cut", settings)
     run = decode_run(model, settings, root=tmp_path / "cut")
     left = run.checkpoints()
     assert left and all(k not in run for k in left) and len(run) < 4  # chains under way left their checkpoints
-    monkeypatch.setattr(pulse, "deadline", lambda: None)
+    monkeypatch.setattr(budget, "deadline", lambda: None)
     resumed = _power_records(model, tokenizer, tmp_path / "cut", settings)
     assert f"{len(left)} MH chains go on from their checkpoints" in capsys.readouterr().err
     for a, b in zip([r for per in whole for r in per], [r for per in resumed for r in per], strict=True):
@@ -160,3 +162,24 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
     records = _power_records(model, tokenizer, tmp_path / "bad", settings)
     assert "4 checkpoints do not fit their chains and those start again" in capsys.readouterr().err
     assert [r["tokens"] for per in records for r in per] == [r["tokens"] for per in whole for r in per]
+
+
+@pytest.mark.parametrize(("code", "spent"), [
+    ("from helpers.core import budget, pulse\npulse.outcome(budget.SPENT)\nraise RuntimeError('stopped')", True),
+    ("class BudgetExhausted(Exception): pass\nraise BudgetExhausted('a name is not an outcome')", False)])
+def test_the_runner_tells_a_spent_budget_by_the_loops_outcome_not_by_an_exceptions_name(tmp_path, code, spent):
+    import nbformat
+
+    from helpers.runner.execute import execute
+    from helpers.runner.profiles import BudgetSpent, Job, RunError
+
+    notebook = tmp_path / "chapter.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), notebook)
+
+    class Chapter(Job):
+        @property
+        def source(self):
+            return notebook
+
+    with pytest.raises(BudgetSpent if spent else RunError):
+        execute(Chapter("99_chapter"), tmp_path / "out", timeout=120)
