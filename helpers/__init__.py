@@ -5,8 +5,6 @@ row (`tests/test_layers.py` holds the library to this, and the book's architectu
 modules you need; importing `helpers` itself, or any package of it, is cheap.
 """
 
-from helpers.core.quiet import silence_known_warnings
-
 __version__ = "0.1.0"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -22,6 +20,5 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner",),             # profiles, parameter checks, executing the notebooks, building the book
     ("bench",),              # the benchmarks against the baselines users run
 )
-# Above them all: `helpers.cli` (the command line) and `helpers.__main__`.
-
-silence_known_warnings()
+# Above them all: `helpers.cli` (the command line) and `helpers.__main__`. Importing any of it changes nothing in
+# the host process (`helpers.core.quiet`).

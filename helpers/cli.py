@@ -498,7 +498,10 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.runner.profiles import RunError
 
     args = build_parser().parse_args(argv)
+    from helpers.core.quiet import quiet_host
     from helpers.results import origin
+
+    quiet_host()  # the command line's own process: the known chatter of transformers and torch off
 
     origin.read_now()  # records stored by this command name the code it started with
     try:

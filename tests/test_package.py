@@ -44,3 +44,28 @@ def test_the_runner_outside_a_checkout_says_what_it_needs(installed, tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "runs from a checkout of the repository" in done.stderr and "make book" in done.stderr
     assert not (tmp_path / "results").exists() and not list(installed.glob("results"))
+
+
+def test_importing_the_library_leaves_its_host_alone():
+    """Importing every layer (the models, the engines, the graders, the chapters) changes no warning filter, no
+    logger's level and no environment variable beyond what the libraries it uses set when they are imported; the
+    book's entry points quiet their own process (`quiet_host`)."""
+    code = """
+import logging, os, warnings
+import math_verify, matplotlib.pyplot, numpy, papermill, sympy, torch, transformers  # their own filters, first
+names = ("transformers", "transformers.modeling_utils", "accelerate", "huggingface_hub", "math_verify")
+before = (list(warnings.filters), {n: logging.getLogger(n).level for n in names}, dict(os.environ))
+import helpers, helpers.models.loading, helpers.engines.slot, helpers.engines.vllm, helpers.evaluation.grading
+import helpers.chapters.power_sampling, helpers.runner.run, helpers.cli
+from helpers.evaluation.grading import is_equivalent
+assert is_equivalent("\\\\frac{1}{2}", "0.5")
+after = (list(warnings.filters), {n: logging.getLogger(n).level for n in names}, dict(os.environ))
+assert after == before, [a for a, b in zip(after, before) if a != b]
+from helpers.core.quiet import quiet_host
+quiet_host()
+assert os.environ["TOKENIZERS_PARALLELISM"] == "false" and logging.getLogger("transformers").level == logging.ERROR
+print("alone")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "alone", done.stderr[-2000:]

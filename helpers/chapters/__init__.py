@@ -8,12 +8,14 @@ from __future__ import annotations
 
 
 def start(seed: int, dtype: str | None = None) -> None:
-    """A chapter's first call: the book's figure style, python/numpy/torch seeded with `seed`, and the number
-    format its models load in (`dtype`: 'auto', 'float32' or 'bfloat16'; None leaves the process's choice)."""
+    """A chapter's first call: its kernel quieted (`quiet_host`), the book's figure style, python/numpy/torch seeded
+    with `seed`, and the number format its models load in (`dtype`: 'auto', 'float32' or 'bfloat16'; None leaves the process's choice)."""
+    from helpers.core.quiet import quiet_host
     from helpers.models import precision
     from helpers.plots import style
     from helpers.results import origin
 
+    quiet_host()  # the notebook's kernel: no stray stderr in the executed page
     origin.read_now()  # the records this kernel stores name the code it started with
     style.setup(seed)
     if dtype is not None:

@@ -1,13 +1,19 @@
-"""Silence the known, harmless chatter of transformers and torch so executed notebooks have no stray stderr."""
+"""The known, harmless chatter of transformers and torch, quieted where the book runs, never by importing it.
+
+A library leaves its host alone: importing `helpers` changes no warning filter, logger or environment variable.
+The library quiets only inside its own calls (`quiet_transformers` while a model loads, `logger_quiet` around a
+grader that logs each call); the book's own entry points quiet their process as a whole with `quiet_host`: the
+command line (`helpers.cli.main`) and a chapter's first call (`helpers.chapters.start`), so that executed notebooks
+keep no stray stderr.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import threading
 import warnings
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 _KNOWN_WARNINGS = (
     r".*`torch_dtype` is deprecated.*",
@@ -18,12 +24,50 @@ _KNOWN_WARNINGS = (
 )
 
 
+_QUIET_LOGGERS = ("transformers", "transformers.modeling_utils", "accelerate", "huggingface_hub")
+
+
 def silence_known_warnings() -> None:
-    """Filter warnings we know to be harmless; called once at import of `helpers`."""
+    """Filter the warnings known to be harmless (`_KNOWN_WARNINGS`): inside a `warnings.catch_warnings()` block, or
+    for a whole process through `quiet_host`."""
     for pattern in _KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern)
-    for name in ("transformers", "transformers.modeling_utils", "accelerate", "huggingface_hub"):
+
+
+def quiet_host() -> None:
+    """Quiet this process as the book's entry points want it: the known warnings, the chatty libraries' loggers at
+    errors only, and the tokenizers' fork warning off (TOKENIZERS_PARALLELISM, where the host has not set it). For
+    the command line and the notebooks' first call, never at import."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    silence_known_warnings()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
+    for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+_QUIETED: dict[str, tuple[int, int]] = {}  # logger -> (callers inside `logger_quiet`, its level before the first)
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def logger_quiet(name: str, level: int = logging.ERROR):
+    """Within the block (in any thread): the logger `name` passes only records at `level` and above; its own level
+    comes back when the last block using it ends."""
+    logger = logging.getLogger(name)
+    with _QUIET_LOCK:
+        count, before = _QUIETED.get(name, (0, logger.level))
+        _QUIETED[name] = (count + 1, before)
+        logger.setLevel(max(level, before))
+    try:
+        yield
+    finally:
+        with _QUIET_LOCK:
+            count, before = _QUIETED[name]
+            if count == 1:
+                del _QUIETED[name]
+                logger.setLevel(before)
+            else:
+                _QUIETED[name] = (count - 1, before)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import os
 import queue
 import tempfile
@@ -40,7 +39,7 @@ import torch
 
 from helpers.core import env
 from helpers.core.checks import is_count
-from helpers.core.quiet import native_stderr_held
+from helpers.core.quiet import logger_quiet, native_stderr_held
 from helpers.engines.loop import Engine
 from helpers.engines.protocol import Charge, Extension, Row, Task, shared_prefix, split_evenly
 
@@ -56,14 +55,15 @@ class VLLMUnavailable(RuntimeError):
 def require_vllm() -> str:
     """vLLM's version, when an engine can be built here; else VLLMUnavailable saying what to install."""
     # vLLM logs to stdout at INFO by default: the benches' JSON and a chapter's page stay clean of it (set
-    # VLLM_LOGGING_LEVEL=INFO to see it again)
+    # VLLM_LOGGING_LEVEL=INFO to see it again); its engine-core processes read the same variables when they start
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
-    # logged while vLLM is imported, before its logging is set up (so at any level): Triton has no CPU backend here
-    logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
     try:
-        import vllm
+        # while vLLM imports, before its logging is set up: its FutureWarnings, and Triton's note that it has no CPU
+        # backend here (logged at any level)
+        with warnings.catch_warnings(), logger_quiet("vllm.triton_utils.importing"):
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
+            import vllm
     except Exception as err:  # ImportError, or a broken install (a CUDA torchvision beside a CPU torch)
         raise VLLMUnavailable(f"the vllm engine needs vLLM, which does not import here ({type(err).__name__}: "
                               f"{err}); {INSTALL}.") from None

@@ -5,17 +5,15 @@ Nothing here raises on malformed model output: an answer that cannot be read is 
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
+
+from helpers.core.quiet import logger_quiet
 
 _BOX_OPENERS = ("\\boxed", "\\fbox")
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?")
 _INT = re.compile(r"^[+-]?\d+$")
 _SCIENTIFIC = re.compile(r"^([+-]?)(\d+)(?:\.(\d+))?[eE]\+?(\d{1,4})$")  # 1e30, 2.5E3 (exponents below 10^4)
-# math-verify guards against pathological inputs with a signal-based timeout, which works only in the main
-# thread; elsewhere it runs without one and logs a warning each call, which we do not want in a notebook.
-logging.getLogger("math_verify").setLevel(logging.ERROR)
 TIMEOUT_SECONDS = 5
 MAX_SYMBOLIC_CHARS = 400  # longer answers are compared as plain strings
 
@@ -111,14 +109,16 @@ def _math_verify_in_a_process(predicted: str, gold: str) -> bool:
 
 
 def _math_verify(predicted: str, gold: str, timeout: int | None) -> bool:
+    """math-verify's verdict; its log (a warning per unparsable answer) is held to errors during the call only."""
     try:
         from math_verify import parse, verify
 
-        gold_parsed = parse("$" + gold + "$", parsing_timeout=timeout)
-        pred_parsed = parse("$" + predicted + "$", parsing_timeout=timeout)
-        if not gold_parsed or not pred_parsed:
-            return predicted.strip() == gold.strip()
-        return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
+        with logger_quiet("math_verify"):
+            gold_parsed = parse("$" + gold + "$", parsing_timeout=timeout)
+            pred_parsed = parse("$" + predicted + "$", parsing_timeout=timeout)
+            if not gold_parsed or not pred_parsed:
+                return predicted.strip() == gold.strip()
+            return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
     except Exception:  # math-verify can fail on odd LaTeX; an unreadable answer counts as wrong
         return predicted.strip() == gold.strip()
 
