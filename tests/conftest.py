@@ -61,8 +61,8 @@ def built_book(tmp_path_factory):
         mp.setenv("SVD_RESULTS", str(out / "results"))  # compute everything afresh
         mp.setenv("SVD_REPOSITORY_URL", BOOK_REPOSITORY)  # the pages get repository, edit and launch buttons
         mp.setenv("SVD_REPOSITORY_BRANCH", "main")
-        if os.environ.get("PYTEST_XDIST_WORKER"):  # a core for the book, the other for the unit tests: measured on
-            mp.setenv("OMP_NUM_THREADS", "1")  # 2 cores, the smoke book's kernels take 317 s on one thread, 291 on two
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # a core for the book, the other for the unit tests: the book's
+            mp.setenv("OMP_NUM_THREADS", "1")  # kernels lose little on one thread, and the unit tests gain a core
         index = run("smoke", out_root=out, strict=True)
     return out, index
 
@@ -93,8 +93,7 @@ _YIELDED = []
 
 def pytest_runtest_setup(item):
     """Under pytest-xdist a worker that runs unit tests lowers its priority (once): the book's worker, whose
-    notebook kernels are the session's longest work, gets the cores first and the unit tests fill the gaps
-    (measured: 17 s less for the whole session)."""
+    notebook kernels are the session's longest work, gets the cores first and the unit tests fill the gaps."""
     if os.environ.get("PYTEST_XDIST_WORKER") and not item.nodeid.startswith(BOOK_FILES) and not _YIELDED:
         if hasattr(os, "nice"):
             os.nice(10)

@@ -6,11 +6,11 @@ running total (float64) and then a token inside it by the chunk's own running to
 softmax(logits/T), up to float32 rounding of the weights (a relative 1e-7).
 
 Why not `torch.multinomial`: its CPU kernel fills one float64 of exponential noise per vocabulary entry and row,
-and with the two full `log_softmax` tensors the old draw took 178 ms of a 0.81 s decoding step at 64 rows on the
-0.5B model (152k-token vocabulary, 2 cores); this one makes two passes over the logits into reused buffers
-(about 20 ms at 64 rows). Exponents are floored at `FLOOR` before `exp`: below about −87 a float32 exp is
-subnormal and takes a slow path 35× slower, and weights under e^−80 of the largest carry less than 1e−29 of the
-mass over any vocabulary this book meets. Tokens outside the top k (when `top_k` > 0) get weight exactly 0.
+which with the full `log_softmax` tensors beside it made the draw a large share of a decoding step at a vocabulary
+of 152k tokens; this one makes two passes over the logits into reused buffers (the performance page, "The draw",
+gives both costs). Exponents are floored at `FLOOR` before `exp`: below about −87 a float32 exp is subnormal and
+takes a far slower path, and weights under e^−80 of the largest carry less than 1e−29 of the mass over any
+vocabulary this book meets. Tokens outside the top k (when `top_k` > 0) get weight exactly 0.
 
 A row's draw depends only on its logits and its generator, never on which other rows share the batch.
 """

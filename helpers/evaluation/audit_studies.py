@@ -36,10 +36,10 @@ TOLERANCE = {  # largest relative deviation |a - b| / max(1, |b|) of any number 
     "logit_lens": 2e-3, "agreement": 2e-3,  # float32 passes, batched alike: rounding only
     "depth_profile": 2e-3, "skip_effects": 2e-3, "depth_score": 2e-3, "erasure_ig": 2e-3,
     "critical_depth": 1e-9,  # counted from the decodes: exact
-    "toy_convergence": 1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs (3.9e-8 seen)
+    "toy_convergence": 1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
 }
 BFLOAT16_TOLERANCE = {  # the studies some chapter runs in bfloat16 (the appendix's lens): measured like float32's
-    "logit_lens": 0.03,  # 1.84e-2 seen (computed where bfloat16 is emulated, audited where it is native)
+    "logit_lens": 0.03,  # computed where bfloat16 is emulated, audited where it is native (the reproducibility page)
 }
 STUDIES = tuple(TOLERANCE)
 GOLD_TEXT = ("depth_profile", "skip_effects", "depth_score")  # chapter 01's studies of a problem's gold text

@@ -13,14 +13,12 @@ import psutil
 
 from helpers.core import env
 
-# Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a 4 × 256-token forward pass,
-# measured with `/usr/bin/time -f %M` on the CPU: SmolLM2 1.2, Qwen 0.5B 3.1. The 1.5B is scaled from the 0.5B
-# (6.2 bytes per parameter), not measured.
+# Peak memory (GiB) of a notebook kernel that loads the model in float32 and runs a short forward pass; the
+# reproducibility page ("Memory") says how each figure was measured, and which is scaled rather than measured.
 PEAK_GIB = {"smollm2-135m": 1.2, "qwen2.5-coder-0.5b": 3.1, "qwen2.5-coder-1.5b": 9.6}
 KERNEL_GIB = 0.4  # Jupyter, matplotlib and the widgets beside the model
-# What decoding many rows at once adds (their KV buffer), at the batch the profiles that run the model decode at:
-# the 0.5B's chapter 04 of `default` (128 rows) peaked at 5.3 GiB in all, 1.8 more than the forward pass and the
-# kernel. SmolLM2's chapter 04 of `smoke` (16 rows of MH, SMC and plain decodes) peaked at 1.9 GiB, 0.3 more.
+# What decoding many rows at once adds (their KV buffer), at the batch the profiles that run the model decode at
+# (the same page: a chapter's peak less the forward pass and the kernel).
 DECODE_GIB = {"smollm2-135m": 0.3, "qwen2.5-coder-0.5b": 1.8}
 BINDER_GIB = 2.0  # what mybinder.org guarantees a session
 

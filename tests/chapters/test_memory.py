@@ -1,7 +1,7 @@
 """A chapter that runs several models (or one model in two formats) holds one of them in memory at a time.
 
-The default book's chapter 03 reached 8.2 GiB because the sweep kept the first model alive, through its
-truncations, while the second one loaded and decoded: a laptop of 8 GiB could not build it.
+A sweep that kept the first model alive, through its truncations, while the second one loaded and decoded would
+need both models' memory at once, which a laptop's 8 GiB does not hold for the default book.
 """
 
 from __future__ import annotations
