@@ -83,7 +83,7 @@ def _truncate(args: argparse.Namespace) -> int:
         ids = tokenizer(args.prompt)["input_ids"]
     (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
     print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
-          f"(blocks {kept_blocks(shallow.config.truncation['kept_blocks'])}); {completion.decoded_tokens} tokens in "
+          f"(blocks {block_ranges(shallow.config.truncation['kept_blocks'])}); {completion.decoded_tokens} tokens in "
           f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0
@@ -98,7 +98,7 @@ def _tokens_fit(tokens: int, context: int | None) -> None:
                          f"the prompt; use at most {context // 2:,}")
 
 
-def kept_blocks(kept: list[int]) -> str:
+def block_ranges(kept: list[int]) -> str:
     """Kept block indices as runs: [0, 1, 2, 3] → '0..3'; [0, 1, 2, 29] → '0..2, 29'."""
     runs: list[list[int]] = []
     for b in kept:

@@ -93,7 +93,7 @@ def test_no_chapter_imports_another_chapter():
     assert {m: sorted(graph[m] & chapters - {m}) for m in chapters if graph[m] & chapters - {m}} == {}
 
 
-ENGINE_CLASSES = {"Engine", "SerialEngine", "CachedEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
+ENGINE_CLASSES = {"Engine", "SerialEngine", "SlotEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
 
 
 def test_no_module_above_the_engines_names_a_concrete_engine_class():

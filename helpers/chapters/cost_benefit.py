@@ -431,7 +431,7 @@ class SizeCost:
     break_even: int | None  # the deepest depth whose saving pays for this multiplier (None: none does)
 
     @property
-    def verdict(self) -> str:
+    def relation(self) -> str:
         """How the search's cost compares with the saving, in the words the front page uses."""
         return ("far more than" if self.needed > 2 * self.saved else "more than" if self.needed > self.saved
                 else "no more than")
@@ -470,7 +470,7 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
         c = costs[0]
         return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of a greedy "
                 f"one on the same problems, while running {c.depth} blocks saved {100 * c.saved:.0f}% of the FLOPs "
-                f"per token, where breaking even would need {100 * c.needed:.0f}%: the search costs {c.verdict} the "
+                f"per token, where breaking even would need {100 * c.needed:.0f}%: the search costs {c.relation} the "
                 "truncation saves.")
     first, *rest = costs
     parts = [f"on {first.model} at {first.depth} of {first.n_layers} blocks a power-sampled answer decoded "
@@ -478,9 +478,9 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
              f"of the FLOPs per token, against the {100 * first.needed:.0f}% breaking even would need"]
     parts += [f"on {c.model} at {c.depth} of {c.n_layers} blocks, {c.multiplier:.1f} times the tokens and "
               f"{100 * c.saved:.0f}% saved against {100 * c.needed:.0f}% needed" for c in rest]
-    verdicts = dict.fromkeys(c.verdict for c in costs)
+    verdicts = dict.fromkeys(c.relation for c in costs)
     tail = (f"at every size the search costs {next(iter(verdicts))} the truncation saves" if len(verdicts) == 1 else
-            "; ".join(f"on {c.model} the search costs {c.verdict} the truncation saves" for c in costs))
+            "; ".join(f"on {c.model} the search costs {c.relation} the truncation saves" for c in costs))
     text = "; ".join(parts)
     return f"{text[0].upper()}{text[1:]}: {tail}."
 

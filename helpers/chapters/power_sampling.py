@@ -350,7 +350,7 @@ def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
     return ANSWERS[(below, "clear" if d.clear else "borderline" if d.borderline else "noise")]
 
 
-def verdict(rows: Sequence[DepthRow]) -> dict:
+def verdict_values(rows: Sequence[DepthRow]) -> dict:
     """The chapter's answer for the first model: the best power-sampled truncation against full-depth greedy,
     with the paired interval that says whether the difference is more than noise."""
     mine = [r for r in rows if r.model == rows[0].model]

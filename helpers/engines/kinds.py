@@ -1,15 +1,16 @@
 """The engines by name: code above this package asks for an engine by what it is for, never by its class.
 
-'slot' is the book's own engine, on transformers' modules (`slot.CachedEngine`: many rows at once on KV slots); 'reencode'
-re-encodes every prefix (`serial.ReencodeEngine`: the check on the others, and models without a KV cache);
+'slot' is the book's own engine, on transformers' modules (`slot.SlotEngine`: many rows at once on KV slots); 'reencode'
+re-encodes every prefix (`reencode.ReencodeEngine`: the check on the others, and models without a KV cache);
 'generate' is the published sampler's cost pattern, one `generate` call per extension (`generate.GenerateEngine`:
 the benches' baseline); 'vllm' is vLLM on a checkpoint of the model (`vllm.VLLMEngine`, kept for the next call with
-the same model).
+the same model and engine arguments). Each module is named by its kind; the interface they share is
+`helpers.engines.engine.Engine`.
 """
 
 from __future__ import annotations
 
-from helpers.engines.loop import Engine
+from helpers.engines.engine import Engine
 from helpers.models.depth_mix import DepthMix
 
 KINDS = ("slot", "reencode", "generate", "vllm")
@@ -19,11 +20,11 @@ def make_engine(kind: str, model, tokenizer=None) -> Engine:
     """The engine of `kind` (see `KINDS`) for `model`, a model or, for 'slot' and 'reencode', a depth mix (vLLM also
     needs its tokenizer to write the checkpoint)."""
     if kind == "slot":
-        from helpers.engines.slot import CachedEngine
+        from helpers.engines.slot import SlotEngine
 
-        return CachedEngine(model)
+        return SlotEngine(model)
     if kind == "reencode":
-        from helpers.engines.serial import ReencodeEngine
+        from helpers.engines.reencode import ReencodeEngine
 
         return ReencodeEngine(model)
     if kind == "generate" and isinstance(model, DepthMix):  # vLLM's `for_model` refuses one itself

@@ -35,7 +35,7 @@ class Slot:
 
 
 class SlotCache:
-    """The KV memory of `CachedEngine`: per layer, keys and values of `slots` rows, written in place.
+    """The KV memory of `SlotEngine`: per layer, keys and values of `slots` rows, written in place.
 
     It stands in for transformers' cache objects: a model's attention layers call `update` with the new keys
     and values of a pass, which go to the columns `cols[b]` of slot `rows[b]`, and get back the first `width`

@@ -7,9 +7,10 @@ tokens at once, meets barriers, turns a returned program into a completion, and 
 wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
 calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
 
-The engines: `helpers.engines.slot.CachedEngine` ('slot': transformers' modules, many rows at once on KV slots),
-`helpers.engines.serial` (one extension at a time: re-encoding, the check on the others, and `generate`) and
-`helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability under the model at
+The engines (`helpers.engines.engine` names them by kind): `helpers.engines.slot.SlotEngine` ('slot': transformers'
+modules, many rows at once on KV slots), `helpers.engines.reencode.ReencodeEngine` and
+`helpers.engines.generate.GenerateEngine` (one extension at a time: re-encoding, the check on the others, and
+`generate`) and `helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability under the model at
 T=1 and under the distribution it was drawn from.
 """
 
@@ -20,6 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from helpers.core import budget, pulse
+from helpers.engines.engine import Engine
 from helpers.engines.protocol import (
     Adopt,
     Barrier,
@@ -33,65 +35,6 @@ from helpers.engines.protocol import (
     Row,
     Task,
 )
-from helpers.models.depth_mix import DepthMix
-
-
-class Engine:
-    """What the loop asks of an engine. Every engine counts forward passes and prefill (context tokens run
-    through the model besides the newest one of each pass); the loop adds them up (`charge`)."""
-
-    prefill_seconds = 0.0  # wall time spent encoding prompts: the rest of a run's time is decoding
-
-    def __init__(self, model):
-        """`model`: a transformers model, or a depth mix (`helpers.models.depth_mix.DepthMix`: several truncations
-        in one batch) for the engines that route rows (the slot and re-encoding engines)."""
-        self.mix = model if isinstance(model, DepthMix) else None
-        self.model = model.model if self.mix is not None else model
-        self.device = next(self.model.parameters()).device
-        self.prefill = 0
-        self.passes = 0
-
-    def open_run(self, tasks: list[Task], stops: set[int], capacity: int | None, room: int) -> list[Charge]:
-        """Get ready for a run of these rows: at most `capacity` at once, each needing at most `room` positions past
-        its prompt, ending at a token of `stops`; what was done ahead for them (a prefix they share, encoded)."""
-        self.stops = stops
-        return []
-
-    def check_reach(self, tasks: list[Task], reach: int) -> None:
-        """Refuse, before any work, rows this engine cannot run exactly when each sequence may reach `reach`
-        positions past its prompt (a ValueError that says what to change); every row is fine by default."""
-
-    def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
-        """Take waiting rows in, in order, while there is room; the rows taken, and what taking them cost."""
-        raise NotImplementedError
-
-    def extend(self, task: Task, request: Extension) -> None:
-        """The row's program asks for `request` (one of no tokens is answered by the loop at once, but the engine
-        hears of it: the row's prefix is now its first `keep` tokens)."""
-        raise NotImplementedError
-
-    def decoding(self) -> bool:
-        """Whether some row has an extension under way."""
-        raise NotImplementedError
-
-    def step(self) -> tuple[list[tuple[Task, Extension]], Charge]:
-        """Decode: the rows whose extension ended (a stop token, or its limit), and what the step cost."""
-        raise NotImplementedError
-
-    def adopt(self, task: Task, extension: Extension) -> None:
-        """The row took `extension`'s tokens in place of those after its first `keep`."""
-
-    def park(self, task: Task) -> None:
-        """The row waits at a barrier (its engine state stays as it is)."""
-
-    def copy(self, copies: list[tuple[Row, Row]]) -> None:
-        """A group passed its barrier: each destination row must go on exactly as its source row would."""
-
-    def end(self, task: Task) -> None:
-        """The row's program returned: its place is free."""
-
-    def close_run(self) -> None:
-        """The run is over (or failed): let go of what it held."""
 
 
 def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,

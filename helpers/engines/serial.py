@@ -1,8 +1,9 @@
-"""Engines that decode one extension at a time, each from scratch: the simplest there are, and the check on the others.
+"""The engines that decode one extension at a time, each from scratch: the simplest there are, and the check on the
+others.
 
-`ReencodeEngine` re-encodes prompt and prefix for every token (it also runs models without a KV cache);
-`helpers.engines.generate.GenerateEngine` makes one `generate` call per extension, the published sampler's cost
-pattern. A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
+`helpers.engines.reencode.ReencodeEngine` re-encodes prompt and prefix for every token (it also runs models without a
+KV cache); `helpers.engines.generate.GenerateEngine` makes one `generate` call per extension, the published sampler's
+cost pattern. A program that reaches a barrier is set aside until the rest of its group arrives; the next one runs.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-import torch
-
-from helpers.engines.categorical import draw
-from helpers.engines.loop import Engine
+from helpers.engines.engine import Engine
 from helpers.engines.protocol import Charge, Extension, Task
 
 
@@ -48,26 +46,3 @@ class SerialEngine(Engine):
     def _extend(self, req: Extension, stops: set[int]) -> tuple[int, int]:
         """Decode `req`; the context tokens encoded and the forward passes run."""
         raise NotImplementedError
-
-
-class ReencodeEngine(SerialEngine):
-    """Keeps nothing between passes: every token re-encodes prompt and prefix."""
-
-    @torch.inference_mode()
-    def _extend(self, req: Extension, stops: set[int]) -> tuple[int, int]:
-        row = req.row
-        seq = row.prompt + row.tokens[:req.keep]
-        route = self.mix.route if self.mix is not None else None  # a depth mix: this row's truncation
-        prefill = passes = 0
-        while len(req.tokens) < req.limit:
-            if route is not None:
-                route([row.variant])
-            out = self.model(input_ids=torch.tensor([seq], device=self.device), use_cache=False)
-            prefill += len(seq) - 1
-            passes += 1
-            (token,), (lp,), (lq,) = draw(out.logits[:, -1].float(), row.temperature, row.top_k, [row.generator])
-            req.append(token, lp, lq)
-            if token in stops:
-                break
-            seq.append(token)
-        return prefill, passes

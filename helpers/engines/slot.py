@@ -1,6 +1,6 @@
 """The transformers decode loop's scheduler: one KV slot per running row, every busy slot decoding together.
 
-`CachedEngine` is the engine (`helpers.engines.loop.Engine`) that runs the programs of plain decodes,
+`SlotEngine` is the engine (`helpers.engines.loop.Engine`) that runs the programs of plain decodes,
 power-sampling chains and SMC particle groups on a transformers model, in three small pieces: this scheduler
 (which rows hold which slots, which run in a pass, what each feeds), the KV buffer (`helpers.engines.kv_slots`)
 and the model runner (`helpers.engines.slot_runner`). Each row owns a slot of a preallocated KV buffer; every step
@@ -21,14 +21,14 @@ from collections import deque
 import torch
 
 from helpers.engines.categorical import draw_each
+from helpers.engines.engine import Engine
 from helpers.engines.kv_slots import Slot, SlotCache
-from helpers.engines.loop import Engine
 from helpers.engines.protocol import Charge, Extension, Row, Task, shared_prefix, split_evenly
 from helpers.engines.slot_runner import SlotRunner
 from helpers.models.attention import local_window
 
 
-class CachedEngine(Engine):
+class SlotEngine(Engine):
     """The decode loop's scheduler: one `Slot` per running row, all busy slots decoding together, finished ones
     refilled. A pass attends over a slot's columns [0, lo) and [base, base + fed].
     """

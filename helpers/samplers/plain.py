@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
+from helpers.engines.engine import Engine
 from helpers.engines.kinds import make_engine
-from helpers.engines.loop import Engine
 from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row, ends_with_stop
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 

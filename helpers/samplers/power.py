@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import torch
 
 from helpers.core.checks import SettingError, is_count
+from helpers.engines.engine import Engine
 from helpers.engines.kinds import make_engine
-from helpers.engines.loop import Engine
 from helpers.engines.protocol import (
     Adopt,
     Checkpoint,

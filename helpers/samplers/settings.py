@@ -2,7 +2,7 @@
 power-sampling or SMC settings), and which engine runs it.
 
 A decode's store key derives from its settings, its model's identity and its engine. The book's own
-engines (`CachedEngine` on KV slots, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
+engines (`SlotEngine` on KV slots, `ReencodeEngine`) compute the same numbers for the same seed (tests hold them to it), so they
 share one key; a sampled decode's key also names how tokens are drawn from a seed (`helpers.engines.categorical`), so the
 records of an earlier draw are never mixed with this one's. vLLM computes with its own kernels and its own random streams,
 so its records are keyed apart (`engine: vllm`): one engine's records are never read back as another's.

@@ -10,7 +10,7 @@ particle that emits EOS is finished and its weight stops changing (EOS is absorb
 After every block of `block_size` tokens the particles of a problem meet (a `helpers.engines.protocol.Barrier`). When
 the effective sample size ESS = (Σw)² / Σw² falls below `ess_threshold`·K they are resampled *systematically*
 (one uniform draw, K evenly spaced pointers into the cumulative weights): a particle with no offspring becomes a
-copy of one with several (tokens, weight and, in `CachedEngine`, its KV cache), and every weight is reset to
+copy of one with several (tokens, weight and, in `SlotEngine`, its KV cache), and every weight is reset to
 the mean. Survivors keep their slots, so only the overwritten particles are copied. Each particle keeps its
 own random generator, so copies of one parent diverge from the next token on.
 
@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from helpers.core.checks import SettingError, is_count
+from helpers.engines.engine import Engine
 from helpers.engines.kinds import make_engine
-from helpers.engines.loop import Engine
 from helpers.engines.protocol import (
     Adopt,
     Barrier,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers.core.checks import is_count
-from helpers.engines.loop import Engine, run_programs
+from helpers.engines.engine import Engine
+from helpers.engines.loop import run_programs
 from helpers.engines.protocol import Completion, Program, Row, Spent
 
 Collect = Callable[[int, Completion], "tuple[int, Completion] | None"]

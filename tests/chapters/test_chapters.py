@@ -229,15 +229,15 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     rows = [_row(6, 0.5, 0.55), _row(5, 0.1, 0.3), _row(4, 0.0, 0.5)]
-    values = power_sampling.verdict(rows)
+    values = power_sampling.verdict_values(rows)
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
     assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert values["verdict"].startswith("Not shown either way")
     assert "at 4 blocks decoded 3.5 times the tokens of a greedy answer at the same depth on the same problems" \
         in values["verdict"]
-    assert "below the full" in power_sampling.verdict(rows[:2])["verdict"]
-    assert power_sampling.verdict(rows[:1])["verdict"] == "No truncated depth was tested."
+    assert "below the full" in power_sampling.verdict_values(rows[:2])["verdict"]
+    assert power_sampling.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling.results_table(rows).splitlines()
     assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
     assert table[-1].startswith("Best-of-N and majority use each problem's N = 1 temperature-1 samples")
@@ -251,8 +251,8 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert big.mean == pytest.approx(0.5) and big.worse == 0 and big.clear
     assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
     assert "both at 6" in " ".join(tests)
-    assert "larger than its noise" in power_sampling.verdict(rows)["verdict"]
-    assert power_sampling.verdict(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
+    assert "larger than its noise" in power_sampling.verdict_values(rows)["verdict"]
+    assert power_sampling.verdict_values(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
     table = power_sampling.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
     from helpers.samplers.power import PowerConfig
@@ -299,7 +299,7 @@ def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
     table = power_sampling.results_table([full, cut])
     assert "100% [68–100] †" in table and "† On the first 8 problems of the 20" in table
     assert table.count(" † |") == 1  # one cell: the truncated row ran everything on all 20
-    verdict = power_sampling.verdict([full, cut])["verdict"]
+    verdict = power_sampling.verdict_values([full, cut])["verdict"]
     assert "(Power sampling on the full model, on the first 8 of the 20 problems: 100% [68–100] against greedy's" in \
         verdict and "on the same ones" in verdict
     failure = power_sampling.failure_sentence([full, cut])
@@ -317,8 +317,8 @@ def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
     full = dataclasses.replace(full, scores={**full.scores, "greedy": greedy})
     d = dict(power_sampling.comparisons([full, cut]))["power at 5 − greedy at 6 (full)"]
     assert d.high < 0 and d.p_value > 0.05 and d.borderline and not d.clear
-    assert "borderline" in power_sampling.verdict([full, cut])["verdict"]
-    assert power_sampling.verdict([full, cut])["verdict"].startswith("Probably not:")
+    assert "borderline" in power_sampling.verdict_values([full, cut])["verdict"]
+    assert power_sampling.verdict_values([full, cut])["verdict"].startswith("Probably not:")
 
 
 def test_lens_result_values_and_tables():

@@ -234,7 +234,7 @@ def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
     assert rows[0].split(" | ")[2:4] == ["27", "12.00"] and rows[1].split(" | ")[2:4] == ["26", "14.00"]
     seven = ch.size_cost(large)
     assert seven.depth == 26 and abs(seven.saved - 0.068) < 0.01  # the report's "roughly 7%" for 28 -> 26
-    assert abs(seven.needed - (1 - 1 / 14)) < 1e-12 and seven.verdict == "far more than"
+    assert abs(seven.needed - (1 - 1 / 14)) < 1e-12 and seven.relation == "far more than"
     assert 0 < seven.per_block < seven.saved < 1 - seven.unembedding
     answer = values["cost_answer"]
     assert answer.startswith("On Qwen2.5-Math-1.5B at 27 of 28 blocks a power-sampled answer decoded 12.0 times")
@@ -246,7 +246,7 @@ def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
 def test_a_size_whose_truncation_pays_for_the_search_is_named():
     cheap = _priced("Qwen2.5-Math-7B", 20, 1.05)  # 8 of 28 blocks removed save far more than 5% of the tokens cost
     values = ch.size_cost_values([_priced("Qwen2.5-Math-1.5B", 27, 12.0), cheap])
-    assert ch.size_cost(cheap).verdict == "no more than"
+    assert ch.size_cost(cheap).relation == "no more than"
     assert "on Qwen2.5-Math-7B the search costs no more than the truncation saves" in values["cost_answer"]
     assert "on Qwen2.5-Math-1.5B the search costs far more than" in values["cost_answer"]
     assert values["size_cost_sentence"].endswith("on Qwen2.5-Math-7B the blocks removed pay for the search.")

@@ -86,7 +86,7 @@ def test_a_finished_run_leaves_no_reference_to_its_kv_buffer(tiny, monkeypatch, 
 
     model, tokenizer, _ = tiny
     caches, steps = [], []
-    init, step = slot.SlotCache.__init__, slot.CachedEngine.step
+    init, step = slot.SlotCache.__init__, slot.SlotEngine.step
 
     def watched_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
@@ -97,7 +97,7 @@ def test_a_finished_run_leaves_no_reference_to_its_kv_buffer(tiny, monkeypatch, 
         return step(self)
 
     monkeypatch.setattr(slot.SlotCache, "__init__", watched_init)
-    monkeypatch.setattr(slot.CachedEngine, "step", watched_step)
+    monkeypatch.setattr(slot.SlotEngine, "step", watched_step)
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2"]]
     engine = make_engine("slot", model)
     gc.disable()

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 import helpers.engines.protocol as decoding
-from helpers.engines.loop import Engine, run_programs
+from helpers.engines.engine import Engine
+from helpers.engines.loop import run_programs
 from helpers.engines.protocol import Charge, shared_prefix_length, split_evenly, total
-from helpers.engines.serial import ReencodeEngine
-from helpers.engines.slot import CachedEngine
+from helpers.engines.reencode import ReencodeEngine
+from helpers.engines.slot import SlotEngine
 from helpers.samplers.plain import decode
 
 
@@ -118,7 +119,7 @@ def test_prompts_are_encoded_in_bounded_passes_of_like_length_with_the_same_resu
     monkeypatch.setattr(SlotRunner, "encode", lambda self, slots, chunks, *a: (
         padded.append(len(chunks) * max(map(len, chunks))), encode(self, slots, chunks, *a))[1])
     most = max(len(p) for p in prompts)  # the longest prompt's chunk fits; two of them do not
-    monkeypatch.setattr(CachedEngine, "prefill_tokens", most)
+    monkeypatch.setattr(SlotEngine, "prefill_tokens", most)
     split = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
     assert [c.tokens for c in split] == [c.tokens for c in one]
     assert len(padded) > 1 and max(padded) <= most
@@ -157,7 +158,7 @@ def test_the_engine_runs_in_bfloat16(tiny_dir, monkeypatch):
             made.append(self.keys.dtype)
 
     monkeypatch.setattr(slot, "SlotCache", Recorded)
-    cached = decode(model, prompts, 8, [], engine=CachedEngine(model))
+    cached = decode(model, prompts, 8, [], engine=SlotEngine(model))
     assert made == [torch.bfloat16]
     for prompt, completion in zip(prompts, cached, strict=True):
         with torch.inference_mode():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.engines.slot import CachedEngine
+from helpers.engines.slot import SlotEngine
 from helpers.samplers.plain import decode
 from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.smc import SMCConfig, run_smc
@@ -98,7 +98,7 @@ def test_reference_mode_on_vllm_has_the_published_algorithms_law(six):
     model, _laws, engine = six
     target, cfg = Target(ALPHA, T), PowerConfig(block_size=1, mcmc_steps=4, mode="reference")
     ours = empirical(c.tokens for c in run_chains(engine, [PROMPT] * N, [], target, cfg, list(range(N))))
-    theirs = empirical(c.tokens for c in run_chains(CachedEngine(model), [PROMPT] * N, [], target, cfg,
+    theirs = empirical(c.tokens for c in run_chains(SlotEngine(model), [PROMPT] * N, [], target, cfg,
                                                     list(range(N))))
     floor = float(np.mean([tv_distance(empirical(draw_exact(theirs, N, np.random.default_rng(seed))),
                                        empirical(draw_exact(theirs, N, np.random.default_rng(seed + 99))))

@@ -60,7 +60,7 @@ def test_exact_count_of_the_report_settings_sums_four_blocks():
 
 
 def _simulate(length_model, stops, max_new_tokens, block_size, steps, mode, n_chains=600):
-    from helpers.engines.serial import ReencodeEngine
+    from helpers.engines.reencode import ReencodeEngine
     from helpers.samplers.power import PowerConfig, run_chains
     from helpers.samplers.target import Target
 

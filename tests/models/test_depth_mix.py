@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from helpers.engines.protocol import shared_prefix
-from helpers.engines.serial import ReencodeEngine
-from helpers.engines.slot import CachedEngine
+from helpers.engines.reencode import ReencodeEngine
+from helpers.engines.slot import SlotEngine
 from helpers.models.depth_mix import DepthMix
 from helpers.models.truncation import truncate
 from helpers.samplers.plain import decode_work
@@ -43,7 +43,7 @@ def test_each_row_of_a_mixed_pass_gets_its_truncation_s_logits(tiny):
     torch.testing.assert_close(model(input_ids=ids[:1, :-1], use_cache=False).logits, full)
 
 
-@pytest.mark.parametrize("engine", [CachedEngine, ReencodeEngine])
+@pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
 def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
     model, tokenizer, _ = tiny
     variants = _variants(model.config.num_hidden_layers)
@@ -85,7 +85,7 @@ def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
         row.variant = 0
     for row, _ in works[1].tasks:
         row.variant = 1
-    shallow, deep = run_together(CachedEngine(mix), works, set())
+    shallow, deep = run_together(SlotEngine(mix), works, set())
     assert {c.forward_passes for c in shallow + deep} == {6}  # the prompts' pass and five steps, all shared
     seconds = [sum(c.seconds for c in cs) for cs in (shallow, deep)]
     assert seconds[0] / seconds[1] == pytest.approx(mix.costs[0] / mix.costs[1])
@@ -96,7 +96,7 @@ def test_variants_are_refused_where_the_model_is_not_a_mix(tiny):
     work = decode_work([tokenizer("0 1 2")["input_ids"]], 3, {tokenizer.eos_token_id})
     work.tasks[0][0].variant = 1
     with pytest.raises(ValueError, match="depth mix"):
-        run_together(CachedEngine(model), [work], {tokenizer.eos_token_id})
+        run_together(SlotEngine(model), [work], {tokenizer.eos_token_id})
     with pytest.raises(ValueError, match="naive truncation must be an integer"):
         DepthMix(model, [("naive", 0)])
     mix = DepthMix(model, [("naive", 1)])

@@ -462,11 +462,11 @@ def test_a_cache_folder_that_is_a_file_is_one_clear_line_on_the_command_line(tmp
 
 
 def test_truncate_reports_the_blocks_it_keeps():
-    from helpers.cli import kept_blocks
+    from helpers.cli import block_ranges
 
-    assert kept_blocks(list(range(28))) == "0..27"  # naive truncation to 28 keeps blocks 0..27
-    assert kept_blocks([*range(27), 29]) == "0..26, 29"  # stitch-and-preserve re-attaches the last block
-    assert kept_blocks([0, 29]) == "0, 29"
+    assert block_ranges(list(range(28))) == "0..27"  # naive truncation to 28 keeps blocks 0..27
+    assert block_ranges([*range(27), 29]) == "0..26, 29"  # stitch-and-preserve re-attaches the last block
+    assert block_ranges([0, 29]) == "0, 29"
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:

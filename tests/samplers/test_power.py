@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.engines.serial import ReencodeEngine
-from helpers.engines.slot import CachedEngine
+from helpers.engines.reencode import ReencodeEngine
+from helpers.engines.slot import SlotEngine
 from helpers.samplers.power import PowerConfig, power_sample, run_chains
 from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
@@ -61,7 +61,7 @@ def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
     cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
     stops = [tokenizer.eos_token_id]
-    batched = run_chains(CachedEngine(model), prompts, stops, target, cfg, [1, 2, 3])
+    batched = run_chains(SlotEngine(model), prompts, stops, target, cfg, [1, 2, 3])
     reencoded = run_chains(ReencodeEngine(model), prompts, stops, target, cfg, [1, 2, 3])
     alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, [1, 2, 3], strict=True)]
     for a, b, c in zip(batched, reencoded, alone, strict=True):
@@ -102,7 +102,7 @@ def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
     stops = [tokenizer.eos_token_id]
     seeds = [5, 6, 7, 8, 9]
     done = []
-    refilled = run_chains(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=2,
+    refilled = run_chains(SlotEngine(model), prompts, stops, target, cfg, seeds, batch_size=2,
                           on_done=lambda i, c: done.append(i))
     alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
     for a, b in zip(refilled, alone, strict=True):
@@ -125,7 +125,7 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     copy_slot = SlotCache.copy_slot
     monkeypatch.setattr(SlotCache, "copy_slot", lambda self, src, dst, n: (moves.append((src, dst)),
                                                                          copy_slot(self, src, dst, n)))
-    together = run_chains(CachedEngine(model), prompts, stops, target, cfg, seeds)
+    together = run_chains(SlotEngine(model), prompts, stops, target, cfg, seeds)
     assert any(src != len(prompts) for src, _ in moves), "no row was moved down (only shared-prefix copies)"
     alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
     for a, b in zip(together, alone, strict=True):

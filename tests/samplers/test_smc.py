@@ -8,8 +8,8 @@ import pytest
 
 from helpers.engines.loop import run_programs
 from helpers.engines.protocol import Barrier, Extension, Group
-from helpers.engines.serial import ReencodeEngine
-from helpers.engines.slot import CachedEngine
+from helpers.engines.reencode import ReencodeEngine
+from helpers.engines.slot import SlotEngine
 from helpers.samplers.plain import decode
 from helpers.samplers.smc import (
     ParticleGroup,
@@ -84,7 +84,7 @@ def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is"]]
     stops, seeds = [tokenizer.eos_token_id], [3, 4, 5]
     target, cfg = Target(2.0, 10), SMCConfig(particles=1, block_size=3)
-    smc = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds)
+    smc = run_smc(SlotEngine(model), prompts, stops, target, cfg, seeds)
     low = decode(model, prompts, 10, stops, temperature=0.5, seeds=seeds)
     for a, b in zip(smc, low, strict=True):
         assert a.tokens == b.tokens and a.resamples == 0
@@ -95,12 +95,12 @@ def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
 def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monkeypatch, gather_above):
     """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree, whether the
     particles waiting at a barrier ride along in the passes or the busy ones run alone."""
-    monkeypatch.setattr(CachedEngine, "gather_above", gather_above)
+    monkeypatch.setattr(SlotEngine, "gather_above", gather_above)
     model, tokenizer, _ = tiny
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
     stops = [tokenizer.eos_token_id]
     target, cfg = Target(2.0, 12), SMCConfig(particles=4, block_size=3, ess_threshold=1.0)
-    cached = run_smc(CachedEngine(model), prompts, stops, target, cfg, [7, 8])
+    cached = run_smc(SlotEngine(model), prompts, stops, target, cfg, [7, 8])
     reencoded = run_smc(ReencodeEngine(model), prompts, stops, target, cfg, [7, 8])
     assert sum(c.resamples for c in cached) >= 2
     for a, b in zip(cached, reencoded, strict=True):
@@ -116,10 +116,10 @@ def test_batches_of_whole_problems_give_the_same_samples(tiny):
     stops, seeds = [tokenizer.eos_token_id], [1, 2, 3, 4]
     target, cfg = Target(2.0, 10), SMCConfig(particles=3, block_size=4, ess_threshold=0.9)
     done = []
-    together = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds)
-    in_twos = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=7,
+    together = run_smc(SlotEngine(model), prompts, stops, target, cfg, seeds)
+    in_twos = run_smc(SlotEngine(model), prompts, stops, target, cfg, seeds, batch_size=7,
                       on_done=lambda i, c: done.append(i))
-    smaller = run_smc(CachedEngine(model), prompts, stops, target, cfg, seeds, batch_size=1)  # rounded up to one problem
+    smaller = run_smc(SlotEngine(model), prompts, stops, target, cfg, seeds, batch_size=1)  # rounded up to one problem
     for a, b, c in zip(together, in_twos, smaller, strict=True):
         assert a.tokens == b.tokens == c.tokens and a.chosen == b.chosen == c.chosen
         assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
@@ -204,7 +204,7 @@ def _waits(row):
     return None
 
 
-@pytest.mark.parametrize("engine", [CachedEngine, ReencodeEngine])
+@pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
 def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
     from helpers.engines.protocol import Row
 
@@ -226,8 +226,8 @@ def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tin
     passes, point = [], slot.SlotCache.point
     monkeypatch.setattr(slot.SlotCache, "point", lambda self, rows, cols, width, contiguous: (
         passes.append((cols.shape[1], len(rows), contiguous)), point(self, rows, cols, width, contiguous))[-1])
-    monkeypatch.setattr(CachedEngine, "gather_above", 0.0)
-    cached = run_smc(CachedEngine(model), prompts, stops, target, cfg, [5, 6, 7])
+    monkeypatch.setattr(SlotEngine, "gather_above", 0.0)
+    cached = run_smc(SlotEngine(model), prompts, stops, target, cfg, [5, 6, 7])
     decoding = [(n, contiguous) for q, n, contiguous in passes if q == 1]
     assert any(not contiguous for _, contiguous in decoding)  # some passes ran a gathered subset of the slots
     reencoded = run_smc(ReencodeEngine(model), prompts, stops, target, cfg, [5, 6, 7])

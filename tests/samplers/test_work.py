@@ -11,8 +11,8 @@ import torch
 from helpers.engines.categorical import draw, draw_each
 from helpers.engines.loop import run_programs
 from helpers.engines.protocol import Adopt, Barrier, Completion, Extension, Group, Row
-from helpers.engines.serial import ReencodeEngine
-from helpers.engines.slot import CachedEngine
+from helpers.engines.reencode import ReencodeEngine
+from helpers.engines.slot import SlotEngine
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import PowerConfig, chain_work
 from helpers.samplers.smc import SMCConfig, smc_work
@@ -34,7 +34,7 @@ def _works(tokenizer):
             decode_work(prompts, 8, stops, 1.0, 3, SEEDS), decode_work(prompts, 8, stops)], stops
 
 
-@pytest.mark.parametrize("engine", [CachedEngine, ReencodeEngine])
+@pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
 def test_samplers_sharing_a_run_decode_as_in_runs_of_their_own(tiny, engine):
     model, tokenizer, _ = tiny
     works, stops = _works(tokenizer)
@@ -53,7 +53,7 @@ def test_samplers_sharing_a_run_decode_as_in_runs_of_their_own(tiny, engine):
     greedy, low = together[-1], together[3]
     assert all(q == 0 for c in greedy for q in c.logq)  # greedy rows drew nothing, beside sampled ones
     assert any(abs(q - p) > 1e-3 for c in low for p, q in zip(c.logp, c.logq, strict=True))  # T = 0.5 is not T = 1
-    if engine is CachedEngine:  # the point of sharing: the batch stays full, so fewer passes decode everything
+    if engine is SlotEngine:  # the point of sharing: the batch stays full, so fewer passes decode everything
         assert shared.passes < passes
 
 
@@ -79,7 +79,7 @@ def test_capacity_holds_whole_groups():
 
 
 def test_a_run_of_no_work_is_empty(tiny):
-    assert run_together(CachedEngine(tiny[0]), [], set()) == []
+    assert run_together(SlotEngine(tiny[0]), [], set()) == []
 
 
 class _Meet(Group):
@@ -108,5 +108,5 @@ def test_a_row_waiting_at_a_barrier_keeps_its_cache_while_others_decode(tiny):
         rows = [Row(list(p)) for p in prompts]
         return [(r, _meets_late(r, group, first)) for r, first in zip(rows, (1, 12), strict=True)]
 
-    cached, reencoded = run_programs(CachedEngine(model), tasks(), set()), run_programs(ReencodeEngine(model), tasks(), set())
+    cached, reencoded = run_programs(SlotEngine(model), tasks(), set()), run_programs(ReencodeEngine(model), tasks(), set())
     assert [c.tokens for c in cached] == [c.tokens for c in reencoded]
