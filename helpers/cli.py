@@ -68,7 +68,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _truncate(args: argparse.Namespace) -> int:
     from helpers.data.problems import DataError, chat_ids
     from helpers.models.loading import context_length, load_model, stop_token_ids
-    from helpers.models.truncation import truncate
+    from helpers.models.truncation import truncate, truncation_of
     from helpers.samplers.plain import decode
 
     if not args.prompt or not args.prompt.strip():
@@ -83,7 +83,7 @@ def _truncate(args: argparse.Namespace) -> int:
         ids = tokenizer(args.prompt)["input_ids"]
     (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
     print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
-          f"(blocks {block_ranges(shallow.config.truncation['kept_blocks'])}); {completion.decoded_tokens} tokens in "
+          f"(blocks {block_ranges(truncation_of(shallow)['kept_blocks'])}); {completion.decoded_tokens} tokens in "
           f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0

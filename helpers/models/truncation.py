@@ -20,6 +20,7 @@ from collections import OrderedDict
 from torch import nn
 
 from helpers.models.adapter import adapter
+from helpers.results.identity import derive, truncation_record
 
 METHODS = ("stitch", "naive")
 
@@ -61,7 +62,6 @@ def truncate(model, depth: int, method: str = "stitch"):
         values = getattr(config, name, None)
         if isinstance(values, list | tuple) and len(values) == ad.n_layers:
             setattr(config, name, [values[i] for i in kept])
-    config.truncation = {"method": method, "depth": depth, "kept_blocks": kept, "original_layers": ad.n_layers}
 
     blocks = []
     for new_index, old_index in enumerate(kept):
@@ -80,6 +80,7 @@ def truncate(model, depth: int, method: str = "stitch"):
     truncated._modules["model"] = base
     truncated.config = config
     truncated.generation_config = copy.deepcopy(model.generation_config)
+    derive(truncated, model, {"method": method, "depth": depth, "kept_blocks": kept, "original_layers": ad.n_layers})
     return truncated
 
 
@@ -105,7 +106,7 @@ def at_depth(model, depth: int, method: str = "stitch"):
 
 def truncation_of(model) -> dict | None:
     """The truncation record of a model made here ({'method', 'depth', 'kept_blocks', ...}), or None."""
-    return getattr(model.config, "truncation", None)
+    return truncation_record(model)
 
 
 def critical_depth(accuracy_by_depth: dict[int, float], full_accuracy: float, fraction: float = 0.5) -> int | None:

@@ -10,18 +10,37 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-IDENTITY_ATTRIBUTE = "svd_identity"
+# What the project knows of a model object, held beside it rather than set on it (a transformers model and its config
+# are not the project's objects): where it came from (`tag_model`) and, for a truncation made here, which blocks it
+# runs (`derive`). Weak keys: an entry goes with its model.
+_ORIGINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TRUNCATIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def tag_model(model, name: str, source: str, weights: str | None = None, stops: str | None = None) -> None:
     """Record where `model` came from and a fingerprint of its weights, and, where a completion ends at more than
-    its EOS (`stops`: a base model's blank line), that rule too; truncated models built from it inherit the tag."""
-    setattr(model, IDENTITY_ATTRIBUTE, {"model": name, "source": source, "weights": weights}
-            | ({"stops": stops} if stops else {}))
+    its EOS (`stops`: a base model's blank line), that rule too; truncated models built from it inherit the tag
+    (`derive`)."""
+    _ORIGINS[model] = {"model": name, "source": source, "weights": weights} | ({"stops": stops} if stops else {})
+
+
+def derive(model, parent, truncation: dict) -> None:
+    """`model` is `parent` cut as `truncation` says ({'method', 'depth', 'kept_blocks', 'original_layers'}): it
+    keeps the parent's origin, with the truncation beside it (`truncation_record`)."""
+    if parent in _ORIGINS:
+        _ORIGINS[model] = _ORIGINS[parent]
+    _TRUNCATIONS[model] = dict(truncation)
+
+
+def truncation_record(model) -> dict | None:
+    """The truncation `derive` recorded for `model`, or None for a model that is not a truncation made here."""
+    record = _TRUNCATIONS.get(model)
+    return dict(record) if record is not None else None
 
 
 def model_identity(model) -> dict:
@@ -34,11 +53,11 @@ def model_identity(model) -> dict:
     """
     import torch
 
-    base = getattr(model, IDENTITY_ATTRIBUTE, None)
+    base = _ORIGINS.get(model)
     if base is None:
         config = model.config
         base = {"model": getattr(config, "_name_or_path", "") or type(model).__name__, "source": "unregistered"}
-    truncation = getattr(model.config, "truncation", None)
+    truncation = _TRUNCATIONS.get(model)
     if truncation and truncation["depth"] < truncation["original_layers"]:
         shape = {"depth": truncation["depth"], "truncation": truncation["method"]}
     else:

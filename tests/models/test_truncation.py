@@ -166,3 +166,20 @@ def test_embedded_model_truncation(smol):
     shallow = stitch_and_preserve(model, 26)
     kwargs = dict(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
     assert torch.equal(shallow.generate(x, use_cache=True, **kwargs), shallow.generate(x, use_cache=False, **kwargs))
+
+
+def test_the_project_sets_nothing_on_a_model_or_its_config_and_still_knows_what_each_is(tiny_dir):
+    """Where a model came from and which blocks a truncation runs are held beside the model objects (weakly), never
+    set on the transformers model or its config; a truncation keeps its parent's origin."""
+    from helpers.models.loading import load_model
+    from helpers.models.truncation import at_depth, truncation_of
+    from helpers.results.identity import model_identity
+
+    model, _, info = load_model(str(tiny_dir))
+    cut = at_depth(model, info.n_layers - 1, "naive")
+    for m in (model, cut):
+        assert not [k for k in vars(m) if k.startswith("svd")] and "truncation" not in m.config.to_dict()
+    assert truncation_of(model) is None and truncation_of(cut)["kept_blocks"] == list(range(info.n_layers - 1))
+    full, shallow = model_identity(model), model_identity(cut)
+    assert shallow == {**full, "depth": info.n_layers - 1, "truncation": "naive"} and full["truncation"] is None
+    assert full["source"] != "unregistered"  # the tag is found for the model and inherited by its truncation
