@@ -13,9 +13,10 @@ def start(seed: int, dtype: str | None = None) -> None:
     from helpers.core.quiet import quiet_host
     from helpers.models import precision
     from helpers.plots import style
-    from helpers.results import origin
+    from helpers.results import origin, usage
 
     quiet_host()  # the notebook's kernel: no stray stderr in the executed page
+    usage.report_at_exit()  # run by the book's runner: what this kernel reused and computed, written as it exits
     origin.read_now()  # the records this kernel stores name the code it started with
     style.setup(seed)
     if dtype is not None:

@@ -47,7 +47,8 @@ from helpers.evaluation.stats import (
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
 from helpers.models.truncation import at_depth
-from helpers.results.store import Run, Sized
+from helpers.results.shapes import Sized
+from helpers.results.store import Run
 from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
 from helpers.samplers.smc import RESAMPLING

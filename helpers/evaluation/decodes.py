@@ -27,7 +27,8 @@ from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import at_depth, truncation_of
 from helpers.results.identity import model_identity, problem_key, sample_key
-from helpers.results.store import Run, Sized
+from helpers.results.shapes import Sized
+from helpers.results.store import Run
 from helpers.samplers.plain import decode_work
 from helpers.samplers.power import ChainCompletion, chain_work, resumable
 from helpers.samplers.settings import METHODS, DecodeSettings, check_engine, engine_key

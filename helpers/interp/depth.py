@@ -34,7 +34,8 @@ from helpers.interp.skip_effects import (
     skip_effects,
 )
 from helpers.results.identity import model_identity, sequence_key
-from helpers.results.store import Run, Sized
+from helpers.results.shapes import Sized
+from helpers.results.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 

@@ -18,7 +18,8 @@ from helpers.core.progress import bar
 from helpers.interp.lens import logit_lens
 from helpers.interp.metrics import kl_divergence
 from helpers.results.identity import model_identity, sequence_key
-from helpers.results.store import Run, Sized
+from helpers.results.shapes import Sized
+from helpers.results.store import Run
 
 
 def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,

@@ -7,7 +7,6 @@ records, an interrupted run resumes where it stopped, and a changed configuratio
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import platform
@@ -25,44 +24,9 @@ from helpers.core.numbers import counted
 from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import _canonical, config_hash
 from helpers.results.origin import origin
+from helpers.results.shapes import conforms, shape_sizes
+from helpers.results.usage import USAGE
 from helpers.results.versions import keyed
-
-_usage: dict[str, set] = {"reused": set(), "computed": set(), "released": set(), "runs": set()}
-
-
-def _used(run: Run) -> None:
-    """Count `run` among the runs this process used (`release add` releases those of a build)."""
-    if os.environ.get(env.STORE_USAGE):
-        _usage["runs"].add(f"{run.experiment}/{run.hash}")
-
-
-def _note(kind: str, run: Run, key: str) -> None:
-    """Count unit `key` of `run` as reused or computed."""
-    if os.environ.get(env.STORE_USAGE):
-        _used(run)
-        _usage[kind].add((run.hash, key))
-        if kind == "reused" and key in run.released:
-            _usage["released"].add((run.hash, key))
-
-
-def _write_usage(path: str) -> None:
-    """The records this process reused (and how many of them from the release) and computed, the runs it used, and
-    its peak resident memory (MiB; the runner's table of chapter times and memory, which the instructor's page
-    quotes, and the release's counts per chapter)."""
-    computed = _usage["computed"]
-    usage = {"reused": len(_usage["reused"] - computed), "computed": len(computed),
-             "released": len(_usage["released"] - computed), "runs": sorted(_usage["runs"])}
-    try:
-        import resource
-
-        usage["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
-    except ImportError:  # not on Windows
-        pass
-    Path(path).write_text(json.dumps(usage))
-
-
-if os.environ.get(env.STORE_USAGE):  # a chapter's kernel (helpers.runner.execute.execute): report when it ends
-    atexit.register(_write_usage, os.environ[env.STORE_USAGE])
 
 
 def results_root() -> Path:
@@ -98,49 +62,6 @@ def released_only() -> bool:
 
 
 _REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
-
-
-class Sized:
-    """A shape for a list of exactly `n` items of shape `item` (see `conforms`): `n` is a number, or the name of a
-    field of the run's configuration whose value is a count (`depth`, `particles`) or a list (`steps`), so a
-    per-layer list is checked against the depth of the model that computed it."""
-
-    def __init__(self, item: Any, n: int | str):
-        self.item, self.n = item, n
-
-    def __repr__(self) -> str:
-        return f"Sized({self.item!r}, {self.n!r})"
-
-
-def shape_sizes(config: dict) -> dict[str, int]:
-    """The counts a configuration gives `Sized` shapes: each integer field's value and each list field's length."""
-    return {k: (len(v) if isinstance(v, list | tuple) else v) for k, v in config.items()
-            if isinstance(v, list | tuple) or (isinstance(v, int) and not isinstance(v, bool))}
-
-
-def conforms(value: Any, shape: Any, sizes: dict[str, int] | None = None) -> bool:
-    """Whether `value`, read back from JSON, has `shape`: a type (`float` also takes an int; neither takes a bool),
-    a tuple of alternatives (`type(None)` for null), `[s]` for a list of s, `Sized(s, n)` for a list of exactly n
-    (a name in `sizes`, see `shape_sizes`), `{key: s}` for a dict holding at least those keys, or None for anything.
-    The recursion follows the shape, so it is as deep as the shape."""
-    if shape is None:
-        return True
-    if isinstance(shape, tuple):
-        return any(conforms(value, s, sizes) for s in shape)
-    if isinstance(shape, Sized):
-        n = shape.n if isinstance(shape.n, int) else (sizes or {}).get(shape.n)
-        if n is None:
-            raise ValueError(f"a Sized shape names {shape.n!r}, which the run's configuration does not give")
-        return isinstance(value, list) and len(value) == n and all(conforms(v, shape.item, sizes) for v in value)
-    if isinstance(shape, list):
-        return isinstance(value, list) and all(conforms(v, shape[0], sizes) for v in value)
-    if isinstance(shape, dict):
-        return isinstance(value, dict) and all(k in value and conforms(value[k], s, sizes) for k, s in shape.items())
-    if isinstance(value, bool):
-        return shape is bool
-    if shape is float:
-        return isinstance(value, int | float)
-    return isinstance(value, shape)
 
 
 class Run:
@@ -350,7 +271,7 @@ class Run:
         record = self._records.get(key)
         if record is None:
             return None
-        _note("reused", self, key)
+        USAGE.note("reused", self.experiment, self.hash, key, key in self.released)
         return record["result"]
 
     def seconds(self, key: str) -> float | None:
@@ -361,7 +282,7 @@ class Run:
     def results(self) -> dict[str, Any]:
         """All stored results by key."""
         for k in self._records:
-            _note("reused", self, k)
+            USAGE.note("reused", self.experiment, self.hash, k, k in self.released)
         return {k: r["result"] for k, r in self._records.items()}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -386,7 +307,7 @@ class Run:
                                  "folder.") from None
             self._records[key] = record
             self._loaded_size = self._size()
-        _note("computed", self, key)
+        USAGE.note("computed", self.experiment, self.hash, key)
 
     @property
     def checkpoints_path(self) -> Path:
@@ -405,7 +326,7 @@ class Run:
             except OSError as err:
                 raise StoreError(f"{self.checkpoints_path} cannot be written ({err.strerror or err}); set SVD_RESULTS "
                                  "to a folder you can write to.") from None
-        _used(self)  # `release add` carries the checkpoints of the runs a build used
+        USAGE.used(self.experiment, self.hash)  # `release add` carries the checkpoints of the runs a build used
 
     def checkpoints(self) -> dict[str, dict]:
         """The newest checkpoint of each unit the store does not hold finished, by key: the release's
@@ -472,5 +393,5 @@ class Run:
                     result = fn()
                     self.add(key, result, time.perf_counter() - start, seed)
                     return self._records[key]["result"]
-        _note("reused", self, key)
+        USAGE.note("reused", self.experiment, self.hash, key, key in self.released)
         return self._records[key]["result"]

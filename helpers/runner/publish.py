@@ -24,7 +24,8 @@ from helpers.results.release import (
     release_root,
     unlisted,
 )
-from helpers.results.store import conforms, results_root, shape_sizes
+from helpers.results.shapes import conforms, shape_sizes
+from helpers.results.store import results_root
 
 
 def record_shape(experiment: str, config: dict) -> Any:

@@ -71,25 +71,43 @@ def test_bad_experiment_name(tmp_path):
 def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     import json
 
-    import helpers.results.store as store
+    import helpers.results.usage as usage_module
 
     monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
-    monkeypatch.setattr(store, "_usage", {"reused": set(), "computed": set(), "released": set(), "runs": set()})
-    monkeypatch.setattr(store.atexit, "register", lambda *a: None)  # written by hand below, not at exit
+    monkeypatch.setattr(usage_module, "USAGE", usage_module.Usage())
+    import helpers.results.store as store
+
+    monkeypatch.setattr(store, "USAGE", usage_module.USAGE)
     run = Run("exp", {"k": 3}, root=tmp_path)
     run.add("new", 1, 0.1)
     run.get("new")  # computed in this process: not a reuse
     old = Run("exp", {"k": 3}, root=tmp_path)
     Run("exp", {"k": 4}, root=tmp_path).add("other", 2, 0.1)
-    store._usage["computed"].clear()  # as if `old` were opened by a later process
+    usage_module.USAGE.computed.clear()  # as if `old` were opened by a later process
     old.get("new")
     old.compute("new", lambda: 99)
-    store._write_usage(str(tmp_path / "usage.json"))
+    usage_module.USAGE.write(str(tmp_path / "usage.json"))
     usage = json.loads((tmp_path / "usage.json").read_text())
     peak = usage.pop("peak_mib")
     assert usage == {"reused": 1, "computed": 0, "released": 0, "runs": sorted({f"exp/{old.hash}",
                                                                                 f"exp/{Run('exp', {'k': 4}).hash}"})}
     assert isinstance(peak, int) and peak > 0  # the process's peak resident memory, for the run table
+
+
+def test_a_kernel_reports_its_usage_when_asked_never_at_import(tmp_path, monkeypatch):
+    """Importing the store registers nothing to run at exit; a chapter's first call asks for the report, once."""
+    import helpers.results.usage as usage_module
+
+    registered = []
+    monkeypatch.setattr(usage_module.atexit, "register", lambda *a: registered.append(a))
+    monkeypatch.setattr(usage_module, "_REPORTING", [])
+    monkeypatch.delenv(env.STORE_USAGE, raising=False)
+    usage_module.report_at_exit()
+    assert registered == []  # not a chapter's kernel: nothing to report
+    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
+    usage_module.report_at_exit()
+    usage_module.report_at_exit()
+    assert len(registered) == 1 and registered[0][1] == str(tmp_path / "usage.json")
 
 
 def test_checkpoints_keep_the_newest_of_each_unfinished_unit(tmp_path):

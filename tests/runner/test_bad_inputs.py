@@ -642,7 +642,7 @@ def test_a_stored_analysis_of_the_wrong_length_is_recomputed_not_read(case, tiny
 
 
 def test_sized_shapes_read_their_lengths_from_the_configuration():
-    from helpers.results.store import Sized, conforms, shape_sizes
+    from helpers.results.shapes import Sized, conforms, shape_sizes
 
     sizes = shape_sizes({"depth": 4, "steps": [1, 2], "flag": True, "name": "x"})
     assert sizes == {"depth": 4, "steps": 2}  # a bool is not a count
@@ -658,7 +658,7 @@ def test_sized_shapes_read_their_lengths_from_the_configuration():
 
 def test_an_smc_record_with_too_few_particles_does_not_conform():
     from helpers.evaluation.decodes import SMC_SHAPE
-    from helpers.results.store import conforms
+    from helpers.results.shapes import conforms
 
     particle = {"predicted": "1", "correct": True, "log_weight": -1.0, "n_tokens": 3}
     record = {"id": "p", "text": "1", "tokens": [1, 2, 3], "predicted": "1", "correct": True, "n_tokens": 3,
