@@ -228,7 +228,7 @@ def _glued_diff(args: argparse.Namespace) -> int:
 
 
 def _install_models(args: argparse.Namespace) -> int:
-    from helpers.runner.run import install_models
+    from helpers.runner.installs import install_models
 
     installed = install_models(args.profile)
     print(f"installed {' '.join(installed)}" if installed else f"the models of profile {args.profile!r} are installed")

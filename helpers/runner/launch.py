@@ -25,7 +25,7 @@ BINDER_GIB = 2.0  # what mybinder.org guarantees a session
 
 def profile_memory(profile: str) -> float | None:
     """Estimated peak GiB of a profile's chapters (its largest model), or None for hub models we cannot size."""
-    from helpers.runner.run import job_models, plan
+    from helpers.runner.planning import job_models, plan
 
     names = job_models(plan(profile))
     peaks = [PEAK_GIB[n] + DECODE_GIB.get(n, 0.0) if n in PEAK_GIB else None for n in names]
@@ -53,8 +53,9 @@ def check_setup(profile: str = "smoke") -> None:
     """
     if os.environ.get(env.BOOK_RUN) == "1":
         return
+    from helpers.runner.installs import install_models
+    from helpers.runner.planning import in_checkout
     from helpers.runner.profiles import RunError, available_profiles
-    from helpers.runner.run import in_checkout, install_models
 
     if not in_checkout():
         raise RunError("This notebook runs from a checkout of the repository: git clone it, then "

@@ -105,7 +105,7 @@ def add(store: Path | None = None, root: Path | None = None, build: Path | None 
     the runs the build's chapters used (its run configuration; every run of the store where it names none), counted
     per chapter, or every run's under `chapter` (a step that ran one chapter and was stopped before it could say
     which runs it used)."""
-    from helpers.runner.run import _git_commit
+    from helpers.runner.run_config import git_commit
 
     root = root or env.REPO / "release"
     root.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def add(store: Path | None = None, root: Path | None = None, build: Path | None 
     else:  # the runs the build's chapters used, and only those: the store may hold other profiles' records
         chapters = build_chapters(build or env.REPO)
         runs = set().union(*chapters.values()) if any(chapters.values()) else None
-    return add_batch(store, root, commit=commit or _git_commit(), check=RecordCheck(), chapters=chapters, runs=runs,
+    return add_batch(store, root, commit=commit or git_commit(), check=RecordCheck(), chapters=chapters, runs=runs,
                      dry_run=dry_run)
 
 

@@ -257,7 +257,7 @@ def test_each_chapter_links_its_notebook_as_a_student_runs_it(built_book):
 @pytest.mark.book
 def test_the_whole_book_is_one_pdf(built_book):
     """The book printed to one PDF from its single-page HTML build (skipped, loudly, without Chromium)."""
-    from helpers.runner.run import PDF_NAME, browser
+    from helpers.runner.pdf import PDF_NAME, browser
 
     out, _ = built_book
     if browser() is None:

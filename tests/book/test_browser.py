@@ -67,7 +67,7 @@ def browser():
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         _no_browser("selenium is not installed")
-    from helpers.runner.run import browser as chromium
+    from helpers.runner.pdf import browser as chromium
 
     binary = chromium()
     driver_path = shutil.which("chromedriver")

@@ -212,7 +212,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.chapters.power_sampling import compare_methods
     from helpers.data.problems import load_problems
     from helpers.models.tiny import make_tiny
-    from helpers.runner.run import plan
+    from helpers.runner.planning import plan
     from helpers.samplers.settings import Searches
 
     folder = make_tiny("qwen2", tmp_path / "tiny", n_layers=4, hidden_size=128)

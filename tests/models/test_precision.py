@@ -123,7 +123,7 @@ def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir)
 
 
 def test_a_profile_or_flag_sets_every_chapters_dtype():
-    from helpers.runner.run import plan
+    from helpers.runner.planning import plan
 
     assert all(job.parameters["dtype"] == "float32" for job in plan("smoke") if "dtype" in job.parameters)
     jobs = plan("smoke", {"dtype": "bfloat16"})  # what `run --dtype bfloat16` passes

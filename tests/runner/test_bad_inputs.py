@@ -24,8 +24,8 @@ from helpers.evaluation import grading
 from helpers.models.loading import load_model
 from helpers.models.registry import ModelLoadError
 from helpers.results.store import Run
+from helpers.runner.planning import plan
 from helpers.runner.profiles import RunError, load_profile, parse_overrides
-from helpers.runner.run import plan
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import DecodeSettings
 from helpers.samplers.smc import SMCConfig
@@ -736,7 +736,7 @@ def test_a_store_file_that_is_a_folder_is_one_clear_error(tmp_path):
                                  '{"chapters": {"x": {"parameters": {}, "seconds": true}}}'])
 def test_a_run_configuration_from_an_older_runner_is_replaced_not_a_keyerror(old, tmp_path):
     from helpers.runner.profiles import Job
-    from helpers.runner.run import previous_chapters, write_run_config
+    from helpers.runner.run_config import previous_chapters, write_run_config
 
     folder = tmp_path / "book" / "chapters"
     folder.mkdir(parents=True)

@@ -27,14 +27,14 @@ def test_binder_is_told_that_smoke_fits_and_default_does_not():
 
 def test_outside_a_checkout_the_cell_says_how_to_get_one(monkeypatch):
     monkeypatch.delenv(env.BOOK_RUN, raising=False)
-    monkeypatch.setattr("helpers.runner.run.in_checkout", lambda root=None: False)
+    monkeypatch.setattr("helpers.runner.planning.in_checkout", lambda root=None: False)
     with pytest.raises(RunError, match="git clone"):
         launch.check_setup("smoke")
 
 
 def test_in_a_book_run_the_cell_does_nothing(monkeypatch, capsys):
     monkeypatch.setenv(env.BOOK_RUN, "1")
-    monkeypatch.setattr("helpers.runner.run.install_models", lambda profile: pytest.fail("a book run installs nothing here"))
+    monkeypatch.setattr("helpers.runner.installs.install_models", lambda profile: pytest.fail("a book run installs nothing here"))
     launch.check_setup("smoke")
     assert capsys.readouterr().out == ""
 
@@ -42,7 +42,7 @@ def test_in_a_book_run_the_cell_does_nothing(monkeypatch, capsys):
 def test_the_cell_installs_only_what_is_missing_and_names_the_profile(monkeypatch, capsys):
     monkeypatch.delenv(env.BOOK_RUN, raising=False)
     asked = []
-    monkeypatch.setattr("helpers.runner.run.install_models", lambda profile: asked.append(profile) or [])
+    monkeypatch.setattr("helpers.runner.installs.install_models", lambda profile: asked.append(profile) or [])
     launch.check_setup("smoke")
     out = capsys.readouterr().out
     assert asked == ["smoke"] and "Set up for the 'smoke' profile." in out and "smoke: about 1.9 GiB" in out

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from helpers.core.env import REPO
+from helpers.runner.planning import plan
 from helpers.runner.profiles import NOTEBOOKS, RunError, load_profile, parse_overrides, toc_chapters
-from helpers.runner.run import plan
 
 
 def _parameters_cell(stem: str) -> dict:
@@ -169,7 +169,8 @@ def test_only_given_twice_is_refused_before_any_chapter_runs():
 def test_a_run_whose_model_wheels_are_missing_stops_before_any_chapter(monkeypatch):
     import importlib.util
 
-    from helpers.runner.run import check_models, job_models
+    from helpers.runner.installs import check_models
+    from helpers.runner.planning import job_models
 
     jobs = plan("smoke", {"models": ["smollm2-135m", "qwen2.5-coder-0.5b"]})
     assert job_models(jobs) == ["smollm2-135m", "qwen2.5-coder-0.5b"]
@@ -233,7 +234,7 @@ def test_relative_depths_are_for_chapters_04_and_05_only():
 
 def test_the_closing_table_lists_time_and_records():
     from helpers.runner.profiles import Job
-    from helpers.runner.run import time_table
+    from helpers.runner.run_config import time_table
 
     jobs = [Job("01_a", seconds=12.4, records={"reused": 5, "computed": 7, "peak_mib": 1536}), Job("02_b", seconds=3.0)]
     table = time_table(jobs)
