@@ -30,6 +30,7 @@ from helpers.interp.probes import probe_record, probe_rows, probe_unit
 from helpers.interp.skip_effects import later_layer_profile
 from helpers.models.loading import ModelInfo, load_model
 from helpers.results.identity import sequence_key
+from helpers.results.kinds import ERASURE_IG
 
 ERASURE_SHAPE = [[float]]  # a stored erasure / integrated-gradients record: one row of scores per position
 
@@ -107,7 +108,7 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
             ig_components: Sequence[str], probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = analysis_run("erasure_ig", model, shape=ERASURE_SHAPE, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
+    run = analysis_run(ERASURE_IG, model, shape=ERASURE_SHAPE, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
     rows = probe_rows(info.n_layers, probe_stride)
     out = []
     for prompt, answer in PROBES:

@@ -10,7 +10,6 @@ import numpy as np
 from helpers.core.numbers import counted
 from helpers.data.problems import Problem, levels_text, load_problems, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
-from helpers.engines.categorical import VERSION as DRAW
 from helpers.engines.kinds import make_engine
 from helpers.evaluation.comparison import (
     comparisons_table,
@@ -44,19 +43,15 @@ from helpers.evaluation.stats import (
     percent_with_interval,
     wilson,
 )
+from helpers.evaluation.toy_study import TOY_MAX_TOKENS, stored_toy_curves
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
 from helpers.models.truncation import at_depth
-from helpers.results.shapes import Sized
-from helpers.results.store import Run
-from helpers.samplers.power import REFERENCE_SCHEDULE, PowerConfig, run_chains
+from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
-from helpers.samplers.smc import RESAMPLING
 from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
-from helpers.samplers.toy_curves import toy_curves
 
-TOY_MAX_TOKENS = 4
 EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
 
 
@@ -85,18 +80,6 @@ class ToyConvergence:
         return values
 
 
-TOY_SHAPE = {"tv": {mode: Sized(float, "steps") for mode in MH_MODES}, "smc_tv": Sized(float, "particles"),
-             "noise": float}  # a stored toy curve: a TV per step count, an SMC TV per particle count
-
-
-def toy_run(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> Run:
-    """The store of the toy convergence curves: keyed by their settings and by how the samplers draw and move, so a
-    changed sampler (the reference schedule, the draw, SMC's resampling) computes them again."""
-    return Run("toy_convergence", {"alpha": float(alpha), "steps": list(steps), "n_chains": n_chains, "seed": seed,
-                                   "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, "draw": DRAW,
-                                   "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING}, shape=TOY_SHAPE)
-
-
 def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int = 0,
                     particles: Sequence[int] = ()) -> ToyConvergence:
     """Run `n_chains` chains per (mode, N) on the toy model and measure how close they come to p^α; the same
@@ -105,8 +88,7 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
     toy = ToyLM(vocab=3, seed=seed)
     dist = exact_distributions(toy, [1], TOY_MAX_TOKENS, alpha)
     target = Target(alpha, TOY_MAX_TOKENS)
-    stored = toy_run(alpha, steps, n_chains, seed, particles).compute(
-        "curves", lambda: toy_curves(alpha, steps, n_chains, seed, particles, TOY_MAX_TOKENS))
+    stored = stored_toy_curves(alpha, steps, n_chains, seed, particles)
     tables = {a: exact_distributions(toy, [1], TOY_MAX_TOKENS, a) for a in EXPLORER_ALPHAS}
     return ToyConvergence(target, list(steps), n_chains, stored["tv"], tv_distance(dist["low_temperature"],
                                                                                     dist["power"]),

@@ -31,17 +31,12 @@ from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, pro
 from helpers.models.loading import load_model, stop_token_ids
 from helpers.models.truncation import at_depth, critical_depth
 from helpers.results.identity import key_name, model_identity, sequence_key
+from helpers.results.kinds import KINDS, STUDIES
 
-TOLERANCE = {  # largest relative deviation |a - b| / max(1, |b|) of any number a record holds
-    "logit_lens": 2e-3, "agreement": 2e-3,  # float32 passes, batched alike: rounding only
-    "depth_profile": 2e-3, "skip_effects": 2e-3, "depth_score": 2e-3, "erasure_ig": 2e-3,
-    "critical_depth": 1e-9,  # counted from the decodes: exact
-    "toy_convergence": 1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
-}
-BFLOAT16_TOLERANCE = {  # the studies some chapter runs in bfloat16 (the appendix's lens): measured like float32's
-    "logit_lens": 0.03,  # computed where bfloat16 is emulated, audited where it is native (the reproducibility page)
-}
-STUDIES = tuple(TOLERANCE)
+TOLERANCE = {name: KINDS[name].tolerance for name in STUDIES}  # largest relative deviation |a - b| / max(1, |b|)
+# of any number a record holds, per kind (helpers/results/kinds.py), in float32 and in bfloat16
+BFLOAT16_TOLERANCE = {name: KINDS[name].bfloat16_tolerance for name in STUDIES
+                      if KINDS[name].bfloat16_tolerance is not None}
 GOLD_TEXT = ("depth_profile", "skip_effects", "depth_score")  # chapter 01's studies of a problem's gold text
 IDENTITY = ("weights", "depth", "truncation", "dtype")
 

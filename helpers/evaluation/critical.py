@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from helpers.results.identity import model_identity
+from helpers.results.kinds import CRITICAL_DEPTH
 from helpers.results.store import Run
 
 _RELATIVE = re.compile(r"^critical\s*(?:([+-])\s*(\d+))?$")
@@ -86,7 +87,7 @@ OPTIONAL = ("model_levels",)  # SweepSettings' fields a parameter set may leave 
 
 def critical_run(model, settings: SweepSettings) -> Run:
     """The store of `model`'s critical depth under chapter 03's `settings` (one record, unit 'stitch')."""
-    return Run("critical_depth", {**model_identity(model), **settings.key()}, shape=CRITICAL_SHAPE)
+    return Run(CRITICAL_DEPTH.name, {**model_identity(model), **settings.key()}, shape=CRITICAL_SHAPE)
 
 
 def store_critical(model, settings: SweepSettings, accuracy: Mapping[int, float], n_problems: int) -> int | None:

@@ -27,6 +27,7 @@ from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import at_depth, truncation_of
 from helpers.results.identity import model_identity, problem_key, sample_key
+from helpers.results.kinds import DECODE
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
 from helpers.samplers.plain import decode_work
@@ -70,10 +71,15 @@ def sample_seed(base: int, problem_id: str, index: int) -> int:
     return base * 1_000_003 + index * 10_007 + int.from_bytes(problem_id.encode()[-6:], "little") % 10_007
 
 
+def record_shape(config: dict) -> dict:
+    """The shape of a stored decode record of these settings: an SMC answer carries its particles too."""
+    return SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE
+
+
 def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
-    return Run("decode", {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
-               shape=SMC_SHAPE if settings.method == "smc" else RECORD_SHAPE)
+    return Run(DECODE.name, {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
+               shape=record_shape(settings.key()))
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,

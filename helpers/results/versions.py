@@ -1,7 +1,7 @@
 """A version per stored computation, part of its records' keys, and the fingerprint of the code that computes it.
 
-A record is keyed by its inputs; the code that turns inputs into numbers is named by `VERSIONS[experiment]`. Bump
-it when a change can move a number (a fixed lens, a new effective-depth rule): the key changes, so the book computes
+A record is keyed by its inputs; the code that turns inputs into numbers is named by its kind's version
+(`helpers.results.kinds`, read here as `VERSIONS`). Bump it when a change can move a number (a fixed lens, a new effective-depth rule): the key changes, so the book computes
 again instead of reading the old records. Version 1 adds nothing to a key, so the records stored before versions
 existed keep theirs.
 
@@ -21,18 +21,11 @@ import sys
 from pathlib import Path
 
 from helpers.core import env
+from helpers.results.kinds import KINDS
 
-VERSIONS: dict[str, int] = {  # experiment -> version of the code that computes it (1: the key as it always was)
-    "decode": 1, "logit_lens": 1, "agreement": 1, "depth_profile": 1, "skip_effects": 1, "depth_score": 1,
-    "erasure_ig": 1, "toy_convergence": 1, "critical_depth": 1,
-}
-ENTRY: dict[str, str | tuple[str, ...]] = {  # experiment -> the module(s) that compute and store its records
-    "decode": "helpers.evaluation.decodes", "logit_lens": "helpers.interp.studies",
-    "agreement": "helpers.interp.studies", "depth_profile": "helpers.interp.depth", "skip_effects": "helpers.interp.depth",
-    "depth_score": "helpers.interp.depth", "erasure_ig": ("helpers.chapters.effective_depth", "helpers.interp.probes"),
-    "toy_convergence": "helpers.samplers.toy_curves",  # stored by chapters.power_sampling.toy_convergence
-    "critical_depth": "helpers.evaluation.critical",
-}
+VERSIONS: dict[str, int] = {name: k.version for name, k in KINDS.items()}  # kind -> version of its code (1: the key
+# as it always was); set in helpers/results/kinds.py, as is each kind's storing code, the fingerprint's scope
+ENTRY: dict[str, tuple[str, ...]] = {name: k.stored_by for name, k in KINDS.items()}
 # Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.
 NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.budget", "helpers.core.quiet",
               "helpers.core.env", "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner",
@@ -124,7 +117,7 @@ def stale() -> list[str]:
                        "record the code of the new version with python -m helpers.results.versions --update")
         elif then["fingerprint"] != now:
             out.append(f"{experiment}: its code ({', '.join(code_of(experiment))}) changed at version {version}. If the "
-                       f"change can move a number, bump VERSIONS[{experiment!r}] in helpers/results/versions.py (its "
+                       f"change can move a number, bump the version of {experiment!r} in helpers/results/kinds.py (its "
                        "records are then computed anew); if it cannot (a rename, a message), record it with "
                        "python -m helpers.results.versions --update")
     return out

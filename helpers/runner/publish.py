@@ -15,6 +15,7 @@ from typing import Any
 from helpers.core import env
 from helpers.core.jsonfile import JSONFileError, read_json
 from helpers.core.numbers import counted
+from helpers.results.kinds import KINDS
 from helpers.results.release import (
     Batch,
     ReleaseError,
@@ -29,22 +30,17 @@ from helpers.results.store import results_root
 
 
 def record_shape(experiment: str, config: dict) -> Any:
-    """The shape (`helpers.results.store.conforms`) a stored result of `experiment` has, as the code that computes it
-    checks it when reading; a ReleaseError for an experiment no code of the book stores."""
-    from helpers.chapters.effective_depth import ERASURE_SHAPE
-    from helpers.chapters.power_sampling import TOY_SHAPE
-    from helpers.evaluation.critical import CRITICAL_SHAPE
-    from helpers.evaluation.decodes import RECORD_SHAPE, SMC_SHAPE
-    from helpers.interp.depth import PROFILE_SHAPE, SKIP_SHAPE
-    from helpers.interp.studies import AGREEMENT_SHAPE, LENS_SHAPE
+    """The shape (`helpers.results.shapes.conforms`) a stored result of `experiment` has, as the code that computes it
+    checks it when reading (where `helpers.results.kinds` says it is declared); a ReleaseError for an experiment no
+    code of the book stores."""
+    import importlib
 
-    shapes = {"decode": SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE, "logit_lens": LENS_SHAPE,
-              "agreement": AGREEMENT_SHAPE, "depth_profile": PROFILE_SHAPE, "skip_effects": SKIP_SHAPE,
-              "depth_score": SKIP_SHAPE, "erasure_ig": ERASURE_SHAPE, "toy_convergence": TOY_SHAPE,
-              "critical_depth": CRITICAL_SHAPE}
-    if experiment not in shapes:
-        raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(shapes)} are released")
-    return shapes[experiment]
+    kind = KINDS.get(experiment)
+    if kind is None:
+        raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(KINDS)} are released")
+    module, name = kind.shape.split(":")
+    shape = getattr(importlib.import_module(module), name)
+    return shape(config) if callable(shape) and not isinstance(shape, type) else shape
 
 
 class RecordCheck:

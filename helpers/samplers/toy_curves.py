@@ -1,5 +1,6 @@
-"""How close MH (both modes) and SMC come to p^α on the enumerable toy model: the curves chapter 04 draws and
-stores, computed here so that the chapter and the release's audit compute them by one function."""
+"""How close MH (both modes) and SMC come to p^α on the enumerable toy model: the curves chapter 04 draws, computed
+here so that the chapter and the release's audit compute them by one function (stored by
+`helpers.evaluation.toy_study`)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,4 @@ def toy_curves(alpha: float, steps: Sequence[int], n_chains: int, seed: int, par
                       list(range(n_chains)))
         smc_tv.append(tv_distance(empirical(r.tokens for r in out), law))
     return {"tv": tv, "smc_tv": smc_tv, "noise": noise}
+

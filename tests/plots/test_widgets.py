@@ -66,11 +66,12 @@ def test_cost_explorer_recomputes_the_trade_when_a_slider_moves(monkeypatch):
 
 def test_the_toy_curves_are_stored_and_read_back(tmp_path, monkeypatch):
     """Chapter 04's toy curves are stored like its decodes, so a build from the release recomputes none of them."""
-    import helpers.chapters.power_sampling as ch
+    import helpers.evaluation.toy_study as study
+    import helpers.samplers.toy_curves as curves
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     first = toy_convergence(2.0, [0, 1], 16, particles=[1])
-    monkeypatch.setattr(ch, "run_chains", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    monkeypatch.setattr(curves, "run_chains", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     again = toy_convergence(2.0, [0, 1], 16, particles=[1])
     assert again.tv == first.tv and again.smc_tv == first.smc_tv and again.noise_floor == first.noise_floor
-    assert len(ch.toy_run(2.0, [0, 1], 16, 0, [1])) == 1
+    assert len(study.toy_run(2.0, [0, 1], 16, 0, [1])) == 1

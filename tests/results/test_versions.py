@@ -49,7 +49,7 @@ def test_a_changed_lens_function_without_a_new_version_fails(copy_of_helpers, mo
     assert not versions.stale()
     lens.write_text(text.replace("kl[:-1] < fraction * kl.max()", "kl[:-1] <= fraction * kl.max()"))
     complaints = versions.stale()
-    assert any(c.startswith("logit_lens: its code") and "bump VERSIONS['logit_lens']" in c for c in complaints)
+    assert any(c.startswith("logit_lens: its code") and "bump the version of 'logit_lens'" in c for c in complaints)
     assert not any(c.startswith("decode:") for c in complaints)  # the decodes run no lens code
     monkeypatch.setitem(versions.VERSIONS, "logit_lens", 2)
     assert any(c.startswith("logit_lens: version 2, but the fingerprint was recorded at version 1")
