@@ -23,6 +23,7 @@ from helpers.interp.depth import (
 )
 from helpers.interp.layer_maps import check_same_tokenizer, fit_maps, residual_states
 from helpers.models.truncation import truncate
+from helpers.results.kinds import DEPTH_PROFILE, SKIP_EFFECTS
 
 
 @pytest.fixture()
@@ -41,7 +42,7 @@ def test_analysis_sequence_marks_the_solution(smol, problems):
 def test_profiles_resume_and_reduce(tiny, problems, tmp_path):
     model, tokenizer, info = tiny
     records = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
-    assert len(analysis_run("depth_profile", model, tmp_path)) == len(problems)
+    assert len(analysis_run(DEPTH_PROFILE, model, tmp_path)) == len(problems)
     again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
     assert records == again
     c = curves(records, "tokens")
@@ -139,18 +140,18 @@ def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
 
 def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems, tmp_path):
     model = tiny[0]
-    base = analysis_run("skip_effects", model, tmp_path, part="layer", splits=2, seed=0).hash
-    others = [analysis_run("skip_effects", model, tmp_path, part="attn", splits=2, seed=0).hash,
-              analysis_run("skip_effects", model, tmp_path, part="layer", splits=3, seed=0).hash,
-              analysis_run("skip_effects", model, tmp_path, part="layer", splits=2, seed=1).hash,
-              analysis_run("skip_effects", truncate(model, 2, "stitch"), tmp_path, part="layer", splits=2,
+    base = analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=2, seed=0).hash
+    others = [analysis_run(SKIP_EFFECTS, model, tmp_path, part="attn", splits=2, seed=0).hash,
+              analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=3, seed=0).hash,
+              analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=2, seed=1).hash,
+              analysis_run(SKIP_EFFECTS, truncate(model, 2, "stitch"), tmp_path, part="layer", splits=2,
                            seed=0).hash]
     assert base not in others and len(set(others)) == len(others)
     # An edited problem with the same id is a new unit, not a stale record.
     profiles(tiny[0], tiny[1], problems[:1], root=tmp_path, progress=False)
     edited = dataclasses.replace(problems[0], solution=problems[0].solution + " so")
     profiles(tiny[0], tiny[1], [edited], root=tmp_path, progress=False)
-    assert len(analysis_run("depth_profile", model, tmp_path)) == 2
+    assert len(analysis_run(DEPTH_PROFILE, model, tmp_path)) == 2
 
 
 def test_linear_map_errors_equal_those_of_explicitly_fitted_weights():
