@@ -221,12 +221,19 @@ def auditable(record: dict) -> str | None:
     return None
 
 
+def fresh_model(name: str, dtype: str) -> tuple:
+    """(model, tokenizer) of `name` in `dtype`, loaded anew: the audit's default, which holds one model at a time."""
+    return load_model(name, dtype=dtype)[:2]
+
+
 def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
-          on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
+          on_finding: Callable[[Finding], None] | None = None,
+          load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
     """Audit stored decode records (whole store lines: key, config, result); models load once per identity, and
     a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass). A
     progress bar (records done, failures so far, the largest deviation) shows where a long audit stands, and
-    `on_finding` receives each finding as soon as it exists (so an audit stopped part-way keeps what it found)."""
+    `on_finding` receives each finding as soon as it exists (so an audit stopped part-way keeps what it found).
+    `load(name, dtype)` gives a model and its tokenizer (a caller that audits many small sets may share them)."""
     start = time.perf_counter()
     report = AuditReport()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -243,7 +250,7 @@ def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
         for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
             if (name, dtype) not in loaded:
                 loaded.clear()  # one model in memory at a time
-                loaded[(name, dtype)] = load_model(name, dtype=dtype)[:2]
+                loaded[(name, dtype)] = load(name, dtype)
             model, tokenizer = loaded[(name, dtype)]
             m = at_depth(model, depth, method or "stitch")
             identity = model_identity(m)

@@ -27,8 +27,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from helpers.core.progress import bar
 from helpers.data.problems import build_prompt, load_problems
 from helpers.data.sequences import analysis_sequence, solution_sequence
-from helpers.evaluation.audit import AuditReport, Finding, audit, auditable, problem_from_id, record_label
-from helpers.models.loading import load_model, stop_token_ids
+from helpers.evaluation.audit import (
+    AuditReport,
+    Finding,
+    audit,
+    auditable,
+    fresh_model,
+    problem_from_id,
+    record_label,
+)
+from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import at_depth, critical_depth
 from helpers.results.identity import key_name, model_identity, sequence_key
 from helpers.results.kinds import KINDS, STUDIES
@@ -79,15 +87,16 @@ def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
 
 
 def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True,
-                  on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
+                  on_finding: Callable[[Finding], None] | None = None,
+                  load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
     """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
     sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason;
-    `on_finding` receives each record's finding as soon as it exists."""
+    `on_finding` receives each record's finding as soon as it exists; `load` gives the models (`audit.fresh_model`)."""
     auditable, skipped = split_auditable(records)
     chosen = [r for r in auditable if r["experiment"] == "decode"]
     studies = [r for r in auditable if r["experiment"] != "decode"]
-    report = audit(chosen, progress=progress, on_finding=on_finding)
-    more = audit_studies(studies, decodes, progress=progress, on_finding=on_finding)
+    report = audit(chosen, progress=progress, on_finding=on_finding, load=load)
+    more = audit_studies(studies, decodes, progress=progress, on_finding=on_finding, load=load)
     report.findings += more.findings
     report.seconds += more.seconds
     for why, n in skipped.items():
@@ -96,7 +105,8 @@ def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bo
 
 
 def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bool = True,
-                  on_finding: Callable[[Finding], None] | None = None) -> AuditReport:
+                  on_finding: Callable[[Finding], None] | None = None,
+                  load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
     """Compute every study record again (models load once per name and number format) and compare;
     `on_finding` receives each finding as soon as it exists."""
     import time
@@ -111,7 +121,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
         by_model[(model.get("model", ""), model.get("dtype", ""))].append(record)  # ("", ""): no model needed
     with bar(total=len(records), desc="audit studies", unit="record", progress=progress) as shown:
         for (name, dtype), group in sorted(by_model.items()):
-            loaded = load_model(name, dtype=dtype)[:2] if name else None
+            loaded = load(name, dtype) if name else None
             for record in group:
                 f = Finding(record_label(record), kind=record["experiment"])
                 try:

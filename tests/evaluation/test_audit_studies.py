@@ -54,15 +54,30 @@ def studies(tmp_path_factory):
     return stored_records(store)
 
 
-def _audit(records):
+@pytest.fixture(scope="module")
+def shared():
+    """One load of each model for every audit of this module (the audit's default loads anew each call)."""
+    from helpers.evaluation.audit import fresh_model
+
+    cache: dict[tuple, tuple] = {}
+
+    def load(name: str, dtype: str) -> tuple:
+        if (name, dtype) not in cache:
+            cache[(name, dtype)] = fresh_model(name, dtype)
+        return cache[(name, dtype)]
+
+    return load
+
+
+def _audit(records, load):
     decodes = [r for r in records if r["experiment"] == "decode"]
-    return audit_records(sample_each_kind(records, None), decodes, progress=False)
+    return audit_records(sample_each_kind(records, None), decodes, progress=False, load=load)
 
 
-def test_every_kind_of_honest_study_passes(studies):
+def test_every_kind_of_honest_study_passes(studies, shared):
     kinds = {r["experiment"] for r in studies}
     assert set(STUDIES) <= kinds, kinds
-    report = _audit(studies)
+    report = _audit(studies, shared)
     assert not report.failed, report.summary()
     audited = report.by_kind()
     assert set(audited) == set(STUDIES)
@@ -79,13 +94,13 @@ def test_every_kind_of_honest_study_passes(studies):
     ("critical_depth", lambda r: r.__setitem__("depth", (r["depth"] or 0) + 1)),
     ("toy_convergence", lambda r: r["tv"]["exact"].__setitem__(0, r["tv"]["exact"][0] + 1e-4)),
 ])
-def test_an_edited_study_fails_with_its_deviation(studies, kind, edit):
+def test_an_edited_study_fails_with_its_deviation(studies, shared, kind, edit):
     """The edited record alone is audited (with the decodes it is rebuilt from): the honest test above audits every
     kind, and auditing them all again for each edit cost the suite minutes."""
     records = copy.deepcopy(studies)
     target = next(r for r in records if r["experiment"] == kind)
     edit(target["result"])
-    report = audit_records([target], [r for r in records if r["experiment"] == "decode"], progress=False)
+    report = audit_records([target], [r for r in records if r["experiment"] == "decode"], progress=False, load=shared)
     assert [f.kind for f in report.failed] == [kind], report.summary()
     assert "deviate" in " ".join(report.failed[0].problems)
 
