@@ -85,12 +85,29 @@ def test_no_module_imports_a_module_that_imports_it_back():
 
 
 def test_no_chapter_imports_another_chapter():
-    """What two chapters share lives below them (a chapter's module is its notebook's code; `exercises` holds the
-    exercises' checkers, which every chapter may use)."""
+    """What two chapters share lives below them (a chapter's module is its notebook's code, and its `_text` module
+    the chapter's prose, which reads its own chapter's numbers and nothing else; `exercises` holds the exercises'
+    checkers, which every chapter may use). A chapter's numbers never import its prose."""
     graph = import_graph()
     chapters = {m for m in graph if m.startswith("helpers.chapters.") and m != "helpers.chapters.exercises"}
     assert len(chapters) >= 6
-    assert {m: sorted(graph[m] & chapters - {m}) for m in chapters if graph[m] & chapters - {m}} == {}
+
+    def chapter_of(module: str) -> str:
+        return module.removesuffix("_text")
+
+    crossing = {m: sorted(t for t in graph[m] & chapters - {m} if chapter_of(t) != chapter_of(m) or t.endswith("_text"))
+                for m in chapters}
+    assert {m: ts for m, ts in crossing.items() if ts} == {}
+
+
+def test_every_chapter_keeps_its_prose_beside_its_numbers():
+    """Each chapter module with sentences to write has a `_text` module for them, and its own functions return numbers:
+    no function of a chapter's numbers module is named as prose (`*_sentence`, `*_table`, `*_text`)."""
+    prose = re.compile(r"^def \w*(_sentence|_table|_text|_clause)\(", re.M)
+    for path in sorted((HELPERS / "chapters").glob("*.py")):
+        if path.stem.endswith("_text") or path.stem in ("__init__", "exercises"):
+            continue
+        assert not prose.findall(path.read_text(encoding="utf-8")), path.name
 
 
 ENGINE_CLASSES = {"Engine", "SerialEngine", "SlotEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}

@@ -10,7 +10,14 @@ import re
 import numpy as np
 import pytest
 
-from helpers.chapters import logit_lens, power_sampling, stitch
+from helpers.chapters import (
+    logit_lens,
+    logit_lens_text,
+    power_sampling,
+    power_sampling_text,
+    stitch,
+    stitch_text,
+)
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost
 from helpers.evaluation.decodes import ended, outcome_shares
@@ -56,17 +63,17 @@ def test_sweep_depths_start_at_the_earliest_cut_and_always_include_the_full_dept
 
 def test_critical_depth_sentence_states_where_accuracy_holds():
     s = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})
-    values = stitch.critical_values(s, 0.5, 10)
+    values = stitch_text.critical_values(s, 0.5, 10)
     assert values["critical"] == {"stitch": 5, "naive": 6}
     assert values["critical_depth_stitch"] == 5 and values["full_accuracy"] == 50
     assert "from depth **5** of 6 on" in values["critical_sentence"]
     assert "best any depth tested reaches is 10%" in values["critical_sentence"]
     assert "Naive truncation does not hold it" in values["critical_sentence"]
     assert values["flops_kept_at_cut"] == pytest.approx(100 * 110 / 170)
-    collapsed = stitch.critical_values(_sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5}), 0.5, 10)
+    collapsed = stitch_text.critical_values(_sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5}), 0.5, 10)
     assert "critical depth is the full depth **6**" in collapsed["critical_sentence"]
     assert "No stitched model below full depth solves a single problem" in collapsed["critical_sentence"]
-    nothing = stitch.critical_values(_sweep({3: 0.0, 6: 0.0}, {3: 0.0, 6: 0.0}), 0.5, 10)
+    nothing = stitch_text.critical_values(_sweep({3: 0.0, 6: 0.0}, {3: 0.0, 6: 0.0}), 0.5, 10)
     assert nothing["critical_depth_stitch"] .startswith("not defined")
 
 
@@ -74,7 +81,7 @@ def test_two_models_side_by_side():
     a = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})
     b = _sweep({3: 0.0, 5: 0.1, 6: 0.4}, {3: 0.0, 5: 0.0, 6: 0.4})
     b.model = "brittle"
-    values = stitch.models_values({"toy": a, "brittle": b}, 0.5)
+    values = stitch_text.models_values({"toy": a, "brittle": b}, 0.5)
     assert values["critical_by_model"] == {"toy": 5, "brittle": 6}
     table = values["models_table"].splitlines()
     assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 |"
@@ -97,42 +104,42 @@ def test_stitch_against_naive_is_paired_per_depth():
     assert list(diffs) == [5, 4]  # truncated depths only, deepest first
     assert diffs[4].clear and diffs[4].mean == pytest.approx(0.8)
     assert diffs[5].mean == 0 and not diffs[5].clear and diffs[5].better == 2 and diffs[5].worse == 2
-    values = stitch.methods_values(s)
+    values = stitch_text.methods_values(s)
     table = values["methods_table"].splitlines()
     assert len(table) == 4 and table[3].startswith("| 4/6 | 80% [49–94] | 0% [0–28] | +80 [+50, +100]")
     assert "clearly more accurate than naive truncation at 1 of the 2 truncated depths (4)" in values["methods_sentence"]
     assert "clearly less accurate at 0," in values["methods_sentence"]
     s.outputs = {"stitch": s.outputs["stitch"]}
-    assert stitch.methods_values(s)["methods_sentence"] == ""
+    assert stitch_text.methods_values(s)["methods_sentence"] == ""
 
 
 def test_where_no_depth_separates_the_methods_the_sentence_says_so_in_words():
     s = _sweep({4: 0.4, 5: 0.4, 6: 0.8}, {4: 0.4, 5: 0.4, 6: 0.8})
     same = [{"correct": i < 4, "text": ""} for i in range(10)]
     s.outputs = {"stitch": {4: same, 5: same, 6: same}, "naive": {4: same, 5: same, 6: same}}
-    sentence = stitch.methods_values(s)["methods_sentence"]
+    sentence = stitch_text.methods_values(s)["methods_sentence"]
     assert "no truncated depth of the 2 separates" in sentence and "at 0 of" not in sentence
 
 
 def test_report_sentence_sets_the_removable_share_against_the_report():
-    one = stitch.report_sentence(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.1, 6: 0.5}), 0.5)
+    one = stitch_text.report_sentence(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.1, 6: 0.5}), 0.5)
     assert ("can lose 1 of 6 blocks (17% of its depth), a larger share of its depth than the report's models lose "
             "before their power-sampled accuracy recovers (7–11%)") in one
     assert one.startswith("By this book's criterion (greedy decoding keeps at least 50% of the full model's accuracy")
     assert "different criteria" in one
     assert "keeps 60% of its full-depth accuracy" in one
-    none = stitch.report_sentence(_sweep({5: 0.0, 6: 0.5}, {5: 0.0, 6: 0.5}), 0.5)
+    none = stitch_text.report_sentence(_sweep({5: 0.0, 6: 0.5}, {5: 0.0, 6: 0.5}), 0.5)
     assert "cannot lose a single block of its 6, where the report's models lose 7–11%" in none
-    assert "cannot be compared" in stitch.report_sentence(_sweep({5: 0.0, 6: 0.0}, {5: 0.0, 6: 0.0}), 0.5)
+    assert "cannot be compared" in stitch_text.report_sentence(_sweep({5: 0.0, 6: 0.0}, {5: 0.0, 6: 0.0}), 0.5)
 
 
 def test_agreement_values_and_examples_table():
     s = _sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5})
-    values = stitch.agreement_values(s)
+    values = stitch_text.agreement_values(s)
     assert values["cut_depth"] == 3 and values["closer_method"] in ("stitch", "naive")
     assert values["ppl_stitch_at_cut"] == f"{math.exp(1.3):.1f}" and values["ppl_full"] == f"{math.e:.2f}"
     problems = [Problem(id="a", question="1 | 2?", answer="3")]
-    table = stitch.examples_table(s, problems, 3).splitlines()
+    table = stitch_text.examples_table(s, problems, 3).splitlines()
     assert table[0] == "| problem | full model | stitch | naive |" and len(table) == 3
     assert "∣" in table[2] and "⏎" in table[2]  # pipes and newlines cannot break the table
 
@@ -196,7 +203,7 @@ def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_d
     rows = []
     for name, size, power in (("big", 7e9, 0.7), ("small", 1.5e9, 0.4)):
         rows += [replace(_row(6, 0.5, power), model=name, size=size), replace(_row(5, 0.3, power), model=name, size=size)]
-    values = power_sampling.size_values(rows)
+    values = power_sampling_text.size_values(rows)
     assert (values["size_small"], values["size_large"]) == ("small", "big")
     assert values["size_headline"].startswith("On big,")
     assert [full.model for _, full in power_sampling.headline_rows(rows)] == ["small", "big"]
@@ -217,7 +224,7 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
         cut, full = _row(5, 0.5, 0.4), _row(6, 0.5, 0.4)
         rows += [replace(full, model=name, size=size, scores={**full.scores, "greedy": scores(10)}),
                  replace(cut, model=name, size=size, scores={**cut.scores, "power": power})]
-    values = power_sampling.size_values(rows)
+    values = power_sampling_text.size_values(rows)
     assert (values["size_small_difference"], values["size_large_difference"], values["size_gap"]) == (-7.5, -22.5, -15)
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
     assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
@@ -229,16 +236,16 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     rows = [_row(6, 0.5, 0.55), _row(5, 0.1, 0.3), _row(4, 0.0, 0.5)]
-    values = power_sampling.verdict_values(rows)
+    values = power_sampling_text.verdict_values(rows)
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
     assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert values["verdict"].startswith("Not shown either way")
     assert "at 4 blocks decoded 3.5 times the tokens of a greedy answer at the same depth on the same problems" \
         in values["verdict"]
-    assert "below the full" in power_sampling.verdict_values(rows[:2])["verdict"]
-    assert power_sampling.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
-    table = power_sampling.results_table(rows).splitlines()
+    assert "below the full" in power_sampling_text.verdict_values(rows[:2])["verdict"]
+    assert power_sampling_text.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
+    table = power_sampling_text.results_table(rows).splitlines()
     assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
     assert table[-1].startswith("Best-of-N and majority use each problem's N = 1 temperature-1 samples")
     assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
@@ -251,18 +258,18 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert big.mean == pytest.approx(0.5) and big.worse == 0 and big.clear
     assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
     assert "both at 6" in " ".join(tests)
-    assert "larger than its noise" in power_sampling.verdict_values(rows)["verdict"]
-    assert power_sampling.verdict_values(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
-    table = power_sampling.comparisons_table(list(tests.items())).splitlines()
+    assert "larger than its noise" in power_sampling_text.verdict_values(rows)["verdict"]
+    assert power_sampling_text.verdict_values(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
+    table = power_sampling_text.comparisons_table(list(tests.items())).splitlines()
     assert len(table) == 2 + len(tests) and "| yes |" in table[2]
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
     from helpers.samplers.target import Target
 
-    prose = power_sampling.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
-    assert set(power_sampling.PROSE) <= set(prose) and prose["comparisons_table"] == "\n".join(table)
-    assert all(isinstance(v, float | int) for k, v in prose.items() if k not in power_sampling.PROSE)  # the terms
+    prose = power_sampling_text.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
+    assert set(power_sampling_text.PROSE) <= set(prose) and prose["comparisons_table"] == "\n".join(table)
+    assert all(isinstance(v, float | int) for k, v in prose.items() if k not in power_sampling_text.PROSE)  # the terms
     assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 
@@ -274,7 +281,7 @@ def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
     from helpers.samplers.target import Target
 
     rows = [_row(6, 0.5, 0.55, smc=0.55), _row(4, 0.0, 1.0, low=0.0, smc=0.0)]
-    text = power_sampling.smc_sentence(rows, Searches(Target(2.0), PowerConfig(),
+    text = power_sampling_text.smc_sentence(rows, Searches(Target(2.0), PowerConfig(),
                                                       SMCConfig(particles=4, block_size=16)))
     assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
     assert "1.5 times per sample on average" in text
@@ -296,13 +303,13 @@ def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
                                ends={"power": [["correct"] * 2] * 8},
                                accuracy={**full.accuracy, "power": 1.0})
     cut = dataclasses.replace(cut, ends={"power": [["wrong answer"] * 2] * 4 + [["correct"] * 2] * 16})
-    table = power_sampling.results_table([full, cut])
+    table = power_sampling_text.results_table([full, cut])
     assert "100% [68–100] †" in table and "† On the first 8 problems of the 20" in table
     assert table.count(" † |") == 1  # one cell: the truncated row ran everything on all 20
-    verdict = power_sampling.verdict_values([full, cut])["verdict"]
+    verdict = power_sampling_text.verdict_values([full, cut])["verdict"]
     assert "(Power sampling on the full model, on the first 8 of the 20 problems: 100% [68–100] against greedy's" in \
         verdict and "on the same ones" in verdict
-    failure = power_sampling.failure_sentence([full, cut])
+    failure = power_sampling_text.failure_sentence([full, cut])
     assert failure.startswith("At 4 blocks 50% of power samples are correct, against 100% at the full 6 on the 8 "
                               "problems where both ran")
 
@@ -317,8 +324,8 @@ def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
     full = dataclasses.replace(full, scores={**full.scores, "greedy": greedy})
     d = dict(power_sampling.comparisons([full, cut]))["power at 5 − greedy at 6 (full)"]
     assert d.high < 0 and d.p_value > 0.05 and d.borderline and not d.clear
-    assert "borderline" in power_sampling.verdict_values([full, cut])["verdict"]
-    assert power_sampling.verdict_values([full, cut])["verdict"].startswith("Probably not:")
+    assert "borderline" in power_sampling_text.verdict_values([full, cut])["verdict"]
+    assert power_sampling_text.verdict_values([full, cut])["verdict"].startswith("Probably not:")
 
 
 def test_lens_result_values_and_tables():
@@ -334,17 +341,17 @@ def test_lens_result_values_and_tables():
                                          Problem("c", "q", "3", level=1)],
                                         [{"correct": True}, {"correct": False}, {"correct": False}]),
         "cut_off": 1, "n_problems": 3}])
-    values = logit_lens.result_values(study, 2)
+    values = logit_lens_text.result_values(study, 2)
     assert values["cuts"] == "2" and values["blocks_after_cut"] == 2 and values["greedy_accuracy"] == 50
     assert "ties its input and output embeddings" in values["peak_sentence"]
-    assert logit_lens.summary_table(study).splitlines()[2] == "| m | 4 | 8 | 2 (0.75) | 2 (0.75) | 2 | 50% |"
+    assert logit_lens_text.summary_table(study).splitlines()[2] == "| m | 4 | 8 | 2 (0.75) | 2 (0.75) | 2 | 50% |"
     assert study.summary[0]["by_level"] == {1: (1, 2), 3: (0, 1)}
-    levels = logit_lens.level_table(study).splitlines()
+    levels = logit_lens_text.level_table(study).splitlines()
     assert levels[0] == "| model | level 1 | level 3 | cut off at the token limit |"
     assert levels[2] == "| m | 50% [9–91] | 0% [0–79] | 1 of 3 |"
-    assert logit_lens.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
+    assert logit_lens_text.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
                                                                 "generated text was read.")
-    assert "earlier in relative depth than" in logit_lens.report_comparison(study)
+    assert "earlier in relative depth than" in logit_lens_text.report_comparison(study)
 
 
 def test_glued_values_are_read_back_from_an_executed_notebook(tmp_path):
@@ -384,16 +391,16 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full), "smc": outcome_shares(full)}
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
-    table = power_sampling.outcomes_table(rows).splitlines()
+    table = power_sampling_text.outcomes_table(rows).splitlines()
     assert len(table) == 7 and table[5] == "| 4/6 | greedy | 20 | 25% | 25% | 25% | 25% |"
     assert table[4] == "| 6/6 | smc | 20 | 75% | 25% | 0% | 0% |"
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
-    table = power_sampling.outcomes_table(rows).splitlines()
+    table = power_sampling_text.outcomes_table(rows).splitlines()
     assert table[4] == "| 6/6 | smc † | 8 | 75% | 25% | 0% | 0% |" and "† On the first 8 problems of the 20" in table[-1]
-    sentence = power_sampling.failure_sentence(rows)
+    sentence = power_sampling_text.failure_sentence(rows)
     assert "At 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
     assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
-    assert "no truncated depth" in power_sampling.failure_sentence(rows[:1]).lower()
+    assert "no truncated depth" in power_sampling_text.failure_sentence(rows[:1]).lower()
 
 
 def _two_sizes(small_full_power: list[float] | None = None) -> list[power_sampling.DepthRow]:
@@ -414,7 +421,7 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     rows = _two_sizes()
     explained = power_sampling.explain(rows)
     assert [e.full.model for e in explained] == ["small", "big"]
-    values = power_sampling.decomposition_values(power_sampling.explain(rows))
+    values = power_sampling_text.decomposition_values(power_sampling.explain(rows))
     assert values["dec_0_power_cut_cost"] == -10 and values["dec_0_power_recovery"] == 5
     assert values["dec_0_power_headline"] == -5 and values["dec_1_power_cut_cost"] == -30
     table = values["decomposition_table"].splitlines()
@@ -429,7 +436,7 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
     """MH at the smaller model's full depth on its first 8 problems only: the gain at full depth and the mechanism
     pair over those 8, and every place that shows them says so."""
     rows = _two_sizes(small_full_power=[1.0] * 4 + [0.0] * 4)
-    values = power_sampling.decomposition_values(power_sampling.explain(rows))
+    values = power_sampling_text.decomposition_values(power_sampling.explain(rows))
     marked = [line for line in values["decomposition_table"].splitlines() if "†" in line]
     assert len(marked) == 2 + 1 and "first 8 problems of the 20" in marked[-1]  # two rows, and the footnote
     assert "at full depth by +0.0 points" not in values["decomposition_sentence"]
@@ -445,16 +452,16 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
 def test_the_front_page_leads_only_with_what_every_size_supports():
     """Two sizes whose answers differ get one clause each, never the first model's verdict as the lead."""
     rows = _two_sizes()
-    values = power_sampling.answer_values(power_sampling.explain(rows))
-    small = power_sampling.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
-    big = power_sampling.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
+    values = power_sampling_text.answer_values(power_sampling.explain(rows))
+    small = power_sampling_text.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
+    big = power_sampling_text.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
     assert small != big  # -5 points on 20 problems is within its noise; -30 is not
     assert values["answer_lead"].startswith("**The answer depends on the size:** on small, ")
     table = values["answer_table"].splitlines()
     assert len(table) == 4 and table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
     assert table[3].endswith("| excludes +4 (1.5B) and +8 (7B) |")
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
-    values = power_sampling.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
+    values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     assert values["answer_lead"] == (f"**{big[0]}, at both sizes:** {big[1]}, and the paired interval excludes both "
                                      "of the report's gains.")  # -30 points [.., below +4]
 
@@ -465,7 +472,7 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
     rows = _two_sizes()
     for r, (agree, nats) in zip(rows, ((0.9, 0.05), (0.6, 0.4), (0.95, 0.02), (0.5, 0.6)), strict=True):
         r.sharp = Sharpness(agree, nats, 40, 400)
-    values = power_sampling.sharpness_values(rows)
+    values = power_sampling_text.sharpness_values(rows)
     table = values["sharpness_table"].splitlines()
     assert len(table) == 8 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
     assert "The sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
@@ -480,11 +487,11 @@ def test_the_sweep_says_which_depths_it_ran_and_why_by_the_builds_own_rule():
     from types import SimpleNamespace
 
     sweeps = {"m": SimpleNamespace(model="m", cuts=[18, 20], depths=[20, 21, 22, 23, 24])}
-    spanned = stitch.sweep_sentence(sweeps, None, 4)
+    spanned = stitch_text.sweep_sentence(sweeps, None, 4)
     assert "the last 4 depths below each model's full depth" in spanned and "cut points below them are not swept" in spanned
     assert "m: cut points 18, 20, depths 20, 21, 22, 23, 24" in spanned and "can differ from chapter 02's" in spanned
-    assert "every depth from each model's earliest cut point" in stitch.sweep_sentence(sweeps, None, None)
-    assert "the depths the profile names" in stitch.sweep_sentence(sweeps, [20, 24], 4)
+    assert "every depth from each model's earliest cut point" in stitch_text.sweep_sentence(sweeps, None, None)
+    assert "the depths the profile names" in stitch_text.sweep_sentence(sweeps, [20, 24], 4)
 
 
 def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
@@ -497,17 +504,17 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
                                 problem_ids=tuple(f"L1-{i}" for i in range(20))) for r in rows if r.model == "big"]
     every = base + rows
     assert power_sampling.size_pair(every) == ["small", "big"]  # not the smallest two: base is of another family
-    assert power_sampling.size_values(every)["size_small"] == "small"
-    own = power_sampling.own_problems(every)
+    assert power_sampling_text.size_values(every)["size_small"] == "small"
+    own = power_sampling_text.own_problems(every)
     assert own == {"base": " (its own problems: levels 1 and 3)", "small": "", "big": ""}
-    assert "| base (its own problems: levels 1 and 3) | 6/6 |" in power_sampling.results_table(every)
-    values = power_sampling.answer_values(power_sampling.explain(every))
+    assert "| base (its own problems: levels 1 and 3) | 6/6 |" in power_sampling_text.results_table(every)
+    values = power_sampling_text.answer_values(power_sampling.explain(every))
     assert "| base (its own problems: levels 1 and 3) | 5 of 6 |" in values["answer_table"]
     assert values["answer_lead"].startswith(("**The answer depends on the model:**", "**No, at all 3 models:**",
                                              "**Not shown, at all 3 models:**"))
-    table = power_sampling.decomposition_values(power_sampling.explain(every))["decomposition_table"]
+    table = power_sampling_text.decomposition_values(power_sampling.explain(every))["decomposition_table"]
     assert "| base (its own problems: levels 1 and 3), cut to 5 of 6 blocks |" in table
-    alone = power_sampling.size_values([r for r in every if r.model in ("base", "big")])
+    alone = power_sampling_text.size_values([r for r in every if r.model in ("base", "big")])
     assert alone["size_headline"] == "" and "2 models but no two sizes of one family" in alone["size_sentence"]
 
 
@@ -518,9 +525,9 @@ def test_the_models_table_names_each_models_problems_where_they_differ():
     a = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="a", problems=shared)
     b = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="b", problems=shared)
     base = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="base", problems=own)
-    assert "problems" not in stitch.models_table({"a": a, "b": b}, 0.5).splitlines()[0]
-    lines = stitch.models_table({"a": a, "b": b, "base": base}, 0.5).splitlines()
+    assert "problems" not in stitch_text.models_table({"a": a, "b": b}, 0.5).splitlines()[0]
+    lines = stitch_text.models_table({"a": a, "b": b, "base": base}, 0.5).splitlines()
     assert lines[0].startswith("| model | problems | blocks |") and lines[4].startswith("| base | 10, levels 1 and 3 | 6 |")
-    sentence = stitch.models_sentence({"a": a, "base": base}, 0.5)
+    sentence = stitch_text.models_sentence({"a": a, "base": base}, 0.5)
     assert "base can lose 3 of its 6 blocks on its own problems (levels 1 and 3)" in sentence
     assert "a can lose 3 of its 6 blocks (" in sentence

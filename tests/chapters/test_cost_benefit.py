@@ -11,6 +11,7 @@ import pytest
 
 import helpers.evaluation.decodes as sampling
 from helpers.chapters import cost_benefit as ch
+from helpers.chapters import cost_benefit_text, power_sampling_text
 from helpers.chapters.power_sampling import compare_methods
 from helpers.engines.slot_runner import SlotRunner
 from helpers.samplers.power import PowerConfig
@@ -80,7 +81,7 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     labels = [label for label, _ in ch.matched_comparisons(m, "SMC")]
     assert labels == ["SMC − best-of-3, both at 4", "SMC − majority-of-3, both at 4",
                       "SMC − best-of-3, both at 3", "SMC − majority-of-3, both at 3"]
-    values = ch.smc_values(m)
+    values = cost_benefit_text.smc_values(m)
     smc_tokens = sum(r["decoded_tokens"] for r in m.smc_records[4]) / len(m.smc_records[4])
     assert values["smc_multiplier"] == pytest.approx(smc_tokens / m.greedy_tokens[4])
     assert values["smc_conclusion_holds"] == (values["smc_needed_saving"] > 100 * (1 - ch.flops_share(
@@ -109,7 +110,7 @@ def test_smcs_multiplier_pairs_its_problems_with_greedys_in_a_full_depth_only_bu
     assert len(m.power_records[4]) == SETTINGS["n_seeds"] * len(PROBLEMS) and len(m.smc_records[4]) == 2
     assert m.greedy_tokens[4] == pytest.approx((8 + 2 + 2) / 3)  # every problem's greedy answer
     smc = sum(r["decoded_tokens"] for r in m.smc_records[4]) / 2
-    assert ch.smc_values(m)["smc_multiplier"] == pytest.approx(smc / 8)  # only the problem SMC ran
+    assert cost_benefit_text.smc_values(m)["smc_multiplier"] == pytest.approx(smc / 8)  # only the problem SMC ran
 
 
 def _point(method: str, flops: float, accuracy: float, depth: int = 4) -> ch.Point:
@@ -122,9 +123,9 @@ def test_pareto_front_keeps_only_points_better_than_every_cheaper_one():
               _point("majority-of-3", 3.0, 0.6), _point("best-of-3", 4.0, 0.6), _point("big", 9.0, 0.8)]
     front = ch.pareto_front(points)
     assert [p.method for p in front] == ["greedy", "majority-of-3", "big"]
-    assert "No power-sampled point is on this front" in ch.front_sentence(points)
-    assert "Power sampling is on this front" in ch.front_sentence([_point("power", 1.0, 0.9), *points])
-    assert "Power sampling (SMC) is on this front" in ch.front_sentence([_point("SMC", 1.0, 0.9), *points])
+    assert "No power-sampled point is on this front" in cost_benefit_text.front_sentence(points)
+    assert "Power sampling is on this front" in cost_benefit_text.front_sentence([_point("power", 1.0, 0.9), *points])
+    assert "Power sampling (SMC) is on this front" in cost_benefit_text.front_sentence([_point("SMC", 1.0, 0.9), *points])
 
 
 def test_a_point_on_the_searches_subset_stays_off_the_front_and_is_compared_on_its_own_problems():
@@ -134,7 +135,7 @@ def test_a_point_on_the_searches_subset_stays_off_the_front_and_is_compared_on_i
     smc = ch.Point("m", 3, 4, "SMC", 1.0, [1.0] * 4, 1, 2.0, 0.0, 0.0, 2.0)
     assert ch.headline_set([*points, smc]) == (points, [smc])
     assert [p.method for p in ch.pareto_front([*points, smc])] == ["greedy", "greedy", "power"]
-    sentence = ch.front_sentence([*points, smc])
+    sentence = cost_benefit_text.front_sentence([*points, smc])
     assert "among the methods run on all 10 problems" in sentence and "SMC ran on the first 4 problems only" in sentence
     assert "greedy at the full 4 blocks scored 100% [51–100]" in sentence  # greedy's first 4 scores are all 1
     from helpers.plots.cost import accuracy_at_compute
@@ -194,7 +195,7 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
     assert set(sweep.scores) == {0, 1, 2}  # the chapter's own N is read for the other mode's comparison
     assert sweep.scores[2] == cut.scores["power"][:2]  # the chapter's records, not new ones
     assert sweep.other_mode == "reference" and len(sweep.other_scores) == 2
-    values = sweep.glue_values()
+    values = power_sampling_text.sweep_glue(sweep)
     assert values["steps_top"] == 1 and values["steps_base"] == 0 and "reference mode" in values["steps_sentence"]
 
 
@@ -207,12 +208,12 @@ def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p
     from helpers.evaluation.stats import PairedDifference
 
     d = PairedDifference(mean, low, high, 40, 3, 6, p)
-    monkeypatch.setattr(ch, "matched_comparisons", lambda m: [("power − best-of-6, both at 24", None),
+    monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m: [("power − best-of-6, both at 24", None),
                                                               ("power − majority-of-6, both at 24", d)])
-    sentence = ch.majority_sentence(SimpleNamespace(n_layers=24, matched_k={24: 6}))
+    sentence = cost_benefit_text.majority_sentence(SimpleNamespace(n_layers=24, matched_k={24: 6}))
     assert word in sentence and "majority-of-6" in sentence and f"{100 * mean:+.0f} points" in sentence
-    monkeypatch.setattr(ch, "matched_comparisons", lambda m: [])
-    assert "no compute-matched majority vote" in ch.majority_sentence(SimpleNamespace(n_layers=24, matched_k={}))
+    monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m: [])
+    assert "no compute-matched majority vote" in cost_benefit_text.majority_sentence(SimpleNamespace(n_layers=24, matched_k={}))
 
 
 def _priced(name: str, depth: int, multiplier: float):
@@ -228,7 +229,7 @@ def _priced(name: str, depth: int, multiplier: float):
 
 def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
     large, small = _priced("Qwen2.5-Math-7B", 26, 14.0), _priced("Qwen2.5-Math-1.5B", 27, 12.0)
-    values = ch.size_cost_values([large, small])
+    values = cost_benefit_text.size_cost_values([large, small])
     rows = [line for line in values["size_cost_table"].splitlines() if line.startswith("| Qwen")]
     assert [r.split(" | ")[0] for r in rows] == ["| Qwen2.5-Math-1.5B", "| Qwen2.5-Math-7B"]
     assert rows[0].split(" | ")[2:4] == ["27", "12.00"] and rows[1].split(" | ")[2:4] == ["26", "14.00"]
@@ -245,7 +246,7 @@ def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
 
 def test_a_size_whose_truncation_pays_for_the_search_is_named():
     cheap = _priced("Qwen2.5-Math-7B", 20, 1.05)  # 8 of 28 blocks removed save far more than 5% of the tokens cost
-    values = ch.size_cost_values([_priced("Qwen2.5-Math-1.5B", 27, 12.0), cheap])
+    values = cost_benefit_text.size_cost_values([_priced("Qwen2.5-Math-1.5B", 27, 12.0), cheap])
     assert ch.size_cost(cheap).relation == "no more than"
     assert "on Qwen2.5-Math-7B the search costs no more than the truncation saves" in values["cost_answer"]
     assert "on Qwen2.5-Math-1.5B the search costs far more than" in values["cost_answer"]
@@ -253,7 +254,7 @@ def test_a_size_whose_truncation_pays_for_the_search_is_named():
 
 
 def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():
-    values = ch.size_cost_values([_priced("Qwen2.5-Math-1.5B", 26, 9.04)])
+    values = cost_benefit_text.size_cost_values([_priced("Qwen2.5-Math-1.5B", 26, 9.04)])
     assert values["cost_answer"].startswith("At 26 blocks a power-sampled answer decoded 9.0 times the tokens of a "
                                             "greedy one on the same problems, while running 26 blocks saved ")
     assert values["cost_answer"].endswith("where breaking even would need 89%: the search costs far more than the "

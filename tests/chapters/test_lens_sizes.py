@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.chapters.logit_lens import LensStudy, size_contrast, size_pair, size_values
+from helpers.chapters.logit_lens import LensStudy, size_contrast, size_pair
+from helpers.chapters.logit_lens_text import size_values
 
 
 def _curve(n_layers: int, drop_at: float, width: float, n_problems: int, seed: int) -> np.ndarray:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.chapters.power_sampling import level_scans, level_values
+from helpers.chapters.power_sampling import level_scans
+from helpers.chapters.power_sampling_text import level_values
 from helpers.data.problems import arithmetic_problems
 from helpers.evaluation.levels import LevelScan, level_scan
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.chapters.power_sampling import compare_methods, depth_sentence
+from helpers.chapters.power_sampling import compare_methods
+from helpers.chapters.power_sampling_text import depth_sentence
 from helpers.evaluation.critical import (
     CriticalDepthMissing,
     SweepSettings,
@@ -77,7 +78,7 @@ def test_a_fixed_depth_that_disagrees_with_chapter_03_is_reported(tiny_dir, tmp_
 def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_path, monkeypatch):
     """Chapter 04 on two models of one family at different depths: each resolves 'critical' from its own stored
     sweep, and the size contrast pairs both models' differences over the same problems."""
-    from helpers.chapters.power_sampling import size_values
+    from helpers.chapters.power_sampling_text import size_values
     from helpers.models.tiny import make_tiny
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))

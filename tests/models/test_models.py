@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 import torch
 
+from helpers.chapters import logit_lens_text
 from helpers.models.loading import load_model, resolve_source, stop_token_ids
 from helpers.models.registry import KNOWN_MODELS, ModelLoadError
 from helpers.models.wheels import embedded_gguf
@@ -202,7 +203,6 @@ def test_the_gguf_head_says_whether_the_output_matrix_is_stored_apart(tmp_path, 
     import numpy as np
     from gguf import GGUFWriter
 
-    from helpers.chapters import logit_lens
     from helpers.models.wheels import gguf_head
 
     path = tmp_path / "head.gguf"
@@ -217,9 +217,9 @@ def test_the_gguf_head_says_whether_the_output_matrix_is_stored_apart(tmp_path, 
     monkeypatch.setattr("helpers.models.wheels.embedded_gguf", lambda name: path)
     assert gguf_head("fake") == {"separate": True, "output": "F16", "embedding": "F32"}
     assert gguf_head("not-embedded") is None
-    monkeypatch.setattr(logit_lens, "gguf_head", gguf_head)
-    sentence = logit_lens.tied_sentence("fake", tied=False)
+    monkeypatch.setattr(logit_lens_text, "gguf_head", gguf_head)
+    sentence = logit_lens_text.tied_sentence("fake", tied=False)
     assert sentence.startswith("The weights of fake this build runs do not tie their embeddings. The published "
                                "checkpoint ties them, but its GGUF file stores the output matrix as a tensor of its own")
     assert "quantized to F16 where the token embedding is F32" in sentence
-    assert logit_lens.tied_sentence("fake", tied=True) == "The weights of fake this build runs tie their embeddings."
+    assert logit_lens_text.tied_sentence("fake", tied=True) == "The weights of fake this build runs tie their embeddings."

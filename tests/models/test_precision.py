@@ -197,7 +197,8 @@ def test_the_appendix_rejects_an_empty_selection(tiny_dir):
 def test_differing_critical_depths_are_explained_by_their_counts():
     import numpy as np
 
-    from helpers.chapters.precision import DtypeComparison, comparison_values
+    from helpers.chapters.precision import DtypeComparison
+    from helpers.chapters.precision_text import comparison_values
 
     sweep = {"float32": {22: 1 / 16, 23: 5 / 16, 24: 10 / 16}, "bfloat16": {22: 2 / 16, 23: 4 / 16, 24: 10 / 16}}
     c = DtypeComparison("m", 24, {"float32": [True, False], "bfloat16": [True, False]},

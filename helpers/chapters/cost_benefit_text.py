@@ -1,0 +1,330 @@
+"""Chapter 05's prose: the sentences, tables and glued values its page prints from each model's
+`cost_benefit.Measured` (the numbers are computed in `helpers.chapters.cost_benefit`, which knows nothing of these
+words).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from helpers.chapters.cost_benefit import (
+    REPORT,
+    Measured,
+    Point,
+    SizeCost,
+    _by_size,
+    _mean,
+    cut_depth,
+    exercise_steps,
+    headline_set,
+    matched_comparisons,
+    multiplier_values,
+    pareto_front,
+    report_arithmetic,
+    size_cost,
+)
+from helpers.chapters.exercises import rerun_command
+from helpers.core.numbers import counted, significant
+from helpers.data.published import REPORT_SETTINGS
+from helpers.evaluation.comparison import (
+    comparisons_table,
+)
+from helpers.evaluation.cost import (
+    Shape,
+    break_even_depth,
+    expected_decoded_tokens,
+    flops_share,
+    model_cost,
+)
+from helpers.evaluation.stats import percent_with_interval, wilson
+from helpers.samplers.power import PowerConfig
+
+
+def multiplier_sentence(m: Measured) -> str:
+    v = multiplier_values(m)
+    return (f"On {m.model} at its full {m.n_layers} blocks, a power-sampled answer decoded "
+            f"{v['measured_tokens']:.0f} tokens on average, rejected proposals included, for an answer of "
+            f"{v['power_length']:.0f} tokens: {v['multiplier_vs_own']:.2f} times its own length and "
+            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer at the same depth on the same "
+            f"{counted(v['multiplier_problems'], 'problem')} ({v['greedy_tokens']:.0f} tokens). The exact count "
+            f"of the block schedule, evaluated at each answer's own length, predicts {v['predicted_tokens']:.0f} "
+            f"tokens; the report's formula predicts {v['formula_tokens']:.0f}.")
+
+
+def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
+    """`multiplier_values`, the sentence that states them and the build's N, as the token-count section glues
+    them."""
+    n, theirs = power.mcmc_steps, int(REPORT_SETTINGS["mcmc_steps"])
+    clause = (f"with $N = {n}$ MH steps per block, as the report did" if n == theirs else
+              f"with $N = {n}$ MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
+    return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m), "build_steps": n,
+            "steps_clause": clause}
+
+
+def exercise_values(m: Measured, profile: str) -> dict:
+    """What the exercises' solutions quote: the exact schedule's prediction for this build's answers with the
+    report's N (what a re-run with mcmc_steps = 10 would decode, proposals ending where the answers do), beside
+    the build's own N and prediction; the measured multiplier's break-even saving."""
+    cfg, records = m.power, m.power_records[m.n_layers]
+    steps = exercise_steps(cfg.mcmc_steps)
+    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, steps, mode=cfg.mode,
+                                                       max_new_tokens=m.max_new_tokens) for r in records]))
+    v = multiplier_values(m)
+    which = ("the report's $N = 10$" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
+             f"$N = {steps}$, fewer steps than the report's 10, which this build ran")
+    return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=steps),
+            "ex_steps": steps, "ex_steps_which": which, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
+            "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],
+            "ex_multiplier": predicted / max(v["greedy_tokens"], 1e-9),
+            "ex_break_even": 100 * (1 - 1 / max(v["multiplier_vs_greedy"], 1e-9))}
+
+
+def savings_table(configs: dict, context: float, multipliers: dict[str, float]) -> str:
+    """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier."""
+    heads = list(multipliers)
+    lines = ["| model | blocks | saved by −1 block | saved by −2 blocks | unembedding share | "
+             + " | ".join(f"break-even depth at {h}" for h in heads) + " |", "|---" * (5 + len(heads)) + "|"]
+    for name, config in configs.items():
+        L = Shape.of(config).layers
+        c = model_cost(config, L, context)
+        cells = []
+        for h in heads:
+            d = break_even_depth(config, multipliers[h], context)
+            cells.append("none (even 1 block costs more)" if d is None else f"{d} of {L}")
+        lines.append(f"| {name} | {L} | {100 * (1 - flops_share(config, L - 1, context)):.1f}% | "
+                     f"{100 * (1 - flops_share(config, L - 2, context)):.1f}% | "
+                     f"{100 * c.flops_unembedding / c.flops_per_token:.0f}% | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def savings_values(m: Measured, configs: dict, multipliers: dict[str, float]) -> dict:
+    """Glued numbers: the report's 7%, this build's saving at its truncations, the break-even depth and whether
+    the model still works at it, with the savings table (`savings_table` at `multipliers`, from `budgets`)."""
+    seven = configs["Qwen2.5-Math-7B"]
+    mult = multiplier_values(m)["multiplier_vs_greedy"]
+    L = m.n_layers
+    cut = cut_depth(m)
+    even = m.break_even
+    values = {"saved_7b_26": 100 * (1 - flops_share(seven, 26, 0.0)),
+              "saved_7b_26_ctx": 100 * (1 - flops_share(seven, 26, REPORT["length"] / 2)),
+              "saved_build": 100 * (1 - flops_share(m.config, cut, m.context)), "build_depth": cut,
+              "needed_saving": 100 * (1 - 1 / mult), "break_even": even if even is not None else 0,
+              "measured_multiplier": mult, "cut_multiplier": m.multipliers[cut],
+              "cut_needed_saving": 100 * (1 - 1 / m.multipliers[cut])}
+    if even is None:
+        sentence = (f"No depth of {m.model} breaks even: even a single block plus the unembedding costs more than "
+                    f"1/{mult:.2f} of the full model's FLOPs per token.")
+    else:
+        sentence = (f"For power sampling, at {mult:.2f} times the tokens, to cost no more than one full-depth greedy "
+                    f"answer, {m.model} would have to run at most {even} of its {L} blocks, removing {L - even}.")
+        if m.break_even_accuracy is not None:
+            sentence += (f" Stitched to {even} blocks, it answers {percent_with_interval(m.break_even_accuracy, m.points[0].n_problems)} "
+                         "of the same problems greedily.")
+    values["break_even_sentence"] = sentence
+    values["savings_table"] = savings_table(configs, m.context, multipliers)
+    return values
+
+
+def size_cost_table(costs: Sequence[SizeCost]) -> str:
+    """One row per model (`_by_size` order): the depth priced, MH's token multiplier there, the FLOPs it saves, the
+    saving needed to break even, the unembedding's share and the deepest depth that would break even."""
+    lines = ["| model | blocks | priced at | MH tokens × greedy's | FLOPs saved | saving needed | unembedding share "
+             "| deepest depth that breaks even |", "|---" * 8 + "|"]
+    for c in costs:
+        even = "none" if c.break_even is None else f"{c.break_even} of {c.n_layers}"
+        lines.append(f"| {c.model} | {c.n_layers} | {c.depth} | {c.multiplier:.2f} | {100 * c.saved:.1f}% | "
+                     f"{100 * c.needed:.0f}% | {100 * c.unembedding:.0f}% | {even} |")
+    return "\n".join(lines)
+
+
+def cost_answer(costs: Sequence[SizeCost]) -> str:
+    """The front page's second sentence: at each size, what the search cost against what the truncation saved."""
+    if len(costs) == 1:
+        c = costs[0]
+        return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of a greedy "
+                f"one on the same problems, while running {c.depth} blocks saved {100 * c.saved:.0f}% of the FLOPs "
+                f"per token, where breaking even would need {100 * c.needed:.0f}%: the search costs {c.relation} the "
+                "truncation saves.")
+    first, *rest = costs
+    parts = [f"on {first.model} at {first.depth} of {first.n_layers} blocks a power-sampled answer decoded "
+             f"{first.multiplier:.1f} times a greedy one's tokens while the truncation saved {100 * first.saved:.0f}% "
+             f"of the FLOPs per token, against the {100 * first.needed:.0f}% breaking even would need"]
+    parts += [f"on {c.model} at {c.depth} of {c.n_layers} blocks, {c.multiplier:.1f} times the tokens and "
+              f"{100 * c.saved:.0f}% saved against {100 * c.needed:.0f}% needed" for c in rest]
+    verdicts = dict.fromkeys(c.relation for c in costs)
+    tail = (f"at every size the search costs {next(iter(verdicts))} the truncation saves" if len(verdicts) == 1 else
+            "; ".join(f"on {c.model} the search costs {c.relation} the truncation saves" for c in costs))
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}: {tail}."
+
+
+def size_cost_values(measured: Sequence[Measured]) -> dict:
+    """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
+    model's unembedding share (the comparison with the report quotes it)."""
+    costs = _by_size(measured)
+    answer = cost_answer(costs)
+    if len(costs) < 2:
+        sentence = ("This build prices one model, so it cannot say whether the verdict depends on the model's size: "
+                    "run chapter 04 (and this chapter, which reads its decodes) with two sizes of one family.")
+    else:
+        blocks = " and ".join(f"{100 * c.per_block:.1f}% of {c.model}'s" for c in costs)
+        unembedding = " and ".join(f"{100 * c.unembedding:.0f}%" for c in costs)
+        sentence = (f"{answer} Removing one block saves {blocks} FLOPs per token (the unembedding, "
+                    f"which no truncation removes, is {unembedding} of them), so the verdict turns on the multiplier: ")
+        paid = [c.model for c in costs if c.needed <= c.saved]
+        sentence += (f"on {' and '.join(paid)} the blocks removed pay for the search." if paid else
+                     "at no size do the blocks this build removed save what the search costs.")
+    first = size_cost(measured[0])
+    return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,
+            "cost_answer": answer, "build_model": first.model,
+            "build_unembedding": 100 * first.unembedding}
+
+
+SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glued as Markdown
+
+
+def _restricted(p: Point, k: int) -> str:
+    return percent_with_interval(float(np.mean(p.scores[:k])), k)
+
+
+def front_sentence(points: Sequence[Point]) -> str:
+    """Which method gives the best measured accuracy at which budget, cheapest first, on every problem; then the
+    methods measured on the searches' subset, each beside full-depth greedy on the same problems."""
+    front = pareto_front(points)
+    parts = [f"{p.method} at {p.depth} blocks ({significant(p.flops / 1e9)} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
+             for p in front]
+    power_on = sorted({p.method for p in front if p.method in ("power", "SMC")})
+    text = (f"Cheapest first, among the methods run on all {counted(front[0].n_problems, 'problem')}, those that "
+            "beat every cheaper one are: " + "; ".join(parts) + ". ")
+    names = {("power",): "Power sampling", ("SMC",): "Power sampling (SMC)", ("SMC", "power"): "Power sampling, "
+             "by MH and by SMC,"}
+    text += (f"{names[tuple(power_on)]} is on this front." if power_on else
+             "No power-sampled point is on this front: at every budget a cheaper or equal-cost method did at least "
+             "as well.")
+    widths = [wilson(p.accuracy * p.n_problems, p.n_problems) for p in front]
+    if len(front) > 1 and any(hi > front[-1].accuracy for _, hi in widths[:-1]):
+        text += (" The front is drawn through point estimates: neighbouring points on it lie inside each other's "
+                 "95% intervals, so its order is suggestive, not settled.")
+    full, subset = headline_set(points)
+    searched = [p for p in subset if not p.matched]
+    if searched:
+        k = min(p.n_problems for p in searched)
+        greedy = max((p for p in full if p.method == "greedy"), key=lambda p: p.depth)
+        methods = sorted({p.method for p in searched})
+        listed = "; ".join(f"{p.method} at {p.depth} blocks {_restricted(p, k)} for {significant(p.flops / 1e9)} GFLOPs"
+                           for p in searched)
+        text += (f" {' and '.join(methods)} ran on the first {counted(k, 'problem')} only, so "
+                 f"{'it stands' if len(methods) == 1 else 'they stand'} off the front (faded and marked † in the "
+                 f"figure); on those problems greedy at the full "
+                 f"{greedy.depth} blocks scored {_restricted(greedy, k)} for {significant(greedy.flops / 1e9)} GFLOPs, "
+                 f"against {listed}.")
+    return text
+
+
+def matched_sentence(m: Measured) -> str:
+    """What the paired tests against the compute-matched baselines support, depth by depth, for MH and for SMC."""
+    out = []
+    for method, name in (("power", "MH power sampling"), ("SMC", "SMC")):
+        parts = []
+        tests_all = matched_comparisons(m, method)
+        for depth in sorted(m.matched_k, reverse=True):
+            tests = [(label, d) for label, d in tests_all if label.endswith(f"both at {depth}")]
+            if not tests:
+                continue
+            clear = [d for _, d in tests if d.clear]
+            if len(clear) == len(tests):
+                sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
+                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {d.points()}, "
+                                    f"p = {d.p_value:.2g}" for label, d in tests)
+                parts.append(f"at {depth} blocks {name} {sign} both baselines by more than the noise ({numbers})")
+            elif clear:
+                parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")
+            else:
+                parts.append(f"at {depth} blocks the differences stay within the noise")
+        if parts:
+            out.append(f"{name} against best-of-k and majority-of-k given as many samples as it costs: "
+                       + "; ".join(parts) + ".")
+    if not out:
+        return "No compute-matched baseline was run."
+    return (" ".join(out) + " These baselines draw at temperature 1, where this model is much weaker than greedy, so "
+            "they are the budget-matched alternatives, not the strongest ones.")
+
+
+def matched_table(m: Measured) -> str:
+    """`matched_comparisons` of MH and of SMC as chapter 04's paired-test table."""
+    return comparisons_table(matched_comparisons(m) + matched_comparisons(m, "SMC"))
+
+
+def majority_sentence(m: Measured) -> str:
+    """This build's answer to the small-model study of power sampling (Qwen2.5-0.5B on GSM8K, where majority
+    voting over six samples beat MH by about 7 points at the same token budget): MH against majority-of-k at the
+    full depth, with what the paired test supports."""
+    tests = [d for label, d in matched_comparisons(m) if label.startswith("power − majority")
+             and label.endswith(f"both at {m.n_layers}")]
+    if not tests:
+        return "This build ran no compute-matched majority vote, so it cannot set itself beside that study."
+    d = tests[0]
+    k = m.matched_k[m.n_layers]
+    if d.clear and d.mean < 0:
+        verdict = "agrees with it: majority vote beats MH by more than the noise"
+    elif d.clear:
+        verdict = "differs from it: here MH beats majority vote by more than the noise"
+    else:
+        verdict = ("can neither confirm nor contradict it: the difference stays within the noise"
+                   + (" (borderline)" if d.borderline else ""))
+    return (f"At its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
+            f"costs) is {d.describe()}: this build {verdict}.")
+
+
+FRONT_MARKDOWN = ("front_sentence", "matched_table", "matched_sentence", "majority_sentence")  # glued as Markdown
+
+
+def front_values(m: Measured) -> dict:
+    """The equal-compute section's glued values: the Pareto front's sentence, the matched table and verdict,
+    and the comparison with the small-model study of majority voting."""
+    return {"front_sentence": front_sentence(m.points), "matched_table": matched_table(m),
+            "matched_sentence": matched_sentence(m), "matched_k": m.matched_k[m.n_layers],
+            "majority_sentence": majority_sentence(m)}
+
+
+def smc_values(m: Measured) -> dict:
+    """SMC's measured token multiplier, the saving truncation would need to pay for it, the break-even depth,
+    and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
+    L, cut = m.n_layers, cut_depth(m)
+    smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
+    mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
+    mh = m.multipliers[L]
+    needed = 1 - 1 / mult if mult > 1 else 0.0
+    saved = 1 - flops_share(m.config, cut, m.context)
+    even = break_even_depth(m.config, mult, m.context)
+    holds = saved < needed
+    where = (f"no depth of {m.model} breaks even" if even is None else
+             f"the break-even depth is {even} of {L} blocks (removing {L - even})")
+    than = "less than" if mult < mh else "more than"
+    sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
+                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer: {than} MH at this build's settings "
+                f"({mh:.2f} times, N = {m.power.mcmc_steps}) and far less than MH at the report's "
+                f"({report_arithmetic().exact + 1:.1f} times by the exact count). To cost no more than full-depth greedy "
+                f"decoding, truncation would have to save {100 * needed:.0f}% of the FLOPs per token; {where}. "
+                f"The stitched {cut}-block model saves {100 * saved:.1f}%. ")
+    sentence += ("So the report's conclusion holds for SMC too: truncation does not save enough to "
+                 "pay for the search, because any search that draws K complete candidates costs about K decodes, and "
+                 "removing a block or two saves a few percent of one." if holds else
+                 "So with SMC the report's conclusion no longer holds on this model: the truncation saves more than the "
+                 "search costs.")
+    return {"smc_multiplier": mult, "smc_tokens": smc_tokens, "smc_needed_saving": 100 * needed,
+            "smc_break_even": even if even is not None else 0, "smc_particles": m.smc.particles,
+            "smc_conclusion_holds": holds, "smc_verdict": sentence}
+
+
+def time_table(points: Sequence[Point]) -> str:
+    """Per method and depth: tokens decoded and prefilled per answer, seconds per answer, decoded tokens/s."""
+    lines = ["| method | depth | samples per answer | decoded tokens | prefilled tokens | seconds | decoded tokens/s |",
+             "|---|---|---|---|---|---|---|"]
+    for p in sorted(points, key=lambda p: (-p.depth, p.flops)):
+        rate = p.tokens / p.seconds if p.seconds else float("nan")
+        lines.append(f"| {p.method} | {p.depth}/{p.n_layers} | {p.samples} | {p.tokens:.0f} | {p.prefill:.0f} | "
+                     f"{p.seconds:.2f} | {rate:.0f} |")
+    return "\n".join(lines)

@@ -1,0 +1,188 @@
+"""Chapter 01's prose: the sentences, tables and glued values its page prints from each model's
+`effective_depth.ModelStudy` and the linear maps (the numbers are computed in `helpers.chapters.effective_depth`,
+which knows nothing of these words).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from helpers.chapters.effective_depth import (
+    ERASURE_THRESHOLD,
+    RULES,
+    LinearMaps,
+    ModelStudy,
+)
+from helpers.chapters.exercises import kl_below, layer_name, rerun_command
+from helpers.data.published import PUBLISHED_TABLE1
+from helpers.interp.depth import (
+    effective_depths,
+)
+
+
+def contribution_values(r: ModelStudy) -> dict:
+    """Mean block contribution in each half, the first and last block, and the largest MLP spike."""
+    c, L = r.curves, r.n_layers
+    half = L // 2
+    first, second = float(c["rc_layer"][1:half].mean()), float(c["rc_layer"][half:L - 1].mean())
+    spike_layer = int(np.argmax(r.maxima["rc_mlp"]))
+    return {"rc_first": first, "rc_second": second, "rc_ratio": first / second, "rc_last": float(c["rc_layer"][-1]),
+            "rc_zero": float(c["rc_layer"][0]), "half": half, "half_last": half - 1, "second_last": L - 2,
+            "spike_layer": spike_layer, "spike": float(r.maxima["rc_mlp"][spike_layer]), "n_layers": L,
+            "model": r.info.name}
+
+
+def cosine_values(r: ModelStudy) -> dict:
+    """How many layers erase more than they add, and the cosine effective depth."""
+    ed = r.ed["effective_depth"]["cosine"]
+    sentence = ("The averaged cosine never turns from negative to non-negative, so the cosine rule finds no "
+                "effective depth on this model." if ed is None else
+                f"Its last turn from negative to non-negative is at layer **{ed}** (ratio (ED+1)/L = "
+                f"{r.ed['ratio']['cosine']:.2f}).")
+    return {"n_negative": int(sum(v < 0 for v in r.curves["cos_mean"])), "ed_cos": ed, "cos_sentence": sentence}
+
+
+def ratio_phrase(ratios: dict[str, float | None]) -> str:
+    """The three rules' ratios (ED+1)/L as one phrase, a rule that finds no layer said in words: '0.71 (cosine),
+    0.85 (KL) and 0.92 (overlap)', or '0.85 (KL) and 0.92 (overlap); the cosine rule finds no layer'."""
+    names = {"cosine": "cosine", "kl": "KL", "overlap": "overlap"}
+    found = [f"{ratios[rule]:.2f} ({names[rule]})" for rule in RULES if ratios.get(rule) is not None]
+    missing = [names[rule] for rule in RULES if ratios.get(rule) is None]
+    text = ", ".join(found[:-1]) + (" and " if len(found) > 1 else "") + (found[-1] if found else "")
+    if not missing:
+        return text
+    lack = f"the {' and '.join(missing)} rule{'s' if len(missing) > 1 else ''} find{'' if len(missing) > 1 else 's'} no layer"
+    return f"{text}; {lack}" if found else f"not defined: {lack}"
+
+
+def lens_values(r: ModelStudy) -> dict:
+    """The lens section's numbers, and whether its KL rule is anchored on the embedding in this build (a peak at
+    layer 0), said in the words the peak supports."""
+    peak = int(np.argmax(r.curves["kl"]))
+    hu = "Hu et al. report that artefact for R1-Distill-1.5B on GSM8K (effective depth 1)"
+    anchor = (f"With the peak at layer 0, the half-maximum rule is anchored on the embedding; {hu}. It makes the KL "
+              "rule the least reliable of the three here." if peak == 0 else
+              f"With the peak at layer {peak}, past the embedding, the half-maximum rule is not anchored on it here; "
+              f"where the peak is at layer 0 it would be, and {hu}.")
+    return {"ed_kl": r.ed["effective_depth"]["kl"], "ed_overlap": r.ed["effective_depth"]["overlap"],
+            "ratio_kl": r.ed["ratio"]["kl"], "ratio_overlap": r.ed["ratio"]["overlap"],
+            "kl_peak_layer": peak, "kl_peak": float(np.max(r.curves["kl"])), "kl_anchor": anchor}
+
+
+def erasure_values(r: ModelStudy) -> dict:
+    """The last boundary at which erasing a context token still moves the answer, per probe."""
+    last_use = []
+    for probe in r.probes:
+        context = probe["erasure"][:, 1:probe["start"] - 1].max(axis=1)  # not position 0 (the sink), not the last
+        strong = np.nonzero(context > ERASURE_THRESHOLD)[0]
+        last_use.append(int(strong.max()) if len(strong) else -1)
+    return {"erasure_arith": last_use[0], "erasure_fact": last_use[-1], "erasure_threshold": ERASURE_THRESHOLD}
+
+
+def ig_values(r: ModelStudy, ig_steps: int) -> dict:
+    """The share of the arithmetic probe's attribution (first component) that lies in the first half."""
+    probe = r.probes[0]
+    first_component = next(k for k in probe if k.startswith("ig_"))
+    total = np.nan_to_num(np.abs(probe[first_component])).sum(axis=1)
+    return {"ig_early": 100 * float(total[:r.n_layers // 2].sum() / max(total.sum(), 1e-12)), "ig_steps": ig_steps}
+
+
+def depth_values(r: ModelStudy, n_problems: int) -> dict:
+    """The trend of the depth score over difficulty levels, as a sentence."""
+    lvls = list(r.depth)
+    scores = [r.depth[lvl]["layer_score_relative"] for lvl in lvls]
+    numeric = [lvl for lvl in lvls if lvl is not None]
+    if len(numeric) >= 2:
+        slope = float(np.polyfit([float(lvl) for lvl in numeric],
+                                 [r.depth[lvl]["layer_score_relative"] for lvl in numeric], 1)[0])
+        trend = (f"The score moves by {slope:+.3f} per level (least-squares slope), between "
+                 f"{min(scores):.2f} and {max(scores):.2f} over levels {numeric[0]}–{numeric[-1]}.")
+    else:
+        trend = "Only one difficulty level was run, so there is no trend to read."
+    return {"depth_trend": trend, "depth_n": n_problems}
+
+
+EXERCISE_FRACTIONS = (0.25, 0.75)  # the KL rule's fraction in exercise "other fractions"
+
+
+EXERCISE_NATS = 1.0  # the absolute rule's threshold in exercise "a rule of your own"
+
+
+def exercise_values(r: ModelStudy, kl_fraction: float, overlap_threshold: float, profile: str) -> dict:
+    """What the exercises' solutions quote: the KL rule at other fractions (read from the chapter's curves, as
+    a re-run with those parameters would) and the absolute rule of `helpers.chapters.exercises.kl_below`."""
+    low, high = (effective_depths(r.curves, f, overlap_threshold)["effective_depth"]["kl"] for f in EXERCISE_FRACTIONS)
+    return {"rerun_command": rerun_command(profile, "01_effective_depth", kl_fraction=EXERCISE_FRACTIONS[0]),
+            "ex_fraction_low": EXERCISE_FRACTIONS[0], "ex_fraction_high": EXERCISE_FRACTIONS[1],
+            "ex_ed_low": layer_name(low), "ex_ed_high": layer_name(high),
+            "ex_ed_chapter": layer_name(r.ed["effective_depth"]["kl"]), "ex_fraction": kl_fraction,
+            "ex_nats": EXERCISE_NATS, "ex_ed_nats": layer_name(kl_below(r.curves["kl"], EXERCISE_NATS))}
+
+
+def _cell(report: dict, rule: str) -> str:
+    ed, ratio = report["effective_depth"][rule], report["ratio"][rule]
+    return "—" if ed is None else f"{ed} ({ratio:.2f})"
+
+
+RULE_NAMES = {"cosine": "cosine", "kl": "KL", "overlap": "top-5 overlap"}
+
+
+def effective_depth_line(results: dict[str, ModelStudy]) -> str:
+    """Each model's three effective depths in a sentence (the study's first result, before the sections explain it):
+    'qwen2.5-coder-0.5b (24 blocks): cosine 13, KL 19, top-5 overlap 21.'"""
+    return "Effective depth by each rule (the last block a rule counts as used, 0-based): " + "; ".join(
+        f"{name} ({r.n_layers} blocks): " + ", ".join(
+            f"{RULE_NAMES[k]} {'not reached' if r.ed['effective_depth'][k] is None else r.ed['effective_depth'][k]}"
+            for k in RULES) for name, r in results.items()) + "."
+
+
+def effective_depth_table(results: dict[str, ModelStudy], dataset: str) -> str:
+    """Every model's three effective depths, overall and per level, beside Hu et al.'s Table 1 (Markdown)."""
+    rows = ["| model | L | text | cosine | KL | top-5 overlap |", "|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        rows.append(f"| **{name}** | {r.n_layers} | {dataset}, all levels | "
+                    + " | ".join(_cell(r.ed, k) for k in RULES) + " |")
+        for lvl, rep in r.ed_by_level.items():
+            rows.append(f"| {name} | {r.n_layers} | level {lvl} | " + " | ".join(_cell(rep, k) for k in RULES) + " |")
+    for name, pub in PUBLISHED_TABLE1.items():
+        for data in ("gsm8k", "aime24"):
+            rows.append(f"| {name} (Hu et al.) | {pub['layers']} | {data} | "
+                        + " | ".join(f"{e} ({(e + 1) / pub['layers']:.2f})" for e in pub[data]) + " |")
+    return "\n".join(rows)
+
+
+def published_values(r: ModelStudy) -> dict:
+    """The published ratio ranges per rule, this model's spread over levels and its cosine ratio."""
+    values = {}
+    for i, rule in enumerate(RULES):
+        ratios = [(p[d][i] + 1) / p["layers"] for p in PUBLISHED_TABLE1.values() for d in ("gsm8k", "aime24")]
+        values[f"pub_{rule}_lo"], values[f"pub_{rule}_hi"] = min(ratios), max(ratios)
+    spread = {rule: [rep["ratio"][rule] for rep in r.ed_by_level.values() if rep["ratio"][rule] is not None]
+              for rule in RULES}
+    values["level_spread"] = ", ".join(f"{rule} {min(v):.2f}–{max(v):.2f}" for rule, v in spread.items() if v) \
+        or "not defined"
+    values["our_ratios"] = ratio_phrase(r.ed["ratio"])
+    return values
+
+
+def map_values(maps: LinearMaps) -> dict:
+    """How far from equal relative depth each source layer's best target lies, and the sentence saying so."""
+    from helpers.interp.layer_maps import best_match
+
+    errors, pair = maps.errors, maps.pair
+    match = best_match(errors)
+    ls, lt = errors.shape[0] - 1, errors.shape[1] - 1
+    gap = float(np.mean(np.abs(np.arange(ls + 1) / ls - match / lt)))
+    if maps.self_map:
+        next_error = float(np.mean([errors[i, i + 1] for i in range(ls)]))
+        sentence = (f"No pair of models was named (`map_models`), so the map runs from {pair[0]} to itself. The "
+                    "diagonal is then zero up to the ridge term, which checks the fit; the rest of the matrix says "
+                    "how well each layer predicts the others. Even the map from one boundary to the next leaves a "
+                    f"relative error of {next_error:.2f} on held-out tokens. With {maps.train_tokens} training tokens "
+                    f"for {maps.input_dims} input dimensions, part of that error is the small sample. To run the paper's experiment, name a shallow and a "
+                    "deep model with one tokenizer, for example `-p 'map_models=[Qwen/Qwen2.5-1.5B, "
+                    "Qwen/Qwen2.5-3B]'` (28 and 36 blocks); the `paper` profile does this.")
+    else:
+        sentence = (f"Each source layer of {pair[0]} is best predicted by the target layer of {pair[1]} at a "
+                    f"relative depth {gap:.2f} away from its own, on average (0 = exactly equal relative depth).")
+    return {"map_tokens_train": maps.train_tokens, "map_gap": gap, "map_sentence": sentence}

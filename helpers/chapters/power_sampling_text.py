@@ -1,0 +1,564 @@
+"""Chapter 04's prose: the sentences, tables and glued values its page prints from the method comparison's
+`power_sampling.DepthRow`s, the decomposition, the N sweep and the levels' scan (the numbers are computed in
+`helpers.chapters.power_sampling`, which knows nothing of these words).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from helpers.chapters.power_sampling import (
+    DepthRow,
+    Explained,
+    StepsSweep,
+    by_size,
+    comparisons,
+    excluded_gains,
+    explain,
+    headline_row,
+    report_gains,
+    size_pair,
+)
+from helpers.core.numbers import counted
+from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
+from helpers.evaluation.comparison import (
+    comparisons_table,
+)
+from helpers.evaluation.decodes import (
+    OUTCOMES,
+)
+from helpers.evaluation.decomposition import SEARCHES, TERMS
+from helpers.evaluation.levels import ROOM, LevelScan
+from helpers.evaluation.stats import (
+    PairedDifference,
+    paired_difference,
+    paired_prefix,
+    percent_with_interval,
+    wilson,
+)
+from helpers.models.registry import post_training
+from helpers.samplers.settings import Searches
+
+COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
+           ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
+
+
+def bars_title(rows: Sequence[DepthRow], searches: Searches) -> str:
+    """Figure 4.3's title: the first model and the searches' settings."""
+    return (f"{rows[0].model}: α = {searches.target.alpha:g}, MH with N = {searches.power.mcmc_steps} and "
+            f"B = {searches.power.block_size}, SMC with K = {searches.smc.particles}")
+
+
+def results_table(rows: Sequence[DepthRow]) -> str:
+    """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
+    lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
+             "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
+    subsets, own = set(), own_problems(rows)
+    for r in rows:
+        cells = []
+        for key, _ in COLUMNS:
+            on_subset = r.count(key) < r.n_problems
+            subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
+            cells.append(r.interval(key) + (" †" if on_subset else ""))
+        lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
+                     + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
+    seeds = rows[0].n_seeds if rows else 1
+    lines += ["", f"Best-of-N and majority use each problem's N = {seeds} temperature-1 samples: best-of-N keeps the "
+                  "one the model finds most likely (largest summed log-probability), majority the most frequent answer"
+                  + (" (a tie, which two samples make whenever they disagree, goes to the first sample's answer)."
+                     if seeds == 2 else " (a tie goes to the answer that came first).")]
+    for k, n in sorted(subsets):
+        lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
+                      f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "
+                      "differences below, which pair each method only over the problems both ran."]
+    return "\n".join(lines)
+
+
+def outcomes_table(rows: Sequence[DepthRow]) -> str:
+    """How greedy and power-sampled answers end at each depth of the first model: where the failures are."""
+    mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
+    lines = ["| depth | method | problems | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 3) + "|"]
+    subsets = set()
+    for r in mine:
+        for method in (m for m in ("greedy", "power", "smc") if m in r.outcomes):
+            shares, n = r.outcomes[method], r.count(method)
+            mark = " †" if n < r.n_problems else ""
+            subsets |= {(n, r.n_problems)} if mark else set()
+            lines.append(f"| {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
+                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + " |")
+    for k, n in sorted(subsets):
+        lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
+                      "not with the rows on every problem."]
+    return "\n".join(lines)
+
+
+def failure_sentence(rows: Sequence[DepthRow]) -> str:
+    """Where the first model's power samples fail at its deepest truncation, against the full model."""
+    mine = [r for r in rows if r.model == rows[0].model and r.ends]
+    full = next((r for r in mine if r.depth == r.n_layers), None)
+    cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
+    if full is None or cut is None:
+        return "No truncated depth was tested, so there is no failure to compare."
+    k = full.count("power")  # MH at the full depth may have run on the searches' subset only: compare there
+    f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
+    worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
+    where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
+    return (f"At {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
+            f"{100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
+            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
+            f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
+            f"{100 * c['no answer']:.0f}%). Search reweights the completions the truncated model can write; it "
+            "cannot add the ones it no longer writes.")
+
+
+ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and what it says of one model
+    (True, "clear"): ("No", "power sampling does not win back what truncation costs"),
+    (True, "borderline"): ("Probably not", "power sampling falls short of what truncation costs"),
+    (True, "noise"): ("Not shown", "power sampling stays below, within the noise"),
+    (False, "clear"): ("Yes", "power sampling wins back what truncation costs"),
+    (False, "borderline"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but "
+                                                    "these problems cannot tell a win from a tie"),
+    (False, "noise"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but these "
+                                               "problems cannot tell a win from a tie"),
+}
+
+
+def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
+    """The answer's word and clause for one model, from whether the search at the cut scored below full-depth greedy
+    and where their paired difference stands against its noise (`ANSWERS`: the one owner of these words)."""
+    return ANSWERS[(below, "clear" if d.clear else "borderline" if d.borderline else "noise")]
+
+
+def verdict_values(rows: Sequence[DepthRow]) -> dict:
+    """The chapter's answer for the first model: the best power-sampled truncation against full-depth greedy,
+    with the paired interval that says whether the difference is more than noise."""
+    mine = [r for r in rows if r.model == rows[0].model]
+    full = next(r for r in mine if r.depth == r.n_layers)
+    best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["power"], r.depth), default=None)
+    g, p = full.accuracy["greedy"], full.accuracy["power"]
+    if best is None:
+        sentence = "No truncated depth was tested."
+        answer, headline = "Not tested: this build ran no truncated depth.", ""
+    else:
+        b = best.accuracy["power"]
+        d = paired_prefix(best.scores["power"], full.scores["greedy"])
+        outcome = "above" if b > g else "equal to" if b == g else "below"
+        noise = ("larger than its noise (the 95% interval excludes zero and the paired test rejects), so the data "
+                 "support it" if d.clear else
+                 "borderline (the interval and the paired test disagree): the direction is suggestive, but "
+                 f"{d.n} problems cannot settle it" if d.borderline else
+                 "inside its 95% interval, so these problems cannot tell the two apart")
+        word, clause = answer_of(b < g, d)
+        answer = f"{word}: on this model {clause}. "
+        sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
+                    f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
+                    f"greedy {full.interval('greedy')}. The paired difference is "
+                    f"{d.describe()}, which is {noise}. {_full_power(full)} {_report_headline()}"
+                    f" A power-sampled answer at {best.depth} blocks decoded {best.multiplier:.1f} times the tokens "
+                    f"of a greedy answer at the same depth on the same problems, each token at "
+                    f"{100 * best.flops_share:.0f}% of the full model's FLOPs.")
+        answer = answer.strip()
+        headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
+                    f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "
+                    f"with every block; the paired difference is {d.describe()}.")
+    return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence, "answer": answer,
+            "headline_multiplier": best.multiplier if best is not None else float("nan"),
+            "headline_depth": best.depth if best is not None else full.depth,
+            "headline": headline}
+
+
+def _full_power(full: DepthRow) -> str:
+    """Power sampling on the full model beside greedy on the same problems (the searches' subset where it ran there)."""
+    k = full.count("power")
+    d = paired_prefix(full.scores["power"], full.scores["greedy"])
+    where = "on all" if k == full.n_problems else f"on the first {k} of the {full.n_problems}"
+    return (f"(Power sampling on the full model, {where} problems: {full.interval('power')} against greedy's "
+            f"{full.interval('greedy', k)} on the same ones, {_short(d)}.)")
+
+
+def _report_headline() -> str:
+    """The report's answer to the same question, from `helpers.data.published`."""
+    seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
+                        for name, r in REPORT_HEADLINE.items())
+    where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
+    return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
+            f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
+            f"±{max(_half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
+            "points.")
+
+
+def _report_sizes() -> str:
+    """The report's two sizes' differences (power at the truncated depth − full greedy), from `helpers.data.published`."""
+    diffs = [(name, 100 * (r["power_truncated"] - r["greedy_full"]), r["depth"], r["layers"])
+             for name, r in REPORT_HEADLINE.items()]
+    listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
+    return f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals."
+
+
+def _half_width(accuracy: float, n: int) -> float:
+    """Half the 95% Wilson interval of an accuracy over n problems, in points."""
+    lo, hi = wilson(accuracy * n, n)
+    return 50 * (hi - lo)
+
+
+def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
+    """What the chains did: the share of proposals accepted at each depth, for the chosen α, B and N."""
+    mine = [r for r in rows if r.model == rows[0].model]
+    rates = ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine if r.acceptance == r.acceptance)
+    if not rates:
+        return f"With N = {searches.power.mcmc_steps} no proposal was made, so the chains never moved."
+    lowest = min(r.acceptance for r in mine)
+    moved = ("so the chains do move: most proposals, each regenerating a suffix of the answer, replace the "
+             "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
+             "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
+             "plain sampling at T = 1 here")
+    power = searches.power
+    return (f"With α = {searches.target.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
+            f"chains accepted {rates} of their proposals, {moved}.")
+
+
+def _short(d: PairedDifference) -> str:
+    word = d.standing("within the noise")
+    return (f"{d.points()}, better on {d.better} and worse on {d.worse} of {counted(d.n, 'problem')}, "
+            f"p = {d.p_value:.2g}: {word}")
+
+
+def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
+    """SMC against MH at each depth of the first model (accuracy, paired difference, tokens per sample), then
+    SMC on the best truncation against the full model's greedy decoding."""
+    mine = [r for r in rows if r.model == rows[0].model]
+    full = next(r for r in mine if r.depth == r.n_layers)
+    smc = searches.smc
+    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} tokens and "
+            f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
+            f"{np.mean([r.resamples for r in mine]):.1f} times per sample on average. ")
+    for r in mine:
+        d = paired_prefix(r.scores["smc"], r.scores["power"])
+        text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
+                 f"{r.interval('power', r.count('smc'))} on the same problems, for {r.tokens_smc:.0f} and "
+                 f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
+    best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["smc"], r.depth), default=None)
+    if best is not None:
+        d = paired_prefix(best.scores["smc"], full.scores["greedy"])
+        text += (f"Against the full model's greedy {full.interval('greedy', best.count('smc'))} on those problems, "
+                 f"SMC at {best.depth} blocks differs by {_short(d)}.")
+    return text.strip()
+
+
+def sweep_glue(sweep: StepsSweep) -> dict:
+    """The N sweep's glued values and sentence: accuracy and cost at each N, the largest N against the one it is set
+    against, and the other MH mode at the chapter's N."""
+    top, base, d = sweep.difference()
+    at = dict(zip(sweep.steps, sweep.accuracy, strict=True))
+    cost = dict(zip(sweep.steps, sweep.tokens, strict=True))
+    sentence = (f"At {sweep.depth} of {sweep.n_layers} blocks, MH power sampling ({sweep.mode} mode) scored "
+                + ", ".join(f"{percent_with_interval(at[n], sweep.n_problems)} with N = {n}" for n in sweep.steps)
+                + f" ({sweep.n_problems} problems, {sweep.n_seeds} seeds each). N = {top} spent "
+                f"{cost[top]:.0f} decoded tokens per answer against {cost[base]:.0f} for N = {base}; the paired "
+                f"difference N = {top} − N = {base} is {d.describe()}, {_verdict_word(d)}.")
+    values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
+              "steps_difference": round(100 * d.mean, 1)}
+    if sweep.other_mode is not None:
+        mine = sweep.scores[sweep.chapter_steps]
+        o = paired_prefix(sweep.other_scores, mine)
+        sentence += (f" The {sweep.other_mode} mode at the chapter's N = {sweep.chapter_steps} scored "
+                     f"{percent_with_interval(sweep.other_accuracy, len(sweep.other_scores))} for "
+                     f"{sweep.other_tokens:.0f} decoded tokens per answer; {sweep.other_mode} − {sweep.mode} is "
+                     f"{o.describe()}, {_verdict_word(o)}.")
+        values["mode_difference"] = round(100 * o.mean, 1)
+    return {**values, "steps_sentence": sentence}
+
+
+def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
+    """"Does N matter?" answered on the headline set first (MH at the chapter's N against low temperature, the
+    proposal alone, at the sweep's depth, on every problem), then the sweep's values, measured on its subset."""
+    values = sweep_glue(sweep)
+    row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
+    if row is None:
+        return values
+    d = paired_prefix(row.scores["power"], row.scores["low"])
+    n = min(row.count("power"), row.count("low"))
+    first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
+             f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
+             f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
+             f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
+    subset = "" if sweep.n_problems == n else (f"The sweep below ran on the first {sweep.n_problems} of them, so its "
+                                               "intervals are wider. ")
+    return {**values, "steps_sentence": first + subset + values["steps_sentence"], "steps_headline": round(100 * d.mean, 1)}
+
+
+def _verdict_word(d: PairedDifference) -> str:
+    return d.standing("within its noise: these problems cannot tell the two apart")
+
+
+def depth_sentence(rows: Sequence[DepthRow]) -> str:
+    """Which stitched depths each model ran and how they were chosen (`DepthChoice.describe`), in model order."""
+    choices = {r.model: r.choice for r in rows if r.choice is not None}
+    return " ".join(c.describe() for c in choices.values())
+
+
+def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
+    """' (its own problems: levels 1–3)' for each model whose problems are not the book's (those most models share,
+    the first model's on a tie; a model on levels of its own, `helpers.data.problems.problem_sets`), '' for the
+    others: what a table's model cell adds, so that rows on other problems are never read as paired with the rest."""
+    sets = [r.problem_ids for r in {r.model: r for r in rows}.values()]
+    shared = max(sets, key=sets.count) if sets else ()
+    return {r.model: "" if r.problem_ids == shared else f" (its own problems: {r.problems_text})" for r in rows}
+
+
+def size_values(rows: Sequence[DepthRow]) -> dict:
+    """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
+    sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
+    difference between those two differences with its paired bootstrap interval and test (the problems are the
+    same for both models, `size_pair`); with each critical depth as a share of its model's depth."""
+    models = size_pair(rows)
+    if len(models) < 2:
+        which = ("one model" if len(by_size(rows)) == 1 else
+                 f"{counted(len(by_size(rows)), 'model')} but no two sizes of one family on the same problems")
+        return {"size_sentence": f"This build searches on {which}, so it cannot ask whether the answer depends on "
+                                 "the model's size: run this chapter with two sizes of one family among its models "
+                                 "(chapter 02 sets their logit-lens curves side by side).",
+                "size_headline": ""}
+    parts, short, diffs, values = [], [], [], {}
+    for tag, model in zip(("small", "large"), models[:2], strict=True):
+        cut, full = headline_row(rows, model)
+        n = min(len(cut.scores["power"]), len(full.scores["greedy"]))
+        d = paired_prefix(cut.scores["power"], full.scores["greedy"])
+        diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))
+        where = f"its full {full.n_layers} blocks" if cut is full else f"{cut.depth} of {full.n_layers} blocks"
+        parts.append(f"on {model}, power sampling at {where} scored {cut.interval('power')} against full-depth greedy "
+                     f"{full.interval('greedy')}, {d.describe(decimals=1)}")
+        short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
+                     f"{full.interval('greedy')} for full-depth greedy (paired {d.points(decimals=1)}, "
+                     f"{d.standing()}).")
+        values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
+                       f"size_{tag}_share": 100 * cut.depth / full.n_layers,
+                       f"size_{tag}_difference": round(100 * d.mean, 1)})
+    n = min(len(x) for x in diffs)
+    dd = paired_difference(list(diffs[1][:n]), list(diffs[0][:n]))
+    word = dd.standing("within its noise: these problems cannot tell the two sizes' answers apart")
+    small_share, large_share = (f"{values[f'size_{t}_share']:.0f}%" for t in ("small", "large"))
+    shares = (f"Both models were searched at {small_share} of their depth." if small_share == large_share else
+              f"Each model was searched at {small_share} and {large_share} of its depth.")
+    # one decimal: with two seeds a difference is often a half, and rounding each number on its own would print a
+    # gap that is not the difference of the two differences beside it
+    gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
+           f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
+    sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
+                f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
+    headline = f"{short[1]} {gap}, {dd.standing()}."
+    return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
+
+
+TERM_NAMES = {"cut_cost": "the cut (greedy at the cut − greedy full)",
+              "recovery": "search at the cut (search − greedy, both at the cut)",
+              "full_gain": "search at full depth (search − greedy, both full)",
+              "mechanism": "search helps more where depth was removed (the two above, subtracted)",
+              "headline": "headline (search at the cut − greedy full)"}
+
+
+def decomposition_table(explained: Sequence[Explained]) -> str:
+    """The decomposition of every model as one Markdown table: a row per (model, term), a column per search, each
+    cell a paired difference in points with its 95% interval and sign-flip p; a term paired over a subset is
+    marked † and footnoted."""
+    if not explained:
+        return "*No truncated depth ran, so there is no cut to take apart.*"
+    lines = ["| model | term | " + " | ".join(label for _, label in SEARCHES) + " |", "|---|---|---|---|"]
+    subsets, own = set(), own_problems([e.full for e in explained])
+    for e in explained:
+        for i, term in enumerate(TERMS):
+            cells = []
+            for key, _ in SEARCHES:
+                part = e.parts[key]
+                d = part.terms[term]
+                if part.on_subset(term):
+                    subsets.add((d.n, part.n_problems))
+                cells.append(f"{d.points(1)}, p {_p(d)}" + (" †" if part.on_subset(term) else ""))
+            name = (f"{e.full.model}{own[e.full.model]}, cut to {e.cut.depth} of {e.full.n_layers} blocks" if i == 0
+                    else "")
+            lines.append(f"| {name} | {TERM_NAMES[term]} | " + " | ".join(cells) + " |")
+    for k, n in sorted(subsets):
+        lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
+                      "ran on those), so its interval is wider and it is not on the same problems as the other rows."]
+    return "\n".join(lines)
+
+
+def _p(d: PairedDifference) -> str:
+    """'= 0.03' or '< 0.0001': the paired test's p after a 'p'."""
+    return d.p_text if d.p_text.startswith("<") else f"= {d.p_text}"
+
+
+def _mechanism(d: PairedDifference) -> str:
+    """What the difference of the two gains says of the report's mechanism, in words its interval supports."""
+    more = "more" if d.mean > 0 else "less"
+    if d.clear:
+        return f"larger than its noise: search helps {more} where depth was removed"
+    if d.borderline:
+        return f"borderline: a hint, not a finding, that search helps {more} where depth was removed"
+    return "within its noise: these problems cannot tell whether search helps more where depth was removed"
+
+
+def why_sentence(e: Explained) -> str:
+    """One model's answer explained in one paragraph: the cut's cost, MH's recovery at the cut and gain at full depth,
+    their difference, and low temperature's two gains beside them."""
+    t, low = e.parts["power"].terms, e.parts["low"].terms
+
+    def term(d: PairedDifference, on_subset: bool) -> str:
+        where = f", on the first {counted(d.n, 'problem')}" if on_subset else ""
+        return f"{d.points(1)} ({d.standing()}{where})"
+
+    power = e.parts["power"]
+    where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
+             else "")
+    return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
+            f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
+            f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
+            f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
+            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. Low "
+            f"temperature, the cheap way to sharpen, moves greedy by {low['recovery'].points(1)} at the cut and "
+            f"{low['full_gain'].points(1)} at full depth.")
+
+
+def decomposition_values(explained: Sequence[Explained]) -> dict:
+    """The decomposition's glued table and sentences (Markdown), and each model's terms in points (for the book's
+    exercises and for `glued-diff`), from `explain`."""
+    values = {"decomposition_table": decomposition_table(explained),
+              "decomposition_sentence": " ".join(why_sentence(e) for e in explained) or
+              "No truncated depth ran, so there is no cut to take apart."}
+    for i, e in enumerate(explained):
+        for key, _ in SEARCHES:
+            values |= {f"dec_{i}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
+    return values
+
+
+def _report_gains(d: PairedDifference) -> str:
+    out = [f"{g:+.0f} ({size})" for size, g in excluded_gains(d).items()]
+    return "excludes " + " and ".join(out) if out else "holds them"
+
+
+def answer_values(explained: Sequence[Explained]) -> dict:
+    """The front page's answer at every size: a lead that every model's own answer supports (or one per model where
+    they differ), a table with a row per model, and why, from the decomposition. Glued as `answer_lead`,
+    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`."""
+    if not explained:
+        return {"answer_lead": "", "answer_table": "", "answer_why": ""}
+    report = ", ".join(f"{g:+.0f} ({size})" for size, g in report_gains().items())
+    lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | paired difference "
+             "[95% interval] | against its noise | the report's gains (" + report + " points) |",
+             "|---|---|---|---|---|---|---|"]
+    answers, excluded, own = [], [], own_problems([e.full for e in explained])
+    for e in explained:
+        d = e.parts["power"].terms["headline"]
+        answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
+        excluded.append(excluded_gains(d) == report_gains())
+        lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
+                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
+                     f"{_report_gains(d)} |")
+    if len(set(answers)) == 1:
+        (word, clause), = set(answers)
+        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
+        sizes = f"the one {noun} this build ran" if len(explained) == 1 else \
+            f"both {noun}s" if len(explained) == 2 else f"all {len(explained)} {noun}s"
+        lead = f"**{word}, at {sizes}:** {clause}" + (
+            ", and the paired interval excludes both of the report's gains" if all(excluded) else "") + "."
+    else:
+        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
+        lead = f"**The answer depends on the {noun}:** " + "; ".join(
+            f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
+                                                               "report's gains" if out and word.startswith("Not") else "")
+            for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
+    return {"answer_lead": lead, "answer_table": "\n".join(lines),
+            "answer_why": " ".join(why_sentence(e) for e in explained)}
+
+
+def sharpness_values(rows: Sequence[DepthRow]) -> dict:
+    """How sharp each model already is at each depth (smaller model first, full depth first), with what the search
+    gained there: a table, and a sentence that sets the sharpest and the least sharp against their gains."""
+    mine = [r for m in by_size(rows) for r in sorted((r for r in rows if r.model == m and r.sharp), key=lambda r: -r.depth)]
+    if not mine:
+        return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
+                "sharpness_sentence": ""}
+    lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
+             "[95%] |", "|---|---|---|---|---|---|---|---|"]
+    gains, own = [], own_problems(mine)
+    for r in mine:
+        d = paired_prefix(r.scores["power"], r.scores["greedy"])
+        gains.append((r, d))
+        mark = " †" if r.count("power") < r.n_problems else ""
+        lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
+                     f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
+                     f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1)}{mark} |")
+    lines += ["", "T=1 answer = greedy's: the share of T = 1 answers equal to the greedy answer of the same problem; "
+                  "nats/token: the mean entropy per token of the T = 1 decodes; MH accepts: the share of MH proposals "
+                  "accepted; the last two columns in points."]
+    if any(r.count("power") < r.n_problems for r in mine):
+        k = min(r.count("power") for r in mine)
+        lines += ["", f"† MH on the first {counted(k, 'problem')} only, paired with greedy there."]
+    sharpest = max(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
+    softest = min(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
+    sentence = (f"The sharpest here is {sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
+                f"of its T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token, and MH "
+                f"moved its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}). The least sharp is "
+                f"{softest[0].model} at {softest[0].depth} blocks ({100 * softest[0].sharp.agreement:.0f}%, "
+                f"{softest[0].sharp.entropy:.3f} nats), where MH moved it by {softest[1].points(1)} ({softest[1].standing()}).")
+    if sharpest[0] is softest[0]:
+        sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
+                    f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
+                    f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
+    return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence}
+
+
+def _listed(levels: Sequence[int]) -> str:
+    if not levels:
+        return "none"
+    return ", ".join(map(str, levels[:-1])) + (" and " if len(levels) > 1 else "") + str(levels[-1])
+
+
+def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:
+    """The scan as a Markdown table (a row per scanned model, a column per level) and a sentence per model that
+    says what the scan measured at the levels the other models run (`shared`; None: every level), which levels leave
+    it room both ways, and whether the levels it runs are those; with no scan, which levels every model runs."""
+    every = "every level" if shared is None else f"levels {_listed(list(shared))}"
+    if not scans:
+        return {"levels_table": "", "levels_sentence": f"Every model runs the same problems, from {every}."}
+    low, high = ROOM
+    levels = sorted({lv for s in scans for lv in s.accuracy})
+    lines = ["| model | kind | " + " | ".join(f"level {lv}" for lv in levels) + " | levels run |",
+             "|---" * (len(levels) + 3) + "|"]
+    sentences = []
+    for s in scans:
+        cells = [percent_with_interval(s.accuracy[lv], s.n[lv]) if lv in s.accuracy else "–" for lv in levels]
+        lines.append(f"| {s.model} | {post_training(s.model)} | " + " | ".join(cells) + f" | {_listed(s.given)} |")
+        room, theirs = s.with_room(), [lv for lv in (shared or s.accuracy) if lv in s.accuracy]
+        at_theirs = _listed([f"{100 * s.accuracy[lv]:.0f}%" for lv in theirs])
+        where = ("the other models' levels leave it no room" if not set(theirs) & set(room) else
+                 "some of the other models' levels would leave it room too")
+        verdict = ("so the levels it runs are the measured ones" if s.agrees() else
+                   f"while it runs levels {_listed(s.given)}, as the profile chose them: this scan does not support "
+                   "that choice")
+        sentences.append(f"At full depth, {s.model}'s greedy decoding solves {at_theirs} of the other models' "
+                         f"{every} ({min(s.n.values())} problems per level), so {where}. The levels where it leaves "
+                         f"room both ways ({100 * low:.0f}–{100 * high:.0f}% solved) are {_listed(room)}, {verdict}.")
+    lines += ["", f"Full-depth greedy accuracy with its 95% interval, {min(n for s in scans for n in s.n.values())} "
+                  "problems per level; the chapter's other models run " + every + "."]
+    return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
+
+
+PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
+         "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
+         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "levels_table",
+         "levels_sentence")
+
+
+def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
+                 levels: Sequence[int] | None = None) -> dict:
+    """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
+    two-size contrast's numbers and the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones)."""
+    explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
+    return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
+            acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
+            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
+            "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
+            **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels)}

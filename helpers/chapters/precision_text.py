@@ -1,0 +1,119 @@
+"""The appendix's prose: the sentences, tables and glued values the page prints from a `precision.DtypeComparison`
+(the numbers are computed in `helpers.chapters.precision`, which knows nothing of these words).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from helpers.chapters.exercises import rerun_command
+from helpers.chapters.precision import DTYPES, DtypeComparison, first_divergence
+from helpers.core.numbers import counted
+from helpers.evaluation.stats import percent_with_interval
+from helpers.models.truncation import critical_depth, critical_depth_text
+
+
+def comparison_values(c: DtypeComparison) -> dict:
+    """The numbers and sentences the appendix glues."""
+    n = c.n_problems
+    diff = c.difference()
+    splits = [first_divergence(a, b) for a, b in zip(c.tokens["float32"], c.tokens["bfloat16"], strict=True)]
+    differing = [s for s in splits if s is not None]
+    same_answer = sum(a == b for a, b in zip(c.correct["float32"], c.correct["bfloat16"], strict=True))
+    kl32, kl16 = c.kl["float32"].mean(0), c.kl["bfloat16"].mean(0)
+    gap = np.abs(kl16 - kl32)
+    crit = c.critical()
+    acc = {d: float(np.mean(c.correct[d])) for d in DTYPES}
+    verdict = diff.standing()
+    same_crit = crit["float32"] == crit["bfloat16"]
+    sentence = scope_sentence(c) + (
+        f"On {counted(n, 'problem')}, greedy {c.model} solves {percent_with_interval(acc['float32'], n)} in float32 and "
+        f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
+        f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of "
+                          f"{counted(n, 'problem')}; where they differ, the first differing token is at position "
+                          f"{int(np.median(differing))} (median). " if differing else
+                          f"The two greedy decodes are identical token for token on "
+                          f"{'the one problem' if n == 1 else f'all {n} problems'}. ")
+        + f"The logit lens's KL per layer moves by at most "
+        f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
+        f"and on the sweep's {counted(c.n_sweep, 'problem')} the critical stitched depth is "
+        f"{critical_depth_text(crit['float32'])} in float32 and {critical_depth_text(crit['bfloat16'])} "
+        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)} Chapter 03 finds its critical "
+        "depth on a sweep of its own problems, so where that sweep ran other or more problems the two need not agree: "
+        "one problem can move a depth across the rule's line.")
+    return {
+        "dtype_model": c.model, "dtype_n_problems": n, "dtype_planned_problems": c.planned[0],
+        "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],
+        "dtype_diff_points": 100 * diff.mean, "dtype_diff_low": 100 * diff.low, "dtype_diff_high": 100 * diff.high,
+        "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
+        "dtype_identical_share": 100 * (n - len(differing)) / n, "dtype_same_correctness": same_answer,
+        "dtype_problems_phrase": counted(n, "problem"), "dtype_same_correctness_phrase": counted(same_answer, "problem"),
+        "dtype_kl_max_gap": float(gap.max()), "dtype_kl_max_gap_layer": int(gap.argmax()),
+        "dtype_critical_float32": critical_depth_text(crit["float32"]),
+        "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),
+        "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
+        "dtype_sentence": sentence,
+    }
+
+
+EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"
+
+
+EXERCISE_LOGIT = 20.0  # a typical top logit, in exercise "how close is a tie?"
+
+
+def scope_sentence(c: DtypeComparison) -> str:
+    """What share of the planned comparison ran, where a cap cut it (empty where every problem ran natively)."""
+    (asked, asked_sweep), n = c.planned, c.n_problems
+    if c.native:
+        if (n, c.n_sweep) == (asked, asked_sweep):
+            return ""
+        return (f"Both formats ran on {n} of the {asked} planned problems and the sweep on {c.n_sweep} of "
+                f"{asked_sweep} (`native_problems`), the same problems a machine that only emulates bfloat16 runs, "
+                "so that this build reads the same released records on every machine; the intervals are wider for "
+                "it. ")
+    if (n, c.n_sweep) == (asked, asked_sweep):
+        return ("This machine only emulates bfloat16 (no AVX512-BF16 or AMX), at several times float32's cost; the "
+                "comparison below is nonetheless the whole one planned. ")
+    return (f"This machine only emulates bfloat16 (no AVX512-BF16 or AMX), at several times float32's cost, so both "
+            f"formats ran on {n} of the {asked} planned problems and the sweep on {c.n_sweep} of {asked_sweep} "
+            f"(`emulated_problems`); the intervals are wider for it, and a build where bfloat16 is native runs them "
+            f"all. ")
+
+
+def exercise_values(c: DtypeComparison, profile: str) -> dict:
+    """What the exercises' solutions quote: bfloat16's spacing and what it means for a logit of 20, and the
+    critical depths under a stricter share (read from the sweep, as a re-run with that parameter would)."""
+    import torch
+
+    eps = float(torch.finfo(torch.bfloat16).eps)  # spacing just above 1: 2^-7
+    spacing = 2.0 ** np.floor(np.log2(EXERCISE_LOGIT)) * eps  # between neighbours in the logit's binade
+    strict = {d: critical_depth(c.sweep[d], c.sweep[d][c.n_layers], EXERCISE_COLLAPSE) for d in DTYPES}
+    return {"rerun_command": rerun_command(profile, "06_precision", collapse_fraction=EXERCISE_COLLAPSE),
+            "ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
+            "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
+            "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
+            "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}
+
+
+def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
+    """Where the two critical depths differ, the counts behind them: how far each format is from the rule's line."""
+    if crit["float32"] == crit["bfloat16"] or None in crit.values():
+        return ""
+    depth = min(crit.values())
+    solved = {d: round(c.sweep[d][depth] * c.n_sweep) for d in DTYPES}
+    full = {d: round(c.sweep[d][c.n_layers] * c.n_sweep) for d in DTYPES}
+    return (f" At {depth} blocks the stitched model solves {solved['float32']} of {c.n_sweep} problems in float32 and "
+            f"{solved['bfloat16']} in bfloat16, against {full['float32']} and {full['bfloat16']} at full depth; the "
+            f"critical depth asks for at least {c.collapse_fraction:.0%} of the full model's accuracy, a line that one "
+            f"problem of {c.n_sweep} can cross; here the formats differ by "
+            f"{abs(solved['float32'] - solved['bfloat16'])} problem(s) at that depth.")
+
+
+def sweep_table(c: DtypeComparison) -> str:
+    """Stitched greedy accuracy per depth in each dtype, with 95% intervals (Markdown)."""
+    rows = ["| blocks | " + " | ".join(DTYPES) + " |", "|---" * (len(DTYPES) + 1) + "|"]
+    for d in sorted(c.sweep[DTYPES[0]]):
+        rows.append(f"| {d}{' (full)' if d == c.n_layers else ''} | "
+                    + " | ".join(percent_with_interval(c.sweep[t][d], c.n_sweep) for t in DTYPES) + " |")
+    return "\n".join(rows)

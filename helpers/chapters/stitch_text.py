@@ -1,0 +1,218 @@
+"""Chapter 03's prose: the sentences, tables and glued values its page prints from each model's `stitch.Sweep` (the
+numbers are computed in `helpers.chapters.stitch`, which knows nothing of these words).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from helpers.chapters.exercises import rerun_command
+from helpers.chapters.stitch import Sweep, method_differences, same_problems
+from helpers.core.numbers import readable
+from helpers.data.problems import Problem, levels_text
+from helpers.evaluation.stats import percent_with_interval
+from helpers.models.truncation import critical_depth, critical_depth_text
+
+
+def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None) -> str:
+    """Which depths each model's sweep evaluated and why (`sweep_depths`' rule as this build applied it), with the
+    cut points its lens found, which come from this chapter's own problems and may differ from chapter 02's."""
+    rule = ("the depths the profile names" if depths else
+            f"the last {span} depths below each model's full depth (the profile's budget; cut points below them are "
+            "not swept)" if span is not None else "every depth from each model's earliest cut point up to its full "
+            "depth")
+    per = "; ".join(f"{x.model}: cut points {', '.join(map(str, x.cuts)) or 'none found'}, depths "
+                    f"{', '.join(map(str, x.depths))}" for x in sweeps.values())
+    return (f"The sweep evaluates {rule}, with both truncations. {per}. The cut points come from the lens over this "
+            "chapter's own problems and the full model's solutions of them, so they can differ from chapter 02's, "
+            "which reads its own problems.")
+
+
+def agreement_values(s: Sweep) -> dict:
+    """KL from the full model and perplexity of its solutions at the shallowest depth, per method."""
+    cut = min(s.depths)
+    methods = list(s.agreement)
+    values = {"cut_depth": cut, "n_layers": s.n_layers,
+              "ppl_full": readable(math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"])),
+              "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"])}
+    for m in methods:
+        values[f"kl_{m}_at_cut"] = s.agreement[m][cut]["kl"]
+        values[f"ppl_{m}_at_cut"] = readable(math.exp(s.agreement[m][cut]["nll"]), 1)
+    return values
+
+
+def examples_table(s: Sweep, problems: Sequence[Problem], n_examples: int) -> str:
+    """Generations of the full model and of each method at the shallowest depth, side by side (Markdown)."""
+    cut = min(s.depths)
+    methods = [m for m in ("stitch", "naive") if m in s.outputs]
+
+    def clip(text: str) -> str:
+        return text.replace("\n", " ⏎ ").replace("|", "∣")[:220]
+
+    rows = ["| problem | full model | " + " | ".join(methods) + " |", "|---" * (len(methods) + 2) + "|"]
+    for i, p in enumerate(problems[:n_examples]):
+        cells = [clip(s.full[i]["text"])] + [clip(s.outputs[m][cut][i]["text"]) for m in methods]
+        rows.append(f"| {clip(p.question)} (answer {p.answer}) | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict:
+    """Critical depths, what the shallowest depth keeps, and the sentence that states the result."""
+    methods = list(s.accuracy)
+    full_acc = 100 * s.accuracy[methods[0]][s.n_layers]
+    crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in methods}
+    full_cost, kept = s.costs[s.n_layers], s.costs[min(s.depths)]
+    return {"critical": crit, "full_accuracy": full_acc, "n_problems_total": n_problems,
+            "flops_kept_at_cut": 100 * kept.flops_per_token / full_cost.flops_per_token,
+            "params_kept_at_cut": 100 * kept.params_total / full_cost.params_total,
+            "unembed_share": 100 * full_cost.flops_unembedding / full_cost.flops_per_token,
+            "critical_sentence": _critical_sentence(s, crit, full_acc, collapse_fraction),
+            "critical_depth_stitch": critical_depth_text(crit.get("stitch"))}
+
+
+EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter critical depth"
+
+
+def exercise_values(s: Sweep, profile: str) -> dict:
+    """What the exercises' solutions quote: the critical depth under a stricter share (read from the sweep's
+    accuracies, as a re-run with that parameter would give it) and the KL of the full-depth stitched model."""
+    method = next(iter(s.accuracy))
+    strict = critical_depth(s.accuracy[method], s.accuracy[method][s.n_layers], EXERCISE_COLLAPSE)
+    return {"rerun_command": rerun_command(profile, "03_stitch_and_preserve", collapse_fraction=EXERCISE_COLLAPSE),
+            "ex_collapse": EXERCISE_COLLAPSE, "ex_method": method,
+            "ex_critical": critical_depth_text(strict),
+            "ex_full_kl": readable(max(abs(s.agreement[m][s.n_layers]["kl"]) for m in s.agreement))}
+
+
+def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction: float) -> str:
+    if crit.get("stitch") is None:
+        return ("The full model solves none of these problems, so no critical depth can be defined; "
+                "enlarge the problem set or choose easier levels.")
+    cs, cn = crit["stitch"], crit.get("naive")
+    share = f"{100 * collapse_fraction:.0f}% of the full model's {full_acc:.0f}%"
+    below = [a for x, a in s.accuracy["stitch"].items() if x < cs]
+    if cs == s.n_layers:
+        sentence = (f"No truncated depth keeps {share}: with stitch-and-preserve the critical depth is the full "
+                    f"depth **{cs}** of {s.n_layers}, and every shallower model tested scores at most "
+                    f"{100 * max(below, default=0):.0f}%. ")
+    else:
+        sentence = (f"With stitch-and-preserve, accuracy stays at or above {share} from depth **{cs}** of {s.n_layers} "
+                    f"on, the critical depth; below it the best any depth tested reaches is "
+                    f"{100 * max(below, default=0):.0f}%. ")
+    if "naive" in crit:
+        sentence += (f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
+                     else "Naive truncation does not hold it at any depth below the full model.")
+    truncated = [(x, a) for x, a in s.accuracy["stitch"].items() if x < s.n_layers]
+    bd, ba = max(truncated, key=lambda t: (t[1], -t[0]), default=(None, 0.0))
+    if bd is not None and ba > 0:
+        relation = "above" if ba > full_acc / 100 else "equal to" if ba == full_acc / 100 else "below"
+        sentence += f" The best truncated model is stitched at depth {bd}, with {100 * ba:.0f}%, {relation} the full model."
+    elif bd is not None:
+        sentence += " No stitched model below full depth solves a single problem."
+    return sentence
+
+
+def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
+    """One row per model: full accuracy, stitched and naive critical depths, and the blocks each lets go; with a
+    column naming each model's problems where they are not the same for every model (their accuracies then do not
+    compare across rows)."""
+    differ = not same_problems(sweeps.values())
+    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
+            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) |",
+            "|---" * (8 if differ else 7) + "|"]
+    for s in sweeps.values():
+        n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
+        crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy}
+        cs, cn = crit.get("stitch"), crit.get("naive")
+        truncated = {d: a for d, a in s.accuracy.get("stitch", {}).items() if d < s.n_layers}
+        bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
+        best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
+        where = f"{len(s.problems)}, {levels_text(s.problems)} | " if differ else ""
+        rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
+                    f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{cn if cn is not None else '–'} | {best} |")
+    return "\n".join(rows)
+
+
+def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
+    """How many blocks each model can lose with stitch-and-preserve before it falls below the collapse line; a model
+    on problems of its own (`problem_sets`) says on which."""
+    parts = []
+    first = next(iter(sweeps.values()), None)
+    for s in sweeps.values():
+        own = (f" on its own problems ({levels_text(s.problems)})"
+               if first is not None and not same_problems([first, s]) else "")
+        cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+        if cs is None:
+            parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "
+                         "no critical depth")
+        elif cs == s.n_layers:
+            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}{own}")
+        else:
+            parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks{own} "
+                         f"({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs})")
+    return ("Keeping at least " + f"{100 * collapse_fraction:.0f}% of its own full-depth accuracy, " + "; ".join(parts) + ".")
+
+
+def models_values(sweeps: dict[str, Sweep], collapse_fraction: float) -> dict:
+    """The two-model comparison of the chapter: critical depth per model, a table and a sentence."""
+    critical = {name: critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+                for name, s in sweeps.items() if "stitch" in s.accuracy}
+    return {"critical_by_model": critical, "models_table": models_table(sweeps, collapse_fraction),
+            "models_sentence": models_sentence(sweeps, collapse_fraction)}
+
+
+def methods_values(s: Sweep) -> dict:
+    """Does re-attaching the last block beat dropping it? A table per depth and a sentence that claims a
+    difference only where the paired interval and the paired test agree."""
+    diffs = method_differences(s)
+    if not diffs:
+        return {"methods_table": "Only one truncation method was run.", "methods_sentence": ""}
+    n = len(s.full)
+    rows = ["| depth | stitch | naive | stitch − naive [95% interval] | paired test p | larger than its noise? |",
+            "|---" * 6 + "|"]
+    for d, diff in diffs.items():
+        word = "yes" if diff.clear else "borderline" if diff.borderline else "no"
+        rows.append(f"| {d}/{s.n_layers} | {percent_with_interval(s.accuracy['stitch'][d], n)} | "
+                    f"{percent_with_interval(s.accuracy['naive'][d], n)} | {100 * diff.mean:+.0f} "
+                    f"[{100 * diff.low:+.0f}, {100 * diff.high:+.0f}] | {diff.p_value:.2g} | {word} |")
+    better = [d for d, x in diffs.items() if x.clear and x.mean > 0]
+    worse = [d for d, x in diffs.items() if x.clear and x.mean < 0]
+
+    def listed(depths: list[int]) -> str:
+        return f" ({', '.join(map(str, depths))})" if depths else ""
+
+    if better or worse:
+        sentence = (f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive truncation "
+                    f"at {len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly less accurate at "
+                    f"{len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+    else:  # "more accurate at 0 of the 3 depths, less accurate at 0" says nothing a reader can use
+        sentence = (f"On {s.model}'s {n} problems, no truncated depth of the {len(diffs)} separates stitch-and-preserve "
+                    "from naive truncation by more than the noise of these problems.")
+    return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
+
+
+REPORT_REMOVABLE = (2 / 28, 3 / 28)  # with power sampling, the report's models recover at 25-26 of 28 layers
+
+
+def report_sentence(s: Sweep, collapse_fraction: float) -> str:
+    """The first model's removable share of depth set against the report's two to three of 28 layers."""
+    full = s.accuracy["stitch"][s.n_layers]
+    cs = critical_depth(s.accuracy["stitch"], full, collapse_fraction)
+    if cs is None:
+        return f"{s.model} solves none of the problems at full depth, so it cannot be compared with the report."
+    share = (s.n_layers - cs) / s.n_layers
+    lo, hi = REPORT_REMOVABLE
+    if cs == s.n_layers:
+        return (f"{s.model} cannot lose a single block of its {s.n_layers}, where the report's models lose "
+                f"{100 * lo:.0f}–{100 * hi:.0f}% of their depth and keep their accuracy.")
+    relation = ("a smaller share of its depth than" if share < lo - 1e-9 else "a larger share of its depth than"
+                if share > hi + 1e-9 else "about the same share of its depth as")
+    kept = s.accuracy["stitch"][cs] / full if full else 0.0
+    return (f"By this book's criterion (greedy decoding keeps at least {100 * collapse_fraction:.0f}% of the full "
+            f"model's accuracy at every deeper cut), {s.model} can lose {s.n_layers - cs} of {s.n_layers} blocks "
+            f"({100 * share:.0f}% of its depth), {relation} the report's models lose before their power-sampled "
+            f"accuracy recovers ({100 * lo:.0f}–{100 * hi:.0f}%); at its critical depth it keeps {100 * kept:.0f}% "
+            "of its full-depth accuracy on these problems. The two are different criteria (greedy decoding against a "
+            "threshold here, search-aided recovery there), so only their order of magnitude compares.")
