@@ -156,6 +156,12 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps(bench_rows(_integers(args.rows, "--rows", "1000,4000"), args.particles, args.max_new_tokens,
                                     args.block_size, engines), indent=2))
         return 0
+    if args.what == "dtype":
+        from helpers.bench.dtype import bench_dtype
+
+        (n,) = _integers(args.problems, "--problems", "32")
+        print(json.dumps(bench_dtype(args.model, n, args.max_new_tokens, args.shots), indent=2))
+        return 0
     if args.what == "depth-sweep":
         from helpers.bench.depth_sweep import bench_depth_sweep
 
@@ -356,8 +362,9 @@ def _dtype_flag(parser: argparse.ArgumentParser) -> None:
     from helpers.models.precision import CHOICES
 
     parser.add_argument("--dtype", choices=CHOICES, default=None,
-                        help="the models' weights and activations: auto (default: bfloat16 where the hardware "
-                        "computes it natively, float32 elsewhere), float32 or bfloat16")
+                        help="the models' weights and activations: auto (default: float32, or bfloat16 on a GPU "
+                        "that computes it natively and on a CPU where `bench dtype` measured it faster), float32 or "
+                        "bfloat16")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -407,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_effective_depth)
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
-    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers", "rows"])
+    p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers", "rows",
+                                    "dtype"])
     p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
                    "smollm2-135m,qwen2.5-coder-0.5b")
     p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "

@@ -184,5 +184,7 @@ def map_values(maps: LinearMaps) -> dict:
                     "Qwen/Qwen2.5-3B]'` (28 and 36 blocks); the `paper` profile does this.")
     else:
         sentence = (f"Each source layer of {pair[0]} is best predicted by the target layer of {pair[1]} at a "
-                    f"relative depth {gap:.2f} away from its own, on average (0 = exactly equal relative depth).")
+                    f"relative depth {gap:.2f} away from its own, on average (0 = exactly equal relative depth; one "
+                    f"block of {pair[1]} is {1 / lt:.3f} of its depth), from {maps.train_tokens} training tokens for "
+                    f"{maps.input_dims} input dimensions.")
     return {"map_tokens_train": maps.train_tokens, "map_gap": gap, "map_sentence": sentence}

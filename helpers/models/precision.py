@@ -1,9 +1,11 @@
 """Which floating-point type the model's weights and activations use: the one place that decides it.
 
-The policy: bfloat16 where the hardware computes it natively (a CUDA GPU that supports it, or a CPU with
-AVX512-BF16 or AMX tiles), float32 everywhere else. Without native support PyTorch emulates bfloat16, which
-on a 2-core AVX2 CPU makes a Qwen2.5-0.5B forward pass about 8x slower than float32, not faster.
-`dtype="auto"` applies the policy; "float32" or "bfloat16" override it (a profile's or notebook's `dtype`
+The policy for `dtype="auto"`: bfloat16 on a CUDA GPU that computes it natively; on a CPU, bfloat16 only where a
+measurement on this machine found the book's engine faster in it for this model (`python -m helpers bench dtype
+--model M` measures both formats and records them here, `record_measurement`), float32 everywhere else. Without
+native support PyTorch emulates bfloat16, at several times float32's cost; with it, the matrix units do more work
+per cycle, but a whole decoding step is not faster for that alone (the appendix measures it), so native support is
+not taken for speed unmeasured. "float32" or "bfloat16" override the policy (a profile's or notebook's `dtype`
 parameter, `-p dtype=...`, or `--dtype` on the command line).
 
 Whatever the weights' type, log-probabilities, Metropolis–Hastings ratios, KL divergences and statistics are
@@ -26,7 +28,7 @@ def check(choice: object) -> str:
     """`choice` if it is one of CHOICES, else a ValueError that lists them."""
     if not isinstance(choice, str) or choice not in CHOICES:
         raise ValueError(f"dtype must be one of {', '.join(CHOICES)} ('auto': bfloat16 where the hardware computes "
-                         f"it natively, float32 elsewhere); got {choice!r}")
+                         f"it natively and, on a CPU, was measured faster; float32 elsewhere); got {choice!r}")
     return choice
 
 
@@ -44,11 +46,88 @@ def native_bfloat16(device: str) -> bool:
     return False
 
 
-def describe(device: str) -> str:
+MEASURED_FILE = "dtype-measurements.json"  # in the converted models' folder: this machine's measured decode rates
+
+
+def machine_key() -> str:
+    """What a format's speed depends on besides the model: the CPU, its native bfloat16 units, torch and threads."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu} | native bf16: {native_bfloat16('cpu')} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+
+
+def _measurements_path():
+    from helpers.models.registry import cache_dir
+
+    return cache_dir() / MEASURED_FILE
+
+
+def measured(model: str | None) -> dict | None:
+    """This machine's recorded decode rates of `model` ({'float32': tokens/s, 'bfloat16': tokens/s}), or None: no
+    measurement, or a file that is not one this code wrote (read, never trusted unchecked)."""
+    from helpers.core.jsonfile import JSONFileError, read_json
+
+    path = _measurements_path()
+    if model is None or not path.is_file():
+        return None
+    try:
+        entry = read_json(path).get(machine_key(), {}).get(model)
+    except (JSONFileError, AttributeError):
+        return None
+    ok = isinstance(entry, dict) and all(isinstance(entry.get(k), int | float) and not isinstance(entry.get(k), bool)
+                                         and entry[k] > 0 for k in ("float32", "bfloat16"))
+    return {k: float(entry[k]) for k in ("float32", "bfloat16")} if ok else None
+
+
+def record_measurement(model: str, rates: dict[str, float]) -> str:
+    """Record `model`'s decode rates in both formats on this machine; the format `auto` now takes for it."""
+    import json
+
+    from helpers.core.jsonfile import JSONFileError, read_json
+
+    path = _measurements_path()
+    try:
+        table = read_json(path) if path.is_file() else {}
+    except JSONFileError:
+        table = {}
+    table = table if isinstance(table, dict) else {}
+    table.setdefault(machine_key(), {})[model] = {k: float(rates[k]) for k in ("float32", "bfloat16")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table, indent=1) + "\n")
+    return auto_name("cpu", model)
+
+
+def auto_name(device: str, model: str | None = None) -> str:
+    """The format 'auto' takes for `model` on `device` (`resolve`'s policy), by name."""
+    kind = device.split(":")[0]
+    if not native_bfloat16(device):
+        return "float32"
+    if kind == "cuda":
+        return "bfloat16"
+    rates = measured(model)
+    return "bfloat16" if rates is not None and rates["bfloat16"] > rates["float32"] else "float32"
+
+
+def describe(device: str, model: str | None = None) -> str:
     """Whether `device` computes bfloat16 natively and what 'auto' means there, in words (run pages, benches)."""
-    if native_bfloat16(device):
+    if not native_bfloat16(device):
+        return f"no native bfloat16 on {device} (auto = float32)"
+    if device.split(":")[0] == "cuda":
         return f"native bfloat16 on {device} (auto = bfloat16)"
-    return f"no native bfloat16 on {device} (auto = float32)"
+    rates = measured(model)
+    if rates is None:
+        return (f"native bfloat16 on {device}, but no measurement of {model or 'this model'} in both formats on this "
+                "machine (auto = float32; python -m helpers bench dtype --model M measures it)")
+    return (f"native bfloat16 on {device}; measured decode {rates['float32']:.1f} tokens/s in float32 and "
+            f"{rates['bfloat16']:.1f} in bfloat16 for {model} (auto = {auto_name(device, model)})")
 
 
 def use(choice: str) -> str:
@@ -63,8 +142,9 @@ def chosen() -> str:
     return _chosen
 
 
-def resolve(choice: str | torch.dtype | None, device: str) -> torch.dtype:
-    """The torch dtype for `choice` on `device`: None means this process's choice, 'auto' the policy."""
+def resolve(choice: str | torch.dtype | None, device: str, model: str | None = None) -> torch.dtype:
+    """The torch dtype for `choice` on `device`: None means this process's choice, 'auto' the policy (for `model`,
+    whose measured rates on this machine decide it on a CPU with native bfloat16)."""
     import torch
 
     types = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -74,7 +154,7 @@ def resolve(choice: str | torch.dtype | None, device: str) -> torch.dtype:
         return choice
     choice = check(_chosen if choice is None else choice)
     if choice == "auto":
-        return torch.bfloat16 if native_bfloat16(device) else torch.float32
+        return types[auto_name(device, model)]
     return types[choice]
 
 

@@ -23,14 +23,50 @@ def _restore_choice():
 
 
 @pytest.mark.parametrize("native, expected", [(True, torch.bfloat16), (False, torch.float32)])
-def test_auto_takes_bfloat16_only_where_the_hardware_computes_it(monkeypatch, native, expected):
+def test_auto_takes_bfloat16_only_where_the_hardware_computes_it(monkeypatch, tmp_path, native, expected):
+    monkeypatch.setenv("SVD_CACHE", str(tmp_path))
     monkeypatch.setattr(precision, "native_bfloat16", lambda device: native)
-    assert precision.resolve("auto", "cpu") == expected
-    assert precision.resolve(None, "cpu") == expected  # the process's choice is 'auto' unless `use` changed it
+    precision.record_measurement("m", {"float32": 10.0, "bfloat16": 12.0})  # measured faster in bfloat16 here
+    assert precision.resolve("auto", "cpu", "m") == expected
+    assert precision.resolve(None, "cpu", "m") == expected  # the process's choice is 'auto' unless `use` changed it
     assert precision.resolve("float32", "cpu") == torch.float32  # an explicit choice overrides the policy
     assert precision.resolve("bfloat16", "cpu") == torch.bfloat16
     precision.use("float32")
     assert precision.resolve(None, "cpu") == torch.float32
+
+
+def test_auto_on_a_native_cpu_follows_the_measurement_and_is_float32_without_one(monkeypatch, tmp_path):
+    """Native bfloat16 units do not make a decoding step faster by themselves: on a CPU, 'auto' takes bfloat16 only
+    for a model measured faster in it on this machine; unmeasured, damaged or slower, float32. A GPU keeps bfloat16."""
+    monkeypatch.setenv("SVD_CACHE", str(tmp_path))
+    monkeypatch.setattr(precision, "native_bfloat16", lambda device: True)
+    assert precision.resolve("auto", "cpu", "m") == torch.float32  # nothing measured
+    assert "no measurement of m" in precision.describe("cpu", "m")
+    assert precision.record_measurement("m", {"float32": 12.0, "bfloat16": 9.0}) == "float32"
+    assert precision.resolve("auto", "cpu", "m") == torch.float32
+    assert precision.record_measurement("m", {"float32": 9.0, "bfloat16": 12.0}) == "bfloat16"
+    assert precision.resolve("auto", "cpu", "m") == torch.bfloat16 and precision.resolve("auto", "cpu", "other") == torch.float32
+    assert "measured decode 9.0 tokens/s in float32 and 12.0 in bfloat16 for m (auto = bfloat16)" in precision.describe("cpu", "m")
+    assert precision.resolve("auto", "cuda", "unmeasured") == torch.bfloat16
+    (tmp_path / precision.MEASURED_FILE).write_text('{"' + precision.machine_key() + '": {"m": {"float32": "fast"}}}')
+    assert precision.resolve("auto", "cpu", "m") == torch.float32  # a damaged record is no measurement
+    (tmp_path / precision.MEASURED_FILE).write_text("not json")
+    assert precision.resolve("auto", "cpu", "m") == torch.float32
+    assert precision.record_measurement("m", {"float32": 1.0, "bfloat16": 2.0}) == "bfloat16"  # and is replaced
+
+
+def test_the_dtype_bench_measures_both_formats_and_auto_follows_the_faster(monkeypatch, tmp_path):
+    from helpers.bench.dtype import bench_dtype
+    from helpers.models.tiny import make_tiny
+
+    monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(precision, "native_bfloat16", lambda device: device.startswith("cpu"))
+    model = str(make_tiny("qwen2", tmp_path / "tiny"))
+    report = bench_dtype(model, rows=3, max_new_tokens=3, shots=0)
+    rates = report["tokens_per_second"]
+    assert set(rates) == {"float32", "bfloat16"} and all(r > 0 for r in rates.values())
+    assert report["auto"] == ("bfloat16" if rates["bfloat16"] > rates["float32"] else "float32")
+    assert precision.measured(model) is not None and report["auto"] in report["auto_means"]
 
 
 def test_the_cpu_probe_agrees_with_torch():
