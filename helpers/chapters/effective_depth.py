@@ -44,18 +44,30 @@ class Selection:
     problems: list[Problem]  # norms, cosines, lens
     skip: list[Problem]  # layer-skip heat-maps
     depth: list[Problem]  # depth score by level
+    maps: list[Problem] = field(default_factory=list)  # the linear maps' texts: the pool, grown to their token budget
 
     def summary(self, dataset: str, models: Sequence[str]) -> str:
         return (f"{dataset}: {len(self.problems)} gold texts for norms and lens, {len(self.skip)} for layer skips, "
                 f"{len(self.depth)} for depth scores; models: {', '.join(models)}")
 
 
-def select(dataset: str, levels, n_problems: int, n_skip_problems: int, n_depth_problems: int, seed: int) -> Selection:
-    """Problems for every analysis, drawn from one pool so that they overlap where they can."""
+MIN_TEXT_TOKENS = 40  # fewest tokens a gold text of the arithmetic set holds: how many texts a token budget needs
+
+
+def select(dataset: str, levels, n_problems: int, n_skip_problems: int, n_depth_problems: int, seed: int,
+           map_tokens: int = 0) -> Selection:
+    """Problems for every analysis, drawn from one pool so that they overlap where they can; the linear maps read the
+    pool grown (on the generated arithmetic set) to enough texts for `map_tokens` tokens, levels taken in turn, so
+    that a map is not fitted on fewer tokens than its budget only because the other analyses need few texts."""
     needed = max(n_problems, n_depth_problems)
     pool = load_problems(dataset, n=needed if dataset == "arithmetic" else None, levels=levels, seed=seed)
     problems = per_level(pool, n_problems)
-    return Selection(pool, problems, interleaved(problems, n_skip_problems), per_level(pool, n_depth_problems))
+    maps = pool
+    if dataset == "arithmetic" and map_tokens > 0:
+        per = max(needed, -(-map_tokens // (MIN_TEXT_TOKENS * len({p.level for p in pool}))))
+        maps = interleaved(load_problems(dataset, n=per, levels=levels, seed=seed), None)
+    return Selection(pool, problems, interleaved(problems, n_skip_problems), per_level(pool, n_depth_problems),
+                     maps)
 
 
 @dataclass

@@ -531,3 +531,16 @@ def test_the_models_table_names_each_models_problems_where_they_differ():
     sentence = stitch_text.models_sentence({"a": a, "base": base}, 0.5)
     assert "base can lose 3 of its 6 blocks on its own problems (levels 1 and 3)" in sentence
     assert "a can lose 3 of its 6 blocks (" in sentence
+
+
+def test_the_linear_maps_read_enough_texts_for_their_token_budget():
+    """The other analyses of chapter 01 need a few texts per level; the maps get the pool grown to their budget, levels
+    in turn (so held-out tokens come from every level), and the same pool where no budget asks for more."""
+    from helpers.chapters import effective_depth
+
+    small = effective_depth.select("arithmetic", [1, 2, 3], 2, 2, 1, seed=0)
+    assert small.maps == small.pool and len(small.pool) == 6
+    sel = effective_depth.select("arithmetic", [1, 2, 3], 2, 2, 1, seed=0, map_tokens=1200)
+    assert sel.pool == small.pool and sel.problems == small.problems  # the other analyses are untouched
+    assert len(sel.maps) * effective_depth.MIN_TEXT_TOKENS >= 1200 and {p.id for p in sel.pool} <= {p.id for p in sel.maps}
+    assert [p.level for p in sel.maps[:6]] == [1, 2, 3, 1, 2, 3]

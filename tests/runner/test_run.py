@@ -95,8 +95,8 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
     assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
     for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B beside them in 02-03
-        assert {k: v for k, v in full[stem].items() if k not in ("profile", "models", "map_models")} == \
-            {k: v for k, v in default[stem].items() if k not in ("profile", "models", "map_models")}
+        assert {k: v for k, v in full[stem].items() if k not in ("profile", "models", "map_models", "map_tokens")} == \
+            {k: v for k, v in default[stem].items() if k not in ("profile", "models", "map_models", "map_tokens")}
         extra = [m for m in full[stem]["models"] if m not in default[stem]["models"]]
         assert extra == ([] if stem.startswith("01") else ["qwen2.5-coder-1.5b"]), stem
     assert full["01_effective_depth"]["map_models"] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # across sizes
