@@ -180,6 +180,7 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     import numpy as np
 
     from helpers.chapters import precision as appendix
+    from helpers.chapters import precision_text
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     c = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS[:1], max_new_tokens=6, shots=0, batch_size=2,
@@ -187,7 +188,7 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     assert set(c.correct) == set(c.sweep) == set(c.kl) == {"float32", "bfloat16"}
     assert c.n_problems == 2 and sorted(c.sweep["float32"]) == [c.n_layers - 1, c.n_layers]
     assert c.kl["float32"].shape == c.kl["bfloat16"].shape == (1, c.n_layers)
-    values = appendix.comparison_values(c)
+    values = precision_text.comparison_values(c)
     assert values["dtype_n_problems"] == 2 and 0 <= values["dtype_identical"] <= 2
     assert np.isclose(values["dtype_kl_max_gap"],
                       np.abs(c.kl["bfloat16"].mean(0) - c.kl["float32"].mean(0)).max())
@@ -195,28 +196,29 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     all_same = values["dtype_identical"] == 2  # no decode differs: no "first differing token at position 0"
     assert ("identical token for token on all 2 problems" in values["dtype_sentence"]) == all_same
     assert ("(median)" in values["dtype_sentence"]) == (not all_same)
-    assert "| blocks | float32 | bfloat16 |" in appendix.sweep_table(c)
+    assert "| blocks | float32 | bfloat16 |" in precision_text.sweep_table(c)
 
 
 def test_where_bfloat16_is_emulated_both_formats_run_the_subset_and_the_page_says_so(tiny_dir, tmp_path, monkeypatch):
     from helpers.chapters import precision as appendix
+    from helpers.chapters import precision_text
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     common = dict(max_new_tokens=4, shots=0, batch_size=2, n_lens=2, span=1, emulated_problems=1)
     cut = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=False, **common)
     assert cut.n_problems == 1 and cut.n_sweep == 1 and cut.planned == (2, 2) and not cut.native
     assert all(len(v) == 1 for v in cut.correct.values()) and cut.kl["float32"].shape[0] == 1  # n_lens cut too
-    sentence = appendix.comparison_values(cut)["dtype_sentence"]
+    sentence = precision_text.comparison_values(cut)["dtype_sentence"]
     assert sentence.startswith("This machine only emulates bfloat16") and "on 1 of the 2 planned problems" in sentence
     whole = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=True, **common)
     assert whole.n_problems == 2 and whole.native  # where bfloat16 is native, nothing is cut
-    assert not appendix.comparison_values(whole)["dtype_sentence"].startswith("This machine")
+    assert not precision_text.comparison_values(whole)["dtype_sentence"].startswith("This machine")
     with pytest.raises(ValueError, match="emulated_problems must be a whole number of at least 1"):
         appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=False, **{**common, "emulated_problems": 0})
     capped = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS, native=True, native_problems=1, **common)
     assert capped.n_problems == 1 and capped.native  # a released build caps native machines alike
     assert capped.tokens == cut.tokens  # the same problems, hence the same released records, on every machine
-    said = appendix.comparison_values(capped)["dtype_sentence"]
+    said = precision_text.comparison_values(capped)["dtype_sentence"]
     assert "on 1 of the 2 planned problems" in said and "`native_problems`" in said
 
 
