@@ -384,10 +384,13 @@ def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]]
                 engine: str = "slot") -> list[LevelScan]:
     """For each model `model_levels` names, in `models`' order: its greedy accuracy at full depth on the first `n`
     problems of every level of `dataset` (none where no model has levels of its own)."""
+    named = [m for m in models if m in (model_levels or {})]
+    if not named:
+        return []
     greedy = {"greedy": chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)["greedy"]}
+    pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)  # one for all
     scans = []
-    for name in (m for m in models if m in (model_levels or {})):
-        pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)
+    for name in named:
         model, tokenizer, info = load_model(name)
         runs = sample_at_depths(model, tokenizer, pool, greedy, [("stitch", info.n_layers)], n_seeds=1,
                                 batch_size=batch_size, engine=engine)
