@@ -21,7 +21,8 @@ from helpers.chapters.power_sampling import (
     report_gains,
     size_pair,
 )
-from helpers.core.numbers import counted
+from helpers.core.numbers import counted, listed
+from helpers.data.problems import on_own_problems
 from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
 from helpers.evaluation.comparison import (
     comparisons_table,
@@ -300,12 +301,12 @@ def depth_sentence(rows: Sequence[DepthRow]) -> str:
 
 
 def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
-    """' (its own problems: levels 1–3)' for each model whose problems are not the book's (those most models share,
-    the first model's on a tie; a model on levels of its own, `helpers.data.problems.problem_sets`), '' for the
-    others: what a table's model cell adds, so that rows on other problems are never read as paired with the rest."""
-    sets = [r.problem_ids for r in {r.model: r for r in rows}.values()]
-    shared = max(sets, key=sets.count) if sets else ()
-    return {r.model: "" if r.problem_ids == shared else f" (its own problems: {r.problems_text})" for r in rows}
+    """' (its own problems: levels 1–3)' for each model whose problems are not the book's (`on_own_problems`), ''
+    for the others: what a table's model cell adds, so that rows on other problems are never read as paired with the
+    rest."""
+    last = {r.model: r for r in rows}
+    own = on_own_problems({m: r.problem_ids for m, r in last.items()})
+    return {m: f" (its own problems: {r.problems_text})" if own[m] else "" for m, r in last.items()}
 
 
 def size_values(rows: Sequence[DepthRow]) -> dict:
@@ -510,17 +511,11 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence}
 
 
-def _listed(levels: Sequence[int]) -> str:
-    if not levels:
-        return "none"
-    return ", ".join(map(str, levels[:-1])) + (" and " if len(levels) > 1 else "") + str(levels[-1])
-
-
 def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:
     """The scan as a Markdown table (a row per scanned model, a column per level) and a sentence per model that
     says what the scan measured at the levels the other models run (`shared`; None: every level), which levels leave
     it room both ways, and whether the levels it runs are those; with no scan, which levels every model runs."""
-    every = "every level" if shared is None else f"levels {_listed(list(shared))}"
+    every = "every level" if shared is None else f"levels {listed(list(shared))}"
     if not scans:
         return {"levels_table": "", "levels_sentence": f"Every model runs the same problems, from {every}."}
     low, high = ROOM
@@ -530,17 +525,17 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
     sentences = []
     for s in scans:
         cells = [percent_with_interval(s.accuracy[lv], s.n[lv]) if lv in s.accuracy else "–" for lv in levels]
-        lines.append(f"| {s.model} | {post_training(s.model)} | " + " | ".join(cells) + f" | {_listed(s.given)} |")
+        lines.append(f"| {s.model} | {post_training(s.model)} | " + " | ".join(cells) + f" | {listed(s.given)} |")
         room, theirs = s.with_room(), [lv for lv in (shared or s.accuracy) if lv in s.accuracy]
-        at_theirs = _listed([f"{100 * s.accuracy[lv]:.0f}%" for lv in theirs])
+        at_theirs = listed([f"{100 * s.accuracy[lv]:.0f}%" for lv in theirs])
         where = ("the other models' levels leave it no room" if not set(theirs) & set(room) else
                  "some of the other models' levels would leave it room too")
         verdict = ("so the levels it runs are the measured ones" if s.agrees() else
-                   f"while it runs levels {_listed(s.given)}, as the profile chose them: this scan does not support "
+                   f"while it runs levels {listed(s.given)}, as the profile chose them: this scan does not support "
                    "that choice")
         sentences.append(f"At full depth, {s.model}'s greedy decoding solves {at_theirs} of the other models' "
                          f"{every} ({min(s.n.values())} problems per level), so {where}. The levels where it leaves "
-                         f"room both ways ({100 * low:.0f}–{100 * high:.0f}% solved) are {_listed(room)}, {verdict}.")
+                         f"room both ways ({100 * low:.0f}–{100 * high:.0f}% solved) are {listed(room)}, {verdict}.")
     lines += ["", f"Full-depth greedy accuracy with its 95% interval, {min(n for s in scans for n in s.n.values())} "
                   "problems per level; the chapter's other models run " + every + "."]
     return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}

@@ -91,12 +91,6 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
     return sweeps
 
 
-def same_problems(sweeps) -> bool:
-    """Whether every sweep ran the very same problems (a model on levels of its own did not)."""
-    ids = {tuple(p.id for p in s.problems) for s in sweeps}
-    return len(ids) <= 1
-
-
 def method_differences(s: Sweep) -> dict[int, PairedDifference]:
     """Stitch minus naive at every truncated depth, paired over the same problems."""
     if not {"stitch", "naive"} <= set(s.outputs):

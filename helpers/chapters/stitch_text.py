@@ -8,9 +8,9 @@ import math
 from collections.abc import Sequence
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.stitch import Sweep, method_differences, same_problems
+from helpers.chapters.stitch import Sweep, method_differences
 from helpers.core.numbers import readable
-from helpers.data.problems import Problem, levels_text
+from helpers.data.problems import Problem, levels_text, on_own_problems
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth, critical_depth_text
 
@@ -113,11 +113,17 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
     return sentence
 
 
+def _own(sweeps: dict[str, Sweep]) -> dict[str, bool]:
+    """Which models run problems of their own (`on_own_problems`: not the set most models share)."""
+    return on_own_problems({s.model: [p.id for p in s.problems] for s in sweeps.values()})
+
+
 def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     """One row per model: full accuracy, stitched and naive critical depths, and the blocks each lets go; with a
     column naming each model's problems where they are not the same for every model (their accuracies then do not
     compare across rows)."""
-    differ = not same_problems(sweeps.values())
+    own = _own(sweeps)
+    differ = any(own.values())
     rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
             "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) |",
             "|---" * (8 if differ else 7) + "|"]
@@ -138,11 +144,9 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
 def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     """How many blocks each model can lose with stitch-and-preserve before it falls below the collapse line; a model
     on problems of its own (`problem_sets`) says on which."""
-    parts = []
-    first = next(iter(sweeps.values()), None)
+    parts, mine = [], _own(sweeps)
     for s in sweeps.values():
-        own = (f" on its own problems ({levels_text(s.problems)})"
-               if first is not None and not same_problems([first, s]) else "")
+        own = f" on its own problems ({levels_text(s.problems)})" if mine[s.model] else ""
         cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
         if cs is None:
             parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "

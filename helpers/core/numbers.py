@@ -4,6 +4,7 @@ as < 10⁻⁶, a count of one as "1 problem", not "1 problems" (a glued value is
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -39,6 +40,14 @@ def significant(x: float, digits: int = 3) -> str:
         return "0"
     places = digits - 1 - math.floor(math.log10(abs(x)))
     return f"{round(x, places):,.{max(places, 0)}f}"
+
+
+def listed(items: Sequence[object], empty: str = "none") -> str:
+    """Items as a sentence lists them: "1, 2 and 3", "1 and 3", "2"; `empty` for none."""
+    words = [str(i) for i in items]
+    if not words:
+        return empty
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
+from helpers.data.problems import check_model_levels
 from helpers.results.identity import model_identity
 from helpers.results.kinds import CRITICAL_DEPTH
 from helpers.results.store import Run
@@ -52,15 +53,9 @@ class SweepSettings:
         def tupled(v):
             return tuple(v) if isinstance(v, list | tuple) else v
 
-        own = values.get("model_levels")
-        if own is not None and not (isinstance(own, Mapping) and all(
-                isinstance(k, str) and isinstance(v, list | tuple) and v and all(
-                    isinstance(x, int) and not isinstance(x, bool) for x in v) for k, v in own.items())):
-            raise ValueError(f"model_levels must be a mapping of model names to non-empty lists of difficulty levels, "
-                             f"e.g. {{'gemma-3-270m': [1, 2, 3]}}, got {own!r}")
         fields = {name: tupled(values[name]) for name in cls.__dataclass_fields__ if name in values}
-        if own is not None:
-            fields["model_levels"] = {k: tuple(v) for k, v in own.items()} or None
+        if "model_levels" in values:
+            fields["model_levels"] = check_model_levels(values["model_levels"]) or None
         return cls(**fields)
 
     def for_model(self, name: str) -> SweepSettings:

@@ -310,13 +310,15 @@ def _check_power_subsets(where: str, value: dict) -> None:
 
 
 def _check_model_levels(where: str, value: dict) -> None:
-    """`model_levels`: each key a model the loader can find, each value a non-empty list of levels."""
+    """`model_levels`: its shape by the library's own rule (`check_model_levels`), each key a model the loader can
+    find."""
+    from helpers.data.problems import DataError, check_model_levels
+
+    try:
+        check_model_levels(value)
+    except DataError as err:
+        raise RunError(f"{where}: {err}") from None
     _check_models(where, list(value), allow_empty=True)
-    for model, levels in value.items():
-        if not isinstance(levels, list) or not levels or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100 for v in levels):
-            raise RunError(f"{where}: the levels of {model!r} must be a non-empty list of difficulty levels, e.g. "
-                           f"[1, 2, 3], got {levels!r}.")
 
 
 def _check_engine(where: str, name: str) -> None:
@@ -380,14 +382,15 @@ def check_job(job: Job, defaults: dict) -> None:
         if name in literal:
             check_value(job.stem, name, value, literal[name])
     levels, dataset = job.parameters.get("levels"), job.parameters.get("dataset", literal.get("dataset"))
+    from helpers.data.problems import LEVELS, DataError, check_model_levels
+
     own = job.parameters.get("model_levels") or {}
     models = job.parameters.get("models", literal.get("models")) or []
-    if stray := sorted(set(own) - set(models)):
-        raise RunError(f"{job.stem}: model_levels names {stray}, which are not among its models {models}: name each "
-                       "model exactly as the models list does.")
+    try:
+        check_model_levels(own, models)
+    except DataError as err:
+        raise RunError(f"{job.stem}: {err}") from None
     if dataset == "arithmetic":
-        from helpers.data.problems import LEVELS
-
         for label, chosen in (("levels", levels), *((f"model_levels[{m!r}]", v) for m, v in own.items())):
             outside = sorted(v for v in chosen if v not in LEVELS) if isinstance(chosen, list) else []
             if outside:

@@ -174,6 +174,14 @@ def test_a_count_takes_its_nouns_number(n, noun, plural, shown):
     assert counted(n, noun, plural) == shown
 
 
+@pytest.mark.parametrize(("items", "shown"), [([], "none"), ([2], "2"), ([1, 3], "1 and 3"), ([1, 2, 3], "1, 2 and 3"),
+                                             (["40%", "12%"], "40% and 12%")])
+def test_a_list_reads_as_a_sentence_lists_it(items, shown):
+    from helpers.core.numbers import listed
+
+    assert listed(items) == shown
+
+
 def test_a_paired_difference_over_one_problem_says_problem():
     from helpers.evaluation.stats import paired_difference
 
@@ -531,6 +539,8 @@ def test_the_models_table_names_each_models_problems_where_they_differ():
     sentence = stitch_text.models_sentence({"a": a, "base": base}, 0.5)
     assert "base can lose 3 of its 6 blocks on its own problems (levels 1 and 3)" in sentence
     assert "a can lose 3 of its 6 blocks (" in sentence
+    first = stitch_text.models_sentence({"base": base, "a": a, "b": b}, 0.5)  # the base model listed first
+    assert "base can lose 3 of its 6 blocks on its own problems" in first and "a can lose 3 of its 6 blocks (" in first
 
 
 def test_the_linear_maps_read_enough_texts_for_their_token_budget():

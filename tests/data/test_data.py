@@ -14,10 +14,12 @@ from helpers.data.problems import (
     arithmetic_problem,
     arithmetic_problems,
     build_prompt,
+    check_model_levels,
     levels_text,
     load_hub,
     load_local,
     load_problems,
+    on_own_problems,
     problem_sets,
     problems_of,
     prompt_text,
@@ -140,9 +142,33 @@ def test_each_model_gets_its_own_levels_and_models_on_the_same_levels_get_the_sa
     assert levels_text(sets["base"][:1]) == "level 1"
     assert sets_text(sets) == "a: 4 problems (levels 5–6); b: 4 problems (levels 5–6); base: 4 problems (levels 1 and 3)"
     assert sets_text({"a": sets["a"], "b": sets["b"]}) == "4 problems (levels 5–6); models: a, b"
-    with pytest.raises(DataError, match="not among this chapter's models"):
+    with pytest.raises(DataError, match="not among the models"):
         problem_sets(["a"], "arithmetic", n=2, levels=[5, 6], model_levels={"bsae": [1]})
     with pytest.raises(DataError, match="no problems were given for 'c'"):
         problems_of(sets, "c")
     with pytest.raises(DataError, match=r"levels \[9\] do not exist"):
         problem_sets(["a"], "arithmetic", n=2, levels=[5, 6], model_levels={"a": [9]})
+
+
+@pytest.mark.parametrize("value, message", [
+    ([1, 2], "must map model names"), ({"a": []}, "non-empty list"), ({"a": [0]}, "non-empty list"),
+    ({"a": [True]}, "non-empty list"), ({"a": "1"}, "non-empty list"), ({3: [1]}, "is not a model name"),
+    ({"b": [1]}, "not among the models"),
+])
+def test_model_levels_are_refused_by_one_rule_that_says_what_to_write(value, message):
+    with pytest.raises(DataError, match=message):
+        check_model_levels(value, ["a"])
+
+
+def test_model_levels_become_tuples_and_none_means_none():
+    assert check_model_levels({"a": [1, 3]}, ["a", "b"]) == {"a": (1, 3)}
+    assert check_model_levels(None) == {}
+
+
+def test_a_model_runs_its_own_problems_when_most_models_share_others():
+    shared, own = ["1", "2"], ["9"]
+    assert on_own_problems({"base": own, "small": shared, "large": shared}) == {
+        "base": True, "small": False, "large": False}  # the majority's set, wherever the base model stands
+    assert on_own_problems({"a": shared, "b": own}) == {"a": False, "b": True}  # a tie: the first model's set
+    assert on_own_problems({"a": shared, "b": list(shared)}) == {"a": False, "b": False}
+    assert on_own_problems({}) == {}

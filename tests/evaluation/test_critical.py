@@ -107,7 +107,7 @@ def test_a_model_on_levels_of_its_own_keys_its_critical_depth_by_them_and_the_ot
     assert SweepSettings.from_parameters(own.parameters()) == own and SWEEP.parameters() == SWEEP.key()
     with pytest.raises(ValueError, match="for_model"):
         own.key()  # a record keyed by every model's levels at once would match no model
-    with pytest.raises(ValueError, match="model_levels must be a mapping"):
+    with pytest.raises(ValueError, match=r"the levels of .base. must be a non-empty list"):
         SweepSettings.from_parameters({**SWEEP.key(), "model_levels": {"base": "1,2"}})
 
 

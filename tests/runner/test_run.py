@@ -110,7 +110,7 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     ("power_subsets", {"no-such-model": 16}, "no-such-model"), ("power_subsets", [16], "a mapping"),
     ("model_levels", {"smollm2-135m": []}, "non-empty lists? of difficulty levels"),
     ("model_levels", {"smollm2-135m": [9]}, r"model_levels\['smollm2-135m'\] \[9\] are not arithmetic levels"),
-    ("model_levels", {"qwen2.5-coder-0.5b": [1]}, "not among its models"), ("model_levels", [1], "a mapping")])
+    ("model_levels", {"qwen2.5-coder-0.5b": [1]}, "not among the models"), ("model_levels", [1], "must map model names|a mapping")])
 def test_search_parameters_are_checked_before_any_chapter_runs(key, value, message):
     with pytest.raises(RunError, match=message):
         plan("smoke", {key: value}, only="06_precision" if key == "emulated_problems" else "04_power_sampling")
