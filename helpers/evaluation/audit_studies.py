@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from helpers.core.progress import bar
 from helpers.data.problems import build_prompt, load_problems
@@ -45,7 +46,6 @@ TOLERANCE = {name: KINDS[name].tolerance for name in STUDIES}  # largest relativ
 # of any number a record holds, per kind (helpers/results/kinds.py), in float32 and in bfloat16
 BFLOAT16_TOLERANCE = {name: KINDS[name].bfloat16_tolerance for name in STUDIES
                       if KINDS[name].bfloat16_tolerance is not None}
-GOLD_TEXT = ("depth_profile", "skip_effects", "depth_score")  # chapter 01's studies of a problem's gold text
 IDENTITY = ("weights", "depth", "truncation", "dtype")
 
 
@@ -56,15 +56,13 @@ def reason(record: dict) -> str | None:
         return auditable(record)
     if kind not in STUDIES:
         return f"{kind} records (the audit does not compute them again yet)"
-    config = record.get("config", {})
-    models = [] if kind == "toy_convergence" else \
-        [config.get("full", {}), config.get("truncated", {})] if kind == "agreement" else [config]
-    for m in models:
+    again = RECOMPUTE[kind]
+    for m in again.models(record.get("config", {})):
         if not str(m.get("source", "")).startswith("embedded:"):
             return "studies of models that are not embedded"
         if m.get("dtype") != "float32" and tolerance(kind, m.get("dtype")) is None:
             return f"{m.get('dtype')} {kind} studies (no tolerance is measured for them)"
-    if kind not in ("critical_depth", "toy_convergence", "erasure_ig") and problem_from_id(_problem_id(record)) is None:
+    if again.reads_problem and problem_from_id(_problem_id(record)) is None:
         return "studies of problems other than the arithmetic benchmark"
     return None
 
@@ -116,8 +114,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
     solutions, graded = _greedy_solutions(decodes), _greedy_grades(decodes)
     by_model: dict[tuple, list[dict]] = defaultdict(list)
     for record in records:
-        c, kind = record["config"], record["experiment"]
-        model = c["full"] if kind == "agreement" else {} if kind in ("critical_depth", "toy_convergence") else c
+        model = next(iter(RECOMPUTE[record["experiment"]].models(record["config"])), {})  # the one loaded
         by_model[(model.get("model", ""), model.get("dtype", ""))].append(record)  # ("", ""): no model needed
     with bar(total=len(records), desc="audit studies", unit="record", progress=progress) as shown:
         for (name, dtype), group in sorted(by_model.items()):
@@ -125,7 +122,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
             for record in group:
                 f = Finding(record_label(record), kind=record["experiment"])
                 try:
-                    _audit_one(record, loaded, solutions, graded, f)
+                    RECOMPUTE[f.kind].run(record, Context(loaded, solutions, graded), f)
                 except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from
                     f.problems.append(f"it cannot be computed again from what it says ({type(err).__name__}: {err})")
                 allowed = tolerance(f.kind, dtype)
@@ -141,53 +138,110 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
     return report
 
 
-def _audit_one(record: dict, loaded, solutions: dict, graded: dict, f: Finding) -> None:
-    kind, c, stored = record["experiment"], record["config"], record["result"]
-    if kind == "toy_convergence":
-        f.deviation = _deviation(stored, _toy(c))
-        return
-    if kind == "critical_depth":
-        _critical(c, stored, graded, f)
-        return
-    model, tokenizer = loaded
-    if kind == "agreement":
-        full, truncated = (_model_as(model, c[side], f, side) for side in ("full", "truncated"))
-    else:
-        full = truncated = _model_as(model, c, f, "model")
-    pid = _problem_id(record)
-    if kind == "erasure_ig":
-        f.deviation = _probe(full, tokenizer, record, f)
-        return
-    if kind in GOLD_TEXT:
-        from helpers.interp.depth import profile_one, skip_splits
-        from helpers.interp.skip_effects import skip_effects
+@dataclass(frozen=True)
+class Context:
+    """What every recomputation may read: the model loaded for its group (model, tokenizer; None where none is
+    needed), the released greedy solutions by (model, problem) and their grades (`_greedy_grades`)."""
 
-        ids, start = analysis_sequence(tokenizer, problem_from_id(pid))
-        if sequence_key(pid, ids, start) != record["key"]:
-            f.problems.append("its key does not name the gold text of the problem it names")
-            return
-        if kind == "depth_profile":
-            f.deviation = _deviation(stored, profile_one(full, ids))
-            return
-        n_splits = None if c["splits"] == "current" else c["splits"]
-        splits = skip_splits(kind, ids, start, pid, n_splits, c["seed"])
-        f.deviation = _deviation(stored, skip_effects(full, ids, c.get("part", "layer"), splits).as_dict())
+    loaded: tuple | None
+    solutions: dict
+    graded: dict
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """How the audit computes one kind of study again: `models`, the model configurations a record names (the first
+    is loaded; each identity is checked); `reads_problem`, whether its key names a benchmark problem whose text it
+    needs; `run`, which sets the finding's deviation or says what is wrong."""
+
+    models: Callable[[dict], list[dict]]
+    reads_problem: bool
+    run: Callable[[dict, Context, Finding], None]
+
+
+def _no_model(c: dict) -> list[dict]:
+    return []
+
+
+def _its_model(c: dict) -> list[dict]:
+    return [c]
+
+
+def _both_models(c: dict) -> list[dict]:
+    return [c.get("full", {}), c.get("truncated", {})]
+
+
+def _toy_again(record: dict, ctx: Context, f: Finding) -> None:
+    f.deviation = _deviation(record["result"], _toy(record["config"]))
+
+
+def _critical_again(record: dict, ctx: Context, f: Finding) -> None:
+    _critical(record["config"], record["result"], ctx.graded, f)
+
+
+def _probe_again(record: dict, ctx: Context, f: Finding) -> None:
+    model, tokenizer = ctx.loaded
+    f.deviation = _probe(_model_as(model, record["config"], f, "model"), tokenizer, record, f)
+
+
+def _gold_again(record: dict, ctx: Context, f: Finding) -> None:
+    """Chapter 01's studies of a problem's gold text: its profile, or its layer-skip effects at the seeded splits."""
+    from helpers.interp.depth import profile_one, skip_splits
+    from helpers.interp.skip_effects import skip_effects
+
+    (model, tokenizer), c, pid = ctx.loaded, record["config"], _problem_id(record)
+    full = _model_as(model, c, f, "model")
+    ids, start = analysis_sequence(tokenizer, problem_from_id(pid))
+    if sequence_key(pid, ids, start) != record["key"]:
+        f.problems.append("its key does not name the gold text of the problem it names")
         return
-    found = _sequence(record["key"], pid, c["full"]["model"] if kind == "agreement" else c["model"], tokenizer,
-                      solutions, stop_token_ids(model, tokenizer)[0])
+    if record["experiment"] == "depth_profile":
+        f.deviation = _deviation(record["result"], profile_one(full, ids))
+        return
+    n_splits = None if c["splits"] == "current" else c["splits"]
+    splits = skip_splits(record["experiment"], ids, start, pid, n_splits, c["seed"])
+    f.deviation = _deviation(record["result"], skip_effects(full, ids, c.get("part", "layer"), splits).as_dict())
+
+
+def _solution_read(record: dict, ctx: Context, f: Finding, model_name: str) -> tuple[list[int], int] | None:
+    """The sequence a lens or agreement record read: the released greedy solution or gold text its key names."""
+    model, tokenizer = ctx.loaded
+    found = _sequence(record["key"], _problem_id(record), model_name, tokenizer, ctx.solutions,
+                      stop_token_ids(model, tokenizer)[0])
     if found is None:
         f.problems.append("no released greedy solution of its model, nor the gold solution, is the sequence its key "
                           "names")
-        return
-    ids, start = found
-    if kind == "logit_lens":
-        from helpers.interp.studies import lens_record
+    return found
 
-        f.deviation = _deviation(stored, lens_record(full, ids, start, c["k"], c["direction"]))
-    else:
-        from helpers.interp.studies import agreement
 
-        f.deviation = _deviation(stored, agreement(full, truncated, ids, start))
+def _lens_again(record: dict, ctx: Context, f: Finding) -> None:
+    from helpers.interp.studies import lens_record
+
+    c = record["config"]
+    full = _model_as(ctx.loaded[0], c, f, "model")
+    if found := _solution_read(record, ctx, f, c["model"]):
+        f.deviation = _deviation(record["result"], lens_record(full, *found, c["k"], c["direction"]))
+
+
+def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
+    from helpers.interp.studies import agreement
+
+    c = record["config"]
+    full, truncated = (_model_as(ctx.loaded[0], c[side], f, side) for side in ("full", "truncated"))
+    if found := _solution_read(record, ctx, f, c["full"]["model"]):
+        f.deviation = _deviation(record["result"], agreement(full, truncated, *found))
+
+
+RECOMPUTE: dict[str, Recompute] = {  # one entry per study kind (helpers/results/kinds.py): a test holds them equal
+    "logit_lens": Recompute(_its_model, True, _lens_again),
+    "agreement": Recompute(_both_models, True, _agreement_again),
+    "depth_profile": Recompute(_its_model, True, _gold_again),
+    "skip_effects": Recompute(_its_model, True, _gold_again),
+    "depth_score": Recompute(_its_model, True, _gold_again),
+    "erasure_ig": Recompute(_its_model, False, _probe_again),
+    "toy_convergence": Recompute(_no_model, False, _toy_again),
+    "critical_depth": Recompute(_no_model, False, _critical_again),
+}
 
 
 def _probe(model, tokenizer, record: dict, f: Finding) -> float:

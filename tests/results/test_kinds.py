@@ -30,6 +30,16 @@ def test_the_versions_the_fingerprints_and_the_audit_read_the_one_table():
     assert audit_studies.STUDIES == kinds.STUDIES and "decode" not in kinds.STUDIES
     assert {n: kinds.KINDS[n].tolerance for n in kinds.STUDIES} == audit_studies.TOLERANCE
     assert all(t is not None for t in audit_studies.TOLERANCE.values())
+    assert set(audit_studies.RECOMPUTE) == set(kinds.STUDIES)  # every study kind is computed again one way
+
+
+def test_the_audit_loads_the_model_each_study_names_and_none_where_it_needs_none():
+    c = {"model": "m", "dtype": "float32"}
+    pair = {"full": {"model": "f"}, "truncated": {"model": "t"}}
+    assert audit_studies.RECOMPUTE["logit_lens"].models(c) == [c]
+    assert [m["model"] for m in audit_studies.RECOMPUTE["agreement"].models(pair)] == ["f", "t"]
+    assert audit_studies.RECOMPUTE["critical_depth"].models(c) == []
+    assert audit_studies.RECOMPUTE["toy_convergence"].models(c) == []
 
 
 def test_no_storing_site_names_its_kind_by_a_literal():
