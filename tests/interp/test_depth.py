@@ -154,11 +154,16 @@ def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems
     assert len(analysis_run(DEPTH_PROFILE, model, tmp_path)) == 2
 
 
-def test_linear_map_errors_equal_those_of_explicitly_fitted_weights():
-    """fit_maps never forms the weights; its errors must equal those of the ridge weights solved outright."""
+@pytest.mark.parametrize("n_test", [3, 30])
+def test_linear_map_errors_equal_those_of_explicitly_fitted_weights(n_test):
+    """Whichever order fit_maps multiplies in (through the weights for many test tokens, through each token's reach
+    for few), its errors equal those of the ridge weights solved outright."""
+    from helpers.interp.layer_maps import weights_first
+
+    assert weights_first(40, n_test, 7) == (n_test == 30)
     g = torch.Generator().manual_seed(0)
-    src_train, src_test = torch.randn(3, 40, 6, generator=g), torch.randn(3, 9, 6, generator=g)
-    tgt_train, tgt_test = torch.randn(4, 40, 5, generator=g), torch.randn(4, 9, 5, generator=g)
+    src_train, src_test = torch.randn(3, 40, 6, generator=g), torch.randn(3, n_test, 6, generator=g)
+    tgt_train, tgt_test = torch.randn(4, 40, 5, generator=g), torch.randn(4, n_test, 5, generator=g)
     ridge = 0.1
     errors = fit_maps(src_train, tgt_train, src_test, tgt_test, ridge=ridge)
     ones = torch.ones(40, 1, dtype=torch.float64)
@@ -166,7 +171,7 @@ def test_linear_map_errors_equal_those_of_explicitly_fitted_weights():
         x = torch.cat([src_train[i].double(), ones], 1)
         gram = x.T @ x
         lam = ridge * float(gram.diagonal().mean())
-        x_test = torch.cat([src_test[i].double(), ones[:9]], 1)
+        x_test = torch.cat([src_test[i].double(), ones[:n_test]], 1)
         for j in range(4):
             weights = torch.linalg.lstsq(torch.cat([x, lam ** 0.5 * torch.eye(7, dtype=torch.float64)]),
                                          torch.cat([tgt_train[j].double(), torch.zeros(7, 5, dtype=torch.float64)])
