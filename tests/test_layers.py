@@ -110,6 +110,24 @@ def test_every_chapter_keeps_its_prose_beside_its_numbers():
         assert not prose.findall(path.read_text(encoding="utf-8")), path.name
 
 
+WORDING = {"PairedDifference", "percent_with_interval", "half_width"}  # what prose may take from the statistics
+
+
+def test_a_chapters_prose_computes_no_numbers():
+    """A `_text` module words numbers its chapter computed: it imports no array or tensor library, and from the
+    statistics only the difference type and the interval formatters (`WORDING`), so that every estimate, interval
+    and test a page states is computed, and tested, in a numbers module."""
+    for path in sorted((HELPERS / "chapters").glob("*_text.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+                assert not {"numpy", "torch", "scipy"} & set(names), (path.name, names)
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] not in ("numpy", "torch", "scipy"), (path.name, node.module)
+                if node.module == "helpers.evaluation.stats":
+                    assert {a.name for a in node.names} <= WORDING, (path.name, [a.name for a in node.names])
+
+
 ENGINE_CLASSES = {"Engine", "SerialEngine", "SlotEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
 
 

@@ -37,7 +37,7 @@ from helpers.evaluation.cost import (
 )
 from helpers.evaluation.critical import SweepSettings, choose_depths
 from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_at_depths
-from helpers.evaluation.stats import PairedDifference, paired_prefix
+from helpers.evaluation.stats import PairedDifference, paired_prefix, wilson
 from helpers.models.loading import load_model
 from helpers.models.truncation import at_depth, truncate
 from helpers.samplers.power import PowerConfig
@@ -123,6 +123,10 @@ class Point:
     def label(self) -> str:
         return f"{self.method} @ {self.depth}"
 
+    def accuracy_on(self, k: int) -> float:
+        """The accuracy on the first `k` problems (those another method ran on)."""
+        return float(np.mean(self.scores[:k]))
+
     @property
     def n_problems(self) -> int:
         return len(self.scores)
@@ -151,7 +155,8 @@ class Measured:
     smc_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC's, on SMC's own problems
 
 
-def _mean(records: Sequence[dict], key: str) -> float:
+def mean_of(records: Sequence[dict], key: str) -> float:
+    """The mean of `key` over the records that hold it (0 where none does)."""
     values = [r[key] for r in records if r.get(key) is not None]
     return float(np.mean(values)) if values else 0.0
 
@@ -162,9 +167,9 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
     name, depth, L, per_token = m
     flat = [r for per in records for r in per]
     scores = per_problem(records, rule)
-    tokens = samples * _mean(flat, "decoded_tokens")
+    tokens = samples * mean_of(flat, "decoded_tokens")
     return Point(name, depth, L, method, float(np.mean(scores)) if scores else 0.0, scores, samples, tokens,
-                 samples * _mean(flat, "prefill_tokens"), samples * _mean(flat, "seconds"), tokens * per_token, matched)
+                 samples * mean_of(flat, "prefill_tokens"), samples * mean_of(flat, "seconds"), tokens * per_token, matched)
 
 
 def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None, searches: Searches, *,
@@ -198,8 +203,8 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                                   **common)
     for (_, depth), by_method in by_variant.items():
         runs = {label: by_method[method] for method, label in LABELS.items()}
-        per_power = _mean([r for per in runs["power"] for r in per], "decoded_tokens")
-        per_plain = _mean([r for per in runs["T=1"] for r in per], "decoded_tokens")
+        per_power = mean_of([r for per in runs["power"] for r in per], "decoded_tokens")
+        per_plain = mean_of([r for per in runs["T=1"] for r in per], "decoded_tokens")
         matched_k[depth] = k = max(1, math.ceil(per_power / max(per_plain, 1.0)))
         if matched:
             most = max(k, smc.particles)
@@ -210,7 +215,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
         decoded[depth] = runs
     every = [r for runs in decoded.values() for v in runs.values() for per in v for r in per]
-    context = _mean(every, "prompt_tokens") + _mean(every, "n_tokens") / 2
+    context = mean_of(every, "prompt_tokens") + mean_of(every, "n_tokens") / 2
     points = []
     for depth, runs in decoded.items():
         at = (name, depth, L, model_cost(model.config, depth, context).flops_per_token)
@@ -225,7 +230,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                                                          for p in points):
                 points += [_point(at, f"best-of-{size}", runs[key], size, "best_of_n", matched=True),
                            _point(at, f"majority-of-{size}", runs[key], size, "majority", matched=True)]
-    greedy_tokens = {d: _mean([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
+    greedy_tokens = {d: mean_of([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
     multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
     smc_multipliers = {d: token_multiplier(runs["SMC"], runs["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
     even = break_even_depth(model.config, multipliers[L], context)
@@ -260,8 +265,8 @@ def multiplier_values(m: Measured) -> dict:
     """Power sampling's measured token multiplier at the full depth, set against the two predictions."""
     L, cfg = m.n_layers, m.power
     records = m.power_records[L]
-    decoded = _mean(records, "decoded_tokens")
-    length = _mean(records, "n_tokens")
+    decoded = mean_of(records, "decoded_tokens")
+    length = mean_of(records, "n_tokens")
     predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps, mode=cfg.mode,
                                                        max_new_tokens=m.max_new_tokens) for r in records]))
     formula = float(np.mean([r["n_tokens"] + report_extra_tokens(r["n_tokens"], cfg.block_size, cfg.mcmc_steps)
@@ -282,6 +287,15 @@ def exercise_steps(build_steps: int) -> int:
     report's, so the exercise never sets a value against itself)."""
     theirs = int(REPORT_SETTINGS["mcmc_steps"])
     return theirs if build_steps != theirs else 4
+
+
+def predicted_tokens(m: Measured, steps: int) -> float:
+    """The exact schedule's decoded tokens per answer at full depth with `steps` MH steps per block, for the
+    lengths this build's power-sampled answers had (what a re-run with that N would decode, proposals ending where
+    the answers do)."""
+    cfg = m.power
+    return float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, steps, mode=cfg.mode,
+                                                  max_new_tokens=m.max_new_tokens) for r in m.power_records[m.n_layers]]))
 
 
 def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndarray]]:
@@ -359,7 +373,7 @@ def size_cost(m: Measured) -> SizeCost:
                     1 - flops_share(m.config, m.n_layers - 1, m.context), break_even_depth(m.config, mult, m.context))
 
 
-def _by_size(measured: Sequence[Measured]) -> list[SizeCost]:
+def sizes_in_order(measured: Sequence[Measured]) -> list[SizeCost]:
     """`size_cost` of each model, the smaller first (by `model_size`: two sizes may share a depth)."""
     order = sorted(measured, key=lambda m: model_size(m.config))
     return [size_cost(m) for m in order]
@@ -386,6 +400,13 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
         if not front or p.accuracy > front[-1].accuracy:
             front.append(p)
     return front
+
+
+def front_overlaps(front: Sequence[Point]) -> bool:
+    """Whether a cheaper point of the front reaches, within its 95% interval, the accuracy of the front's best: the
+    front's order is then suggestive, not settled."""
+    widths = [wilson(p.accuracy * p.n_problems, p.n_problems) for p in front]
+    return len(front) > 1 and any(hi > front[-1].accuracy for _, hi in widths[:-1])
 
 
 def matched_comparisons(m: Measured, method: str = "power") -> list[tuple[str, PairedDifference]]:

@@ -7,23 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from helpers.chapters.cost_benefit import (
     REPORT,
     Measured,
     Point,
     SizeCost,
-    _by_size,
-    _mean,
     cut_depth,
     exercise_steps,
+    front_overlaps,
     headline_set,
     matched_comparisons,
+    mean_of,
     multiplier_values,
     pareto_front,
+    predicted_tokens,
     report_arithmetic,
     size_cost,
+    sizes_in_order,
 )
 from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import counted, significant
@@ -34,11 +34,10 @@ from helpers.evaluation.comparison import (
 from helpers.evaluation.cost import (
     Shape,
     break_even_depth,
-    expected_decoded_tokens,
     flops_share,
     model_cost,
 )
-from helpers.evaluation.stats import percent_with_interval, wilson
+from helpers.evaluation.stats import percent_with_interval
 from helpers.samplers.power import PowerConfig
 
 
@@ -67,10 +66,9 @@ def exercise_values(m: Measured, profile: str) -> dict:
     """What the exercises' solutions quote: the exact schedule's prediction for this build's answers with the
     report's N (what a re-run with mcmc_steps = 10 would decode, proposals ending where the answers do), beside
     the build's own N and prediction; the measured multiplier's break-even saving."""
-    cfg, records = m.power, m.power_records[m.n_layers]
+    cfg = m.power
     steps = exercise_steps(cfg.mcmc_steps)
-    predicted = float(np.mean([expected_decoded_tokens(r["n_tokens"], cfg.block_size, steps, mode=cfg.mode,
-                                                       max_new_tokens=m.max_new_tokens) for r in records]))
+    predicted = predicted_tokens(m, steps)
     v = multiplier_values(m)
     which = ("the report's $N = 10$" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
              f"$N = {steps}$, fewer steps than the report's 10, which this build ran")
@@ -128,7 +126,7 @@ def savings_values(m: Measured, configs: dict, multipliers: dict[str, float]) ->
 
 
 def size_cost_table(costs: Sequence[SizeCost]) -> str:
-    """One row per model (`_by_size` order): the depth priced, MH's token multiplier there, the FLOPs it saves, the
+    """One row per model (`sizes_in_order` order): the depth priced, MH's token multiplier there, the FLOPs it saves, the
     saving needed to break even, the unembedding's share and the deepest depth that would break even."""
     lines = ["| model | blocks | priced at | MH tokens × greedy's | FLOPs saved | saving needed | unembedding share "
              "| deepest depth that breaks even |", "|---" * 8 + "|"]
@@ -163,7 +161,7 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
 def size_cost_values(measured: Sequence[Measured]) -> dict:
     """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
     model's unembedding share (the comparison with the report quotes it)."""
-    costs = _by_size(measured)
+    costs = sizes_in_order(measured)
     answer = cost_answer(costs)
     if len(costs) < 2:
         sentence = ("This build prices one model, so it cannot say whether the verdict depends on the model's size: "
@@ -186,7 +184,7 @@ SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glue
 
 
 def _restricted(p: Point, k: int) -> str:
-    return percent_with_interval(float(np.mean(p.scores[:k])), k)
+    return percent_with_interval(p.accuracy_on(k), k)
 
 
 def front_sentence(points: Sequence[Point]) -> str:
@@ -203,8 +201,7 @@ def front_sentence(points: Sequence[Point]) -> str:
     text += (f"{names[tuple(power_on)]} is on this front." if power_on else
              "No power-sampled point is on this front: at every budget a cheaper or equal-cost method did at least "
              "as well.")
-    widths = [wilson(p.accuracy * p.n_problems, p.n_problems) for p in front]
-    if len(front) > 1 and any(hi > front[-1].accuracy for _, hi in widths[:-1]):
+    if front_overlaps(front):
         text += (" The front is drawn through point estimates: neighbouring points on it lie inside each other's "
                  "95% intervals, so its order is suggestive, not settled.")
     full, subset = headline_set(points)
@@ -293,7 +290,7 @@ def smc_values(m: Measured) -> dict:
     """SMC's measured token multiplier, the saving truncation would need to pay for it, the break-even depth,
     and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
     L, cut = m.n_layers, cut_depth(m)
-    smc_tokens = _mean(m.smc_records[L], "decoded_tokens")
+    smc_tokens = mean_of(m.smc_records[L], "decoded_tokens")
     mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
     mh = m.multipliers[L]
     needed = 1 - 1 / mult if mult > 1 else 0.0

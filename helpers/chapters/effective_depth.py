@@ -175,6 +175,58 @@ def skip_summary(r: ModelStudy) -> dict:
             "values": values}
 
 
+def contributions(r: ModelStudy) -> dict:
+    """Mean block contribution in each half, the first and last block, and the largest MLP spike."""
+    c, L = r.curves, r.n_layers
+    half = L // 2
+    first, second = float(c["rc_layer"][1:half].mean()), float(c["rc_layer"][half:L - 1].mean())
+    spike_layer = int(np.argmax(r.maxima["rc_mlp"]))
+    return {"rc_first": first, "rc_second": second, "rc_ratio": first / second, "rc_last": float(c["rc_layer"][-1]),
+            "rc_zero": float(c["rc_layer"][0]), "half": half, "half_last": half - 1, "second_last": L - 2,
+            "spike_layer": spike_layer, "spike": float(r.maxima["rc_mlp"][spike_layer]), "n_layers": L,
+            "model": r.info.name}
+
+
+def negative_cosines(r: ModelStudy) -> int:
+    """How many layers erase more than they add (a negative mean cosine with the residual)."""
+    return int(sum(v < 0 for v in r.curves["cos_mean"]))
+
+
+def kl_peak(r: ModelStudy) -> tuple[int, float]:
+    """The layer where the lens's KL to the output peaks, and the peak (the half-maximum rule's anchor)."""
+    return int(np.argmax(r.curves["kl"])), float(np.max(r.curves["kl"]))
+
+
+def erasure_reach(r: ModelStudy) -> list[int]:
+    """Per probe, the last boundary at which erasing a context token still moves the answer (-1: none does)."""
+    last_use = []
+    for probe in r.probes:
+        context = probe["erasure"][:, 1:probe["start"] - 1].max(axis=1)  # not position 0 (the sink), not the last
+        strong = np.nonzero(context > ERASURE_THRESHOLD)[0]
+        last_use.append(int(strong.max()) if len(strong) else -1)
+    return last_use
+
+
+def ig_early_share(r: ModelStudy) -> float:
+    """The share, in percent, of the arithmetic probe's attribution (first component) that lies in the first half."""
+    probe = r.probes[0]
+    first_component = next(k for k in probe if k.startswith("ig_"))
+    total = np.nan_to_num(np.abs(probe[first_component])).sum(axis=1)
+    return 100 * float(total[:r.n_layers // 2].sum() / max(total.sum(), 1e-12))
+
+
+def depth_trend(r: ModelStudy) -> tuple[float, float, float, list[int]] | None:
+    """The depth score's least-squares slope per difficulty level, its lowest and highest value and the levels it
+    spans (None: fewer than two levels ran)."""
+    numeric = [lvl for lvl in r.depth if lvl is not None]
+    if len(numeric) < 2:
+        return None
+    scores = [r.depth[lvl]["layer_score_relative"] for lvl in r.depth]
+    slope = float(np.polyfit([float(lvl) for lvl in numeric],
+                             [r.depth[lvl]["layer_score_relative"] for lvl in numeric], 1)[0])
+    return slope, min(scores), max(scores), numeric
+
+
 @dataclass
 class LinearMaps:
     """Held-out relative errors of ridge maps from every source boundary to every target boundary."""
@@ -187,6 +239,20 @@ class LinearMaps:
     @property
     def self_map(self) -> bool:
         return self.pair[0] == self.pair[1]
+
+
+def map_gap(maps: LinearMaps) -> float:
+    """How far, on average, each source layer's best target lies from its own relative depth (0: exactly equal)."""
+    from helpers.interp.layer_maps import best_match
+
+    ls, lt = maps.errors.shape[0] - 1, maps.errors.shape[1] - 1
+    return float(np.mean(np.abs(np.arange(ls + 1) / ls - best_match(maps.errors) / lt)))
+
+
+def next_layer_error(maps: LinearMaps) -> float:
+    """The mean held-out relative error of the map from each boundary to the next (a model mapped onto itself)."""
+    ls = maps.errors.shape[0] - 1
+    return float(np.mean([maps.errors[i, i + 1] for i in range(ls)]))
 
 
 def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int) -> LinearMaps:

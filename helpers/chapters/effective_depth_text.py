@@ -5,13 +5,19 @@ which knows nothing of these words).
 
 from __future__ import annotations
 
-import numpy as np
-
 from helpers.chapters.effective_depth import (
     ERASURE_THRESHOLD,
     RULES,
     LinearMaps,
     ModelStudy,
+    contributions,
+    depth_trend,
+    erasure_reach,
+    ig_early_share,
+    kl_peak,
+    map_gap,
+    negative_cosines,
+    next_layer_error,
 )
 from helpers.chapters.exercises import kl_below, layer_name, rerun_command
 from helpers.data.published import PUBLISHED_TABLE1
@@ -22,14 +28,7 @@ from helpers.interp.depth import (
 
 def contribution_values(r: ModelStudy) -> dict:
     """Mean block contribution in each half, the first and last block, and the largest MLP spike."""
-    c, L = r.curves, r.n_layers
-    half = L // 2
-    first, second = float(c["rc_layer"][1:half].mean()), float(c["rc_layer"][half:L - 1].mean())
-    spike_layer = int(np.argmax(r.maxima["rc_mlp"]))
-    return {"rc_first": first, "rc_second": second, "rc_ratio": first / second, "rc_last": float(c["rc_layer"][-1]),
-            "rc_zero": float(c["rc_layer"][0]), "half": half, "half_last": half - 1, "second_last": L - 2,
-            "spike_layer": spike_layer, "spike": float(r.maxima["rc_mlp"][spike_layer]), "n_layers": L,
-            "model": r.info.name}
+    return contributions(r)
 
 
 def cosine_values(r: ModelStudy) -> dict:
@@ -39,7 +38,7 @@ def cosine_values(r: ModelStudy) -> dict:
                 "effective depth on this model." if ed is None else
                 f"Its last turn from negative to non-negative is at layer **{ed}** (ratio (ED+1)/L = "
                 f"{r.ed['ratio']['cosine']:.2f}).")
-    return {"n_negative": int(sum(v < 0 for v in r.curves["cos_mean"])), "ed_cos": ed, "cos_sentence": sentence}
+    return {"n_negative": negative_cosines(r), "ed_cos": ed, "cos_sentence": sentence}
 
 
 def ratio_phrase(ratios: dict[str, float | None]) -> str:
@@ -58,7 +57,7 @@ def ratio_phrase(ratios: dict[str, float | None]) -> str:
 def lens_values(r: ModelStudy) -> dict:
     """The lens section's numbers, and whether its KL rule is anchored on the embedding in this build (a peak at
     layer 0), said in the words the peak supports."""
-    peak = int(np.argmax(r.curves["kl"]))
+    peak, height = kl_peak(r)
     hu = "Hu et al. report that artefact for R1-Distill-1.5B on GSM8K (effective depth 1)"
     anchor = (f"With the peak at layer 0, the half-maximum rule is anchored on the embedding; {hu}. It makes the KL "
               "rule the least reliable of the three here." if peak == 0 else
@@ -66,40 +65,30 @@ def lens_values(r: ModelStudy) -> dict:
               f"where the peak is at layer 0 it would be, and {hu}.")
     return {"ed_kl": r.ed["effective_depth"]["kl"], "ed_overlap": r.ed["effective_depth"]["overlap"],
             "ratio_kl": r.ed["ratio"]["kl"], "ratio_overlap": r.ed["ratio"]["overlap"],
-            "kl_peak_layer": peak, "kl_peak": float(np.max(r.curves["kl"])), "kl_anchor": anchor}
+            "kl_peak_layer": peak, "kl_peak": height, "kl_anchor": anchor}
 
 
 def erasure_values(r: ModelStudy) -> dict:
     """The last boundary at which erasing a context token still moves the answer, per probe."""
-    last_use = []
-    for probe in r.probes:
-        context = probe["erasure"][:, 1:probe["start"] - 1].max(axis=1)  # not position 0 (the sink), not the last
-        strong = np.nonzero(context > ERASURE_THRESHOLD)[0]
-        last_use.append(int(strong.max()) if len(strong) else -1)
+    last_use = erasure_reach(r)
     return {"erasure_arith": last_use[0], "erasure_fact": last_use[-1], "erasure_threshold": ERASURE_THRESHOLD}
 
 
 def ig_values(r: ModelStudy, ig_steps: int) -> dict:
     """The share of the arithmetic probe's attribution (first component) that lies in the first half."""
-    probe = r.probes[0]
-    first_component = next(k for k in probe if k.startswith("ig_"))
-    total = np.nan_to_num(np.abs(probe[first_component])).sum(axis=1)
-    return {"ig_early": 100 * float(total[:r.n_layers // 2].sum() / max(total.sum(), 1e-12)), "ig_steps": ig_steps}
+    return {"ig_early": ig_early_share(r), "ig_steps": ig_steps}
 
 
 def depth_values(r: ModelStudy, n_problems: int) -> dict:
     """The trend of the depth score over difficulty levels, as a sentence."""
-    lvls = list(r.depth)
-    scores = [r.depth[lvl]["layer_score_relative"] for lvl in lvls]
-    numeric = [lvl for lvl in lvls if lvl is not None]
-    if len(numeric) >= 2:
-        slope = float(np.polyfit([float(lvl) for lvl in numeric],
-                                 [r.depth[lvl]["layer_score_relative"] for lvl in numeric], 1)[0])
-        trend = (f"The score moves by {slope:+.3f} per level (least-squares slope), between "
-                 f"{min(scores):.2f} and {max(scores):.2f} over levels {numeric[0]}–{numeric[-1]}.")
+    trend = depth_trend(r)
+    if trend is not None:
+        slope, low, high, levels = trend
+        sentence = (f"The score moves by {slope:+.3f} per level (least-squares slope), between "
+                    f"{low:.2f} and {high:.2f} over levels {levels[0]}–{levels[-1]}.")
     else:
-        trend = "Only one difficulty level was run, so there is no trend to read."
-    return {"depth_trend": trend, "depth_n": n_problems}
+        sentence = "Only one difficulty level was run, so there is no trend to read."
+    return {"depth_trend": sentence, "depth_n": n_problems}
 
 
 EXERCISE_FRACTIONS = (0.25, 0.75)  # the KL rule's fraction in exercise "other fractions"
@@ -167,14 +156,9 @@ def published_values(r: ModelStudy) -> dict:
 
 def map_values(maps: LinearMaps) -> dict:
     """How far from equal relative depth each source layer's best target lies, and the sentence saying so."""
-    from helpers.interp.layer_maps import best_match
-
-    errors, pair = maps.errors, maps.pair
-    match = best_match(errors)
-    ls, lt = errors.shape[0] - 1, errors.shape[1] - 1
-    gap = float(np.mean(np.abs(np.arange(ls + 1) / ls - match / lt)))
+    pair, gap, lt = maps.pair, map_gap(maps), maps.errors.shape[1] - 1
     if maps.self_map:
-        next_error = float(np.mean([errors[i, i + 1] for i in range(ls)]))
+        next_error = next_layer_error(maps)
         sentence = (f"No pair of models was named (`map_models`), so the map runs from {pair[0]} to itself. The "
                     "diagonal is then zero up to the ridge term, which checks the fit; the rest of the matrix says "
                     "how well each layer predicts the others. Even the map from one boundary to the next leaves a "

@@ -36,6 +36,7 @@ from helpers.evaluation.levels import LevelScan, level_scan
 from helpers.evaluation.sharpness import Sharpness, sharpness
 from helpers.evaluation.stats import (
     PairedDifference,
+    paired_difference,
     paired_prefix,
     percent_with_interval,
 )
@@ -147,6 +148,11 @@ class DepthRow:
         if first is None or first >= self.count(key):
             return percent_with_interval(self.accuracy[key], self.count(key))
         return percent_with_interval(float(np.mean(self.scores[key][:first])), first)
+
+    def paired(self, key: str, other: DepthRow | None = None, other_key: str | None = None) -> PairedDifference:
+        """The method `key` here minus `other_key` on `other` (this row and `key` where omitted), paired over the
+        problems both ran (`paired_prefix`)."""
+        return paired_prefix(self.scores[key], (other or self).scores[other_key or key])
 
     def outcome_shares(self, key: str, first: int | None = None) -> dict[str, float]:
         """How the method's samples ended (`OUTCOMES`), over all its problems or the first `first`."""
@@ -267,6 +273,10 @@ class StepsSweep:
         base = 1 if 1 in self.steps and top != 1 else min(self.steps)
         return top, base, paired_prefix(self.scores[top], self.scores[base])
 
+    def other_versus_chapter(self) -> PairedDifference:
+        """The other MH mode minus the chapter's, both at the chapter's N, paired over the problems both ran."""
+        return paired_prefix(self.other_scores, self.scores[self.chapter_steps])
+
 
 def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, searches: Searches,
                 steps: Sequence[int], *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
@@ -333,6 +343,44 @@ def size_pair(rows: Sequence[DepthRow]) -> list[str]:
         r = next(r for r in rows if r.model == m)
         groups.setdefault((r.family, post_training(m), r.problem_ids), []).append(m)
     return next((g[:2] for g in groups.values() if len(g) >= 2), [])
+
+
+def best_truncation(rows: Sequence[DepthRow], key: str) -> DepthRow | None:
+    """The first model's truncated depth where the method `key` scored best (the deeper on a tie); None where no
+    truncated depth ran."""
+    mine = [r for r in rows if r.model == rows[0].model and r.depth < r.n_layers]
+    return max(mine, key=lambda r: (r.accuracy[key], r.depth), default=None)
+
+
+def mean_resamples(rows: Sequence[DepthRow]) -> float:
+    """The first model's SMC resampling events per sample, averaged over its depths."""
+    return float(np.mean([r.resamples for r in rows if r.model == rows[0].model]))
+
+
+@dataclass(frozen=True)
+class SizeContrast:
+    """The report's contrast between sizes (`size_pair`, the smaller first): for each, the (cut, full) rows and
+    power sampling at the cut minus its own full-depth greedy; and the larger's difference minus the smaller's,
+    paired over the problems both ran."""
+
+    rows: list[tuple[DepthRow, DepthRow]]
+    differences: list[PairedDifference]
+    gap: PairedDifference
+
+
+def size_contrast(rows: Sequence[DepthRow]) -> SizeContrast | None:
+    """`SizeContrast` of the two sizes of one family (None where the rows hold no such pair)."""
+    models = size_pair(rows)
+    if len(models) < 2:
+        return None
+    pairs = [headline_row(rows, m) for m in models[:2]]
+    diffs = []
+    for cut, full in pairs:
+        n = min(len(cut.scores["power"]), len(full.scores["greedy"]))
+        diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))
+    n = min(len(x) for x in diffs)
+    return SizeContrast(pairs, [cut.paired("power", full, "greedy") for cut, full in pairs],
+                        paired_difference(list(diffs[1][:n]), list(diffs[0][:n])))
 
 
 def headline_rows(rows: Sequence[DepthRow]) -> list[tuple[DepthRow, DepthRow]]:

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from helpers.chapters.power_sampling import (
     DepthRow,
     Explained,
     StepsSweep,
+    best_truncation,
     by_size,
     comparisons,
     excluded_gains,
     explain,
-    headline_row,
+    mean_resamples,
     report_gains,
-    size_pair,
+    size_contrast,
 )
 from helpers.core.numbers import counted, listed
 from helpers.data.problems import on_own_problems
@@ -34,10 +33,8 @@ from helpers.evaluation.decomposition import SEARCHES, TERMS
 from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
-    paired_difference,
-    paired_prefix,
+    half_width,
     percent_with_interval,
-    wilson,
 )
 from helpers.models.registry import post_training
 from helpers.samplers.settings import Searches
@@ -135,16 +132,15 @@ def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
 def verdict_values(rows: Sequence[DepthRow]) -> dict:
     """The chapter's answer for the first model: the best power-sampled truncation against full-depth greedy,
     with the paired interval that says whether the difference is more than noise."""
-    mine = [r for r in rows if r.model == rows[0].model]
-    full = next(r for r in mine if r.depth == r.n_layers)
-    best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["power"], r.depth), default=None)
+    full = next(r for r in rows if r.model == rows[0].model and r.depth == r.n_layers)
+    best = best_truncation(rows, "power")
     g, p = full.accuracy["greedy"], full.accuracy["power"]
     if best is None:
         sentence = "No truncated depth was tested."
         answer, headline = "Not tested: this build ran no truncated depth.", ""
     else:
         b = best.accuracy["power"]
-        d = paired_prefix(best.scores["power"], full.scores["greedy"])
+        d = best.paired("power", full, "greedy")
         outcome = "above" if b > g else "equal to" if b == g else "below"
         noise = ("larger than its noise (the 95% interval excludes zero and the paired test rejects), so the data "
                  "support it" if d.clear else
@@ -173,7 +169,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
 def _full_power(full: DepthRow) -> str:
     """Power sampling on the full model beside greedy on the same problems (the searches' subset where it ran there)."""
     k = full.count("power")
-    d = paired_prefix(full.scores["power"], full.scores["greedy"])
+    d = full.paired("power", full, "greedy")
     where = "on all" if k == full.n_problems else f"on the first {k} of the {full.n_problems}"
     return (f"(Power sampling on the full model, {where} problems: {full.interval('power')} against greedy's "
             f"{full.interval('greedy', k)} on the same ones, {_short(d)}.)")
@@ -186,7 +182,7 @@ def _report_headline() -> str:
     where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
     return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
             f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
-            f"±{max(_half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
+            f"±{max(half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
             "points.")
 
 
@@ -196,12 +192,6 @@ def _report_sizes() -> str:
              for name, r in REPORT_HEADLINE.items()]
     listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
     return f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals."
-
-
-def _half_width(accuracy: float, n: int) -> float:
-    """Half the 95% Wilson interval of an accuracy over n problems, in points."""
-    lo, hi = wilson(accuracy * n, n)
-    return 50 * (hi - lo)
 
 
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
@@ -234,15 +224,15 @@ def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     smc = searches.smc
     text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} tokens and "
             f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
-            f"{np.mean([r.resamples for r in mine]):.1f} times per sample on average. ")
+            f"{mean_resamples(rows):.1f} times per sample on average. ")
     for r in mine:
-        d = paired_prefix(r.scores["smc"], r.scores["power"])
+        d = r.paired("smc", r, "power")
         text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
                  f"{r.interval('power', r.count('smc'))} on the same problems, for {r.tokens_smc:.0f} and "
                  f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
-    best = max((r for r in mine if r.depth < r.n_layers), key=lambda r: (r.accuracy["smc"], r.depth), default=None)
+    best = best_truncation(rows, "smc")
     if best is not None:
-        d = paired_prefix(best.scores["smc"], full.scores["greedy"])
+        d = best.paired("smc", full, "greedy")
         text += (f"Against the full model's greedy {full.interval('greedy', best.count('smc'))} on those problems, "
                  f"SMC at {best.depth} blocks differs by {_short(d)}.")
     return text.strip()
@@ -262,8 +252,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
     values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
               "steps_difference": round(100 * d.mean, 1)}
     if sweep.other_mode is not None:
-        mine = sweep.scores[sweep.chapter_steps]
-        o = paired_prefix(sweep.other_scores, mine)
+        o = sweep.other_versus_chapter()
         sentence += (f" The {sweep.other_mode} mode at the chapter's N = {sweep.chapter_steps} scored "
                      f"{percent_with_interval(sweep.other_accuracy, len(sweep.other_scores))} for "
                      f"{sweep.other_tokens:.0f} decoded tokens per answer; {sweep.other_mode} − {sweep.mode} is "
@@ -279,7 +268,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
     if row is None:
         return values
-    d = paired_prefix(row.scores["power"], row.scores["low"])
+    d = row.paired("power", row, "low")
     n = min(row.count("power"), row.count("low"))
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
@@ -314,20 +303,17 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
     difference between those two differences with its paired bootstrap interval and test (the problems are the
     same for both models, `size_pair`); with each critical depth as a share of its model's depth."""
-    models = size_pair(rows)
-    if len(models) < 2:
+    contrast = size_contrast(rows)
+    if contrast is None:
         which = ("one model" if len(by_size(rows)) == 1 else
                  f"{counted(len(by_size(rows)), 'model')} but no two sizes of one family on the same problems")
         return {"size_sentence": f"This build searches on {which}, so it cannot ask whether the answer depends on "
                                  "the model's size: run this chapter with two sizes of one family among its models "
                                  "(chapter 02 sets their logit-lens curves side by side).",
                 "size_headline": ""}
-    parts, short, diffs, values = [], [], [], {}
-    for tag, model in zip(("small", "large"), models[:2], strict=True):
-        cut, full = headline_row(rows, model)
-        n = min(len(cut.scores["power"]), len(full.scores["greedy"]))
-        d = paired_prefix(cut.scores["power"], full.scores["greedy"])
-        diffs.append(np.asarray(cut.scores["power"][:n]) - np.asarray(full.scores["greedy"][:n]))
+    parts, short, values = [], [], {}
+    for tag, (cut, full), d in zip(("small", "large"), contrast.rows, contrast.differences, strict=True):
+        model = full.model
         where = f"its full {full.n_layers} blocks" if cut is full else f"{cut.depth} of {full.n_layers} blocks"
         parts.append(f"on {model}, power sampling at {where} scored {cut.interval('power')} against full-depth greedy "
                      f"{full.interval('greedy')}, {d.describe(decimals=1)}")
@@ -337,8 +323,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
         values.update({f"size_{tag}": model, f"size_{tag}_depth": cut.depth, f"size_{tag}_layers": full.n_layers,
                        f"size_{tag}_share": 100 * cut.depth / full.n_layers,
                        f"size_{tag}_difference": round(100 * d.mean, 1)})
-    n = min(len(x) for x in diffs)
-    dd = paired_difference(list(diffs[1][:n]), list(diffs[0][:n]))
+    dd, n = contrast.gap, contrast.gap.n
     word = dd.standing("within its noise: these problems cannot tell the two sizes' answers apart")
     small_share, large_share = (f"{values[f'size_{t}_share']:.0f}%" for t in ("small", "large"))
     shares = (f"Both models were searched at {small_share} of their depth." if small_share == large_share else
@@ -485,7 +470,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
              "[95%] |", "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
     for r in mine:
-        d = paired_prefix(r.scores["power"], r.scores["greedy"])
+        d = r.paired("power", r, "greedy")
         gains.append((r, d))
         mark = " †" if r.count("power") < r.n_problems else ""
         lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "

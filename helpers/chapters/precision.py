@@ -57,9 +57,44 @@ class DtypeComparison:
         return paired_difference([float(c) for c in self.correct["bfloat16"]],
                                  [float(c) for c in self.correct["float32"]])
 
-    def critical(self) -> dict[str, int | None]:
-        return {d: critical_depth(self.sweep[d], self.sweep[d][self.n_layers], self.collapse_fraction)
-                for d in DTYPES}
+    def critical(self, collapse_fraction: float | None = None) -> dict[str, int | None]:
+        """Each format's critical stitched depth under the comparison's share (or `collapse_fraction`)."""
+        share = self.collapse_fraction if collapse_fraction is None else collapse_fraction
+        return {d: critical_depth(self.sweep[d], self.sweep[d][self.n_layers], share) for d in DTYPES}
+
+    def accuracy(self) -> dict[str, float]:
+        """Each format's greedy accuracy."""
+        return {d: float(np.mean(self.correct[d])) for d in DTYPES}
+
+    def divergences(self) -> list[int]:
+        """For each problem whose two greedy decodes differ, the position of the first differing token."""
+        splits = (first_divergence(a, b) for a, b in zip(self.tokens["float32"], self.tokens["bfloat16"], strict=True))
+        return [s for s in splits if s is not None]
+
+    def same_correctness(self) -> int:
+        """On how many problems the two formats' greedy answers are both right or both wrong."""
+        return sum(a == b for a, b in zip(self.correct["float32"], self.correct["bfloat16"], strict=True))
+
+    def lens_gap(self) -> tuple[float, int, float]:
+        """The largest move of the lens's mean KL per layer between the formats, the block input where it is, and
+        float32's KL there."""
+        kl32, kl16 = self.kl["float32"].mean(0), self.kl["bfloat16"].mean(0)
+        gap = np.abs(kl16 - kl32)
+        at = int(gap.argmax())
+        return float(gap.max()), at, float(kl32[at])
+
+    def solved_at(self, depth: int) -> dict[str, int]:
+        """How many of the sweep's problems each format's stitched model solves at `depth` blocks."""
+        return {d: round(self.sweep[d][depth] * self.n_sweep) for d in DTYPES}
+
+
+def bfloat16_spacing(value: float) -> tuple[float, int, float]:
+    """bfloat16's machine epsilon (spacing just above 1: 2⁻⁷), its significand bits, and the spacing between
+    neighbours in `value`'s binade."""
+    import torch
+
+    eps = float(torch.finfo(torch.bfloat16).eps)
+    return eps, round(float(-np.log2(eps))) + 1, float(2.0 ** np.floor(np.log2(value)) * eps)
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:

@@ -4,26 +4,24 @@
 
 from __future__ import annotations
 
-import numpy as np
+from statistics import median
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.precision import DTYPES, DtypeComparison, first_divergence
+from helpers.chapters.precision import DTYPES, DtypeComparison, bfloat16_spacing
 from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
-from helpers.models.truncation import critical_depth, critical_depth_text
+from helpers.models.truncation import critical_depth_text
 
 
 def comparison_values(c: DtypeComparison) -> dict:
     """The numbers and sentences the appendix glues."""
     n = c.n_problems
     diff = c.difference()
-    splits = [first_divergence(a, b) for a, b in zip(c.tokens["float32"], c.tokens["bfloat16"], strict=True)]
-    differing = [s for s in splits if s is not None]
-    same_answer = sum(a == b for a, b in zip(c.correct["float32"], c.correct["bfloat16"], strict=True))
-    kl32, kl16 = c.kl["float32"].mean(0), c.kl["bfloat16"].mean(0)
-    gap = np.abs(kl16 - kl32)
+    differing = c.divergences()
+    same_answer = c.same_correctness()
+    gap, gap_at, kl_there = c.lens_gap()
     crit = c.critical()
-    acc = {d: float(np.mean(c.correct[d])) for d in DTYPES}
+    acc = c.accuracy()
     verdict = diff.standing()
     same_crit = crit["float32"] == crit["bfloat16"]
     sentence = scope_sentence(c) + (
@@ -31,11 +29,11 @@ def comparison_values(c: DtypeComparison) -> dict:
         f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
         f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of "
                           f"{counted(n, 'problem')}; where they differ, the first differing token is at position "
-                          f"{int(np.median(differing))} (median). " if differing else
+                          f"{int(median(differing))} (median). " if differing else
                           f"The two greedy decodes are identical token for token on "
                           f"{'the one problem' if n == 1 else f'all {n} problems'}. ")
         + f"The logit lens's KL per layer moves by at most "
-        f"{gap.max():.3f} nats (at block input {int(gap.argmax())}, where float32 reads {kl32[gap.argmax()]:.3f}), "
+        f"{gap:.3f} nats (at block input {gap_at}, where float32 reads {kl_there:.3f}), "
         f"and on the sweep's {counted(c.n_sweep, 'problem')} the critical stitched depth is "
         f"{critical_depth_text(crit['float32'])} in float32 and {critical_depth_text(crit['bfloat16'])} "
         f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)} Chapter 03 finds its critical "
@@ -48,7 +46,7 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_diff_p": diff.p_value, "dtype_identical": n - len(differing),
         "dtype_identical_share": 100 * (n - len(differing)) / n, "dtype_same_correctness": same_answer,
         "dtype_problems_phrase": counted(n, "problem"), "dtype_same_correctness_phrase": counted(same_answer, "problem"),
-        "dtype_kl_max_gap": float(gap.max()), "dtype_kl_max_gap_layer": int(gap.argmax()),
+        "dtype_kl_max_gap": gap, "dtype_kl_max_gap_layer": gap_at,
         "dtype_critical_float32": critical_depth_text(crit["float32"]),
         "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),
         "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
@@ -84,13 +82,10 @@ def scope_sentence(c: DtypeComparison) -> str:
 def exercise_values(c: DtypeComparison, profile: str) -> dict:
     """What the exercises' solutions quote: bfloat16's spacing and what it means for a logit of 20, and the
     critical depths under a stricter share (read from the sweep, as a re-run with that parameter would)."""
-    import torch
-
-    eps = float(torch.finfo(torch.bfloat16).eps)  # spacing just above 1: 2^-7
-    spacing = 2.0 ** np.floor(np.log2(EXERCISE_LOGIT)) * eps  # between neighbours in the logit's binade
-    strict = {d: critical_depth(c.sweep[d], c.sweep[d][c.n_layers], EXERCISE_COLLAPSE) for d in DTYPES}
+    eps, bits, spacing = bfloat16_spacing(EXERCISE_LOGIT)
+    strict = c.critical(EXERCISE_COLLAPSE)
     return {"rerun_command": rerun_command(profile, "06_precision", collapse_fraction=EXERCISE_COLLAPSE),
-            "ex_eps": eps, "ex_bits": round(float(-np.log2(eps))) + 1, "ex_logit": EXERCISE_LOGIT,
+            "ex_eps": eps, "ex_bits": bits, "ex_logit": EXERCISE_LOGIT,
             "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
             "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
             "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}
@@ -101,8 +96,7 @@ def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
     if crit["float32"] == crit["bfloat16"] or None in crit.values():
         return ""
     depth = min(crit.values())
-    solved = {d: round(c.sweep[d][depth] * c.n_sweep) for d in DTYPES}
-    full = {d: round(c.sweep[d][c.n_layers] * c.n_sweep) for d in DTYPES}
+    solved, full = c.solved_at(depth), c.solved_at(c.n_layers)
     return (f" At {depth} blocks the stitched model solves {solved['float32']} of {c.n_sweep} problems in float32 and "
             f"{solved['bfloat16']} in bfloat16, against {full['float32']} and {full['bfloat16']} at full depth; the "
             f"critical depth asks for at least {c.collapse_fraction:.0%} of the full model's accuracy, a line that one "

@@ -30,6 +30,13 @@ def percent_with_interval(accuracy: float, n: int) -> str:
     return f"{100 * accuracy:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}]"
 
 
+def half_width(accuracy: float, n: int) -> float:
+    """Half the 95% Wilson interval of an accuracy over n problems, in points: how far an accuracy measured on that
+    many problems may lie from the truth."""
+    lo, hi = wilson(accuracy * n, n)
+    return 50 * (hi - lo)
+
+
 @dataclass(frozen=True)
 class PairedDifference:
     """Method a minus method b on the same problems: mean, 95% bootstrap interval and a paired permutation test."""
