@@ -169,7 +169,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
 def _full_power(full: DepthRow) -> str:
     """Power sampling on the full model beside greedy on the same problems (the searches' subset where it ran there)."""
     k = full.count("power")
-    d = full.paired("power", full, "greedy")
+    d = full.paired("power", other_key="greedy")
     where = "on all" if k == full.n_problems else f"on the first {k} of the {full.n_problems}"
     return (f"(Power sampling on the full model, {where} problems: {full.interval('power')} against greedy's "
             f"{full.interval('greedy', k)} on the same ones, {_short(d)}.)")
@@ -226,7 +226,7 @@ def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
             f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
             f"{mean_resamples(rows):.1f} times per sample on average. ")
     for r in mine:
-        d = r.paired("smc", r, "power")
+        d = r.paired("smc", other_key="power")
         text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
                  f"{r.interval('power', r.count('smc'))} on the same problems, for {r.tokens_smc:.0f} and "
                  f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
@@ -268,7 +268,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
     if row is None:
         return values
-    d = row.paired("power", row, "low")
+    d = row.paired("power", other_key="low")
     n = min(row.count("power"), row.count("low"))
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
@@ -470,7 +470,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
              "[95%] |", "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
     for r in mine:
-        d = r.paired("power", r, "greedy")
+        d = r.paired("power", other_key="greedy")
         gains.append((r, d))
         mark = " †" if r.count("power") < r.n_problems else ""
         lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
