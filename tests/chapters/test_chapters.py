@@ -217,6 +217,27 @@ def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_d
     assert [full.model for _, full in power_sampling.headline_rows(rows)] == ["small", "big"]
 
 
+def test_the_numbers_behind_the_size_and_verdict_sentences_are_computed_without_words():
+    """The paired differences the prose states come from the numbers module: each size's MH at the cut against its
+    own full-depth greedy, the gap between them, the best truncation (the deeper on a tie) and SMC's resampling."""
+    from dataclasses import replace
+
+    rows = []
+    for name, size, power in (("big", 2e9, 0.25), ("small", 1e9, 0.4)):
+        rows += [replace(_row(6, 0.5, 0.4), model=name, size=size), replace(_row(5, 0.5, power), model=name, size=size)]
+    contrast = power_sampling.size_contrast(rows)
+    assert [full.model for _, full in contrast.rows] == ["small", "big"]
+    assert [cut.depth for cut, _ in contrast.rows] == [5, 5]
+    assert [d.mean for d in contrast.differences] == pytest.approx([-0.1, -0.25])
+    assert contrast.gap.mean == pytest.approx(-0.15) and contrast.gap.n == 20
+    assert power_sampling.size_contrast([r for r in rows if r.model == "big"]) is None
+    toy = [_row(6, 0.5, 0.4), _row(5, 0.3, 0.35), _row(4, 0.3, 0.35), _row(3, 0.3, 0.1)]
+    assert power_sampling.best_truncation(toy, "power").depth == 5  # a tie goes to the deeper
+    assert toy[1].paired("power", toy[0], "greedy").mean == pytest.approx(-0.15)
+    assert toy[0].paired("power", other_key="greedy").mean == pytest.approx(-0.1)
+    assert power_sampling.mean_resamples(toy) == pytest.approx(1.5)
+
+
 def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside_it():
     """With two seeds a paired difference is often a half: rounded on their own, -17.5 and -9.0 print as -18 and -9
     while their gap -8.5 prints as -8. The sentence and the front page's headline give all three to one decimal
