@@ -159,8 +159,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "dtype":
         from helpers.bench.dtype import bench_dtype
 
-        (n,) = _integers(args.problems, "--problems", "32")
-        print(json.dumps(bench_dtype(args.model, n, args.max_new_tokens, args.shots), indent=2))
+        counts = _integers(args.problems, "--problems", "16,64,128")
+        print(json.dumps(bench_dtype(args.model, counts, args.max_new_tokens, args.shots), indent=2))
         return 0
     if args.what == "depth-sweep":
         from helpers.bench.depth_sweep import bench_depth_sweep

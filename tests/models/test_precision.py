@@ -62,9 +62,15 @@ def test_the_dtype_bench_measures_both_formats_and_auto_follows_the_faster(monke
     monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(precision, "native_bfloat16", lambda device: device.startswith("cpu"))
     model = str(make_tiny("qwen2", tmp_path / "tiny"))
-    report = bench_dtype(model, rows=3, max_new_tokens=3, shots=0)
+    report = bench_dtype(model, rows=(2, 3), max_new_tokens=24, shots=0)
     rates = report["tokens_per_second"]
     assert set(rates) == {"float32", "bfloat16"} and all(r > 0 for r in rates.values())
+    assert [r["rows"] for r in report["by_rows"]] == [2, 3]
+    for row in report["by_rows"]:  # the prompt pass and the decode, each format, timed apart
+        assert all(row[f"{k}_{d}"] > 0 for k in ("prompt_tokens_per_s", "decode_tokens_per_s") for d in rates)
+        assert row["decode_bfloat16_vs_float32"] > 0 and row["prompt_bfloat16_vs_float32"] > 0
+    with pytest.raises(ValueError, match="--problems must be row counts"):
+        bench_dtype(model, rows=(0,), max_new_tokens=3)
     assert report["auto"] == ("bfloat16" if rates["bfloat16"] > rates["float32"] else "float32")
     assert precision.measured(model) is not None and report["auto"] in report["auto_means"]
 
