@@ -114,7 +114,8 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
     solutions, graded = _greedy_solutions(decodes), _greedy_grades(decodes)
     by_model: dict[tuple, list[dict]] = defaultdict(list)
     for record in records:
-        model = next(iter(RECOMPUTE[record["experiment"]].models(record["config"])), {})  # the one loaded
+        again = RECOMPUTE[record["experiment"]]
+        model = again.models(record["config"])[0] if again.loads else {}  # the one loaded
         by_model[(model.get("model", ""), model.get("dtype", ""))].append(record)  # ("", ""): no model needed
     with bar(total=len(records), desc="audit studies", unit="record", progress=progress) as shown:
         for (name, dtype), group in sorted(by_model.items()):
@@ -150,11 +151,13 @@ class Context:
 
 @dataclass(frozen=True)
 class Recompute:
-    """How the audit computes one kind of study again: `models`, the model configurations a record names (the first
-    is loaded; each identity is checked); `reads_problem`, whether its key names a benchmark problem whose text it
-    needs; `run`, which sets the finding's deviation or says what is wrong."""
+    """How the audit computes one kind of study again: `models`, the model configurations a record names (each must
+    be an embedded model in a format with a measured tolerance); `loads`, whether it needs the first of them loaded;
+    `reads_problem`, whether its key names a benchmark problem whose text it needs; `run`, which sets the finding's
+    deviation or says what is wrong."""
 
     models: Callable[[dict], list[dict]]
+    loads: bool
     reads_problem: bool
     run: Callable[[dict, Context, Finding], None]
 
@@ -233,14 +236,14 @@ def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
 
 
 RECOMPUTE: dict[str, Recompute] = {  # one entry per study kind (helpers/results/kinds.py): a test holds them equal
-    "logit_lens": Recompute(_its_model, True, _lens_again),
-    "agreement": Recompute(_both_models, True, _agreement_again),
-    "depth_profile": Recompute(_its_model, True, _gold_again),
-    "skip_effects": Recompute(_its_model, True, _gold_again),
-    "depth_score": Recompute(_its_model, True, _gold_again),
-    "erasure_ig": Recompute(_its_model, False, _probe_again),
-    "toy_convergence": Recompute(_no_model, False, _toy_again),
-    "critical_depth": Recompute(_no_model, False, _critical_again),
+    "logit_lens": Recompute(_its_model, True, True, _lens_again),
+    "agreement": Recompute(_both_models, True, True, _agreement_again),
+    "depth_profile": Recompute(_its_model, True, True, _gold_again),
+    "skip_effects": Recompute(_its_model, True, True, _gold_again),
+    "depth_score": Recompute(_its_model, True, True, _gold_again),
+    "erasure_ig": Recompute(_its_model, True, False, _probe_again),
+    "toy_convergence": Recompute(_no_model, False, False, _toy_again),
+    "critical_depth": Recompute(_its_model, False, False, _critical_again),  # counted from the decodes of its model
 }
 
 

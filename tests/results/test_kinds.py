@@ -38,7 +38,8 @@ def test_the_audit_loads_the_model_each_study_names_and_none_where_it_needs_none
     pair = {"full": {"model": "f"}, "truncated": {"model": "t"}}
     assert audit_studies.RECOMPUTE["logit_lens"].models(c) == [c]
     assert [m["model"] for m in audit_studies.RECOMPUTE["agreement"].models(pair)] == ["f", "t"]
-    assert audit_studies.RECOMPUTE["critical_depth"].models(c) == []
+    assert audit_studies.RECOMPUTE["critical_depth"].models(c) == [c]  # checked, never loaded: counted from decodes
+    assert not audit_studies.RECOMPUTE["critical_depth"].loads and audit_studies.RECOMPUTE["logit_lens"].loads
     assert audit_studies.RECOMPUTE["toy_convergence"].models(c) == []
 
 
