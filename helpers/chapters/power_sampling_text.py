@@ -475,7 +475,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         mark = " †" if r.count("power") < r.n_problems else ""
         lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
                      f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
-                     f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1)}{mark} |")
+                     f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1, unit='')}{mark} |")
     lines += ["", "T=1 answer = greedy's: the share of T = 1 answers equal to the greedy answer of the same problem; "
                   "nats/token: the mean entropy per token of the T = 1 decodes; MH accepts: the share of MH proposals "
                   "accepted; the last two columns in points."]

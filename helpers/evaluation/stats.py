@@ -73,10 +73,11 @@ class PairedDifference:
         found no sign pattern as extreme (a p of 0 would claim more than 100,000 random draws can show)."""
         return "< 0.0001" if self.p_value < 1e-4 else f"{self.p_value:.2g}"
 
-    def points(self, decimals: int = 0) -> str:
+    def points(self, decimals: int = 0, unit: str = " points") -> str:
         """'+12 points [−3, +25]': the mean to `decimals` places (one where the sentence sets it beside a difference
-        of differences, whose halves whole points would round apart), the interval's ends to whole points."""
-        return f"{100 * self.mean:+.{decimals}f} points [{100 * self.low:+.0f}, {100 * self.high:+.0f}]"
+        of differences, whose halves whole points would round apart), the interval's ends to whole points; a table
+        whose header names the unit passes `unit=""`."""
+        return f"{100 * self.mean:+.{decimals}f}{unit} [{100 * self.low:+.0f}, {100 * self.high:+.0f}]"
 
     def describe(self, decimals: int = 0) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""

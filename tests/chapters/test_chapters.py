@@ -504,6 +504,7 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
     values = power_sampling_text.sharpness_values(rows)
     table = values["sharpness_table"].splitlines()
     assert len(table) == 8 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
+    assert "points" not in "".join(table[2:6]) and "in points" in table[7]  # the legend names the unit once
     assert "The sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
     assert "The least sharp is big at 5 blocks (50%, 0.600 nats)" in values["sharpness_sentence"]
     from helpers.models.registry import post_training
