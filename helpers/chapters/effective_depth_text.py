@@ -10,7 +10,6 @@ from helpers.chapters.effective_depth import (
     RULES,
     LinearMaps,
     ModelStudy,
-    contributions,
     depth_trend,
     erasure_reach,
     ig_early_share,
@@ -24,11 +23,6 @@ from helpers.data.published import PUBLISHED_TABLE1
 from helpers.interp.depth import (
     effective_depths,
 )
-
-
-def contribution_values(r: ModelStudy) -> dict:
-    """Mean block contribution in each half, the first and last block, and the largest MLP spike."""
-    return contributions(r)
 
 
 def cosine_values(r: ModelStudy) -> dict:
