@@ -9,11 +9,14 @@ chapters wherever their settings coincide.
 Where the hardware only emulates bfloat16 (a CPU without AVX512-BF16 or AMX: 3-8x float32's cost), both halves
 run on the first `emulated_problems` problems taking levels in turn (`helpers.data.problems.interleaved`), so the
 comparison stays paired and the appendix says how much of the planned comparison it shows.
+
+The speed of each format is measured apart from the records (`helpers.evaluation.format_speed`): the same greedy
+decode of `speed_rows` prompts in each, on the build's machine, so that a build reusing every record still states
+what each format costs there.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,13 +26,15 @@ from helpers.core.checks import is_count
 from helpers.data.problems import Problem, build_prompt, interleaved
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths, solve
+from helpers.evaluation.format_speed import SpeedTable, time_model
 from helpers.evaluation.stats import PairedDifference, paired_difference
 from helpers.interp.studies import lens_over_problems
 from helpers.models.loading import default_device, load_model
-from helpers.models.precision import native_bfloat16
+from helpers.models.precision import FORMATS, auto_name, describe, native_bfloat16
 from helpers.models.truncation import critical_depth
 
-DTYPES = ("float32", "bfloat16")
+DTYPES = FORMATS
+SPEED_TOKENS = 32  # tokens each row decodes in the speed measurement (no stop: the same work in both formats)
 
 
 @dataclass
@@ -44,9 +49,11 @@ class DtypeComparison:
     sweep: dict[str, dict[int, float]]  # stitched greedy accuracy per depth (full depth included)
     n_sweep: int  # problems of the sweep
     collapse_fraction: float
-    seconds: dict[str, float]  # wall time of each dtype's part, stored records reused included
     native: bool = True  # bfloat16 computed in hardware; False: emulated, and the problems below were cut
     planned: tuple[int, int] = (0, 0)  # the problems asked for (accuracy, sweep) before any cut
+    speed: SpeedTable | None = None  # each format's decode measured on this machine (None: not measured)
+    auto: str = "float32"  # the format `dtype: auto` takes for this model on this machine
+    auto_reason: str = ""  # why, in words (`helpers.models.precision.describe`)
 
     @property
     def n_problems(self) -> int:
@@ -109,13 +116,14 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Sequence[Problem], *, max_new_tokens: int,
                    shots: int, batch_size: int, n_lens: int, span: int, collapse_fraction: float = 0.5,
                    emulated_problems: int | None = None, native: bool | None = None,
-                   native_problems: int | None = None) -> DtypeComparison:
+                   native_problems: int | None = None, speed_rows: int | None = 16) -> DtypeComparison:
     """Run `name` in each dtype: greedy on `problems`, the lens on the first `n_lens` float32 solutions, and the
     stitched sweep of the last `span` depths on `sweep_problems`.
 
     Where bfloat16 is emulated (`native` False; by default, asked of the device the model loads on), at most
     `emulated_problems` of each problem set run, in both dtypes (None: all of them); where it is native, at most
-    `native_problems` (a released build sets both alike, so that every machine reads the same records)."""
+    `native_problems` (a released build sets both alike, so that every machine reads the same records). Each
+    format's speed is measured on `speed_rows` prompts (None: not measured)."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
     for label, cap in (("emulated_problems", emulated_problems), ("native_problems", native_problems)):
@@ -131,11 +139,13 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     if not 1 <= n_lens <= len(problems):
         raise ValueError(f"n_lens must lie in 1..{len(problems)} (the problems whose solutions the lens reads), "
                          f"got {n_lens}")
-    correct, tokens, kl, sweep, seconds = {}, {}, {}, {}, {}
+    if speed_rows is not None and not is_count(speed_rows, 1):
+        raise ValueError(f"speed_rows must be a whole number of at least 1 (or None: no speed measurement), got "
+                         f"{speed_rows!r}")
+    correct, tokens, kl, sweep, speeds = {}, {}, {}, {}, {}
     items = None
     n_layers = 0
     for dtype in DTYPES:
-        start = time.perf_counter()
         model, tokenizer, info = load_model(name, dtype=dtype)
         n_layers = info.n_layers
         records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
@@ -152,9 +162,12 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
                                  batch_size=batch_size)  # every depth in one engine run, as chapter 03's sweep
         sweep[dtype] = {depth: accuracy([samples[0] for samples in by_name["greedy"]])
                         for (_, depth), by_name in swept.items()}
-        seconds[dtype] = time.perf_counter() - start
+        if speed_rows is not None:
+            speeds[dtype] = time_model(model, tokenizer, [speed_rows], SPEED_TOKENS, shots)[speed_rows]
         del model
+    speed = SpeedTable(name, SPEED_TOKENS, {speed_rows: speeds}) if speeds else None
+    device = default_device()
     return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,
-                           seconds, native, planned)
+                           native, planned, speed, auto_name(device, name), describe(device, name))
 
 

@@ -13,6 +13,9 @@ from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth_text
 
 
+MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary")  # the values glued as Markdown
+
+
 def comparison_values(c: DtypeComparison) -> dict:
     """The numbers and sentences the appendix glues."""
     n = c.n_problems
@@ -49,9 +52,36 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_kl_max_gap": gap, "dtype_kl_max_gap_layer": gap_at,
         "dtype_critical_float32": critical_depth_text(crit["float32"]),
         "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),
-        "dtype_seconds_float32": c.seconds["float32"], "dtype_seconds_bfloat16": c.seconds["bfloat16"],
-        "dtype_sentence": sentence,
+        "dtype_sentence": sentence, **speed_values(c),
     }
+
+
+def speed_values(c: DtypeComparison) -> dict:
+    """Each format's measured rates on this build's machine, what `dtype: auto` takes, and the sentence saying so."""
+    auto = f"`dtype: auto` takes {c.auto} for {c.model} on this machine: {c.auto_reason}."
+    if c.speed is None:
+        return {"dtype_auto": c.auto, "dtype_speed_summary": f"`auto` takes {c.auto} here.",
+                "dtype_speed_sentence": f"This build did not time the two formats (`speed_rows` is None). {auto}"}
+    (rows, speeds), = c.speed.by_rows.items()
+    f32, bf16 = speeds["float32"], speeds["bfloat16"]
+    decode, prompt = c.speed.ratio(rows, "decode"), c.speed.ratio(rows, "prompt")
+
+    def rate(value: float | None) -> str:
+        return "too fast to time" if value is None else f"{value:.0f} tokens/s"
+
+    sentence = (f"Timed on this build's machine, the book's engine read {rows} prompts at "
+                f"{f32.prompt_tokens_per_s:.0f} prompt tokens/s in float32 and {bf16.prompt_tokens_per_s:.0f} in "
+                f"bfloat16 (bfloat16 at {prompt:.2f} times float32's rate), then decoded "
+                f"{c.speed.max_new_tokens} tokens per row at {rate(f32.decode_tokens_per_s)} in float32 and "
+                f"{rate(bf16.decode_tokens_per_s)} in bfloat16"
+                + (f" ({decode:.2f} times float32's rate)" if decode is not None else "")
+                + f": a decode that ran, never stored records read back. {auto}")
+    return {"dtype_speed_rows": rows, "dtype_prompt_float32": f32.prompt_tokens_per_s,
+            "dtype_prompt_bfloat16": bf16.prompt_tokens_per_s, "dtype_prompt_ratio": prompt,
+            "dtype_decode_float32": f32.decode_tokens_per_s, "dtype_decode_bfloat16": bf16.decode_tokens_per_s,
+            "dtype_decode_ratio": decode, "dtype_auto": c.auto, "dtype_speed_sentence": sentence,
+            "dtype_speed_summary": (f"bfloat16 decoded at {decode:.2f} times float32's rate on this build's machine, "
+                                    if decode is not None else "") + f"`auto` takes {c.auto} here."}
 
 
 EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is imported where it is used, so the command line's parser starts fast
     import torch
 
-CHOICES = ("auto", "float32", "bfloat16")
+FORMATS = ("float32", "bfloat16")  # the formats a model runs in (what `auto` chooses between)
+CHOICES = ("auto", *FORMATS)
 _chosen = "auto"  # this process's choice, set by `use`
 
 
@@ -83,8 +84,8 @@ def measured(model: str | None) -> dict | None:
     except (JSONFileError, AttributeError):
         return None
     ok = isinstance(entry, dict) and all(isinstance(entry.get(k), int | float) and not isinstance(entry.get(k), bool)
-                                         and entry[k] > 0 for k in ("float32", "bfloat16"))
-    return {k: float(entry[k]) for k in ("float32", "bfloat16")} if ok else None
+                                         and entry[k] > 0 for k in FORMATS)
+    return {k: float(entry[k]) for k in FORMATS} if ok else None
 
 
 def record_measurement(model: str, rates: dict[str, float]) -> str:
@@ -99,7 +100,7 @@ def record_measurement(model: str, rates: dict[str, float]) -> str:
     except JSONFileError:
         table = {}
     table = table if isinstance(table, dict) else {}
-    table.setdefault(machine_key(), {})[model] = {k: float(rates[k]) for k in ("float32", "bfloat16")}
+    table.setdefault(machine_key(), {})[model] = {k: float(rates[k]) for k in FORMATS}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(table, indent=1) + "\n")
     return auto_name("cpu", model)

@@ -107,7 +107,7 @@ def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():
     from helpers.chapters.precision_text import exercise_values
 
     sweep = {d: {4: 1.0, 3: 0.5, 2: 0.0} for d in DTYPES}
-    c = DtypeComparison("m", 4, {}, {}, {}, sweep, 2, 0.5, {})
+    c = DtypeComparison("m", 4, {}, {}, {}, sweep, 2, 0.5)
     v = exercise_values(c, "smoke")
     x = torch.tensor(v["ex_logit"], dtype=torch.bfloat16)
     assert v["ex_logit_spacing"] == float(torch.nextafter(x, x + 100) - x) and v["ex_bits"] == 8
