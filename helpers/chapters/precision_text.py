@@ -12,7 +12,6 @@ from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth_text
 
-
 MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary")  # the values glued as Markdown
 
 
