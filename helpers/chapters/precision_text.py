@@ -79,8 +79,9 @@ def speed_values(c: DtypeComparison) -> dict:
             "dtype_prompt_bfloat16": bf16.prompt_tokens_per_s, "dtype_prompt_ratio": prompt,
             "dtype_decode_float32": f32.decode_tokens_per_s, "dtype_decode_bfloat16": bf16.decode_tokens_per_s,
             "dtype_decode_ratio": decode, "dtype_auto": c.auto, "dtype_speed_sentence": sentence,
-            "dtype_speed_summary": (f"bfloat16 decoded at {decode:.2f} times float32's rate on this build's machine, "
-                                    if decode is not None else "") + f"`auto` takes {c.auto} here."}
+            "dtype_speed_summary": (f"On this build's machine bfloat16 decoded at {decode:.2f} times float32's rate; "
+                                    if decode is not None else "") + f"`auto` takes {c.auto} here, for the reason "
+                                                                     "given under *How to read this*."}
 
 
 EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"

@@ -126,7 +126,7 @@ def describe(device: str, model: str | None = None) -> str:
     rates = measured(model)
     if rates is None:
         return (f"native bfloat16 on {device}, but no measurement of {model or 'this model'} in both formats on this "
-                "machine (auto = float32; python -m helpers bench dtype --model M measures it)")
+                "machine (auto = float32; `python -m helpers bench dtype --model M` measures it)")
     return (f"native bfloat16 on {device}; measured decode {rates['float32']:.1f} tokens/s in float32 and "
             f"{rates['bfloat16']:.1f} in bfloat16 for {model} (auto = {auto_name(device, model)})")
 
