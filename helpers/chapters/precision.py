@@ -123,7 +123,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     Where bfloat16 is emulated (`native` False; by default, asked of the device the model loads on), at most
     `emulated_problems` of each problem set run, in both dtypes (None: all of them); where it is native, at most
     `native_problems` (a released build sets both alike, so that every machine reads the same records). Each
-    format's speed is measured on `speed_rows` prompts (None: not measured)."""
+    format's speed is measured on `speed_rows` prompts (None: not measured), at most as many as that cap."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
     for label, cap in (("emulated_problems", emulated_problems), ("native_problems", native_problems)):
@@ -142,6 +142,8 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     if speed_rows is not None and not is_count(speed_rows, 1):
         raise ValueError(f"speed_rows must be a whole number of at least 1 (or None: no speed measurement), got "
                          f"{speed_rows!r}")
+    if speed_rows is not None and cap is not None:
+        speed_rows = min(speed_rows, cap)  # a cap that cuts the comparison cuts its timing too
     correct, tokens, kl, sweep, speeds = {}, {}, {}, {}, {}
     items = None
     n_layers = 0

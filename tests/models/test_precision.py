@@ -218,6 +218,9 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
         "dtype_speed_sentence"]
     assert f"read 16 prompts at {speeds['float32'].prompt_tokens_per_s:.0f} prompt tokens/s" in values[
         "dtype_speed_sentence"]
+    capped = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS[:1], max_new_tokens=6, shots=0, batch_size=2,
+                                     n_lens=1, span=1, native=False, emulated_problems=1)
+    assert list(capped.speed.by_rows) == [1]  # a cap that cuts the comparison cuts its timing too
 
 
 def test_the_appendix_without_a_speed_measurement_says_so(tiny_dir, tmp_path, monkeypatch):
