@@ -46,11 +46,6 @@ class SpeedTable:
         it (what `dtype: auto` chooses by)."""
         return {d: self.by_rows[max(self.by_rows)][d].tokens_per_s for d in FORMATS}
 
-    def faster(self) -> str:
-        """The format whose whole decode is faster at the largest row count (float32 on a tie)."""
-        rates = self.whole_rates()
-        return "bfloat16" if rates["bfloat16"] > rates["float32"] else "float32"
-
 
 def check_counts(rows: Sequence[int] | int, max_new_tokens: int) -> list[int]:
     """The row counts as a list, or a ValueError that says what to pass."""
