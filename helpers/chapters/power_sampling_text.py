@@ -461,11 +461,12 @@ def answer_values(explained: Sequence[Explained]) -> dict:
 
 def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     """How sharp each model already is at each depth (smaller model first, full depth first), with what the search
-    gained there: a table, and a sentence that sets the sharpest and the least sharp against their gains."""
+    gained there: a table, a sentence that sets the sharpest and the least sharp against their gains, and the
+    premise tested (`premise_sentence`)."""
     mine = [r for m in by_size(rows) for r in sorted((r for r in rows if r.model == m and r.sharp), key=lambda r: -r.depth)]
     if not mine:
         return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
-                "sharpness_sentence": ""}
+                "sharpness_sentence": "", "premise_sentence": ""}
     lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
              "[95%] |", "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
@@ -493,7 +494,54 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
                     f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
-    return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence}
+    return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence,
+            "premise_sentence": premise_sentence(rows)}
+
+
+def _range(values: Sequence[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return format(low, fmt) if format(low, fmt) == format(high, fmt) else f"{format(low, fmt)}–{format(high, fmt)}"
+
+
+def premise_sentence(rows: Sequence[DepthRow]) -> str:
+    """The report's premise tested on this build: each base model's sharpness at full depth beside the
+    instruction-tuned models' range, what MH gained over greedy and over T = 1 there and at its cut, and whether the
+    two steps of the premise (a base model is less sharp; so the search gains on it) showed. Sharpness is compared
+    across models, each on its own problems; gains only within a model, where they pair."""
+    full = {r.model: r for r in rows if r.sharp and r.depth == r.n_layers}
+    base = [m for m in by_size(rows) if m in full and post_training(m) == "base"]
+    tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
+    if not base:
+        return ("No base model ran in this build, so the table holds only the instruction-tuned half of the premise "
+                "(`gemma-3-270m` is the base model that ships offline).")
+    sentences = []
+    for m in base:
+        f = full[m]
+        vs_greedy, vs_warm = f.paired("power", other_key="greedy"), f.paired("power", other_key="temperature")
+        text = (f"The base model, {m}, gives its greedy answer in {100 * f.sharp.agreement:.0f}% of its T = 1 answers "
+                f"at full depth, at {f.sharp.entropy:.3f} nats per token")
+        if tuned:
+            text += (f", where the instruction-tuned models give it in "
+                     f"{_range([100 * t.sharp.agreement for t in tuned], '.0f')}% at "
+                     f"{_range([t.sharp.entropy for t in tuned], '.3f')} nats (each on its own problems)")
+        text += (f"; there MH − greedy is {vs_greedy.points(1)} ({vs_greedy.standing()}) and MH − T = 1 is "
+                 f"{vs_warm.points(1)} ({vs_warm.standing()})")
+        cut = [r for r in rows if r.model == m and r.depth < r.n_layers and r.count("power")]
+        if cut:
+            c = min(cut, key=lambda r: r.depth)
+            d = c.paired("power", other_key="greedy")
+            text += f", and at {c.depth} of {c.n_layers} blocks MH − greedy is {d.points(1)} ({d.standing()})"
+        sentences.append(text + ".")
+        if tuned:
+            less = all(f.sharp.agreement < t.sharp.agreement and f.sharp.entropy > t.sharp.entropy for t in tuned)
+            more = all(f.sharp.agreement > t.sharp.agreement and f.sharp.entropy < t.sharp.entropy for t in tuned)
+            sharp = ("less sharp than every instruction-tuned model, as the premise expects" if less else
+                     "sharper than every instruction-tuned model, against the premise's expectation" if more else
+                     "neither sharper nor less sharp than all of the instruction-tuned models")
+            gain = ("the search gained on it more than its noise at full depth" if vs_greedy.clear and vs_greedy.mean > 0
+                    else "the search's gain on it at full depth is not larger than its noise")
+            sentences.append(f"On these two measures {m} is {sharp}, and {gain}.")
+    return " ".join(sentences)
 
 
 def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:
@@ -528,7 +576,8 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
-         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "levels_table",
+         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
+         "levels_table",
          "levels_sentence")
 
 

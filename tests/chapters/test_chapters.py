@@ -576,3 +576,31 @@ def test_the_linear_maps_read_enough_texts_for_their_token_budget():
     assert sel.pool == small.pool and sel.problems == small.problems  # the other analyses are untouched
     assert len(sel.maps) * effective_depth.MIN_TEXT_TOKENS >= 1200 and {p.id for p in sel.pool} <= {p.id for p in sel.maps}
     assert [p.level for p in sel.maps[:6]] == [1, 2, 3, 1, 2, 3]
+
+
+def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_ones_and_its_gains_within_it():
+    """The base model's sharpness is compared with the instruction-tuned models' (each on its own problems); its
+    gains are paired within it only: MH against greedy and against T = 1 at full depth, and MH against greedy at
+    its cut."""
+    from helpers.evaluation.sharpness import Sharpness
+
+    rows = _two_sizes()
+    names = {"small": "gemma-3-270m", "big": "qwen2.5-coder-0.5b"}
+    rows = [dataclasses.replace(r, model=names[r.model]) for r in rows]
+    for r, (agree, nats) in zip(rows, ((0.5, 0.6), (0.4, 0.7), (0.9, 0.05), (0.8, 0.1)), strict=True):
+        r.sharp = Sharpness(agree, nats, 40, 400)
+    sentence = power_sampling_text.sharpness_values(rows)["premise_sentence"]
+    assert sentence.startswith("The base model, gemma-3-270m, gives its greedy answer in 50% of its T = 1 answers at "
+                               "full depth, at 0.600 nats per token, where the instruction-tuned models give it in 90% "
+                               "at 0.050 nats (each on its own problems); there MH − greedy is +0.0 points [")
+    assert "MH − T = 1 is +40.0 points [" in sentence  # greedy 50%, T = 1 10% on the same 20 problems
+    assert "and at 5 of 6 blocks MH − greedy is +5.0 points [" in sentence
+    assert sentence.endswith("gemma-3-270m is less sharp than every instruction-tuned model, as the premise expects, "
+                             "and the search's gain on it at full depth is not larger than its noise.")
+    rows[0].sharp = Sharpness(0.95, 0.01, 40, 400)
+    assert "is sharper than every instruction-tuned model, against the premise's expectation" in \
+        power_sampling_text.premise_sentence(rows)
+    rows[0].sharp = Sharpness(0.95, 0.2, 40, 400)
+    assert "is neither sharper nor less sharp than all" in power_sampling_text.premise_sentence(rows)
+    tuned = [r for r in rows if r.model.startswith("qwen")]
+    assert power_sampling_text.premise_sentence(tuned).startswith("No base model ran in this build")
