@@ -33,13 +33,12 @@ from helpers.models.loading import default_device, load_model
 from helpers.models.precision import FORMATS, auto_name, describe, native_bfloat16
 from helpers.models.truncation import critical_depth
 
-DTYPES = FORMATS
 SPEED_TOKENS = 32  # tokens each row decodes in the speed measurement (no stop: the same work in both formats)
 
 
 @dataclass
 class DtypeComparison:
-    """One model in float32 and in bfloat16 (keys of every dict are DTYPES)."""
+    """One model in float32 and in bfloat16 (keys of every dict are FORMATS)."""
 
     model: str
     n_layers: int
@@ -57,7 +56,7 @@ class DtypeComparison:
 
     @property
     def n_problems(self) -> int:
-        return len(self.correct[DTYPES[0]])
+        return len(self.correct[FORMATS[0]])
 
     def difference(self) -> PairedDifference:
         """bfloat16 minus float32 greedy accuracy, paired over the problems."""
@@ -67,11 +66,11 @@ class DtypeComparison:
     def critical(self, collapse_fraction: float | None = None) -> dict[str, int | None]:
         """Each format's critical stitched depth under the comparison's share (or `collapse_fraction`)."""
         share = self.collapse_fraction if collapse_fraction is None else collapse_fraction
-        return {d: critical_depth(self.sweep[d], self.sweep[d][self.n_layers], share) for d in DTYPES}
+        return {d: critical_depth(self.sweep[d], self.sweep[d][self.n_layers], share) for d in FORMATS}
 
     def accuracy(self) -> dict[str, float]:
         """Each format's greedy accuracy."""
-        return {d: float(np.mean(self.correct[d])) for d in DTYPES}
+        return {d: float(np.mean(self.correct[d])) for d in FORMATS}
 
     def divergences(self) -> list[int]:
         """For each problem whose two greedy decodes differ, the position of the first differing token."""
@@ -92,7 +91,7 @@ class DtypeComparison:
 
     def solved_at(self, depth: int) -> dict[str, int]:
         """How many of the sweep's problems each format's stitched model solves at `depth` blocks."""
-        return {d: round(self.sweep[d][depth] * self.n_sweep) for d in DTYPES}
+        return {d: round(self.sweep[d][depth] * self.n_sweep) for d in FORMATS}
 
 
 def bfloat16_spacing(value: float) -> tuple[float, int, float]:
@@ -147,7 +146,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     correct, tokens, kl, sweep, speeds = {}, {}, {}, {}, {}
     items = None
     n_layers = 0
-    for dtype in DTYPES:
+    for dtype in FORMATS:
         model, tokenizer, info = load_model(name, dtype=dtype)
         n_layers = info.n_layers
         records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from statistics import median
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.precision import DTYPES, DtypeComparison, bfloat16_spacing
+from helpers.chapters.precision import DtypeComparison, bfloat16_spacing
 from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
+from helpers.models.precision import FORMATS
 from helpers.models.truncation import critical_depth_text
 
 MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary")  # the values glued as Markdown
@@ -136,8 +137,8 @@ def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
 
 def sweep_table(c: DtypeComparison) -> str:
     """Stitched greedy accuracy per depth in each dtype, with 95% intervals (Markdown)."""
-    rows = ["| blocks | " + " | ".join(DTYPES) + " |", "|---" * (len(DTYPES) + 1) + "|"]
-    for d in sorted(c.sweep[DTYPES[0]]):
+    rows = ["| blocks | " + " | ".join(FORMATS) + " |", "|---" * (len(FORMATS) + 1) + "|"]
+    for d in sorted(c.sweep[FORMATS[0]]):
         rows.append(f"| {d}{' (full)' if d == c.n_layers else ''} | "
-                    + " | ".join(percent_with_interval(c.sweep[t][d], c.n_sweep) for t in DTYPES) + " |")
+                    + " | ".join(percent_with_interval(c.sweep[t][d], c.n_sweep) for t in FORMATS) + " |")
     return "\n".join(rows)

@@ -103,10 +103,11 @@ def test_at_alpha_one_reference_mh_accepts_everything_yet_only_exact_mh_samples_
 def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():
     import torch
 
-    from helpers.chapters.precision import DTYPES, DtypeComparison
+    from helpers.chapters.precision import DtypeComparison
     from helpers.chapters.precision_text import exercise_values
+    from helpers.models.precision import FORMATS
 
-    sweep = {d: {4: 1.0, 3: 0.5, 2: 0.0} for d in DTYPES}
+    sweep = {d: {4: 1.0, 3: 0.5, 2: 0.0} for d in FORMATS}
     c = DtypeComparison("m", 4, {}, {}, {}, sweep, 2, 0.5)
     v = exercise_values(c, "smoke")
     x = torch.tensor(v["ex_logit"], dtype=torch.bfloat16)
