@@ -466,7 +466,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     mine = [r for m in by_size(rows) for r in sorted((r for r in rows if r.model == m and r.sharp), key=lambda r: -r.depth)]
     if not mine:
         return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
-                "sharpness_sentence": "", "premise_sentence": ""}
+                "sharpness_sentence": "", "premise_sentence": "", "premise_base_models": 0}
     lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
              "[95%] |", "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
@@ -495,12 +495,19 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
                     f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
     return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence,
-            "premise_sentence": premise_sentence(rows)}
+            "premise_sentence": premise_sentence(rows), "premise_base_models": len(base_models(mine))}
 
 
 def _range(values: Sequence[float], fmt: str) -> str:
     low, high = min(values), max(values)
     return format(low, fmt) if format(low, fmt) == format(high, fmt) else f"{format(low, fmt)}–{format(high, fmt)}"
+
+
+def base_models(rows: Sequence[DepthRow]) -> list[str]:
+    """The rows' base (pretrained) models with T = 1 decodes at full depth, smaller first: those the premise is
+    tested on."""
+    return [m for m in by_size(rows) if post_training(m) == "base"
+            and any(r.model == m and r.sharp and r.depth == r.n_layers for r in rows)]
 
 
 def premise_sentence(rows: Sequence[DepthRow]) -> str:
@@ -509,7 +516,7 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
     two steps of the premise (a base model is less sharp; so the search gains on it) showed. Sharpness is compared
     across models, each on its own problems; gains only within a model, where they pair."""
     full = {r.model: r for r in rows if r.sharp and r.depth == r.n_layers}
-    base = [m for m in by_size(rows) if m in full and post_training(m) == "base"]
+    base = base_models(rows)
     tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
     if not base:
         return ("No base model ran in this build, so the table holds only the instruction-tuned half of the premise "

@@ -589,7 +589,9 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     rows = [dataclasses.replace(r, model=names[r.model]) for r in rows]
     for r, (agree, nats) in zip(rows, ((0.5, 0.6), (0.4, 0.7), (0.9, 0.05), (0.8, 0.1)), strict=True):
         r.sharp = Sharpness(agree, nats, 40, 400)
-    sentence = power_sampling_text.sharpness_values(rows)["premise_sentence"]
+    values = power_sampling_text.sharpness_values(rows)
+    sentence = values["premise_sentence"]
+    assert values["premise_base_models"] == 1
     assert sentence.startswith("The base model, gemma-3-270m, gives its greedy answer in 50% of its T = 1 answers at "
                                "full depth, at 0.600 nats per token, where the instruction-tuned models give it in 90% "
                                "at 0.050 nats (each on its own problems); there MH − greedy is +0.0 points [")
@@ -604,3 +606,4 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     assert "is neither sharper nor less sharp than all" in power_sampling_text.premise_sentence(rows)
     tuned = [r for r in rows if r.model.startswith("qwen")]
     assert power_sampling_text.premise_sentence(tuned).startswith("No base model ran in this build")
+    assert power_sampling_text.sharpness_values(tuned)["premise_base_models"] == 0

@@ -67,3 +67,16 @@ def test_a_build_with_a_decomposition_shows_its_table_and_why_before_the_cost():
     assert text.startswith("**No, at both sizes:** it does not.\n\n| model |\n|---|\n| small |\n\n**Why.** The cut "
                            "costs 20 points.\n\n**What it costs.** The search costs more than the cut saves.")
     assert "On small, 30% against 40%." not in text  # the first model's headline alone would lead with one size
+
+
+def test_the_premise_is_stated_on_the_front_only_where_a_base_model_ran():
+    rows = [{"chapter": "04_power_sampling", "name": "answer", "value": "No."},
+            {"chapter": "04_power_sampling", "name": "answer_lead", "value": "**No:** it does not."},
+            {"chapter": "04_power_sampling", "name": "answer_table", "value": "| model |"},
+            {"chapter": "04_power_sampling", "name": "answer_why", "value": "The cut costs 20 points."},
+            {"chapter": "04_power_sampling", "name": "premise_sentence", "value": "The base model, b, is sharp."},
+            {"chapter": "04_power_sampling", "name": "premise_base_models", "value": 1}]
+    assert "**Why.** The cut costs 20 points.\n\n**The premise.** The base model, b, is sharp.\n\n**What it costs.**" \
+        in answer_markdown(rows, **BUILT)
+    rows[-1]["value"] = 0
+    assert "premise" not in answer_markdown(rows, **BUILT)
