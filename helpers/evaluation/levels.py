@@ -35,6 +35,10 @@ class LevelScan:
         """Whether the levels given are exactly those the scan finds room at."""
         return sorted(self.given) == self.with_room(room)
 
+    def within(self, room: tuple[float, float] = ROOM) -> bool:
+        """Whether every level given is one the scan finds room at (some with room may be left out)."""
+        return set(self.given) <= set(self.with_room(room))
+
 
 def level_scan(model: str, problems: Sequence[Problem], records: Sequence[Sequence[dict]],
                given: Sequence[int]) -> LevelScan:

@@ -36,7 +36,11 @@ def test_the_sentence_says_what_the_scan_found_at_the_shared_levels_and_whether_
     assert table[2].startswith("| base | base or tuned: not known from its name | 50% [") and table[2].endswith("| 1 and 2 |")
     other = level_values([LevelScan("base", {1: 0.9, 5: 0.3}, {1: 20, 5: 20}, (1,))], [5])["levels_sentence"]
     assert "some of the other models' levels would leave it room too" in other
-    assert "while it runs levels 1, as the profile chose them: this scan does not support that choice" in other
+    assert "while it runs level 1, as the profile chose them: this scan does not support that choice" in other
+    some = LevelScan("base", {1: 0.5, 2: 0.3, 3: 0.3, 5: 0.0}, {1: 20, 2: 20, 3: 20, 5: 20}, (1, 3))
+    assert some.within() and not some.agrees()
+    assert level_values([some], [5])["levels_sentence"].endswith(
+        "are 1, 2 and 3, and it runs levels 1 and 3, each among them (level 2 would leave room too).")
     assert level_values([], [5, 6]) == {"levels_table": "", "levels_sentence": "Every model runs the same problems, "
                                                                                "from levels 5 and 6."}
 
