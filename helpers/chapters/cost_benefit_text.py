@@ -26,7 +26,7 @@ from helpers.chapters.cost_benefit import (
     sizes_in_order,
 )
 from helpers.chapters.exercises import rerun_command
-from helpers.core.numbers import counted, significant
+from helpers.core.numbers import counted, listed, significant
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import (
     comparisons_table,
@@ -167,12 +167,12 @@ def size_cost_values(measured: Sequence[Measured]) -> dict:
         sentence = ("This build prices one model, so it cannot say whether the verdict depends on the model's size: "
                     "run chapter 04 (and this chapter, which reads its decodes) with two sizes of one family.")
     else:
-        blocks = " and ".join(f"{100 * c.per_block:.1f}% of {c.model}'s" for c in costs)
-        unembedding = " and ".join(f"{100 * c.unembedding:.0f}%" for c in costs)
+        blocks = listed([f"{100 * c.per_block:.1f}% of {c.model}'s" for c in costs])
+        unembedding = listed([f"{100 * c.unembedding:.0f}%" for c in costs])
         sentence = (f"{answer} Removing one block saves {blocks} FLOPs per token (the unembedding, "
                     f"which no truncation removes, is {unembedding} of them), so the verdict turns on the multiplier: ")
         paid = [c.model for c in costs if c.needed <= c.saved]
-        sentence += (f"on {' and '.join(paid)} the blocks removed pay for the search." if paid else
+        sentence += (f"on {listed(paid)} the blocks removed pay for the search." if paid else
                      "at no size do the blocks this build removed save what the search costs.")
     first = size_cost(measured[0])
     return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,

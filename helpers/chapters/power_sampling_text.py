@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from helpers.chapters.power_sampling import (
@@ -408,14 +409,16 @@ def why_sentence(e: Explained) -> str:
 
 
 def decomposition_values(explained: Sequence[Explained]) -> dict:
-    """The decomposition's glued table and sentences (Markdown), and each model's terms in points (for the book's
-    exercises and for `glued-diff`), from `explain`."""
+    """The decomposition's glued table and sentences (Markdown), and each model's terms in points, named by the model
+    (`dec_qwen2_5_coder_0_5b_power_cut_cost`: a name that means the same model in every build, for `glued-diff`),
+    from `explain`."""
     values = {"decomposition_table": decomposition_table(explained),
               "decomposition_sentence": " ".join(why_sentence(e) for e in explained) or
               "No truncated depth ran, so there is no cut to take apart."}
-    for i, e in enumerate(explained):
+    for e in explained:
+        name = re.sub(r"\W", "_", e.full.model)
         for key, _ in SEARCHES:
-            values |= {f"dec_{i}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
+            values |= {f"dec_{name}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
     return values
 
 

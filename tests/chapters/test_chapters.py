@@ -451,8 +451,9 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     explained = power_sampling.explain(rows)
     assert [e.full.model for e in explained] == ["small", "big"]
     values = power_sampling_text.decomposition_values(power_sampling.explain(rows))
-    assert values["dec_0_power_cut_cost"] == -10 and values["dec_0_power_recovery"] == 5
-    assert values["dec_0_power_headline"] == -5 and values["dec_1_power_cut_cost"] == -30
+    assert values["dec_small_power_cut_cost"] == -10 and values["dec_small_power_recovery"] == 5
+    assert values["dec_small_power_headline"] == -5 and values["dec_big_power_cut_cost"] == -30
+    assert not any(k.startswith("dec_0") for k in values)  # named by model: the same name means the same model
     table = values["decomposition_table"].splitlines()
     assert len(table) == 2 + 2 * 5 and "†" not in values["decomposition_table"]
     assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
