@@ -78,8 +78,9 @@ def record_shape(config: dict) -> dict:
 
 def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
-    return Run(DECODE.name, {**model_identity(model), **settings.key(), **engine_key(engine, settings.samples)}, root=root,
-               shape=record_shape(settings.key()))
+    identity = model_identity(model)
+    return Run(DECODE.name, {**identity, **settings.key(), **engine_key(engine, settings.samples, identity["dtype"])},
+               root=root, shape=record_shape(settings.key()))
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,

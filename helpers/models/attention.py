@@ -6,9 +6,13 @@ PyTorch's `scaled_dot_product_attention(..., enable_gqa=True)` does the same com
 copy: 4x faster per layer for SmolLM2 at batch 12 on a CPU, with identical outputs.
 
 With one query per row (every decoding step), attention on a CPU is two batched matrix products instead:
-PyTorch's fused CPU kernel is built for blocks of queries and takes 1.3-1.8x as long for a single one. The
-two ways add the same terms in another order, so outputs differ in the last float bits (a few 1e-7), as
-they already do between batch sizes.
+PyTorch's fused CPU kernel is built for blocks of queries and takes longer for a single one, in float32 a
+little, in bfloat16 many times over (the book's appendix and performance page give the measurements). In float32
+the two ways add the same terms in another order, so outputs differ in the last float bits (a few 1e-7), as they
+already do between batch sizes. In bfloat16 the scores and their softmax are computed in float32, as the fused
+kernel keeps them, and only the weights that sum the values are rounded to bfloat16: the outputs stay within
+about one bfloat16 step of the fused kernel's. That changes bfloat16's numbers, so a bfloat16 record's identity
+carries the revision (`REVISIONS`, in the engine's part of its key).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from torch.nn import functional as F
 
 NAME = "sdpa_gqa"
 ONE_QUERY_MATMULS = True  # decoding steps on a CPU take `_one_query`
+ONE_QUERY_DTYPES = (torch.float32, torch.bfloat16)
+REVISIONS = {"bfloat16": 2}  # a format whose decoding numbers a change here moved -> its revision, which its decodes'
+# store keys carry (`helpers.samplers.settings.engine_key`): 2, scores in float32 on the one-query path
 
 
 def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -26,7 +33,7 @@ def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torc
     """Same contract as transformers' `sdpa_attention_forward`: returns ([B, T, H, D], None)."""
     if attention_mask is not None and attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
-    if ONE_QUERY_MATMULS and query.shape[2] == 1 and query.device.type == "cpu" and query.dtype == torch.float32 \
+    if ONE_QUERY_MATMULS and query.shape[2] == 1 and query.device.type == "cpu" and query.dtype in ONE_QUERY_DTYPES \
             and not dropout:
         return _one_query(query, key, value, attention_mask, scaling), None
     if is_causal is None:
@@ -40,21 +47,23 @@ def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torc
 def _one_query(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
                scaling: float | None) -> torch.Tensor:
     """Attention of one query per row ([B, H, 1, D]) over [B, KV, W, D] keys and values: softmax(q kᵀ + mask) v,
-    the H // KV query heads of a key head taken together in one product. Returns [B, 1, H, D]."""
+    the H // KV query heads of a key head taken together in one product; scores and softmax in float32 whatever
+    the inputs' format, the weighted sum of the values in theirs. Returns [B, 1, H, D]."""
     b, heads, _, dim = query.shape
     kv_heads, width = key.shape[1], key.shape[2]
     group = heads // kv_heads
-    q = query.reshape(b * kv_heads, group, dim)
-    keys_t = key.reshape(b * kv_heads, width, dim).transpose(1, 2)
+    q = query.reshape(b * kv_heads, group, dim).float()
+    keys_t = key.reshape(b * kv_heads, width, dim).transpose(1, 2).float()
     scale = scaling if scaling is not None else dim ** -0.5
     if mask is None:
         scores = torch.bmm(q, keys_t).mul_(scale)
     else:
         if mask.dtype == torch.bool:
-            mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~mask, float("-inf"))
-        bias = mask.expand(b, heads, 1, width).reshape(b * kv_heads, group, width)
+            mask = torch.zeros(mask.shape, dtype=torch.float32, device=query.device).masked_fill_(~mask, float("-inf"))
+        bias = mask.float().expand(b, heads, 1, width).reshape(b * kv_heads, group, width)
         scores = torch.baddbmm(bias, q, keys_t, alpha=scale)
-    out = torch.bmm(torch.softmax(scores, dim=-1), value.reshape(b * kv_heads, width, dim))
+    weights = torch.softmax(scores, dim=-1).to(value.dtype)
+    out = torch.bmm(weights, value.reshape(b * kv_heads, width, dim))
     return out.view(b, 1, heads, dim)
 
 

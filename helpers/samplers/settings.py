@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.categorical import VERSION as DRAW
+from helpers.models.attention import REVISIONS as ATTENTION
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import Target, check_length
@@ -106,14 +107,15 @@ class DecodeSettings:
         return {**settings, "seed": self.seed, "top_k": self.top_k}
 
 
-def engine_key(engine: str, samples: bool = False) -> dict:
+def engine_key(engine: str, samples: bool = False, dtype: str = "float32") -> dict:
     """The engine's part of a store key: for the book's own engines ("slot"), how a sampled decode draws its tokens
-    (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was); for vLLM,
-    its name."""
+    (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was) and,
+    for a number format whose decoding attention was revised (`helpers.models.attention.REVISIONS`: bfloat16), the
+    revision; for vLLM, its name."""
     check_engine(engine)
     if engine != "slot":
         return {"engine": engine}
-    return {"draw": DRAW} if samples else {}
+    return ({"draw": DRAW} if samples else {}) | ({"attention": ATTENTION[dtype]} if dtype in ATTENTION else {})
 
 
 def check_engine(engine: str) -> str:

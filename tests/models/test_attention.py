@@ -37,3 +37,35 @@ def test_decoding_with_either_attention_gives_the_same_tokens(tiny, monkeypatch)
     fused = decode(model, prompts, 8, [], temperature=1.0, seeds=[1, 2, 3])
     assert [c.tokens for c in matmuls] == [c.tokens for c in fused]
     assert max(abs(x - y) for a, b in zip(matmuls, fused, strict=True) for x, y in zip(a.logp, b.logp, strict=True)) < 1e-5
+
+
+def test_one_query_attention_in_bfloat16_keeps_its_scores_in_float32():
+    """The bfloat16 path is as close to exact attention (in float64, on the same bfloat16 inputs) as PyTorch's fused
+    kernel, within a bfloat16 step of its output; rounding the scores to bfloat16 (a plain bfloat16 product) would
+    be several steps off."""
+    torch.manual_seed(0)
+    b, heads, kv_heads, width, dim = 16, 14, 2, 300, 64
+    query = (2 * torch.randn(b, heads, 1, dim)).bfloat16()
+    key, value = (2 * torch.randn(b, kv_heads, width, dim)).bfloat16(), torch.randn(b, kv_heads, width, dim).bfloat16()
+    allowed = torch.rand(b, 1, 1, width) < 0.9
+    exact = F.scaled_dot_product_attention(query.double(), key.double(), value.double(), attn_mask=allowed,
+                                           enable_gqa=True).transpose(1, 2)
+    fused = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, enable_gqa=True).transpose(1, 2)
+    got, _ = attention.sdpa_gqa_forward(None, query, key, value, allowed)
+    assert got.dtype == torch.bfloat16 and got.shape == (b, 1, heads, dim)
+    step = 2 ** -7  # bfloat16's spacing at outputs between 1 and 2
+    err, fused_err = (got.double() - exact).abs().max().item(), (fused.double() - exact).abs().max().item()
+    assert err <= max(2 * fused_err, step), (err, fused_err)
+    scores = torch.softmax((query.reshape(b * kv_heads, 7, dim) @ key.reshape(b * kv_heads, width, dim).transpose(1, 2)
+                            / 8).masked_fill(~allowed.expand(b, heads, 1, width).reshape(b * kv_heads, 7, width),
+                                             float("-inf")), dim=-1)  # scores rounded to bfloat16 by the product
+    rounded = (scores @ value.reshape(b * kv_heads, width, dim)).view(b, 1, heads, dim)
+    assert (rounded.double() - exact).abs().max().item() > 2 * err
+
+
+def test_a_bfloat16_decodes_key_carries_the_attention_revision_and_a_float32_ones_is_unchanged():
+    from helpers.samplers.settings import engine_key
+
+    assert engine_key("slot", False) == {} and engine_key("slot", True, "float32") == engine_key("slot", True)
+    assert engine_key("slot", False, "bfloat16") == {"attention": attention.REVISIONS["bfloat16"]}
+    assert engine_key("vllm", True, "bfloat16") == {"engine": "vllm"}
