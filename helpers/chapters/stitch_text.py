@@ -146,7 +146,7 @@ def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     on problems of its own (`problem_sets`) says on which."""
     parts, mine = [], _own(sweeps)
     for s in sweeps.values():
-        own = f" on its own problems ({levels_text(s.problems)})" if mine[s.model] else ""
+        own = f" on its own problems, {levels_text(s.problems)}" if mine[s.model] else ""
         cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
         if cs is None:
             parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "

@@ -560,7 +560,7 @@ def test_the_models_table_names_each_models_problems_where_they_differ():
     lines = stitch_text.models_table({"a": a, "b": b, "base": base}, 0.5).splitlines()
     assert lines[0].startswith("| model | problems | blocks |") and lines[4].startswith("| base | 10, levels 1 and 3 | 6 |")
     sentence = stitch_text.models_sentence({"a": a, "base": base}, 0.5)
-    assert "base can lose 3 of its 6 blocks on its own problems (levels 1 and 3)" in sentence
+    assert "base can lose 3 of its 6 blocks on its own problems, levels 1 and 3 (50% of its depth" in sentence
     assert "a can lose 3 of its 6 blocks (" in sentence
     first = stitch_text.models_sentence({"base": base, "a": a, "b": b}, 0.5)  # the base model listed first
     assert "base can lose 3 of its 6 blocks on its own problems" in first and "a can lose 3 of its 6 blocks (" in first
