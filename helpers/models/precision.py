@@ -123,9 +123,12 @@ def describe(device: str, model: str | None = None) -> str:
         return f"no native bfloat16 on {device} (auto = float32)"
     if device.split(":")[0] == "cuda":
         return f"native bfloat16 on {device} (auto = bfloat16)"
+    if model is None:  # a machine's line, for benches of several models
+        return (f"native bfloat16 on {device} (auto, per model: bfloat16 where `python -m helpers bench dtype --model M` "
+                "measured it faster on this machine)")
     rates = measured(model)
     if rates is None:
-        return (f"native bfloat16 on {device}, but no measurement of {model or 'this model'} in both formats on this "
+        return (f"native bfloat16 on {device}, but no measurement of {model} in both formats on this "
                 "machine (auto = float32; `python -m helpers bench dtype --model M` measures it)")
     return (f"native bfloat16 on {device}; measured decode {rates['float32']:.1f} tokens/s in float32 and "
             f"{rates['bfloat16']:.1f} in bfloat16 for {model} (auto = {auto_name(device, model)})")

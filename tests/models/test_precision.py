@@ -42,6 +42,7 @@ def test_auto_on_a_native_cpu_follows_the_measurement_and_is_float32_without_one
     monkeypatch.setattr(precision, "native_bfloat16", lambda device: True)
     assert precision.resolve("auto", "cpu", "m") == torch.float32  # nothing measured
     assert "no measurement of m" in precision.describe("cpu", "m")
+    assert "auto, per model" in precision.describe("cpu")  # a machine's line names no model's choice
     assert precision.record_measurement("m", {"float32": 12.0, "bfloat16": 9.0}) == "float32"
     assert precision.resolve("auto", "cpu", "m") == torch.float32
     assert precision.record_measurement("m", {"float32": 9.0, "bfloat16": 12.0}) == "bfloat16"
