@@ -523,7 +523,7 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
     tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
     if not base:
         return ("No base model ran in this build, so the table holds only the instruction-tuned half of the premise "
-                "(`gemma-3-270m` is the base model that ships offline).")
+                "(the one base model that ships offline is Gemma 3 270M).")
     sentences = []
     for m in base:
         f = full[m]

@@ -94,11 +94,14 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     four = full["04_power_sampling"]
     assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
     assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
-    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B beside them in 02-03
-        assert {k: v for k, v in full[stem].items() if k not in ("profile", "models", "map_models", "map_tokens")} == \
-            {k: v for k, v in default[stem].items() if k not in ("profile", "models", "map_models", "map_tokens")}
+    mine = ("profile", "models", "map_models", "map_tokens", "model_levels")
+    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B and the base model in 02-03
+        assert {k: v for k, v in full[stem].items() if k not in mine} == \
+            {k: v for k, v in default[stem].items() if k not in mine}
         extra = [m for m in full[stem]["models"] if m not in default[stem]["models"]]
-        assert extra == ([] if stem.startswith("01") else ["qwen2.5-coder-1.5b"]), stem
+        assert extra == ([] if stem.startswith("01") else ["qwen2.5-coder-1.5b", "gemma-3-270m"]), stem
+    for stem in ("03_stitch_and_preserve", "04_power_sampling"):  # the base model on levels of its own, the same in both
+        assert full[stem]["model_levels"] == {"gemma-3-270m": [1, 3]}, stem
     assert full["01_effective_depth"]["map_models"] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # across sizes
 
 
@@ -217,7 +220,7 @@ def test_chapters_04_and_05_find_chapter_03s_critical_depths_by_its_own_settings
     for profile, overrides in (("smoke", {}), ("default", {}), ("full", {}), ("smoke", {"n_problems": 3})):
         jobs = {j.stem: j.parameters for j in plan(profile, overrides)}
         three = {**literal_defaults(notebook_parameters("03_stitch_and_preserve")), **jobs["03_stitch_and_preserve"]}
-        own = SweepSettings.from_parameters(three).key()
+        own = SweepSettings.from_parameters(three).parameters()  # with a model's own levels where the profile sets them
         assert jobs["04_power_sampling"]["critical_sweep"] == jobs["05_cost"]["critical_sweep"] == own, profile
         (alone,) = plan(profile, overrides, only="04_power_sampling")
         assert alone.parameters["critical_sweep"] == own
