@@ -574,11 +574,14 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
         where = ("the other models' levels leave it no room" if not set(theirs) & set(room) else
                  "some of the other models' levels would leave it room too")
         runs = f"level{'s' if len(s.given) > 1 else ''} {listed(s.given)}"
-        left = [lv for lv in room if lv not in s.given]
-        verdict = ("so the levels it runs are the measured ones" if s.agrees() else
-                   f"and it runs {runs}, {'each' if len(s.given) > 1 else 'one'} among them (level"
-                   f"{'s' if len(left) > 1 else ''} {listed(left)} would leave room too)" if s.within() else
-                   f"while it runs {runs}, as the profile chose them: this scan does not support that choice")
+        if s.agrees():
+            verdict = "so the levels it runs are the measured ones"
+        elif s.within():
+            left = [lv for lv in room if lv not in s.given]
+            verdict = (f"and it runs {runs}, {'each' if len(s.given) > 1 else 'one'} among them "
+                       f"(level{'s' if len(left) > 1 else ''} {listed(left)} would leave room too)")
+        else:
+            verdict = f"while it runs {runs}, as the profile chose them: this scan does not support that choice"
         sentences.append(f"At full depth, {s.model}'s greedy decoding solves {at_theirs} of the other models' "
                          f"{every} ({min(s.n.values())} problems per level), so {where}. The levels where it leaves "
                          f"room both ways ({100 * low:.0f}–{100 * high:.0f}% solved) are {listed(room)}, {verdict}.")
@@ -590,8 +593,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
          "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
-         "levels_table",
-         "levels_sentence")
+         "levels_table", "levels_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),

@@ -11,8 +11,8 @@ little, in bfloat16 many times over (the book's appendix and performance page gi
 the two ways add the same terms in another order, so outputs differ in the last float bits (a few 1e-7), as they
 already do between batch sizes. In bfloat16 the scores and their softmax are computed in float32, as the fused
 kernel keeps them, and only the weights that sum the values are rounded to bfloat16: the outputs stay within
-twice the fused kernel's distance from exact attention (two bfloat16 steps where it keeps to one). That changes bfloat16's numbers, so a bfloat16 record's identity
-carries the revision (`REVISIONS`, in the engine's part of its key).
+twice the fused kernel's distance from exact attention (two bfloat16 steps where it keeps to one). That changes
+bfloat16's numbers, so a bfloat16 decode's store key carries the revision (`REVISIONS`, in the engine's part of it).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     """The answer from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's lead (which every size
     this build ran supports, or one clause per size), its table with a row per model and why, from the
     decomposition; the report's premise tested, where a base model ran; then chapter 05's cost against saving at
-    each size. A build whose chapter 04 ran no truncation
-    gives its answer and headline instead; a chapter this build did not run is named as such."""
+    each size. A build whose chapter 04 ran no truncation gives its answer and headline instead; a chapter this build
+    did not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
     built = f"*Built with the **{profile}** profile at commit `{commit}` on {date[:10]}.*"
     answer, headline = values.get(("04_power_sampling", "answer")), values.get(("04_power_sampling", "headline"))
@@ -24,9 +24,9 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     if not isinstance(second, str) or not second:
         second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     lead, table, why = (values.get(("04_power_sampling", key)) for key in ("answer_lead", "answer_table", "answer_why"))
-    premise = values.get(("04_power_sampling", "premise_sentence")) \
-        if values.get(("04_power_sampling", "premise_base_models")) else None
-    premise = f"**The premise.** {premise}\n\n" if premise else ""  # only where a base model ran
+    premise = values.get(("04_power_sampling", "premise_sentence"))
+    premise = f"**The premise.** {premise}\n\n" if premise and values.get(("04_power_sampling", "premise_base_models")) \
+        else ""  # only where a base model ran
     if all(isinstance(v, str) and v for v in (lead, table, why)):
         return f"{lead}\n\n{table}\n\n**Why.** {why}\n\n{premise}**What it costs.** {second}\n\n{built}\n"
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
