@@ -33,17 +33,29 @@ def check(choice: object) -> str:
     return choice
 
 
+# oneDNN's names for instruction sets that compute bfloat16 products (its `ONEDNN_MAX_CPU_ISA` values and above)
+ONEDNN_BFLOAT16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
+                        "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL", "DEFAULT")
+
+
 def native_bfloat16(device: str) -> bool:
-    """Whether `device` ('cpu', 'cuda', 'cuda:1', ...) computes bfloat16 in hardware rather than emulating it."""
+    """Whether `device` ('cpu', 'cuda', 'cuda:1', ...) computes bfloat16 in hardware rather than emulating it.
+
+    On a CPU PyTorch's bfloat16 matrix products run in oneDNN, so a cap on oneDNN's instructions
+    (`ONEDNN_MAX_CPU_ISA`, or its older name `DNNL_MAX_CPU_ISA`) below a bfloat16 set makes a native CPU emulate it:
+    with the cap at AVX2 the CPU computes as an AVX2 machine does, and 'auto' takes float32 there as it would."""
+    import os
+
     import torch
 
     kind = torch.device(device).type
     if kind == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if kind == "cpu":
+        cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").strip().upper()
         cpu = torch.cpu
-        return any(getattr(cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
-                                                                       "_is_amx_tile_supported"))
+        return cap in ONEDNN_BFLOAT16_ISAS and any(getattr(cpu, probe, lambda: False)()
+                                                   for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
     return False
 
 

@@ -76,10 +76,28 @@ def test_the_dtype_bench_measures_both_formats_and_auto_follows_the_faster(monke
     assert precision.measured(model) is not None and report["auto"] in report["auto_means"]
 
 
-def test_the_cpu_probe_agrees_with_torch():
+def test_the_cpu_probe_agrees_with_torch(monkeypatch):
     cpu = torch.cpu
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     assert precision.native_bfloat16("cpu") == (cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
     assert precision.native_bfloat16("meta") is False
+
+
+@pytest.mark.parametrize("name", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
+def test_a_cap_on_onednn_below_bfloat16_makes_the_cpu_emulate_it(monkeypatch, name):
+    """With oneDNN held to AVX2 even a native-bfloat16 CPU emulates it (the way to measure as an AVX2 machine does):
+    'auto' is float32 there whatever was measured, and a cap at a bfloat16 set changes nothing."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    hardware = precision.native_bfloat16("cpu")
+    monkeypatch.setattr(precision, "measured", lambda model: {"float32": 1.0, "bfloat16": 2.0})
+    for cap in ("AVX2", "avx512_core", " AVX2_VNNI "):
+        monkeypatch.setenv(name, cap)
+        assert precision.native_bfloat16("cpu") is False
+        assert precision.auto_name("cpu", "m") == "float32" and "no native bfloat16" in precision.describe("cpu", "m")
+    monkeypatch.setenv(name, "avx512_core_bf16")
+    assert precision.native_bfloat16("cpu") is hardware
 
 
 @pytest.mark.parametrize("bad", ["fp16", "float16", "", None, 32, "AUTO"])
