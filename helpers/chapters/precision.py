@@ -53,6 +53,7 @@ class DtypeComparison:
     speed: SpeedTable | None = None  # each format's decode measured on this machine (None: not measured)
     auto: str = "float32"  # the format `dtype: auto` takes for this model on this machine
     auto_reason: str = ""  # why, in words (`helpers.models.precision.describe`)
+    speed_asked: int | None = None  # the prompts the timing was asked for (`speed_rows`), before the cap cut them
 
     @property
     def n_problems(self) -> int:
@@ -141,6 +142,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     if speed_rows is not None and not is_count(speed_rows, 1):
         raise ValueError(f"speed_rows must be a whole number of at least 1 (or None: no speed measurement), got "
                          f"{speed_rows!r}")
+    speed_asked = speed_rows
     if speed_rows is not None and cap is not None:
         speed_rows = min(speed_rows, cap)  # a cap that cuts the comparison cuts its timing too
     correct, tokens, kl, sweep, speeds = {}, {}, {}, {}, {}
@@ -169,6 +171,6 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     speed = SpeedTable(name, SPEED_TOKENS, {speed_rows: speeds}) if speeds else None
     device = default_device()
     return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,
-                           native, planned, speed, auto_name(device, name), describe(device, name))
+                           native, planned, speed, auto_name(device, name), describe(device, name), speed_asked)
 
 

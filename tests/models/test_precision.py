@@ -240,6 +240,9 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     capped = appendix.compare_dtypes(str(tiny_dir), PROBLEMS, PROBLEMS[:1], max_new_tokens=6, shots=0, batch_size=2,
                                      n_lens=1, span=1, native=False, emulated_problems=1)
     assert list(capped.speed.by_rows) == [1]  # a cap that cuts the comparison cuts its timing too
+    assert ("read 1 prompt (not the 16 that `speed_rows` asks for: the timing reads at most the 1 problem that the "
+            "profile's cap leaves the comparison) at") in precision_text.comparison_values(capped)["dtype_speed_sentence"]
+    assert "(not the" not in values["dtype_speed_sentence"]  # uncut: 16 asked, 16 read
 
 
 def test_the_appendix_without_a_speed_measurement_says_so(tiny_dir, tmp_path, monkeypatch):
