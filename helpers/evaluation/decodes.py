@@ -79,7 +79,9 @@ def record_shape(config: dict) -> dict:
 def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
     identity = model_identity(model)
-    return Run(DECODE.name, {**identity, **settings.key(), **engine_key(engine, settings.samples, identity["dtype"])},
+    device = next((p.device.type for p in model.parameters()), "cpu")
+    return Run(DECODE.name, {**identity, **settings.key(),
+                             **engine_key(engine, settings.samples, identity["dtype"], device)},
                root=root, shape=record_shape(settings.key()))
 
 

@@ -107,15 +107,17 @@ class DecodeSettings:
         return {**settings, "seed": self.seed, "top_k": self.top_k}
 
 
-def engine_key(engine: str, samples: bool = False, dtype: str = "float32") -> dict:
+def engine_key(engine: str, samples: bool = False, dtype: str = "float32", device: str = "cpu") -> dict:
     """The engine's part of a store key: for the book's own engines ("slot"), how a sampled decode draws its tokens
     (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was) and,
-    for a number format whose decoding attention was revised (`helpers.models.attention.REVISIONS`: bfloat16), the
-    revision; for vLLM, its name."""
+    for a number format whose decoding attention was revised on a CPU (`helpers.models.attention.REVISIONS`:
+    bfloat16; the revised path runs on CPUs only, so a GPU's keys do not carry it), the revision; for vLLM, its
+    name."""
     check_engine(engine)
     if engine != "slot":
         return {"engine": engine}
-    return ({"draw": DRAW} if samples else {}) | ({"attention": ATTENTION[dtype]} if dtype in ATTENTION else {})
+    revised = dtype in ATTENTION and device.split(":")[0] == "cpu"
+    return ({"draw": DRAW} if samples else {}) | ({"attention": ATTENTION[dtype]} if revised else {})
 
 
 def check_engine(engine: str) -> str:
