@@ -44,19 +44,30 @@ def native_bfloat16(device: str) -> bool:
     On a CPU PyTorch's bfloat16 matrix products run in oneDNN, so a cap on oneDNN's instructions
     (`ONEDNN_MAX_CPU_ISA`, or its older name `DNNL_MAX_CPU_ISA`) below a bfloat16 set makes a native CPU emulate it:
     with the cap at AVX2 the CPU computes as an AVX2 machine does, and 'auto' takes float32 there as it would."""
-    import os
-
     import torch
 
     kind = torch.device(device).type
     if kind == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if kind == "cpu":
-        cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").strip().upper()
-        cpu = torch.cpu
-        return cap in ONEDNN_BFLOAT16_ISAS and any(getattr(cpu, probe, lambda: False)()
-                                                   for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+        return onednn_cap() is None and _bfloat16_units()
     return False
+
+
+def onednn_cap() -> str | None:
+    """The instruction set oneDNN is held to by the environment when that set lacks bfloat16 products (then even a
+    native CPU emulates them), else None."""
+    import os
+
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").strip().upper()
+    return None if cap in ONEDNN_BFLOAT16_ISAS else cap
+
+
+def _bfloat16_units() -> bool:
+    import torch
+
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
+                                                                         "_is_amx_tile_supported"))
 
 
 MEASURED_FILE = "dtype-measurements.json"  # in the converted models' folder: this machine's measured decode rates
@@ -132,7 +143,9 @@ def auto_name(device: str, model: str | None = None) -> str:
 def describe(device: str, model: str | None = None) -> str:
     """Whether `device` computes bfloat16 natively and what 'auto' means there, in words (run pages, benches)."""
     if not native_bfloat16(device):
-        return f"no native bfloat16 on {device} (auto = float32)"
+        held = device.split(":")[0] == "cpu" and onednn_cap() is not None and _bfloat16_units()
+        return (f"no native bfloat16 on {device}" + (f": its bfloat16 units are there, but the environment holds "
+                                                     f"oneDNN to {onednn_cap()}" if held else "") + " (auto = float32)")
     if device.split(":")[0] == "cuda":
         return f"native bfloat16 on {device} (auto = bfloat16)"
     if model is None:  # a machine's line, for benches of several models

@@ -96,6 +96,7 @@ def test_a_cap_on_onednn_below_bfloat16_makes_the_cpu_emulate_it(monkeypatch, na
         monkeypatch.setenv(name, cap)
         assert precision.native_bfloat16("cpu") is False
         assert precision.auto_name("cpu", "m") == "float32" and "no native bfloat16" in precision.describe("cpu", "m")
+        assert ("holds oneDNN to" in precision.describe("cpu", "m")) is hardware  # the cap named where it decided
     monkeypatch.setenv(name, "avx512_core_bf16")
     assert precision.native_bfloat16("cpu") is hardware
 
