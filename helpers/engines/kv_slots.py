@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.engines.protocol import Extension, Task
+from helpers.models.attention import key_format
 
 
 @dataclass
@@ -49,8 +50,8 @@ class SlotCache:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
         param = next(model.parameters())
         shape = (config.num_hidden_layers, slots, kv_heads, length, head_dim)
-        self.keys = torch.zeros(shape, dtype=param.dtype, device=param.device)
-        self.values = torch.zeros_like(self.keys)
+        self.keys = torch.zeros(shape, dtype=key_format(model), device=param.device)  # float32 for a bfloat16 CPU model
+        self.values = torch.zeros(shape, dtype=param.dtype, device=param.device)
         self.rows = self.cols = None
         self.width = 0
         self.contiguous = True  # the batch is slots 0..B-1: attend over views, no copy
@@ -63,8 +64,8 @@ class SlotCache:
         """Make room for `length` columns per slot (doubling, so that growth is rare)."""
         if length > self.length:
             extra = max(length, 2 * self.length) - self.length
-            pad = self.keys.new_zeros((*self.keys.shape[:3], extra, self.keys.shape[4]))
-            self.keys, self.values = torch.cat([self.keys, pad], 3), torch.cat([self.values, pad], 3)
+            self.keys, self.values = (torch.cat([store, store.new_zeros((*store.shape[:3], extra, store.shape[4]))], 3)
+                                      for store in (self.keys, self.values))
 
     def point(self, rows: torch.Tensor, cols: torch.Tensor, width: int, contiguous: bool) -> None:
         """Where the next pass writes: row b's q new tokens go to columns cols[b] of slot rows[b]."""

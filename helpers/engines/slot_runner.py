@@ -61,6 +61,6 @@ class SlotRunner:
         """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""
         if not self.eager:
             return allowed
-        dtype = self.cache.keys.dtype
+        dtype = self.cache.values.dtype  # the model's format (keys may be kept in float32)
         return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
             ~allowed, torch.finfo(dtype).min)

@@ -155,11 +155,11 @@ def test_the_engine_runs_in_bfloat16(tiny_dir, monkeypatch):
     class Recorded(slot.SlotCache):  # the engine lets go of its buffer when a run ends: look at it as it is made
         def __init__(self, *args):
             super().__init__(*args)
-            made.append(self.keys.dtype)
+            made.append((self.keys.dtype, self.values.dtype))
 
     monkeypatch.setattr(slot, "SlotCache", Recorded)
     cached = decode(model, prompts, 8, [], engine=SlotEngine(model))
-    assert made == [torch.bfloat16]
+    assert made == [(torch.bfloat16, torch.bfloat16)]  # transformers' own attention: keys in the model's format
     for prompt, completion in zip(prompts, cached, strict=True):
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([prompt + completion.tokens])).logits[0, len(prompt) - 1:-1]

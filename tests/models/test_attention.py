@@ -72,3 +72,35 @@ def test_a_bfloat16_decodes_key_carries_the_attention_revision_and_a_float32_one
     # the revised path runs on CPUs only: a GPU's bfloat16 decodes keep the key they always had
     assert engine_key("slot", True, "bfloat16", "cuda:0") == engine_key("slot", True) == {"draw": DRAW}
     assert engine_key("slot", False, "bfloat16", "cpu") == engine_key("slot", False, "bfloat16")
+
+
+def test_a_bfloat16_model_keeps_its_keys_in_float32_and_decodes_as_it_would_from_bfloat16_keys(tiny_dir, monkeypatch):
+    """The slot engine keeps a bfloat16 CPU model's keys in float32, converted once when written: the same bfloat16
+    values its one-query path would convert at every step, so the tokens and log-probabilities are the same to the
+    last bit, whether a pass has one query (decoding) or many (the prompt and multi-token extensions)."""
+    from helpers.engines import slot
+    from helpers.models.loading import load_model
+
+    model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert attention.key_format(model) == torch.float32
+    prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
+    made = []
+
+    class Recorded(slot.SlotCache):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append((self.keys.dtype, self.values.dtype))
+
+    monkeypatch.setattr(slot, "SlotCache", Recorded)
+    kept = decode(model, prompts, 24, [], temperature=1.0, seeds=[1, 2, 3])
+    monkeypatch.setattr("helpers.engines.kv_slots.key_format", lambda m: next(m.parameters()).dtype)
+    converted = decode(model, prompts, 24, [], temperature=1.0, seeds=[1, 2, 3])
+    assert made == [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.bfloat16)]
+    assert [c.tokens for c in kept] == [c.tokens for c in converted]
+    assert [c.logp for c in kept] == [c.logp for c in converted]
+    monkeypatch.undo()
+    cache = slot.SlotCache(model, 2, 4)
+    cache.grow(10)  # a buffer that grows keeps each store's format
+    assert (cache.keys.dtype, cache.values.dtype, cache.length) == (torch.float32, torch.bfloat16, 10)
+    float32_model, _, _ = load_model(str(tiny_dir), device="cpu", dtype="float32")
+    assert attention.key_format(float32_model) == torch.float32
