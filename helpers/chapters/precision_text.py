@@ -69,10 +69,11 @@ def speed_values(c: DtypeComparison) -> dict:
     def rate(value: float | None) -> str:
         return "too fast to time" if value is None else f"{value:.0f} tokens/s"
 
+    plural = "s" if rows != 1 else ""
     why_rows = ("" if c.speed_asked is None or rows >= c.speed_asked else
-                f" (not the {c.speed_asked} that `speed_rows` asks for: the timing reads at most the "
-                f"{rows} problem{'s' if rows != 1 else ''} that the profile's cap leaves the comparison)")
-    sentence = (f"Timed on this build's machine, the book's engine read {rows} prompt{'s' if rows != 1 else ''}{why_rows} at "
+                f" (not the {c.speed_asked} that `speed_rows` asks for: the timing reads at most the {rows} "
+                f"problem{plural} that the profile's cap leaves the comparison)")
+    sentence = (f"Timed on this build's machine, the book's engine read {rows} prompt{plural}{why_rows} at "
                 f"{f32.prompt_tokens_per_s:.0f} prompt tokens/s in float32 and {bf16.prompt_tokens_per_s:.0f} in "
                 f"bfloat16 (bfloat16 at {prompt:.2f} times float32's rate), then decoded "
                 f"{c.speed.max_new_tokens} tokens per row at {rate(f32.decode_tokens_per_s)} in float32 and "

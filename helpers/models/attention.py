@@ -14,7 +14,7 @@ kernel keeps them, and only the weights that sum the values are rounded to bfloa
 twice the fused kernel's distance from exact attention (two bfloat16 steps where it keeps to one). That changes
 bfloat16's numbers, so a bfloat16 decode's store key carries the revision (`REVISIONS`, in the engine's part of it).
 A KV cache that knows this keeps a bfloat16 model's keys in float32 (`key_format`): the same bfloat16 values,
-converted once when written instead of at every step, so the same numbers at a third less time per attention.
+converted once when written instead of at every step, so the same numbers for less work per step.
 """
 
 from __future__ import annotations

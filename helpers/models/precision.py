@@ -35,7 +35,8 @@ def check(choice: object) -> str:
 
 # oneDNN's names for instruction sets that compute bfloat16 products (its `ONEDNN_MAX_CPU_ISA` values and above)
 ONEDNN_BFLOAT16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
-                        "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL", "DEFAULT")
+                        "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2", "ALL",
+                        "DEFAULT")  # a name not here (AVX2, AVX512_CORE, a misspelling) counts as a cap: float32
 
 
 def native_bfloat16(device: str) -> bool:
