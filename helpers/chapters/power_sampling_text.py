@@ -72,7 +72,7 @@ def results_table(rows: Sequence[DepthRow]) -> str:
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
                       f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "
                       "differences below, which pair each method only over the problems both ran."]
-    return "\n".join(lines)
+    return "\n".join(lines + own_problems_note(rows))
 
 
 def outcomes_table(rows: Sequence[DepthRow]) -> str:
@@ -290,13 +290,25 @@ def depth_sentence(rows: Sequence[DepthRow]) -> str:
     return " ".join(c.describe() for c in choices.values())
 
 
+OWN_MARK = "‡"  # a table's model cell: this model ran problems of its own (`own_problems_note` says which)
+
+
 def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
-    """' (its own problems: levels 1–3)' for each model whose problems are not the book's (`on_own_problems`), ''
-    for the others: what a table's model cell adds, so that rows on other problems are never read as paired with the
-    rest."""
+    """' ‡' for each model whose problems are not the book's (`on_own_problems`), '' for the others: what a table's
+    model cell adds, so that rows on other problems are never read as paired with the rest (a mark, not the levels
+    themselves, so that a wide table keeps its columns; `own_problems_note` is its footnote)."""
     last = {r.model: r for r in rows}
     own = on_own_problems({m: r.problem_ids for m, r in last.items()})
-    return {m: f" (its own problems: {r.problems_text})" if own[m] else "" for m, r in last.items()}
+    return {m: f" {OWN_MARK}" if own[m] else "" for m in last}
+
+
+def own_problems_note(rows: Sequence[DepthRow]) -> list[str]:
+    """The footnote of `own_problems`' marks, as a table's closing lines ([] where no model is marked)."""
+    last = {r.model: r for r in rows}
+    own = on_own_problems({m: r.problem_ids for m, r in last.items()})
+    return [line for m, r in last.items() if own[m]
+            for line in ("", f"{OWN_MARK} {m} ran problems of its own ({r.problems_text}), not the other models': its "
+                             "rows pair with each other, not with theirs.")]
 
 
 def size_values(rows: Sequence[DepthRow]) -> dict:
@@ -369,7 +381,7 @@ def decomposition_table(explained: Sequence[Explained]) -> str:
     for k, n in sorted(subsets):
         lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
                       "ran on those), so its interval is wider and it is not on the same problems as the other rows."]
-    return "\n".join(lines)
+    return "\n".join(lines + own_problems_note([e.full for e in explained]))
 
 
 def _p(d: PairedDifference) -> str:
@@ -458,7 +470,7 @@ def answer_values(explained: Sequence[Explained]) -> dict:
             f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
                                                                "report's gains" if out and word.startswith("Not") else "")
             for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
-    return {"answer_lead": lead, "answer_table": "\n".join(lines),
+    return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained])),
             "answer_why": " ".join(why_sentence(e) for e in explained)}
 
 
@@ -497,7 +509,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
                     f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
-    return {"sharpness_table": "\n".join(lines), "sharpness_sentence": sentence,
+    return {"sharpness_table": "\n".join(lines + own_problems_note(mine)), "sharpness_sentence": sentence,
             "premise_sentence": premise_sentence(rows), "premise_base_models": len(base_models(mine))}
 
 

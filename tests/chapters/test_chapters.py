@@ -537,14 +537,23 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
     assert power_sampling.size_pair(every) == ["small", "big"]  # not the smallest two: base is of another family
     assert power_sampling_text.size_values(every)["size_small"] == "small"
     own = power_sampling_text.own_problems(every)
-    assert own == {"base": " (its own problems: levels 1 and 3)", "small": "", "big": ""}
-    assert "| base (its own problems: levels 1 and 3) | 6/6 |" in power_sampling_text.results_table(every)
+    assert own == {"base": " ‡", "small": "", "big": ""}
+    note = ("‡ base ran problems of its own (levels 1 and 3), not the other models': its rows pair with each other, "
+            "not with theirs.")
+    results = power_sampling_text.results_table(every)
+    assert "| base ‡ | 6/6 |" in results and results.endswith(note) and results.count("‡") == 3  # 2 rows, 1 note
+    assert note not in power_sampling_text.results_table(rows)  # no model of its own: no mark, no note
     values = power_sampling_text.answer_values(power_sampling.explain(every))
-    assert "| base (its own problems: levels 1 and 3) | 5 of 6 |" in values["answer_table"]
+    assert "| base ‡ | 5 of 6 |" in values["answer_table"] and values["answer_table"].endswith(note)
+    from helpers.evaluation.sharpness import Sharpness
+
+    sharp = [dataclasses.replace(r, sharp=Sharpness(0.5, 0.5, 40, 400)) for r in every]
+    sharpness = power_sampling_text.sharpness_values(sharp)["sharpness_table"]
+    assert "| base ‡ | " in sharpness and sharpness.endswith(note)
     assert values["answer_lead"].startswith(("**The answer depends on the model:**", "**No, at all 3 models:**",
                                              "**Not shown, at all 3 models:**"))
     table = power_sampling_text.decomposition_values(power_sampling.explain(every))["decomposition_table"]
-    assert "| base (its own problems: levels 1 and 3), cut to 5 of 6 blocks |" in table
+    assert "| base ‡, cut to 5 of 6 blocks |" in table and table.endswith(note)
     alone = power_sampling_text.size_values([r for r in every if r.model in ("base", "big")])
     assert alone["size_headline"] == "" and "2 models but no two sizes of one family" in alone["size_sentence"]
 
