@@ -482,17 +482,19 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     if not mine:
         return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
                 "sharpness_sentence": "", "premise_sentence": "", "premise_base_models": 0}
-    lines = ["| model | kind | depth | T=1 answer = greedy's | nats/token | MH accepts | low T − T=1 | MH − greedy "
-             "[95%] |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | kind | depth | T=1 = greedy | nats/token | MH accepts | low T − T=1 | MH − greedy [95%] |",
+             "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
     for r in mine:
         d = r.paired("power", other_key="greedy")
         gains.append((r, d))
         mark = " †" if r.count("power") < r.n_problems else ""
-        lines.append(f"| {r.model}{own[r.model]} | {post_training(r.model)} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
+        kind = post_training(r.model).replace("instruction-tuned", "instruct")  # a narrow column; the note says it
+        lines.append(f"| {r.model}{own[r.model]} | {kind} | {r.depth}/{r.n_layers} | {100 * r.sharp.agreement:.0f}% | "
                      f"{r.sharp.entropy:.3f} | {r.acceptance:.2f} | "
                      f"{100 * (r.accuracy['low'] - r.accuracy['temperature']):+.1f} | {d.points(1, unit='')}{mark} |")
-    lines += ["", "T=1 answer = greedy's: the share of T = 1 answers equal to the greedy answer of the same problem; "
+    lines += ["", "kind: base, or instruct (instruction-tuned); T=1 = greedy: the share of T = 1 answers equal to the "
+                  "greedy answer of the same problem; "
                   "nats/token: the mean entropy per token of the T = 1 decodes; MH accepts: the share of MH proposals "
                   "accepted; the last two columns in points."]
     if any(r.count("power") < r.n_problems for r in mine):
