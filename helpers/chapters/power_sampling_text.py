@@ -297,18 +297,21 @@ def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
     """' ‡' for each model whose problems are not the book's (`on_own_problems`), '' for the others: what a table's
     model cell adds, so that rows on other problems are never read as paired with the rest (a mark, not the levels
     themselves, so that a wide table keeps its columns; `own_problems_note` is its footnote)."""
-    last = {r.model: r for r in rows}
-    own = on_own_problems({m: r.problem_ids for m, r in last.items()})
-    return {m: f" {OWN_MARK}" if own[m] else "" for m in last}
+    return {m: f" {OWN_MARK}" if r is not None else "" for m, r in _on_own(rows).items()}
 
 
 def own_problems_note(rows: Sequence[DepthRow]) -> list[str]:
     """The footnote of `own_problems`' marks, as a table's closing lines ([] where no model is marked)."""
-    last = {r.model: r for r in rows}
-    own = on_own_problems({m: r.problem_ids for m, r in last.items()})
-    return [line for m, r in last.items() if own[m]
+    return [line for m, r in _on_own(rows).items() if r is not None
             for line in ("", f"{OWN_MARK} {m} ran problems of its own ({r.problems_text}), not the other models': its "
                              "rows pair with each other, not with theirs.")]
+
+
+def _on_own(rows: Sequence[DepthRow]) -> dict[str, DepthRow | None]:
+    """Each model: one of its rows where it ran problems of its own, None where it ran the book's."""
+    last = {r.model: r for r in rows}
+    own = on_own_problems({m: r.problem_ids for m, r in last.items()})
+    return {m: r if own[m] else None for m, r in last.items()}
 
 
 def size_values(rows: Sequence[DepthRow]) -> dict:
