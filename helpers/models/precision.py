@@ -144,9 +144,9 @@ def auto_name(device: str, model: str | None = None) -> str:
 def describe(device: str, model: str | None = None) -> str:
     """Whether `device` computes bfloat16 natively and what 'auto' means there, in words (run pages, benches)."""
     if not native_bfloat16(device):
-        held = device.split(":")[0] == "cpu" and onednn_cap() is not None and _bfloat16_units()
-        return (f"no native bfloat16 on {device}" + (f": its bfloat16 units are there, but the environment holds "
-                                                     f"oneDNN to {onednn_cap()}" if held else "") + " (auto = float32)")
+        cap = onednn_cap() if device.split(":")[0] == "cpu" and _bfloat16_units() else None
+        held = f": its bfloat16 units are there, but the environment holds oneDNN to {cap}" if cap else ""
+        return f"no native bfloat16 on {device}{held} (auto = float32)"
     if device.split(":")[0] == "cuda":
         return f"native bfloat16 on {device} (auto = bfloat16)"
     if model is None:  # a machine's line, for benches of several models
