@@ -100,3 +100,50 @@ def method_differences(s: Sweep) -> dict[int, PairedDifference]:
             for d in sorted(s.outputs["stitch"], reverse=True) if d < s.n_layers and d in s.outputs["naive"]}
 
 
+
+
+# --------------------------------------------------------------------------------------------------
+# How long the answers are: greedy and T = 1 at the full and the critical depth, under a long cap
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AnswerLengths:
+    """One model's greedy and T = 1 answers at its full depth and at its critical depth, decoded under a cap long
+    enough to see where they end (`helpers.evaluation.lengths` reads them)."""
+
+    model: str
+    n_layers: int
+    critical: int
+    cap: int  # max_new_tokens of these decodes
+    records: dict[tuple[str, int], list[list[dict]]]  # (method, depth) -> records[problem][sample]
+    problems: list[Problem] = field(default_factory=list)
+
+
+def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
+                   critical: SweepSettings, *, cap: int, shots: int, seed: int, batch_size: int | Mapping[str, int],
+                   n_seeds: int = 1) -> dict[str, AnswerLengths]:
+    """For each model, greedy and T = 1 (`n_seeds` samples) at its full depth and at its stitched critical depth as
+    chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens, stored as the chapters'
+    decodes are (the same keys as a chapter that asks for these settings). `batch_size` is one number or one per
+    model (the larger models hold a longer KV cache per row)."""
+    from helpers.evaluation.critical import stored_critical
+
+    out = {}
+    for name in models:
+        mine = problems_of(problems, name)
+        model, tokenizer, info = load_model(name)
+        depth = stored_critical(model, critical.for_model(name))
+        if depth is None:
+            raise ValueError(f"{name} has no critical depth under chapter 03's settings: it solves none of the "
+                             "sweep's problems at full depth")
+        settings = {"greedy": DecodeSettings("greedy", cap, shots, seed),
+                    "temperature": DecodeSettings("temperature", cap, shots, seed)}
+        rows = batch_size[name] if isinstance(batch_size, Mapping) else batch_size
+        decoded = sample_at_depths(model, tokenizer, mine, settings, [("stitch", info.n_layers), ("stitch", depth)],
+                                   n_seeds=n_seeds, batch_size=rows)
+        out[name] = AnswerLengths(name, info.n_layers, depth, cap,
+                                  {(method, d): runs[method] for (_, d), runs in decoded.items()
+                                   for method in settings}, mine)
+        del model
+    return out

@@ -1,0 +1,173 @@
+"""How long answers are, read from decodes under a long cap: where each ends, what a shorter cap would have made of
+it, whether an unfinished one loops or keeps reasoning, and what a stop at the first closed \\boxed{} would change.
+
+A greedy or sampled answer is decoded one token at a time, each token depending only on the ones before it, so an
+answer that ended (EOS) after n tokens under a cap of 1,024 ends after the same n tokens under any cap of at least n,
+and is cut off under a smaller one. That makes one long decode enough to say, for every shorter cap, which answers
+would have finished: the outcome counts below are exact for every cap up to the decode's own; only an answer cut off
+at a shorter cap needs its text there (`graded_at`) to be graded as the book grades a cut-off answer (its last
+number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from helpers.evaluation.grading import extract_answer, is_equivalent
+
+FINISHED_OUTCOMES = ("right", "finished wrong", "unfinished")
+
+
+def finished_within(record: dict, cap: int) -> bool:
+    """Whether the answer ended by itself (EOS or a stop token) within `cap` new tokens."""
+    return bool(record["stopped"]) and record["n_tokens"] <= cap
+
+
+def check_cap(records: Sequence[dict], cap: int) -> None:
+    """A ValueError unless every record was decoded under a cap of at least `cap`: a shorter decode cannot say what
+    a longer cap would have made of an answer it cut off."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"a cap is a number of new tokens of at least 1, got {cap!r}")
+    longest = max((r["n_tokens"] for r in records if not r["stopped"]), default=None)
+    if longest is not None and longest < cap:
+        raise ValueError(f"these answers were cut off at {longest} new tokens, so they cannot be read at a cap of "
+                         f"{cap}: decode them again with max_new_tokens of at least {cap}")
+
+
+def three_way(record: dict, cap: int, decode: Callable[[list[int]], str] | None = None) -> str:
+    """The answer under `cap`, as `FINISHED_OUTCOMES` names it: right, finished wrong, or unfinished (cut off by the
+    cap, whatever its last number says). No text is needed: a finished answer's grade is the record's own."""
+    if not finished_within(record, cap):
+        return "unfinished"
+    return "right" if record["correct"] else "finished wrong"
+
+
+def graded_at(record: dict, gold: str, cap: int, decode: Callable[[list[int]], str]) -> bool:
+    """Whether the answer is graded right under `cap` as the book grades every answer (its last \\boxed{}, else its
+    last number, finished or not): the record's own grade where it finished within the cap, else its first `cap`
+    tokens' text (`decode`: token ids -> text) graded anew."""
+    if finished_within(record, cap) or record["n_tokens"] <= cap:
+        return bool(record["correct"])
+    return is_equivalent(extract_answer(decode(list(record["tokens"][:cap]))), gold)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """How a set of answers ends under one cap: the share right, finished wrong and unfinished (summing to 1)."""
+
+    cap: int
+    n: int
+    right: float
+    wrong: float
+    unfinished: float
+
+    @property
+    def finished_accuracy(self) -> float:
+        """Right among the finished answers (nan where none finished)."""
+        done = self.right + self.wrong
+        return self.right / done if done else float("nan")
+
+
+def shares(records: Sequence[dict], cap: int) -> Shares:
+    """`Shares` of `records` (one per answer) under `cap` (`check_cap` first)."""
+    check_cap(records, cap)
+    ends = [three_way(r, cap) for r in records]
+    n = len(ends)
+    if not n:
+        raise ValueError("no answers to count")
+    return Shares(cap, n, ends.count("right") / n, ends.count("finished wrong") / n, ends.count("unfinished") / n)
+
+
+def ended_within(records: Sequence[dict], cap: int) -> float:
+    """The share of answers that ended by themselves within `cap` new tokens."""
+    return shares(records, cap).right + shares(records, cap).wrong
+
+
+def smallest_cap(records: Sequence[dict], share: float, candidates: Sequence[int]) -> int | None:
+    """The smallest of `candidates` within which at least `share` of the answers end (None: none of them)."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+    for cap in sorted(candidates):
+        if ended_within(records, cap) >= share:
+            return cap
+    return None
+
+
+def repeated_share(tokens: Sequence[int], n: int = 8, tail: int = 256) -> float:
+    """How much an answer repeats itself: the share of the n-grams among its last `tail` tokens that occurred
+    earlier in it. A loop (the same lines again and again) scores near 1; an answer still reasoning, low. 0 for an
+    answer too short to hold an n-gram in its tail."""
+    if n < 1 or tail < n:
+        raise ValueError(f"need n >= 1 and tail >= n, got n={n}, tail={tail}")
+    tokens = list(tokens)
+    start = max(len(tokens) - tail, 0)
+    seen: set[tuple[int, ...]] = set()
+    repeated = total = 0
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i:i + n])
+        if i >= start:
+            total += 1
+            repeated += gram in seen
+        seen.add(gram)
+    return repeated / total if total else 0.0
+
+
+def first_box_end(text: str) -> int | None:
+    """The index just past the first closed \\boxed{...} of `text` (balanced braces), or None where none closes."""
+    start = text.find("\\boxed{")
+    while start != -1:
+        depth, i = 1, start + len("\\boxed{")
+        while i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                return i
+        start = text.find("\\boxed{", start + 1)
+    return None
+
+
+def tokens_to_box(tokens: Sequence[int], decode: Callable[[list[int]], str]) -> int | None:
+    """The fewest leading tokens whose text holds a closed \\boxed{} (None: the answer never closes one), found by
+    bisection on the decoded prefix."""
+    if first_box_end(decode(list(tokens))) is None:
+        return None
+    lo, hi = 1, len(tokens)  # the prefix of `hi` tokens holds one; find the shortest that does
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if first_box_end(decode(list(tokens[:mid]))) is not None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@dataclass(frozen=True)
+class BoxStop:
+    """What a stop at the first closed \\boxed{} would have done to a set of answers: how many it would have
+    changed (the graded answer differs), and the tokens it would have saved."""
+
+    n: int
+    stopped_early: int  # answers that would have stopped before they ended
+    changed: int  # of those, answers whose graded answer would differ
+    changed_grade: int  # of those, answers whose grade (right or wrong) would differ
+    tokens: int  # new tokens of the answers as decoded
+    saved: int  # new tokens the stop would have saved
+
+
+def box_stop(records: Sequence[dict], golds: Sequence[str], decode: Callable[[list[int]], str]) -> BoxStop:
+    """`BoxStop` of `records` (one per answer, `golds` their gold answers in the same order)."""
+    if len(records) != len(golds):
+        raise ValueError(f"{len(records)} answers and {len(golds)} gold answers")
+    early = changed = flipped = saved = 0
+    for r, gold in zip(records, golds, strict=True):
+        k = tokens_to_box(r["tokens"], decode)
+        if k is None or k >= len(r["tokens"]):
+            continue
+        early += 1
+        saved += len(r["tokens"]) - k
+        answer = extract_answer(decode(list(r["tokens"][:k])))
+        if answer != r["predicted"]:
+            changed += 1
+            flipped += is_equivalent(answer, gold) != bool(r["correct"])
+    return BoxStop(len(records), early, changed, flipped, sum(len(r["tokens"]) for r in records), saved)
