@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 from helpers.core import env
-from helpers.runner import front, glued
+from helpers.runner import front, glued, weights
 from helpers.runner.book import build_book, prepare_root, source_repository
 from helpers.runner.execute import execute, progress_line, pulse_log
 from helpers.runner.installs import check_models, model_cache
 from helpers.runner.params import check_engines
 from helpers.runner.pdf import build_pdf
-from helpers.runner.planning import plan
+from helpers.runner.planning import job_models, plan
 from helpers.runner.profiles import CHAPTERS, BudgetSpent, Job, RunError, load_profile, toc_chapters
 from helpers.runner.run_config import previous_chapters, time_table, write_run_config
 
@@ -102,6 +102,7 @@ def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: boo
     info = write_run_config(out_root, profile, jobs)
     rows = glued.write(out_root / CHAPTERS, toc_chapters(out_root))
     front.write(out_root / CHAPTERS, rows, profile, info["commit"], info["date"])
+    weights.write(out_root / CHAPTERS, job_models(plan(profile)))  # every model of the profile, whatever --only ran
     if not build:
         return None
     missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]

@@ -1,0 +1,63 @@
+"""What an embedded model's GGUF file holds, read from the file itself: the name and fine-tune its converter wrote,
+and how its weights are stored (each tensor type's share of the elements). A file's name says what someone meant it
+to be; its metadata and tensor table say what it is (the 0.5B's "Q4_K_M" file, for one, was converted from the AWQ
+checkpoint and holds mostly 5- and 8-bit tensors).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from helpers.models.registry import KNOWN_MODELS, ModelLoadError, cache_dir
+
+
+@dataclass(frozen=True)
+class GGUFFile:
+    """One embedded model's file, as its metadata and tensor table describe it."""
+
+    model: str
+    file: str  # the file's name in its wheel
+    name: str  # general.name
+    finetune: str  # general.finetune ('' where the converter wrote none)
+    size: int  # bytes
+    types: dict[str, float]  # tensor type -> share of the file's elements, largest first
+
+    @property
+    def from_awq(self) -> bool:
+        """Converted from an AWQ-quantized checkpoint (its converter names it so), not from the published weights."""
+        return "awq" in f"{self.name} {self.finetune}".lower()
+
+    def types_text(self, least: float = 0.01) -> str:
+        """'62% Q5_0, 22% Q8_0, …': the types holding at least `least` of the elements, largest first."""
+        return ", ".join(f"{share:.0%} {kind}" for kind, share in self.types.items() if share >= least)
+
+
+def describe_gguf(model: str) -> GGUFFile | None:
+    """`GGUFFile` of an embedded model whose file is at hand (its wheels installed, a split file assembled once);
+    None for a model that is not embedded or whose file is not here (nothing is installed to answer)."""
+    from helpers.models.wheels import embedded_gguf
+
+    entry = KNOWN_MODELS.get(model)
+    if entry is None:
+        return None
+    try:
+        path = embedded_gguf(model) if entry.module else cache_dir() / "gguf" / entry.gguf_name
+    except ModelLoadError:
+        return None
+    if not path.is_file():
+        return None
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+
+    def text(key: str) -> str:
+        field = reader.fields.get(key)
+        return str(field.contents()) if field is not None else ""
+
+    elements: Counter[str] = Counter()
+    for t in reader.tensors:
+        elements[t.tensor_type.name] += int(t.n_elements)
+    total = sum(elements.values()) or 1
+    return GGUFFile(model, entry.gguf_name, text("general.name"), text("general.finetune"), path.stat().st_size,
+                    {kind: n / total for kind, n in elements.most_common()})
