@@ -112,15 +112,16 @@ def failure_sentence(rows: Sequence[DepthRow]) -> str:
             "cannot add the ones it no longer writes.")
 
 
+UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart
 ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and what it says of one model
     (True, "clear"): ("No", "power sampling does not win back what truncation costs"),
     (True, "borderline"): ("Probably not", "power sampling falls short of what truncation costs"),
-    (True, "noise"): ("Not shown", "power sampling stays below, within the noise"),
+    (True, "noise"): (UNDECIDED, "power sampling stays below, within the noise"),
     (False, "clear"): ("Yes", "power sampling wins back what truncation costs"),
-    (False, "borderline"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but "
-                                                    "these problems cannot tell a win from a tie"),
-    (False, "noise"): ("Not shown either way", "power sampling reaches the full model's greedy accuracy, but these "
-                                               "problems cannot tell a win from a tie"),
+    (False, "borderline"): (UNDECIDED, "power sampling reaches the full model's greedy accuracy, but these problems "
+                                       "cannot tell a win from a tie"),
+    (False, "noise"): (UNDECIDED, "power sampling reaches the full model's greedy accuracy, but these problems cannot "
+                                  "tell a win from a tie"),
 }
 
 
@@ -469,9 +470,11 @@ def answer_values(explained: Sequence[Explained]) -> dict:
             ", and the paired interval excludes both of the report's gains" if all(excluded) else "") + "."
     else:
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
-        lead = f"**The answer depends on the {noun}:** " + "; ".join(
+        opening = (f"**No {noun} this build ran shows it:** " if all(word != "Yes" for word, _ in answers) else
+                   f"**The answer depends on the {noun}:** ")
+        lead = opening + "; ".join(
             f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
-                                                               "report's gains" if out and word.startswith("Not") else "")
+                                                               "report's gains" if out and word == UNDECIDED else "")
             for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
     return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained])),
             "answer_why": " ".join(why_sentence(e) for e in explained)}

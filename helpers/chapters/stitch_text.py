@@ -152,11 +152,21 @@ def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
             parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "
                          "no critical depth")
         elif cs == s.n_layers:
-            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}{own}")
+            parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}{own} ({_solved(s)})")
         else:
             parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks{own} "
                          f"({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs})")
     return ("Keeping at least " + f"{100 * collapse_fraction:.0f}% of its own full-depth accuracy, " + "; ".join(parts) + ".")
+
+
+FEW_SOLVED = 5  # fewer problems solved at full depth than this: a critical depth read from them says little
+
+
+def _solved(s: Sweep) -> str:
+    """How many problems the model solves at full depth, which is what its critical depth rests on."""
+    n = len(s.full)
+    k = round(s.accuracy["stitch"][s.n_layers] * n)
+    return f"it solves {k} of {n} problems at full depth" + (", too few to read a cut by" if k < FEW_SOLVED else "")
 
 
 def models_values(sweeps: dict[str, Sweep], collapse_fraction: float) -> dict:
@@ -209,8 +219,8 @@ def report_sentence(s: Sweep, collapse_fraction: float) -> str:
     share = (s.n_layers - cs) / s.n_layers
     lo, hi = REPORT_REMOVABLE
     if cs == s.n_layers:
-        return (f"{s.model} cannot lose a single block of its {s.n_layers}, where the report's models lose "
-                f"{100 * lo:.0f}–{100 * hi:.0f}% of their depth and keep their accuracy.")
+        return (f"{s.model} cannot lose a single block of its {s.n_layers} ({_solved(s)}), where the report's models "
+                f"lose {100 * lo:.0f}–{100 * hi:.0f}% of their depth and keep their accuracy.")
     relation = ("a smaller share of its depth than" if share < lo - 1e-9 else "a larger share of its depth than"
                 if share > hi + 1e-9 else "about the same share of its depth as")
     kept = s.accuracy["stitch"][cs] / full if full else 0.0
