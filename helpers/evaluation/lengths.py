@@ -81,7 +81,7 @@ def shares(records: Sequence[dict], cap: int) -> Shares:
 
 def ended_within(records: Sequence[dict], cap: int) -> float:
     """The share of answers that ended by themselves within `cap` new tokens."""
-    return shares(records, cap).right + shares(records, cap).wrong
+    return 1.0 - shares(records, cap).unfinished
 
 
 def smallest_cap(records: Sequence[dict], share: float, candidates: Sequence[int]) -> int | None:
@@ -171,3 +171,43 @@ def box_stop(records: Sequence[dict], golds: Sequence[str], decode: Callable[[li
             changed += 1
             flipped += is_equivalent(answer, gold) != bool(r["correct"])
     return BoxStop(len(records), early, changed, flipped, sum(len(r["tokens"]) for r in records), saved)
+
+
+LOOP_SHARE = 0.5  # an unfinished answer whose tail repeats at least this share of its n-grams is counted a loop
+
+
+def choose_cap(records: Sequence[dict], candidates: Sequence[int], share: float = 0.95,
+               tolerance: float = 0.01) -> int:
+    """The cap a measurement's window needs: the smallest of `candidates` within which `share` of the answers end,
+    or, where fewer than that ever end within the longest decode, within `tolerance` of the share that does (an
+    answer that loops past every cap is not waited for). The longest candidate where none qualifies."""
+    check_cap(records, max(candidates))
+    ever = ended_within(records, max(candidates))
+    wanted = min(share, ever - tolerance)
+    return smallest_cap(records, wanted, candidates) if wanted > 0 else min(candidates)
+
+
+@dataclass(frozen=True)
+class LengthSummary:
+    """How one set of answers (one model, depth and method) ends: its length quantiles in new tokens (an answer still
+    unfinished under the decode's cap counts as that cap), the `Shares` under each cap, and how many of those
+    unfinished under the longest cap loop (`repeated_share` at least `LOOP_SHARE`)."""
+
+    n: int
+    median: float
+    p90: float
+    shares: dict[int, Shares]
+    unfinished: int
+    looping: int
+
+
+def summarize(records: Sequence[dict], caps: Sequence[int]) -> LengthSummary:
+    """`LengthSummary` of `records` (one per answer) under each of `caps` (each checked by `check_cap`)."""
+    import numpy as np
+
+    n_tokens = np.array([r["n_tokens"] for r in records], dtype=float)
+    longest = max(caps)
+    by_cap = {cap: shares(records, cap) for cap in sorted(caps)}
+    unfinished = [r for r in records if not finished_within(r, longest)]
+    return LengthSummary(len(records), float(np.median(n_tokens)), float(np.quantile(n_tokens, 0.9)), by_cap,
+                         len(unfinished), sum(repeated_share(r["tokens"]) >= LOOP_SHARE for r in unfinished))

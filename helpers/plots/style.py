@@ -11,6 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 PALETTE = ("#1f5f8b", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057")
+# One colour per decoding method, in every figure that shows methods: a reader learns them once.
+METHOD_COLOURS = {"greedy": PALETTE[0], "low_temperature": PALETTE[2], "temperature": PALETTE[4], "power": PALETTE[1],
+                  "smc": PALETTE[5], "best_of_n": PALETTE[3], "majority": PALETTE[6]}
+METHOD_LABELS = {"greedy": "greedy", "low_temperature": "low temperature (T = 1/α)", "temperature": "T = 1",
+                 "power": "MH power sampling", "smc": "SMC", "best_of_n": "best-of-n", "majority": "majority vote"}
 
 
 def setup(seed: int = 0) -> None:

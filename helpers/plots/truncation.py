@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from helpers.plots.style import PALETTE, finish
+from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish
 
 
 def truncation_agreement(sweep):
@@ -76,4 +76,31 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
            title="How many blocks each model can lose (dashed: critical depth)")
     ax.legend()
+    return finish(fig)
+
+
+def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
+    """Per model, the share of answers that have ended (EOS) within t new tokens, against t, for greedy and T = 1 at
+    the full depth (solid) and the critical depth (dashed); a curve that levels off below 100% leaves that share
+    unfinished at the decode's cap. `marks` names caps to draw (label -> tokens), such as the one the book ran."""
+    from helpers.evaluation.lengths import finished_within
+
+    models = list(studies)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], models, strict=True):
+        a = studies[name]
+        t = np.arange(0, a.cap + 1)
+        for (method, depth), records in a.records.items():
+            flat = [r for per in records for r in per]
+            lengths = np.array([r["n_tokens"] if finished_within(r, a.cap) else a.cap + 1 for r in flat])
+            ended = 100 * (lengths[None, :] <= t[:, None]).mean(axis=1)
+            ax.plot(t, ended, color=METHOD_COLOURS[method], ls="-" if depth == a.n_layers else "--", lw=1.5,
+                    label=f"{METHOD_LABELS[method]}, {depth} of {a.n_layers} blocks")
+        for label, cap in marks.items():
+            ax.axvline(cap, color="0.4", ls=":", lw=1)
+            ax.annotate(f"{label} ({cap})", (cap, 0.03), xycoords=("data", "axes fraction"), ha="right", va="bottom",
+                        rotation=90, fontsize=8, color="0.3", xytext=(-2, 0), textcoords="offset points")
+        ax.set(xlabel="new tokens", title=name, xlim=(0, a.cap), ylim=(0, 101))
+        ax.legend(fontsize=7, loc="center right")
+    axes[0][0].set_ylabel("answers ended [%]")
     return finish(fig)

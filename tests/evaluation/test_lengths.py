@@ -91,3 +91,23 @@ def test_a_stop_at_the_first_box_counts_changed_answers_and_saved_tokens():
     assert stop.saved == (len(same) - len("\\boxed{5}")) + (len(other) - len("\\boxed{4}"))
     with pytest.raises(ValueError, match="gold"):
         box_stop(records, ["5"], chars)
+
+
+def test_the_cap_is_where_the_answers_end_and_a_loop_is_not_waited_for():
+    from helpers.evaluation.lengths import choose_cap
+
+    ends = [rec(n, True, True) for n in (100, 150, 200, 300, 350) * 19] + [rec(500, True, True)] * 5
+    assert choose_cap(ends, [160, 256, 384, 512, 1024]) == 384  # 95 of 100 end within 384
+    loops = [rec(n, True, True) for n in (100, 200) * 47] + [rec(1024, False, False)] * 6  # 94% ever end
+    assert choose_cap(loops, [160, 256, 384, 512, 1024]) == 256  # within a point of all that ever end
+
+
+def test_a_summary_counts_loops_among_the_answers_unfinished_at_the_longest_cap():
+    from helpers.evaluation.lengths import summarize
+
+    loop = rec(1024, False, False, tokens=[7, 8, 9, 10] * 256)
+    still = rec(1024, False, False, tokens=list(range(1024)))
+    s = summarize([rec(100, True, True), rec(300, True, False), loop, still], [160, 1024])
+    assert (s.n, s.unfinished, s.looping) == (4, 2, 1)
+    assert s.shares[160].unfinished == 0.75 and s.shares[1024].unfinished == 0.5
+    assert s.median == (300 + 1024) / 2
