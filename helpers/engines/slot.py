@@ -25,7 +25,6 @@ from helpers.engines.engine import Engine
 from helpers.engines.kv_slots import Slot, SlotCache
 from helpers.engines.protocol import Charge, Extension, Row, Task, shared_prefix, split_evenly
 from helpers.engines.slot_runner import SlotRunner
-from helpers.models.attention import local_window
 
 
 class SlotEngine(Engine):
@@ -53,18 +52,6 @@ class SlotEngine(Engine):
         self.slots = [Slot() for _ in range(n_slots)]
         self.where: dict[int, int] = {}  # id(row) -> the slot it runs in
         return self._encode_shared_prefix(tasks)
-
-    def check_reach(self, tasks, reach) -> None:
-        """A model with sliding-window layers (Gemma 3) runs exactly only while every sequence fits the window: the
-        runner hands every layer one mask. A row that could outgrow it is refused before any work."""
-        window = local_window(self.model.config)
-        longest = max(len(t.row.prompt) for t in tasks)
-        if window is not None and longest + reach > window:
-            raise ValueError(
-                f"a row may reach {longest + reach} positions (a prompt of {longest} tokens and {reach} more), past "
-                f"this model's local attention window of {window}: the slot engine hands every layer one mask, so its "
-                f"sliding-window layers would attend past their window. Ask for at most {window - longest} new tokens "
-                "(max_new_tokens), shorten the prompts (fewer shots), or decode on vLLM (engine vllm).")
 
     def close_run(self) -> None:
         self.cache = self.runner = None

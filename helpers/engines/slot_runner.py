@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from helpers.engines.kv_slots import SlotCache, cache_keyword
+from helpers.models.attention import local_window
 
 
 class SlotRunner:
@@ -22,6 +23,7 @@ class SlotRunner:
         self.cache_kw = cache_keyword(model)
         self.eager = getattr(model.config, "_attn_implementation", None) == "eager"
         self.route = route  # a depth mix's `route`: which truncation each row of a pass runs
+        self.window = local_window(model.config)  # sliding-window layers (Gemma 3) see only this many positions back
 
     def encode(self, slots: list[int], chunks: list[list[int]], starts: list[int], variants: list[int]) -> None:
         """Encode token chunks into slots (row b's chunk at columns starts[b]..), causally, in one pass."""
@@ -34,7 +36,9 @@ class SlotRunner:
         allowed = torch.arange(width, device=self.device) <= cols[:, :, None]  # [B, q, width]
         self.cache.point(torch.tensor(slots, device=self.device), cols, width, contiguous=False)
         self._route(variants)
-        self.model(input_ids=ids, attention_mask=self._mask(allowed[:, None]), position_ids=cols,
+        positions = torch.arange(width, device=self.device)  # a prompt's columns are its positions
+        self.model(input_ids=ids, attention_mask=self._masks(allowed[:, None], cols[:, None, :, None], positions),
+                   position_ids=cols,
                    use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache})
 
     def decode(self, slots: list[int], feed: list[int], lo: list[int], base: list[int], col: list[int],
@@ -48,14 +52,26 @@ class SlotRunner:
         allowed = (columns < lo_t) | ((columns >= base_t) & (columns <= col_t))  # [rows, width]
         self.cache.point(torch.tensor(slots, device=dev), col_t, width, contiguous=slots[-1] == len(slots) - 1)
         self._route(variants)
-        out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=self._mask(allowed[:, None, None]),
-                         position_ids=lo_t + col_t - base_t, use_cache=True, **{self.cache_kw: self.cache})
+        here = lo_t + col_t - base_t  # the fed token's position: the kept prefix, then the extension's own tokens
+        positions = torch.where(columns < lo_t, columns, lo_t + columns - base_t)  # each column's, [rows, width]
+        mask = self._masks(allowed[:, None, None], here[:, None, :, None], positions[:, None, None])
+        out = self.model(input_ids=torch.tensor(feed, device=dev)[:, None], attention_mask=mask, position_ids=here,
+                         use_cache=True, **{self.cache_kw: self.cache})
         return out.logits[:, -1]
 
     def _route(self, variants: list[int]) -> None:
         """Tell a depth mix which variant each row of the next pass runs (a single model needs no telling)."""
         if self.route is not None:
             self.route(variants)
+
+    def _masks(self, allowed: torch.Tensor, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | dict:
+        """The pass's mask; for a model with sliding-window layers, one per kind of layer, as transformers takes them
+        (a dict by layer type): a sliding layer's also hides every key `window` or more positions before its query
+        (`query`, `keys`: positions, broadcasting against `allowed`), as the model's own masks do."""
+        if self.window is None:
+            return self._mask(allowed)
+        near = keys > query - self.window
+        return {"full_attention": self._mask(allowed), "sliding_attention": self._mask(allowed & near)}
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """A boolean mask for SDPA-style attention, or an additive one for the eager implementation."""

@@ -308,23 +308,25 @@ def test_only_the_loop_sends_to_programs():
     assert senders == ["loop.py"]
 
 
-def test_a_sequence_past_a_local_attention_window_is_refused_and_one_inside_it_decodes_exactly(tiny):
-    """Gemma 3's sliding-window layers: the slot engine hands every layer one mask, so it is exact while a row's
-    prompt and new tokens fit in the window (the other tests here decode well inside it, on every tiny model) and
-    refuses, before decoding, a row that could outgrow it."""
+def test_a_sequence_past_a_local_attention_window_decodes_exactly(tiny):
+    """Gemma 3's sliding-window layers see only the last `window` positions: the slot engine hands them a mask of
+    their own, so a row decodes as transformers' `generate` decodes it, inside the window and well past it."""
     from helpers.models.attention import local_window
     from helpers.models.tiny import GEMMA_WINDOW
 
     model, tokenizer, _ = tiny
     window = local_window(model.config)
     assert window == (GEMMA_WINDOW if model.config.model_type.startswith("gemma3") else None)
-    prompt = _prompts(tokenizer)[1]
     if window is None:
         return
-    (inside,) = decode(model, [prompt], window - len(prompt), [])
-    ref = model.generate(torch.tensor([prompt]), max_new_tokens=window - len(prompt), do_sample=False,
-                         eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
-    assert inside.tokens == ref[0, len(prompt):].tolist()
-    with pytest.raises(ValueError, match=f"past this model.s local attention window of {window}.*at most "
-                                         f"{window - len(prompt)} new tokens"):
-        decode(model, [prompt], window - len(prompt) + 1, [])
+    prompts = _prompts(tokenizer)[:2]
+    n = 2 * window  # every row crosses the window, the longer prompt first
+    rows = decode(model, prompts, n, [])
+    for prompt, row in zip(prompts, rows, strict=True):
+        ref = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None,
+                             pad_token_id=tokenizer.pad_token_id)
+        assert row.tokens == ref[0, len(prompt):].tolist()
+        with torch.no_grad():  # the model's own masks over the whole sequence: its log-probability of the tokens
+            logits = model(torch.tensor([prompt + row.tokens])).logits[0, len(prompt) - 1:-1].float()
+        forced = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.tokens)[:, None]).sum().item()
+        assert row.sum_logp == pytest.approx(forced, abs=1e-3)
