@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from helpers.data.problems import Problem, problems_of
 from helpers.evaluation.cost import ModelCost, model_cost
@@ -14,7 +15,7 @@ from helpers.evaluation.stats import PairedDifference, paired_difference
 from helpers.interp.lens import lens_cut_points
 from helpers.interp.studies import agreement_over
 from helpers.models.loading import load_model
-from helpers.models.truncation import at_depth
+from helpers.models.truncation import at_depth, critical_depth
 
 
 @dataclass
@@ -53,12 +54,15 @@ def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | Non
 
 def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], *, methods: Sequence[str], depths: Sequence[int] | None,
           depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
-          shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None
-          ) -> dict[str, Sweep]:
+          shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None,
+          floor_fraction: float | None = None, naive_depths: Sequence[int | str] | None = None) -> dict[str, Sweep]:
     """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method.
 
-    `depths` (absolute, shared by every model) wins over `span` (the last `span` depths below each model's L),
-    which wins over the cut-point range with `depth_step`. With `critical` (these same settings, as chapter 03's
+    `depths` (absolute, shared by every model) wins over `floor_fraction` (stitched depths one block at a time below
+    each model's L, until greedy accuracy falls below that share of the full model's), which wins over `span` (the
+    last `span` depths below each model's L), which wins over the cut-point range with `depth_step`. Naive
+    truncation runs at every stitched depth, or only at `naive_depths` (numbers of blocks, or relative to the
+    stitched sweep's critical depth: 'critical', 'critical-1'). With `critical` (these same settings, as chapter 03's
     parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by.
     `problems` is one list for every model, or each model's own (`helpers.data.problems.problem_sets`)."""
     sweeps = {}
@@ -69,26 +73,93 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size)
         _, _, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
-        chosen = sweep_depths(cuts, info.n_layers, depths, depth_step, span)
+        decode = partial(_greedy_at, model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots),
+                         batch_size)
+
+        stitched = [m for m in methods if m == "stitch"]
+        if floor_fraction is not None and not depths and stitched:
+            outputs = down_to_floor(decode, info.n_layers, floor_fraction)
+        else:
+            chosen = sweep_depths(cuts, info.n_layers, depths, depth_step, span)
+            outputs = decode([(m, d) for m in (methods if naive_depths is None else stitched) for d in chosen])
+        chosen = sorted({d for _, d in outputs})
+        if "naive" in methods:  # at every stitched depth, or at the named ones; what the run above decoded is kept
+            if naive_depths is None:
+                wanted = chosen
+            else:
+                stitch_acc = {d: accuracy(r) for (m, d), r in outputs.items() if m == "stitch"}
+                crit = (critical_depth(stitch_acc, stitch_acc[info.n_layers], critical.collapse_fraction)
+                        if critical is not None and info.n_layers in stitch_acc else None)
+                wanted = resolve_depths(naive_depths, crit, info.n_layers)
+            if todo := [("naive", d) for d in wanted if ("naive", d) not in outputs]:
+                outputs |= decode(todo)
         acc: dict[str, dict[int, float]] = {m: {} for m in methods}
-        agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
-        outputs: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
-        greedy = DecodeSettings("greedy", max_new_tokens, shots)
-        swept = sample_at_depths(model, tokenizer, problems, {"greedy": greedy},
-                                 [(m, d) for m in methods for d in chosen], n_seeds=1,
-                                 batch_size=batch_size)  # every depth and method in one engine run
-        for (method, depth), by_name in swept.items():
-            records = [samples[0] for samples in by_name["greedy"]]
-            acc[method][depth], outputs[method][depth] = accuracy(records), records
+        out: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
+        for (method, depth), records in sorted(outputs.items()):
+            acc[method][depth], out[method][depth] = accuracy(records), records
         if critical is not None and "stitch" in acc:
             store_critical(model, critical.for_model(name), acc["stitch"], len(problems))
-        shallow = {(m, d): at_depth(model, d, m) for m, d in swept}
+        agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
+        shallow = {(m, d): at_depth(model, d, m) for m, d in outputs}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
-        sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, outputs, solved.records,
+        sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, out, solved.records,
                              {d: model_cost(model.config, d) for d in chosen}, problems)
         del model, shallow  # the truncations share the model's weights: keep neither while the next model runs
     return sweeps
+
+
+def _greedy_at(model, tokenizer, problems: Sequence[Problem], greedy: DecodeSettings, batch_size: int,
+               variants: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict]]:
+    """Each truncation's greedy record per problem, every variant in one engine run (`sample_at_depths`)."""
+    return {v: [samples[0] for samples in by_name["greedy"]] for v, by_name in sample_at_depths(
+        model, tokenizer, problems, {"greedy": greedy}, variants, n_seeds=1, batch_size=batch_size).items()}
+
+
+FLOOR_STEP = 2  # depths the floor sweep decodes in one engine run: a batch full of rows, and little decoded past the floor
+
+
+def down_to_floor(decode, n_layers: int, floor_fraction: float) -> dict[tuple[str, int], list[dict]]:
+    """Stitched greedy records from the full depth downward, `FLOOR_STEP` depths at a time, until a depth's accuracy
+    falls below `floor_fraction` of the full model's (or depth 2): `decode(variants)` gives each variant's records.
+    The full depth alone first, so that the floor is known before any truncation runs."""
+    if not 0 < floor_fraction < 1:
+        raise ValueError(f"floor_fraction must lie strictly between 0 and 1, got {floor_fraction!r}")
+    outputs = decode([("stitch", n_layers)])
+    floor = floor_fraction * accuracy(outputs[("stitch", n_layers)])
+    depth = n_layers - 1
+    while depth >= 2:
+        batch = [("stitch", d) for d in range(depth, max(depth - FLOOR_STEP, 1), -1)]
+        outputs |= decode(batch)
+        below = [d for _, d in batch if accuracy(outputs[("stitch", d)]) < floor]
+        if below:  # the first depth below the floor ends the sweep; deeper ones decoded beside it stay, measured
+            break
+        depth -= FLOOR_STEP
+    return outputs
+
+
+def resolve_depths(entries: Sequence[int | str], critical: int | None, n_layers: int) -> list[int]:
+    """Depths as numbers of blocks from `entries` (numbers, or 'critical', 'critical-1', …, relative to `critical`),
+    each within 2..n_layers, with the full depth; a ValueError for a relative entry without a critical depth."""
+    from helpers.evaluation.critical import parse_depth
+
+    resolved = {n_layers}
+    for entry in entries:
+        relative, value = parse_depth(entry)
+        if relative and critical is None:
+            raise ValueError(f"{entry!r} is relative to the critical depth, which this sweep does not define (the full "
+                             "model solves none of its problems, or no stitched sweep ran)")
+        depth = critical + value if relative else value
+        if 2 <= depth <= n_layers:
+            resolved.add(depth)
+    return sorted(resolved, reverse=True)
+
+
+def compared_depths(s: Sweep) -> list[int]:
+    """The truncated depths at which every method of the sweep ran (naive truncation may run at a few only),
+    deepest first."""
+    ran = [set(by_depth) for by_depth in s.outputs.values()]
+    return sorted((set.intersection(*ran) if ran else set()) - {s.n_layers}, reverse=True)
 
 
 def method_differences(s: Sweep) -> dict[int, PairedDifference]:

@@ -8,9 +8,10 @@ import math
 from collections.abc import Sequence
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.stitch import Sweep, method_differences
+from helpers.chapters.stitch import Sweep, compared_depths, method_differences
 from helpers.core.numbers import readable
 from helpers.data.problems import Problem, levels_text, on_own_problems
+from helpers.evaluation.critical import critical_interval
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth, critical_depth_text
 
@@ -30,27 +31,42 @@ def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None)
 
 
 def agreement_values(s: Sweep) -> dict:
-    """KL from the full model and perplexity of its solutions at the shallowest depth, per method."""
-    cut = min(s.depths)
+    """KL from the full model and perplexity of its solutions at the shallowest depth where every method ran, per
+    method, and at how many of the compared depths each method stays the closer one."""
+    compared = compared_depths(s)
+    cut = min(compared) if compared else min(s.depths)
     methods = list(s.agreement)
+    closer = {m: [d for d in compared if min(methods, key=lambda x: s.agreement[x][d]["kl"]) == m] for m in methods}
     values = {"cut_depth": cut, "n_layers": s.n_layers,
               "ppl_full": readable(math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"])),
-              "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"])}
+              "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"]),
+              "closer_sentence": _closer_sentence(closer, compared)}
     for m in methods:
         values[f"kl_{m}_at_cut"] = s.agreement[m][cut]["kl"]
         values[f"ppl_{m}_at_cut"] = readable(math.exp(s.agreement[m][cut]["nll"]), 1)
     return values
 
 
+def _closer_sentence(closer: dict[str, list[int]], compared: list[int]) -> str:
+    """Which truncation stays closer to the full model's distributions, depth by depth, said as the data have it."""
+    if len(closer) < 2 or not compared:
+        return "Only one truncation method ran at these depths, so there is no comparison to make."
+    parts = [f"the {m} model at {len(ds)} ({', '.join(map(str, ds))})" for m, ds in closer.items() if ds]
+    return (f"Of the {len(compared)} truncated depths where both cuts ran, the lower KL from the full model belongs to "
+            + " and to ".join(parts) + ".")
+
+
 def examples_table(s: Sweep, problems: Sequence[Problem], n_examples: int) -> str:
-    """Generations of the full model and of each method at the shallowest depth, side by side (Markdown)."""
-    cut = min(s.depths)
-    methods = [m for m in ("stitch", "naive") if m in s.outputs]
+    """Generations of the full model and of each method at the shallowest depth where every method ran (Markdown)."""
+    compared = compared_depths(s)
+    cut = min(compared) if compared else min(s.depths)
+    methods = [m for m in ("stitch", "naive") if m in s.outputs and cut in s.outputs[m]]
 
     def clip(text: str) -> str:
         return text.replace("\n", " ⏎ ").replace("|", "∣")[:220]
 
-    rows = ["| problem | full model | " + " | ".join(methods) + " |", "|---" * (len(methods) + 2) + "|"]
+    rows = ["| problem | full model | " + " | ".join(f"{m} at {cut}" for m in methods) + " |",
+            "|---" * (len(methods) + 2) + "|"]
     for i, p in enumerate(problems[:n_examples]):
         cells = [clip(s.full[i]["text"])] + [clip(s.outputs[m][cut][i]["text"]) for m in methods]
         rows.append(f"| {clip(p.question)} (answer {p.answer}) | " + " | ".join(cells) + " |")
@@ -67,7 +83,8 @@ def critical_values(s: Sweep, collapse_fraction: float, n_problems: int) -> dict
             "flops_kept_at_cut": 100 * kept.flops_per_token / full_cost.flops_per_token,
             "params_kept_at_cut": 100 * kept.params_total / full_cost.params_total,
             "unembed_share": 100 * full_cost.flops_unembedding / full_cost.flops_per_token,
-            "critical_sentence": _critical_sentence(s, crit, full_acc, collapse_fraction),
+            "critical_sentence": _critical_sentence(s, crit, full_acc, collapse_fraction)
+            + _interval_sentence(s, crit.get("stitch"), collapse_fraction),
             "critical_depth_stitch": critical_depth_text(crit.get("stitch"))}
 
 
@@ -100,17 +117,46 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
         sentence = (f"With stitch-and-preserve, accuracy stays at or above {share} from depth **{cs}** of {s.n_layers} "
                     f"on, the critical depth; below it the best any depth tested reaches is "
                     f"{100 * max(below, default=0):.0f}%. ")
-    if "naive" in crit:
+    naive = sorted((d for d in s.accuracy.get("naive", {}) if d < s.n_layers), reverse=True)
+    if naive and set(naive) < set(s.depths) - {s.n_layers}:  # run at a few depths only: say which hold the level
+        held = [d for d in naive if s.accuracy["naive"][d] >= collapse_fraction * full_acc / 100]
+        sentence += (f"Naive truncation, run at {_listed(naive)} blocks only, holds that level at "
+                     f"{_listed(held) if held else 'neither' if len(naive) == 2 else 'none of them'}.")
+    elif "naive" in crit:
         sentence += (f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
                      else "Naive truncation does not hold it at any depth below the full model.")
-    truncated = [(x, a) for x, a in s.accuracy["stitch"].items() if x < s.n_layers]
-    bd, ba = max(truncated, key=lambda t: (t[1], -t[0]), default=(None, 0.0))
-    if bd is not None and ba > 0:
-        relation = "above" if ba > full_acc / 100 else "equal to" if ba == full_acc / 100 else "below"
-        sentence += f" The best truncated model is stitched at depth {bd}, with {100 * ba:.0f}%, {relation} the full model."
-    elif bd is not None:
-        sentence += " No stitched model below full depth solves a single problem."
+    truncated = [(a, x, m) for m, by_depth in s.accuracy.items() for x, a in by_depth.items() if x < s.n_layers]
+    if truncated:
+        ba, bd, bm = max(truncated, key=lambda t: (t[0], t[1], t[2] == "stitch"))
+        if ba > 0:
+            relation = "above" if ba > full_acc / 100 else "equal to" if ba == full_acc / 100 else "below"
+            cut = "stitched" if bm == "stitch" else "naively truncated"
+            sentence += (f" The most accurate truncated model is {cut} at depth {bd}, with {100 * ba:.0f}%, {relation} "
+                         "the full model.")
+        else:
+            sentence += " No truncated model below full depth solves a single problem."
     return sentence
+
+
+def _interval_sentence(s: Sweep, critical: int | None, collapse_fraction: float) -> str:
+    """The critical depth's 95% bootstrap interval over problems (`critical_interval`), and what a wide one means."""
+    if critical is None or "stitch" not in s.outputs:
+        return ""
+    found = critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs["stitch"].items()},
+                              collapse_fraction)
+    if found is None:
+        return ""
+    lo, hi = found
+    if lo == hi:
+        return f" Resampling the {len(s.full)} problems puts the critical depth at {lo} in 95% of resamples."
+    return (f" Resampling the {len(s.full)} problems, the critical depth's 95% interval spans depths {lo} to {hi}: "
+            "a problem or two either way can move it, so a depth named by it sits on a knife-edge.")
+
+
+def _listed(depths: Sequence[int]) -> str:
+    """'23', '23 and 22', '24, 23 and 22'."""
+    words = [str(d) for d in depths]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _own(sweeps: dict[str, Sweep]) -> dict[str, bool]:

@@ -41,6 +41,9 @@ class SweepSettings:
     # {model: levels} for a model whose problems are drawn from levels of its own (`helpers.data.problems.levels_of`);
     # resolved by `for_model` before a record is keyed, so the other models' keys stay as they were without it
     model_levels: Mapping[str, tuple[int, ...]] | None = None
+    # the sweep goes down one block at a time until accuracy falls below this share of the full model's (None: the
+    # depths above decide); keyed only where set, so the records of sweeps without it keep their keys
+    floor_fraction: float | None = None
 
     @classmethod
     def from_parameters(cls, values: Mapping) -> SweepSettings:
@@ -68,7 +71,7 @@ class SweepSettings:
         if self.model_levels:
             raise ValueError("a critical depth is keyed by one model's settings: call for_model(name) first")
         return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()
-                if name not in OPTIONAL}
+                if name not in OPTIONAL or (name in KEYED_WHEN_SET and v is not None)}
 
     def parameters(self) -> dict:
         """The settings as chapter 04-05's `critical_sweep` parameter: the key, with `model_levels` where set."""
@@ -77,7 +80,8 @@ class SweepSettings:
         return plain | ({"model_levels": {k: list(v) for k, v in own.items()}} if own else {})
 
 
-OPTIONAL = ("model_levels",)  # SweepSettings' fields a parameter set may leave out
+OPTIONAL = ("model_levels", "floor_fraction")  # SweepSettings' fields a parameter set may leave out
+KEYED_WHEN_SET = ("floor_fraction",)  # of those, the ones that decide a critical depth: in its key where set
 
 
 def critical_run(model, settings: SweepSettings) -> Run:
@@ -181,3 +185,33 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
         raise ValueError(f"depths {depths} give {outside} for {name}, outside 2..{n_layers} (its blocks)")
     return DepthChoice(name, n_layers, tuple(d for d in resolved if d < n_layers) or (), critical, relative,
                        default=depths is None)
+
+
+def critical_interval(correct: Mapping[int, Sequence[bool]], fraction: float, n_boot: int = 2000,
+                      seed: int = 0) -> tuple[int, int] | None:
+    """A 95% bootstrap interval of the critical depth over problems: `correct[depth]` holds each problem's greedy
+    outcome at that depth (the same problems at every depth, full depth included), resampled together, the critical
+    depth (`helpers.models.truncation.critical_depth`) read from each resample. None where the full model solves
+    nothing. Where it spans more than one depth, a problem or two either way moves the critical depth."""
+    import numpy as np
+
+    from helpers.models.truncation import critical_depth
+
+    depths = sorted(correct)
+    if not depths:
+        raise ValueError("no depths to read a critical depth from")
+    table = np.array([[bool(x) for x in correct[d]] for d in depths], dtype=float)  # [depth, problem]
+    if table.shape[1] == 0:
+        raise ValueError("no problems to resample")
+    full = max(depths)
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(n_boot):
+        acc = table[:, rng.integers(0, table.shape[1], table.shape[1])].mean(axis=1)
+        by_depth = dict(zip(depths, acc, strict=True))
+        c = critical_depth(by_depth, by_depth[full], fraction)
+        if c is not None:
+            found.append(c)
+    if not found:
+        return None
+    return int(np.floor(np.quantile(found, 0.025))), int(np.ceil(np.quantile(found, 0.975)))

@@ -14,10 +14,12 @@ from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish
 def truncation_agreement(sweep):
     """KL of each truncation from the full model, and the perplexity of the full model's solutions, per depth."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.3))
-    d = sweep.depths
     for i, (method, by_depth) in enumerate(sweep.agreement.items()):
+        d = sorted(by_depth)  # naive truncation may run at a few depths only
         ax1.plot(d, [by_depth[x]["kl"] for x in d], "o-", color=PALETTE[i], label=method)
         ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], "o-", color=PALETTE[i], label=method)
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     first = next(iter(sweep.agreement.values()))
     ax2.axhline(np.exp(first[sweep.n_layers]["nll_full"]), color="grey", ls=":", label="full model")
     ax1.set(xlabel="depth (blocks run)", ylabel="KL(truncated ‖ full) [nats]", yscale="symlog",
@@ -34,8 +36,8 @@ def accuracy_against_depth(sweep, critical: dict):
 
     n = len(sweep.full)
     fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
-    d = sweep.depths
     for i, (method, by_depth) in enumerate(sweep.accuracy.items()):
+        d = sorted(by_depth)  # naive truncation may run at a few depths only
         acc = np.array([by_depth[x] for x in d])
         lo, hi = np.array([wilson(a * n, n) for a in acc]).T
         ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
@@ -46,12 +48,19 @@ def accuracy_against_depth(sweep, critical: dict):
         ax.axvline(critical["stitch"], color=PALETTE[0], ls="--", lw=1)
         ax.annotate(f"critical depth {critical['stitch']}", (critical["stitch"], 0.95), xycoords=("data", "axes fraction"),
                     rotation=90, ha="right", va="top", fontsize=8, color=PALETTE[0])
+    for cut in sweep.cuts:  # chapter 02's rule on this chapter's problems: where the lens says to cut
+        if min(sweep.depths) <= cut <= sweep.n_layers:
+            ax.axvline(cut, color="0.5", ls=":", lw=1)
+            ax.annotate("lens cut point", (cut, 0.05), xycoords=("data", "axes fraction"), rotation=90, ha="right",
+                        va="bottom", fontsize=7, color="0.4")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="depth (blocks run)", ylabel="greedy accuracy [%] (95% band)", title=f"{sweep.model}: accuracy against depth")
     ax.legend()
-    full = sweep.costs[sweep.n_layers]
+    full, d = sweep.costs[sweep.n_layers], sweep.depths
     axc.plot(d, [100 * sweep.costs[x].params_total / full.params_total for x in d], "s-", color=PALETTE[3], label="parameters")
     axc.plot(d, [100 * sweep.costs[x].flops_per_token / full.flops_per_token for x in d], "^-", color=PALETTE[4],
              label="FLOPs per token")
+    axc.xaxis.set_major_locator(MaxNLocator(integer=True))
     axc.set(xlabel="depth (blocks run)", ylabel="% of the full model", title="What a depth keeps")
     axc.legend()
     return finish(fig)

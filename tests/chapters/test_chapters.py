@@ -34,10 +34,13 @@ def _sweep(acc_stitch: dict[int, float], acc_naive: dict[int, float], n: int = 1
     depths = sorted(acc_stitch)
     agreement = {m: {d: {"kl": 0.0 if d == 6 else 1.0 / d, "nll": 1.0 + (6 - d) * k, "nll_full": 1.0} for d in depths}
                  for m, k in (("stitch", 0.1), ("naive", 0.5))}
-    records = [{"text": f"answer {i}\n"} for i in range(n)]
-    return stitch.Sweep("toy", 6, [3], depths, {"stitch": acc_stitch, "naive": acc_naive}, agreement,
-                        {m: {d: records for d in depths} for m in ("stitch", "naive")}, records,
-                        {d: _cost(d) for d in depths})
+    def records(a: float) -> list[dict]:  # as many correct answers as the accuracy says
+        return [{"text": f"answer {i}\n", "correct": i < round(a * n)} for i in range(n)]
+
+    accuracy = {"stitch": acc_stitch, "naive": acc_naive}
+    return stitch.Sweep("toy", 6, [3], depths, accuracy, agreement,
+                        {m: {d: records(accuracy[m][d]) for d in depths} for m in accuracy},
+                        records(acc_stitch[6]), {d: _cost(d) for d in depths})
 
 
 def test_wilson_interval_matches_known_values():
@@ -72,7 +75,13 @@ def test_critical_depth_sentence_states_where_accuracy_holds():
     assert values["flops_kept_at_cut"] == pytest.approx(100 * 110 / 170)
     collapsed = stitch_text.critical_values(_sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5}), 0.5, 10)
     assert "critical depth is the full depth **6**" in collapsed["critical_sentence"]
-    assert "No stitched model below full depth solves a single problem" in collapsed["critical_sentence"]
+    assert "No truncated model below full depth solves a single problem" in collapsed["critical_sentence"]
+    assert "puts the critical depth at 6 in 95% of resamples" in collapsed["critical_sentence"]
+    naive_best = stitch_text.critical_values(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.4, 6: 0.5}), 0.5, 10)
+    assert "The most accurate truncated model is naively truncated at depth 5, with 40%" in \
+        naive_best["critical_sentence"]  # the best of either cut, not the stitched one's by choice
+    edge = stitch_text.critical_values(_sweep({4: 0.0, 5: 0.3, 6: 0.6}, {4: 0.0, 5: 0.0, 6: 0.6}), 0.5, 10)
+    assert "95% interval spans depths 5 to 6" in edge["critical_sentence"]  # 3 of 10 against a line at 3
     nothing = stitch_text.critical_values(_sweep({3: 0.0, 6: 0.0}, {3: 0.0, 6: 0.0}), 0.5, 10)
     assert nothing["critical_depth_stitch"] .startswith("not defined")
 
@@ -141,7 +150,7 @@ def test_agreement_values_and_examples_table():
     assert values["ppl_stitch_at_cut"] == f"{math.exp(1.3):.1f}" and values["ppl_full"] == f"{math.e:.2f}"
     problems = [Problem(id="a", question="1 | 2?", answer="3")]
     table = stitch_text.examples_table(s, problems, 3).splitlines()
-    assert table[0] == "| problem | full model | stitch | naive |" and len(table) == 3
+    assert table[0] == "| problem | full model | stitch at 3 | naive at 3 |" and len(table) == 3
     assert "∣" in table[2] and "⏎" in table[2]  # pipes and newlines cannot break the table
 
 
@@ -619,3 +628,32 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     tuned = [r for r in rows if r.model.startswith("qwen")]
     assert power_sampling_text.premise_sentence(tuned).startswith("No base model ran in this build")
     assert power_sampling_text.sharpness_values(tuned)["premise_base_models"] == 0
+
+
+def test_naive_truncation_at_a_few_depths_is_compared_only_where_it_ran():
+    s = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})
+    for table in (s.accuracy, s.outputs, s.agreement):  # naive at the critical depth and one below, and full
+        table["naive"] = {d: v for d, v in table["naive"].items() if d in (4, 5, 6)}
+    assert stitch.compared_depths(s) == [5, 4]
+    values = stitch_text.agreement_values(s)
+    assert values["cut_depth"] == 4
+    assert values["closer_sentence"].startswith("Of the 2 truncated depths where both cuts ran, the lower KL")
+    sentence = stitch_text.critical_values(s, 0.5, 10)["critical_sentence"]
+    assert "Naive truncation, run at 5 and 4 blocks only, holds that level at neither." in sentence
+    assert stitch.resolve_depths(["critical", "critical-1"], 5, 6) == [6, 5, 4]
+    with pytest.raises(ValueError, match="relative to the critical depth"):
+        stitch.resolve_depths(["critical"], None, 6)
+
+
+def test_the_floor_sweep_goes_down_until_accuracy_falls_below_its_share_of_the_full_models():
+    accuracy = {10: 0.8, 9: 0.7, 8: 0.5, 7: 0.3, 6: 0.1, 5: 0.0, 4: 0.0}
+    asked = []
+
+    def decode(variants):
+        asked.append([d for _, d in variants])
+        return {v: [{"correct": i < round(10 * accuracy[v[1]])} for i in range(10)] for v in variants}
+
+    out = stitch.down_to_floor(decode, 10, 0.25)  # a quarter of 80% is 20%: depth 6 is the first below it
+    assert sorted({d for _, d in out}, reverse=True) == [10, 9, 8, 7, 6] and asked == [[10], [9, 8], [7, 6]]
+    with pytest.raises(ValueError, match="floor_fraction"):
+        stitch.down_to_floor(decode, 10, 1.0)

@@ -119,3 +119,14 @@ def test_relative_depths_read_the_critical_depth_stored_under_the_models_own_lev
     assert choose_depths(model, "tiny", info.n_layers, ["critical"], own).depths == (3,)
     with pytest.raises(CriticalDepthMissing):
         choose_depths(model, "other", info.n_layers, ["critical"], own)  # on the shared levels: nothing stored there
+
+
+def test_the_critical_depths_interval_is_a_point_where_the_edge_is_sharp_and_wide_on_a_knife_edge():
+    from helpers.evaluation.critical import critical_interval
+
+    sharp = {6: [True] * 40, 5: [True] * 38 + [False] * 2, 4: [False] * 40}
+    assert critical_interval(sharp, 0.5) == (5, 5)
+    edge = {6: [True] * 20 + [False] * 20, 5: [True] * 10 + [False] * 30, 4: [False] * 40}  # 5 sits on the line
+    lo, hi = critical_interval(edge, 0.5)
+    assert (lo, hi) == (5, 6)
+    assert critical_interval({6: [False] * 4, 5: [False] * 4}, 0.5) is None
