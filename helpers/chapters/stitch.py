@@ -10,6 +10,7 @@ from helpers.data.problems import Problem, problems_of
 from helpers.evaluation.cost import ModelCost, model_cost
 from helpers.evaluation.critical import SweepSettings, store_critical
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths
+from helpers.evaluation.lengths import BoxStop, box_stop
 from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import PairedDifference, paired_difference
 from helpers.interp.lens import lens_cut_points
@@ -189,6 +190,7 @@ class AnswerLengths:
     cap: int  # max_new_tokens of these decodes
     records: dict[tuple[str, int], list[list[dict]]]  # (method, depth) -> records[problem][sample]
     problems: list[Problem] = field(default_factory=list)
+    box: dict[tuple[str, int], BoxStop] = field(default_factory=dict)  # what a stop at the first \boxed{} would do
 
 
 def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
@@ -213,8 +215,14 @@ def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[
         rows = batch_size[name] if isinstance(batch_size, Mapping) else batch_size
         decoded = sample_at_depths(model, tokenizer, mine, settings, [("stitch", info.n_layers), ("stitch", depth)],
                                    n_seeds=n_seeds, batch_size=rows)
-        out[name] = AnswerLengths(name, info.n_layers, depth, cap,
-                                  {(method, d): runs[method] for (_, d), runs in decoded.items()
-                                   for method in settings}, mine)
+        records = {(method, d): runs[method] for (_, d), runs in decoded.items() for method in settings}
+
+        def text(tokens: list[int], tokenizer=tokenizer) -> str:
+            return tokenizer.decode(tokens, skip_special_tokens=True)
+
+        box = {k: box_stop([r for per in recs for r in per],
+                           [p.answer for p, per in zip(mine, recs, strict=True) for _ in per], text)
+               for k, recs in records.items()}
+        out[name] = AnswerLengths(name, info.n_layers, depth, cap, records, mine, box)
         del model
     return out

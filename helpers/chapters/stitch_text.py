@@ -8,10 +8,11 @@ import math
 from collections.abc import Sequence
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.stitch import Sweep, compared_depths, method_differences
+from helpers.chapters.stitch import AnswerLengths, Sweep, compared_depths, method_differences
 from helpers.core.numbers import readable
 from helpers.data.problems import Problem, levels_text, on_own_problems
 from helpers.evaluation.critical import critical_interval
+from helpers.evaluation.lengths import choose_cap, shares, summarize
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth, critical_depth_text
 
@@ -276,3 +277,40 @@ def report_sentence(s: Sweep, collapse_fraction: float) -> str:
             f"accuracy recovers ({100 * lo:.0f}–{100 * hi:.0f}%); at its critical depth it keeps {100 * kept:.0f}% "
             "of its full-depth accuracy on these problems. The two are different criteria (greedy decoding against a "
             "threshold here, search-aided recovery there), so only their order of magnitude compares.")
+
+
+CAP_CANDIDATES = (128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)  # the caps a length study weighs
+
+
+def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int) -> dict:
+    """The length study's table (a row per model, depth and method: how long the answers are, how many end within
+    the sweep's cap and within the study's, how many of the unfinished loop), the cap each model's greedy answers at
+    its critical depth need (`choose_cap`), and a sentence that says what the sweep's cap did to them."""
+    if not studies:
+        return {"lengths_table": "This build ran no length study (length_cap is not set).", "lengths_sentence": "",
+                "lengths_cap": float("nan")}
+    cap = next(iter(studies.values())).cap
+    caps = sorted({sweep_cap, cap} | {c for c in CAP_CANDIDATES if c < cap})
+    rows = [f"| model | blocks | decoding | answers | median new tokens | unfinished at {sweep_cap} | unfinished at "
+            f"{cap} (of them looping) | a stop at the first boxed answer: answers changed, tokens saved |",
+            "|---|---|---|---|---|---|---|---|"]
+    needs, clauses = {}, []
+    for name, a in studies.items():
+        for (method, depth), records in sorted(a.records.items(), key=lambda kv: (-kv[0][1], kv[0][0])):
+            flat = [r for per in records for r in per]
+            summary = summarize(flat, caps)
+            box = a.box.get((method, depth))
+            stop = (f"{box.changed} of {box.n}, {100 * box.saved / box.tokens:.0f}%" if box and box.tokens else "–")
+            rows.append(f"| {name} | {depth} of {a.n_layers} | {'greedy' if method == 'greedy' else 'T = 1'} | "
+                        f"{summary.n} | {summary.median:.0f} | {100 * summary.shares[sweep_cap].unfinished:.0f}% | "
+                        f"{100 * summary.shares[cap].unfinished:.0f}% ({summary.looping}) | {stop} |")
+        greedy = [r for per in a.records[("greedy", a.critical)] for r in per]
+        needs[name] = choose_cap(greedy, [c for c in caps if c <= cap])
+        at_sweep, at_cap = shares(greedy, sweep_cap), shares(greedy, cap)
+        clauses.append(f"{name} at {a.critical} of {a.n_layers} blocks leaves {100 * at_sweep.unfinished:.0f}% of its "
+                       f"greedy answers unfinished at {sweep_cap} new tokens and {100 * at_cap.unfinished:.0f}% at "
+                       f"{cap}, and needs a cap of {needs[name]}")
+    sentence = ("At its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
+                "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
+                "point of all that do (an answer that loops is not waited for).")
+    return {"lengths_table": "\n".join(rows), "lengths_sentence": sentence, "lengths_cap": max(needs.values())}

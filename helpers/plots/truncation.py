@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish
+from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish, no_figure
 
 
 def truncation_agreement(sweep):
@@ -94,6 +94,8 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
     unfinished at the decode's cap. `marks` names caps to draw (label -> tokens), such as the one the book ran."""
     from helpers.evaluation.lengths import finished_within
 
+    if not studies:
+        return no_figure("This build ran no length study (length_cap is not set).")
     models = list(studies)
     fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], models, strict=True):

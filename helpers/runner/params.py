@@ -101,6 +101,11 @@ DOMAINS: dict[str, Domain] = {
     "span": Domain("depths below the full one that the sweep tries", "int", **COUNT_MAX,
                    null="from the earliest cut point"),
     "depth_step": Domain("the stride of the cut-point sweep", "int", **COUNT_MAX),
+    "floor_fraction": Domain("sweep down from the full depth until greedy accuracy falls below this share of the full "
+                             "model's", "float", above=0.0, high=0.99, null="off (span or the cut points decide)"),
+    "naive_depths": Domain("the depths naive truncation runs at", "list", null="every depth of the sweep"),
+    "length_cap": Domain("the length study's longest answer, in new tokens", "int", **COUNT_MAX,
+                         null="no length study"),
     "n_agreement": Domain("problems the agreement with the full model is measured on", "int", **COUNT_MAX),
     "n_examples": Domain("example completions shown", "int", **COUNT_MAX),
     "collapse_fraction": Domain("critical depth: from here on accuracy stays above this share of the full "
@@ -204,7 +209,7 @@ def check_value(stem: str, name: str, value, default) -> None:
         _check_dataset(where, value)
     if name in LIST_RANGES or name in LIST_CHOICES:
         _check_list(where, name, value)
-    if name == "depths":
+    if name in ("depths", "naive_depths"):
         _check_depth_entries(where, value)
     if name == "critical_sweep" and isinstance(value, dict):
         from helpers.evaluation.critical import SweepSettings
