@@ -657,3 +657,25 @@ def test_the_floor_sweep_goes_down_until_accuracy_falls_below_its_share_of_the_f
     assert sorted({d for _, d in out}, reverse=True) == [10, 9, 8, 7, 6] and asked == [[10], [9, 8], [7, 6]]
     with pytest.raises(ValueError, match="floor_fraction"):
         stitch.down_to_floor(decode, 10, 1.0)
+
+
+def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_answers_need():
+    from helpers.evaluation.lengths import BoxStop
+
+    def answers(lengths):  # an answer that ends (EOS) after n tokens, or None: still going at the study's cap
+        return [[{"n_tokens": n or 256, "stopped": n is not None, "correct": True,
+                  "tokens": list(range(n)) if n else [1, 2, 3, 4] * 64}] for n in lengths]  # the unfinished loop
+
+    full = answers([50] * 20)
+    cut = answers([50] * 10 + [150] * 8 + [None] * 2)  # 10% never end: 160 holds all that do
+    study = stitch.AnswerLengths("m", 6, 5, 256, {("greedy", 6): full, ("temperature", 6): full,
+                                                  ("greedy", 5): cut, ("temperature", 5): cut},
+                                 box={("greedy", 6): BoxStop(20, 0, 0, 0, 1000, 0)})
+    values = stitch_text.lengths_values({"m": study}, 128)
+    assert values["lengths_cap"] == 160
+    assert ("m at 5 of 6 blocks leaves 50% of its greedy answers unfinished at 128 new tokens and 10% at 256, and "
+            "needs a cap of 160") in values["lengths_sentence"]
+    table = values["lengths_table"].splitlines()
+    assert len(table) == 2 + 4 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
+    assert "| m | 6 of 6 | greedy | 20 | 50 | 0% | 0% (0) | 0 of 20, 0% |" in table
+    assert stitch_text.lengths_values({}, 128)["lengths_table"].startswith("This build ran no length study")
