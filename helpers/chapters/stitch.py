@@ -94,6 +94,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
                 wanted = resolve_depths(naive_depths, crit, info.n_layers)
             if todo := [("naive", d) for d in wanted if ("naive", d) not in outputs]:
                 outputs |= decode(todo)
+        chosen = sorted({d for _, d in outputs})
         acc: dict[str, dict[int, float]] = {m: {} for m in methods}
         out: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
         for (method, depth), records in sorted(outputs.items()):
@@ -128,6 +129,8 @@ def down_to_floor(decode, n_layers: int, floor_fraction: float) -> dict[tuple[st
         raise ValueError(f"floor_fraction must lie strictly between 0 and 1, got {floor_fraction!r}")
     outputs = decode([("stitch", n_layers)])
     floor = floor_fraction * accuracy(outputs[("stitch", n_layers)])
+    if floor == 0:  # the full model solves nothing: no truncation can fall below it, and none is worth decoding
+        return outputs
     depth = n_layers - 1
     while depth >= 2:
         batch = [("stitch", d) for d in range(depth, max(depth - FLOOR_STEP, 1), -1)]
@@ -154,6 +157,11 @@ def resolve_depths(entries: Sequence[int | str], critical: int | None, n_layers:
         if 2 <= depth <= n_layers:
             resolved.add(depth)
     return sorted(resolved, reverse=True)
+
+
+def naive_everywhere(s: Sweep) -> bool:
+    """Whether naive truncation ran at every depth of the sweep (not at a few named ones only)."""
+    return "naive" in s.accuracy and set(s.accuracy["naive"]) >= set(s.depths)
 
 
 def compared_depths(s: Sweep) -> list[int]:
@@ -196,8 +204,8 @@ class AnswerLengths:
 def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
                    critical: SweepSettings, *, cap: int, shots: int, seed: int, batch_size: int | Mapping[str, int],
                    n_seeds: int = 1) -> dict[str, AnswerLengths]:
-    """For each model, greedy and T = 1 (`n_seeds` samples) at its full depth and at its stitched critical depth as
-    chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens, stored as the chapters'
+    """For each model that has one, greedy and T = 1 (`n_seeds` samples) at its full depth and at its stitched critical
+    depth as chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens, stored as the chapters'
     decodes are (the same keys as a chapter that asks for these settings). `batch_size` is one number or one per
     model (the larger models hold a longer KV cache per row)."""
     from helpers.evaluation.critical import stored_critical
@@ -207,9 +215,9 @@ def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[
         mine = problems_of(problems, name)
         model, tokenizer, info = load_model(name)
         depth = stored_critical(model, critical.for_model(name))
-        if depth is None:
-            raise ValueError(f"{name} has no critical depth under chapter 03's settings: it solves none of the "
-                             "sweep's problems at full depth")
+        if depth is None:  # it solves none of the sweep's problems at full depth: its page says so
+            del model
+            continue
         settings = {"greedy": DecodeSettings("greedy", cap, shots, seed),
                     "temperature": DecodeSettings("temperature", cap, shots, seed)}
         rows = batch_size[name] if isinstance(batch_size, Mapping) else batch_size

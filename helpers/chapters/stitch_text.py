@@ -8,7 +8,13 @@ import math
 from collections.abc import Sequence
 
 from helpers.chapters.exercises import rerun_command
-from helpers.chapters.stitch import AnswerLengths, Sweep, compared_depths, method_differences
+from helpers.chapters.stitch import (
+    AnswerLengths,
+    Sweep,
+    compared_depths,
+    method_differences,
+    naive_everywhere,
+)
 from helpers.core.numbers import readable
 from helpers.data.problems import Problem, levels_text, on_own_problems
 from helpers.evaluation.critical import critical_interval
@@ -17,35 +23,46 @@ from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth, critical_depth_text
 
 
-def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None) -> str:
-    """Which depths each model's sweep evaluated and why (`sweep_depths`' rule as this build applied it), with the
-    cut points its lens found, which come from this chapter's own problems and may differ from chapter 02's."""
+def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None, floor_fraction: float | None = None,
+                   naive_depths: Sequence | None = None) -> str:
+    """Which depths each model's sweep evaluated and why (the rule as this build applied it: named depths, a floor,
+    a span or the cut points), where naive truncation ran, and the cut points its lens found, which come from this
+    chapter's own problems and may differ from chapter 02's."""
     rule = ("the depths the profile names" if depths else
+            f"each model's depths from the full one down, a block at a time, until greedy accuracy falls below "
+            f"{100 * floor_fraction:.0f}% of the full model's" if floor_fraction is not None else
             f"the last {span} depths below each model's full depth (the profile's budget; cut points below them are "
             "not swept)" if span is not None else "every depth from each model's earliest cut point up to its full "
             "depth")
+    naive = ("with both truncations" if naive_depths is None else
+             f"with stitch-and-preserve, and naive truncation at {' and '.join(map(str, naive_depths))} only")
     per = "; ".join(f"{x.model}: cut points {', '.join(map(str, x.cuts)) or 'none found'}, depths "
-                    f"{', '.join(map(str, x.depths))}" for x in sweeps.values())
-    return (f"The sweep evaluates {rule}, with both truncations. {per}. The cut points come from the lens over this "
+                    f"{', '.join(map(str, sorted(x.accuracy.get('stitch', x.depths))))}"
+                    + (f" (naive at {', '.join(map(str, sorted(d for d in x.accuracy['naive'] if d < x.n_layers)))})"
+                       if naive_depths is not None and "naive" in x.accuracy else "") for x in sweeps.values())
+    return (f"The sweep evaluates {rule}, {naive}. {per}. The cut points come from the lens over this "
             "chapter's own problems and the full model's solutions of them, so they can differ from chapter 02's, "
             "which reads its own problems.")
 
 
 def agreement_values(s: Sweep) -> dict:
-    """KL from the full model and perplexity of its solutions at the shallowest depth where every method ran, per
-    method, and at how many of the compared depths each method stays the closer one."""
+    """How far the truncations move the full model's predictions: KL and the perplexity of its solutions at the
+    shallowest depth where every method ran (the shallowest stitched depth where naive truncation ran at none), as
+    one sentence, and at how many of the compared depths each method is the closer one."""
     compared = compared_depths(s)
     cut = min(compared) if compared else min(s.depths)
-    methods = list(s.agreement)
-    closer = {m: [d for d in compared if min(methods, key=lambda x: s.agreement[x][d]["kl"]) == m] for m in methods}
-    values = {"cut_depth": cut, "n_layers": s.n_layers,
-              "ppl_full": readable(math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"])),
-              "closer_method": min(methods, key=lambda m: s.agreement[m][cut]["kl"]),
-              "closer_sentence": _closer_sentence(closer, compared)}
-    for m in methods:
-        values[f"kl_{m}_at_cut"] = s.agreement[m][cut]["kl"]
-        values[f"ppl_{m}_at_cut"] = readable(math.exp(s.agreement[m][cut]["nll"]), 1)
-    return values
+    methods = [m for m in s.agreement if cut in s.agreement[m]]
+    closer = {m: [d for d in compared if min(s.agreement, key=lambda x: s.agreement[x][d]["kl"]) == m]
+              for m in s.agreement}
+    ppl_full = readable(math.exp(s.agreement[methods[0]][s.n_layers]["nll_full"]))
+    where = (f"At {cut} of {s.n_layers} blocks, the shallowest depth where both cuts ran" if compared else
+             f"At {cut} of {s.n_layers} blocks, the shallowest depth of the sweep")
+    parts = [f"the {'stitched' if m == 'stitch' else 'naive'} model's KL from the full model is "
+             f"{s.agreement[m][cut]['kl']:.2f} nats and the perplexity of the full model's own solutions under it "
+             f"{readable(math.exp(s.agreement[m][cut]['nll']), 1)}" for m in methods]
+    sentence = f"{where}, " + "; ".join(parts) + f", against {ppl_full} under the full model."
+    return {"cut_depth": cut, "n_layers": s.n_layers, "ppl_full": ppl_full, "agreement_sentence": sentence,
+            "closer_sentence": _closer_sentence(closer, compared)}
 
 
 def _closer_sentence(closer: dict[str, list[int]], compared: list[int]) -> str:
@@ -119,7 +136,7 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
                     f"on, the critical depth; below it the best any depth tested reaches is "
                     f"{100 * max(below, default=0):.0f}%. ")
     naive = sorted((d for d in s.accuracy.get("naive", {}) if d < s.n_layers), reverse=True)
-    if naive and set(naive) < set(s.depths) - {s.n_layers}:  # run at a few depths only: say which hold the level
+    if naive and not naive_everywhere(s):  # run at a few depths only: say which hold the level
         held = [d for d in naive if s.accuracy["naive"][d] >= collapse_fraction * full_acc / 100]
         sentence += (f"Naive truncation, run at {_listed(naive)} blocks only, holds that level at "
                      f"{_listed(held) if held else 'neither' if len(naive) == 2 else 'none of them'}.")
@@ -127,8 +144,8 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
         sentence += (f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
                      else "Naive truncation does not hold it at any depth below the full model.")
     truncated = [(a, x, m) for m, by_depth in s.accuracy.items() for x, a in by_depth.items() if x < s.n_layers]
-    if truncated:
-        ba, bd, bm = max(truncated, key=lambda t: (t[0], t[1], t[2] == "stitch"))
+    if truncated:  # on a tie the shallower depth, as the models' table picks it, then stitch-and-preserve
+        ba, bd, bm = max(truncated, key=lambda t: (t[0], -t[1], t[2] == "stitch"))
         if ba > 0:
             relation = "above" if ba > full_acc / 100 else "equal to" if ba == full_acc / 100 else "below"
             cut = "stitched" if bm == "stitch" else "naively truncated"
@@ -176,7 +193,8 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
             "|---" * (8 if differ else 7) + "|"]
     for s in sweeps.values():
         n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
-        crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy}
+        crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy
+                if m == "stitch" or naive_everywhere(s)}  # a critical depth needs every depth: naive at a few has none
         cs, cn = crit.get("stitch"), crit.get("naive")
         truncated = {d: a for d, a in s.accuracy.get("stitch", {}).items() if d < s.n_layers}
         bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None

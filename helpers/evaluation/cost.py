@@ -55,8 +55,8 @@ def block_params(shape: Shape) -> int:
 
 def block_flops(shape: Shape, context: float = 0.0) -> float:
     """Forward FLOPs of one block for one token that attends to `context` earlier positions (itself included); a
-    sliding-window layer attends over as many while the context fits its window, as every sequence this book's
-    chapters decode on Gemma 3 does (the slot engine refuses longer ones)."""
+    sliding-window layer is counted the same, which is exact while the context fits its window and overstates its
+    attention term past it (Gemma 3 beyond 512 positions, where the term is a small share of a token's FLOPs)."""
     d, hd = shape.hidden, shape.head_dim
     projections = 2 * d * hd * (2 * shape.heads + 2 * shape.kv_heads)
     attention = 4 * shape.heads * hd * context  # scores q·k and the weighted sum of v

@@ -5,8 +5,7 @@ A greedy or sampled answer is decoded one token at a time, each token depending 
 answer that ended (EOS) after n tokens under a cap of 1,024 ends after the same n tokens under any cap of at least n,
 and is cut off under a smaller one. That makes one long decode enough to say, for every shorter cap, which answers
 would have finished: the outcome counts below are exact for every cap up to the decode's own; only an answer cut off
-at a shorter cap needs its text there (`graded_at`) to be graded as the book grades a cut-off answer (its last
-number).
+at a shorter cap would need its text there to be graded as the book grades a cut-off answer (by its last number).
 """
 
 from __future__ import annotations
@@ -29,27 +28,18 @@ def check_cap(records: Sequence[dict], cap: int) -> None:
     a longer cap would have made of an answer it cut off."""
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise ValueError(f"a cap is a number of new tokens of at least 1, got {cap!r}")
-    longest = max((r["n_tokens"] for r in records if not r["stopped"]), default=None)
-    if longest is not None and longest < cap:
-        raise ValueError(f"these answers were cut off at {longest} new tokens, so they cannot be read at a cap of "
-                         f"{cap}: decode them again with max_new_tokens of at least {cap}")
+    shortest = min((r["n_tokens"] for r in records if not r["stopped"]), default=None)
+    if shortest is not None and shortest < cap:
+        raise ValueError(f"an answer was cut off at {shortest} new tokens, so it cannot be read at a cap of {cap}: "
+                         f"decode again with max_new_tokens of at least {cap}")
 
 
-def three_way(record: dict, cap: int, decode: Callable[[list[int]], str] | None = None) -> str:
+def three_way(record: dict, cap: int) -> str:
     """The answer under `cap`, as `FINISHED_OUTCOMES` names it: right, finished wrong, or unfinished (cut off by the
     cap, whatever its last number says). No text is needed: a finished answer's grade is the record's own."""
     if not finished_within(record, cap):
         return "unfinished"
     return "right" if record["correct"] else "finished wrong"
-
-
-def graded_at(record: dict, gold: str, cap: int, decode: Callable[[list[int]], str]) -> bool:
-    """Whether the answer is graded right under `cap` as the book grades every answer (its last \\boxed{}, else its
-    last number, finished or not): the record's own grade where it finished within the cap, else its first `cap`
-    tokens' text (`decode`: token ids -> text) graded anew."""
-    if finished_within(record, cap) or record["n_tokens"] <= cap:
-        return bool(record["correct"])
-    return is_equivalent(extract_answer(decode(list(record["tokens"][:cap]))), gold)
 
 
 @dataclass(frozen=True)
@@ -180,11 +170,11 @@ def choose_cap(records: Sequence[dict], candidates: Sequence[int], share: float 
                tolerance: float = 0.01) -> int:
     """The cap a measurement's window needs: the smallest of `candidates` within which `share` of the answers end,
     or, where fewer than that ever end within the longest decode, within `tolerance` of the share that does (an
-    answer that loops past every cap is not waited for). The longest candidate where none qualifies."""
+    answer that loops past every cap is not waited for). The longest candidate where almost none ever ends."""
     check_cap(records, max(candidates))
-    ever = ended_within(records, max(candidates))
-    wanted = min(share, ever - tolerance)
-    return smallest_cap(records, wanted, candidates) if wanted > 0 else min(candidates)
+    wanted = min(share, ended_within(records, max(candidates)) - tolerance)
+    found = smallest_cap(records, wanted, candidates) if wanted > 1e-9 else None  # 1e-9: a share's rounding
+    return found if found is not None else max(candidates)
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,8 @@ def use_fast_attention(model) -> None:
 
 def local_window(config) -> int | None:
     """The sliding window of a model whose layers include local (sliding-window) attention, as Gemma 3's five in six
-    do; None when every layer attends over the whole sequence. An engine that hands every layer one mask is exact on
-    such a model only while a sequence fits in the window."""
+    do; None when every layer attends over the whole sequence. Such layers need a mask of their own past the window
+    (`helpers.engines.slot_runner` hands them one)."""
     types = getattr(config, "layer_types", None) or ()
     window = getattr(config, "sliding_window", None)
     return int(window) if window and "sliding_attention" in types else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -11,13 +12,20 @@ from matplotlib.ticker import MaxNLocator
 from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish, no_figure
 
 
+def _contiguous(depths: list[int]) -> bool:
+    """Whether sorted depths run a block apart (a line may join them), allowing the one gap up to the full depth."""
+    inner = depths[:-1]
+    return all(b - a == 1 for a, b in pairwise(inner))
+
+
 def truncation_agreement(sweep):
     """KL of each truncation from the full model, and the perplexity of the full model's solutions, per depth."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.3))
     for i, (method, by_depth) in enumerate(sweep.agreement.items()):
-        d = sorted(by_depth)  # naive truncation may run at a few depths only
-        ax1.plot(d, [by_depth[x]["kl"] for x in d], "o-", color=PALETTE[i], label=method)
-        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], "o-", color=PALETTE[i], label=method)
+        d = sorted(by_depth)  # naive truncation may run at a few depths only: markers alone, no line across gaps
+        style = "o-" if _contiguous(d) else "o"
+        ax1.plot(d, [by_depth[x]["kl"] for x in d], style, color=PALETTE[i], label=method)
+        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], style, color=PALETTE[i], label=method)
     for ax in (ax1, ax2):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     first = next(iter(sweep.agreement.values()))
@@ -40,8 +48,12 @@ def accuracy_against_depth(sweep, critical: dict):
         d = sorted(by_depth)  # naive truncation may run at a few depths only
         acc = np.array([by_depth[x] for x in d])
         lo, hi = np.array([wilson(a * n, n) for a in acc]).T
-        ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
-        ax.fill_between(d, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+        if _contiguous(d):
+            ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
+            ax.fill_between(d, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+        else:  # a few depths only: points with their intervals, no line across the depths that did not run
+            ax.errorbar(d, 100 * acc, yerr=[100 * (acc - lo), 100 * (hi - acc)], fmt="o", color=PALETTE[i],
+                        capsize=3, label=method)
     first = next(iter(sweep.accuracy.values()))
     ax.axhline(100 * first[sweep.n_layers], color="grey", ls=":", label="full model")
     if critical.get("stitch") is not None:

@@ -402,6 +402,7 @@ def check_job(job: Job, defaults: dict) -> None:
                 raise RunError(f"{job.stem}: {label} {outside} are not arithmetic levels; the benchmark has levels "
                                f"{sorted(LEVELS)}.")
     _check_depths(job, literal)
+    _check_sweep_shares(job, literal)
     _check_context(job, literal)
     _check_samplers(job, literal)
 
@@ -422,6 +423,21 @@ def _check_samplers(job: Job, literal: dict) -> None:
         raise RunError(f"{job.stem}: {where}: {err}") from None
     except ValueError as err:
         raise RunError(f"{job.stem}: its sampler settings: {err}") from None
+
+
+def _check_sweep_shares(job: Job, literal: dict) -> None:
+    """Chapter 03's settings that only make sense together: a floor sweep must reach the collapse line it reads the
+    critical depth by, and the length study must decode at least as far as the sweep's own cap, which it reports."""
+    value = {name: job.parameters.get(name, literal.get(name)) for name in
+             ("floor_fraction", "collapse_fraction", "length_cap", "max_new_tokens")}
+    floor, collapse = value["floor_fraction"], value["collapse_fraction"]
+    if isinstance(floor, float) and isinstance(collapse, float) and floor > collapse:
+        raise RunError(f"{job.stem}: floor_fraction {floor} is above collapse_fraction {collapse}: the sweep would stop "
+                       "before accuracy falls to the line that defines the critical depth; give a floor at or below it.")
+    cap, length = value["max_new_tokens"], value["length_cap"]
+    if isinstance(length, int) and isinstance(cap, int) and length < cap:
+        raise RunError(f"{job.stem}: length_cap {length} is below max_new_tokens {cap}: the length study says what "
+                       "the chapter's own cap does to the answers, so it must decode at least that far.")
 
 
 def _check_depths(job: Job, literal: dict) -> None:

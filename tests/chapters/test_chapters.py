@@ -146,8 +146,11 @@ def test_report_sentence_sets_the_removable_share_against_the_report():
 def test_agreement_values_and_examples_table():
     s = _sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5})
     values = stitch_text.agreement_values(s)
-    assert values["cut_depth"] == 3 and values["closer_method"] in ("stitch", "naive")
-    assert values["ppl_stitch_at_cut"] == f"{math.exp(1.3):.1f}" and values["ppl_full"] == f"{math.e:.2f}"
+    assert values["cut_depth"] == 3 and values["ppl_full"] == f"{math.e:.2f}"
+    assert values["agreement_sentence"].startswith("At 3 of 6 blocks, the shallowest depth where both cuts ran, the "
+                                                   "stitched model's KL from the full model is 0.33 nats")
+    assert f"under it {math.exp(1.3):.1f}" in values["agreement_sentence"]
+    assert values["closer_sentence"].startswith("Of the 1 truncated depths where both cuts ran")
     problems = [Problem(id="a", question="1 | 2?", answer="3")]
     table = stitch_text.examples_table(s, problems, 3).splitlines()
     assert table[0] == "| problem | full model | stitch at 3 | naive at 3 |" and len(table) == 3
@@ -528,12 +531,17 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
 def test_the_sweep_says_which_depths_it_ran_and_why_by_the_builds_own_rule():
     from types import SimpleNamespace
 
-    sweeps = {"m": SimpleNamespace(model="m", cuts=[18, 20], depths=[20, 21, 22, 23, 24])}
+    sweeps = {"m": SimpleNamespace(model="m", cuts=[18, 20], depths=[20, 21, 22, 23, 24], n_layers=24,
+                                   accuracy={"stitch": dict.fromkeys([20, 21, 22, 23, 24], 0.5),
+                                             "naive": dict.fromkeys([21, 22, 24], 0.5)})}
     spanned = stitch_text.sweep_sentence(sweeps, None, 4)
     assert "the last 4 depths below each model's full depth" in spanned and "cut points below them are not swept" in spanned
     assert "m: cut points 18, 20, depths 20, 21, 22, 23, 24" in spanned and "can differ from chapter 02's" in spanned
     assert "every depth from each model's earliest cut point" in stitch_text.sweep_sentence(sweeps, None, None)
     assert "the depths the profile names" in stitch_text.sweep_sentence(sweeps, [20, 24], 4)
+    floored = stitch_text.sweep_sentence(sweeps, None, None, 0.25, ["critical", "critical-1"])
+    assert "until greedy accuracy falls below 25% of the full model's" in floored
+    assert "naive truncation at critical and critical-1 only" in floored and "(naive at 21, 22)" in floored
 
 
 def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():

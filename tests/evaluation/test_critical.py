@@ -130,3 +130,16 @@ def test_the_critical_depths_interval_is_a_point_where_the_edge_is_sharp_and_wid
     lo, hi = critical_interval(edge, 0.5)
     assert (lo, hi) == (5, 6)
     assert critical_interval({6: [False] * 4, 5: [False] * 4}, 0.5) is None
+
+
+def test_a_floor_sweep_is_keyed_apart_and_a_sweep_without_one_keeps_its_key():
+    from helpers.evaluation.critical import SweepSettings
+
+    values = {"dataset": "arithmetic", "n_problems": 8, "levels": [5, 6], "seed": 0, "shots": 2,
+              "max_new_tokens": 160, "depths": None, "span": 4, "depth_step": 4, "kl_fraction": 0.5,
+              "overlap_threshold": 0.3, "collapse_fraction": 0.5}
+    plain = SweepSettings.from_parameters(values)
+    assert plain.key() == values  # as the stored critical depths were keyed before floors existed
+    floored = SweepSettings.from_parameters({**values, "floor_fraction": 0.25})
+    assert floored.key() == {**values, "floor_fraction": 0.25} and floored.parameters()["floor_fraction"] == 0.25
+    assert SweepSettings.from_parameters(floored.parameters()) == floored

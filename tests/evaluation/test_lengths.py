@@ -5,7 +5,6 @@ import pytest
 from helpers.evaluation.lengths import (
     box_stop,
     first_box_end,
-    graded_at,
     repeated_share,
     shares,
     smallest_cap,
@@ -47,6 +46,8 @@ def test_shares_sum_to_one_and_finished_accuracy_reads_the_finished_only():
 def test_a_decode_cut_off_short_cannot_speak_for_a_longer_cap():
     with pytest.raises(ValueError, match="max_new_tokens of at least 512"):
         shares([rec(160, False, False)], 512)
+    with pytest.raises(ValueError, match="cut off at 160"):  # one short decode among long ones is enough to refuse
+        shares([rec(1024, False, False), rec(160, False, False)], 512)
     with pytest.raises(ValueError, match="a cap is a number"):
         shares([rec(10, True, True)], 0)
 
@@ -55,13 +56,6 @@ def test_the_smallest_cap_is_the_first_candidate_that_holds_the_share():
     records = [rec(n, True, True) for n in (100, 200, 300, 380)] + [rec(1024, False, False)]
     assert smallest_cap(records, 0.8, [160, 256, 384, 512]) == 384
     assert smallest_cap(records, 0.95, [160, 256, 384, 512]) is None
-
-
-def test_graded_at_a_shorter_cap_grades_the_text_there_by_its_last_number():
-    r = rec(6, True, True, tokens=ids("12 34."), predicted="34.")
-    assert graded_at(r, "12", 3, chars)  # the first 3 tokens read "12 ": its last number is 12
-    assert not graded_at(r, "34", 3, chars)
-    assert graded_at(r, "34", 6, chars)  # the whole answer: the record's own grade
 
 
 def test_a_loop_repeats_and_reasoning_does_not():
@@ -100,6 +94,8 @@ def test_the_cap_is_where_the_answers_end_and_a_loop_is_not_waited_for():
     assert choose_cap(ends, [160, 256, 384, 512, 1024]) == 384  # 95 of 100 end within 384
     loops = [rec(n, True, True) for n in (100, 200) * 47] + [rec(1024, False, False)] * 6  # 94% ever end
     assert choose_cap(loops, [160, 256, 384, 512, 1024]) == 256  # within a point of all that ever end
+    never = [rec(1024, False, False)] * 99 + [rec(100, True, True)]
+    assert choose_cap(never, [160, 256, 1024]) == 1024  # almost nothing ends: the longest, not the shortest
 
 
 def test_a_summary_counts_loops_among_the_answers_unfinished_at_the_longest_cap():

@@ -759,3 +759,15 @@ def test_an_integer_of_5000_digits_is_one_clear_line_wherever_it_is_given(tmp_pa
     with pytest.raises(DataError, match="too long"):
         load_local(data)
 
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ({"floor_fraction": 0.6, "collapse_fraction": 0.5}, "floor_fraction 0.6 is above collapse_fraction 0.5"),
+    ({"length_cap": 32, "max_new_tokens": 48}, "length_cap 32 is below max_new_tokens 48"),
+])
+def test_chapter_03s_settings_that_contradict_each_other_are_refused_before_work(override, message):
+    from helpers.runner.planning import plan
+    from helpers.runner.profiles import RunError
+
+    with pytest.raises(RunError, match=message):
+        plan("smoke", override, only="03_stitch_and_preserve")
