@@ -153,6 +153,8 @@ class Measured:
     smc_records: dict[int, list[dict]] = field(default_factory=dict)  # depth -> every SMC record
     multipliers: dict[int, float] = field(default_factory=dict)  # depth -> `token_multiplier` there
     smc_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC's, on SMC's own problems
+    mh_on_smc_problems: dict[int, float] = field(default_factory=dict)  # depth -> MH's, on SMC's problems only
+    smc_problems: int = 0  # how many problems SMC ran on (the searches' subset)
 
 
 def mean_of(records: Sequence[dict], key: str) -> float:
@@ -233,6 +235,8 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     greedy_tokens = {d: mean_of([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
     multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
     smc_multipliers = {d: token_multiplier(runs["SMC"], runs["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
+    mh_on_smc = {d: token_multiplier(runs["power"][:len(runs["SMC"])], runs["greedy"]) for d, runs in decoded.items()
+                 if runs["SMC"]}  # like with like: MH on the problems SMC ran
     even = break_even_depth(model.config, multipliers[L], context)
     even_accuracy = None
     if even is not None and 2 <= even < L:
@@ -243,7 +247,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
                         model.config, even, even_accuracy, smc,
                         {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers,
-                        smc_multipliers)
+                        smc_multipliers, mh_on_smc, max((len(runs["SMC"]) for runs in decoded.values()), default=0))
     del model
     return measured
 

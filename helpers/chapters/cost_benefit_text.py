@@ -292,7 +292,8 @@ def smc_values(m: Measured) -> dict:
     L, cut = m.n_layers, cut_depth(m)
     smc_tokens = mean_of(m.smc_records[L], "decoded_tokens")
     mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
-    mh = m.multipliers[L]
+    mh = m.mh_on_smc_problems.get(L, m.multipliers[L])  # MH on the same problems as SMC
+    report = report_arithmetic().exact + 1
     needed = 1 - 1 / mult if mult > 1 else 0.0
     saved = 1 - flops_share(m.config, cut, m.context)
     even = break_even_depth(m.config, mult, m.context)
@@ -301,9 +302,10 @@ def smc_values(m: Measured) -> dict:
              f"the break-even depth is {even} of {L} blocks (removing {L - even})")
     than = "less than" if mult < mh else "more than"
     sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
-                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer: {than} MH at this build's settings "
-                f"({mh:.2f} times, N = {m.power.mcmc_steps}) and far less than MH at the report's "
-                f"({report_arithmetic().exact + 1:.1f} times by the exact count). To cost no more than full-depth greedy "
+                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer on its {m.smc_problems} problems: {than} MH "
+                f"at this build's settings on the same problems ({mh:.2f} times, N = {m.power.mcmc_steps}) and "
+                f"{_relative(mult, report)} MH at the report's ({report:.1f} times by the exact count). To cost no "
+                "more than full-depth greedy "
                 f"decoding, truncation would have to save {100 * needed:.0f}% of the FLOPs per token; {where}. "
                 f"The stitched {cut}-block model saves {100 * saved:.1f}%. ")
     sentence += ("So the report's conclusion holds for SMC too: truncation does not save enough to "
@@ -314,6 +316,13 @@ def smc_values(m: Measured) -> dict:
     return {"smc_multiplier": mult, "smc_tokens": smc_tokens, "smc_needed_saving": 100 * needed,
             "smc_break_even": even if even is not None else 0, "smc_particles": m.smc.particles,
             "smc_conclusion_holds": holds, "smc_verdict": sentence}
+
+
+def _relative(x: float, y: float) -> str:
+    """'far less than', 'less than', 'about as much as', 'more than': x against y, in words a reader can check."""
+    ratio = x / y if y else float("inf")
+    return ("far less than" if ratio < 0.5 else "less than" if ratio < 0.9 else "about as much as" if ratio <= 1.1
+            else "more than")
 
 
 def time_table(points: Sequence[Point]) -> str:
