@@ -269,16 +269,17 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     values = sweep_glue(sweep)
     row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
     if row is None:
-        return values
+        return {**values, "steps_summary": values["steps_sentence"]}
     d = row.paired("power", other_key="low")
     n = min(row.count("power"), row.count("low"))
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
              f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
-    subset = "" if sweep.n_problems == n else (f"The sweep below ran on the first {sweep.n_problems} of them, so its "
+    subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
-    return {**values, "steps_sentence": first + subset + values["steps_sentence"], "steps_headline": round(100 * d.mean, 1)}
+    return {**values, "steps_sentence": first + subset + values["steps_sentence"], "steps_summary": first.strip(),
+            "steps_headline": round(100 * d.mean, 1)}
 
 
 def _verdict_word(d: PairedDifference) -> str:
