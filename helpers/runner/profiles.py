@@ -183,8 +183,23 @@ def load_profile(name: str, _seen: tuple[str, ...] = ()) -> dict:
         if not isinstance(data["base"], str) or not data["base"].strip():
             raise RunError(f"Profile {name!r}: base names the profile it starts from (e.g. default), got "
                            f"{data['base']!r}.")
-        data = _on_base(load_profile(data["base"].strip(), (*_seen, name)), data)
+        data = _on_base(load_profile(_base_name(data["base"].strip(), name, path), (*_seen, name)), data)
     return data
+
+
+def _base_name(base: str, name: str, path: Path) -> str:
+    """The profile a `base:` names: a profile of the book by name, or a YAML file, which a relative path finds beside
+    the profile that names it (as an include does), not in the working folder; a clear error naming both where
+    neither exists."""
+    if not (base.endswith((".yaml", ".yml")) or "/" in base):
+        return base
+    beside = Path(base).expanduser()
+    if not beside.is_absolute():
+        beside = path.parent / beside
+    if not beside.is_file():
+        raise RunError(f"Profile {name!r} ({path}) starts from base {base!r}, which is not a file beside it ({beside}); "
+                       "name a profile of the book (e.g. default) or a YAML file, relative to the profile's own folder.")
+    return str(beside)
 
 
 def _on_base(base: dict, own: dict) -> dict:

@@ -49,8 +49,24 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     it is computed (`helpers.results.store.NotReleased`), unless `recompute`."""
     jobs = plan(profile, overrides, only)  # the checkout, the profile and every parameter, before anything else
     guarded = bool(load_profile(profile).get("released")) and not recompute
+    if guarded:
+        _check_release(profile)
     with _released_only(guarded):
         return _run(profile, jobs, out_root, build, strict, budget)
+
+
+def _check_release(profile: str) -> None:
+    """A profile read from the results release needs one: a missing release is said first, before any chapter looks
+    for a record it would have held and blames whatever it misses first (a critical depth, a decode)."""
+    from helpers.results.release import MANIFEST, release_root
+
+    given = os.environ.get(env.RELEASE, "").strip()
+    if given.lower() in ("off", "none", "0", "no") or release_root() is not None:
+        return
+    where = Path(given) if given else env.REPO / "release"
+    raise RunError(f"Profile {profile!r} is read from the results release, but there is none at {where} (no "
+                   f"{MANIFEST}): restore it (git checkout release/), point {env.RELEASE} at a release folder, or "
+                   "compute every record with --recompute (hours for the full profile).")
 
 
 @contextlib.contextmanager

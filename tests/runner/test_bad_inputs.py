@@ -771,3 +771,28 @@ def test_chapter_03s_settings_that_contradict_each_other_are_refused_before_work
 
     with pytest.raises(RunError, match=message):
         plan("smoke", override, only="03_stitch_and_preserve")
+
+
+def test_a_profiles_base_file_is_found_beside_the_profile_not_in_the_working_folder(tmp_path, monkeypatch):
+    from helpers.runner.profiles import RunError, load_profile
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "parent.yaml").write_text("base: smoke\nparameters: {n_problems: 2}\n", encoding="utf-8")
+    (folder / "child.yaml").write_text("base: parent.yaml\nparameters: {seed: 3}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not the profiles' folder
+    child = load_profile(str(folder / "child.yaml"))
+    assert child["parameters"]["n_problems"] == 2 and child["parameters"]["seed"] == 3
+    (folder / "orphan.yaml").write_text("base: missing.yaml\n", encoding="utf-8")
+    with pytest.raises(RunError, match=r"starts from base 'missing.yaml', which is not a file beside it"):
+        load_profile(str(folder / "orphan.yaml"))
+
+
+def test_a_missing_release_is_said_first_for_a_profile_read_from_it(tmp_path, monkeypatch):
+    from helpers.core import env
+    from helpers.runner import run as runner
+    from helpers.runner.profiles import RunError
+
+    monkeypatch.setenv(env.RELEASE, str(tmp_path / "nowhere"))
+    with pytest.raises(RunError, match=r"read from the results release, but there is none at .*nowhere"):
+        runner.run("full", only="05_cost", build=False)
