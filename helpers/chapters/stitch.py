@@ -118,26 +118,23 @@ def _greedy_at(model, tokenizer, problems: Sequence[Problem], greedy: DecodeSett
         model, tokenizer, problems, {"greedy": greedy}, variants, n_seeds=1, batch_size=batch_size).items()}
 
 
-FLOOR_STEP = 2  # depths the floor sweep decodes in one engine run: a batch full of rows, and little decoded past the floor
+FLOOR_STEP = 3  # depths the floor sweep decodes in one engine run: a batch kept full, little decoded past the floor
 
 
 def down_to_floor(decode, n_layers: int, floor_fraction: float) -> dict[tuple[str, int], list[dict]]:
-    """Stitched greedy records from the full depth downward, `FLOOR_STEP` depths at a time, until a depth's accuracy
-    falls below `floor_fraction` of the full model's (or depth 2): `decode(variants)` gives each variant's records.
-    The full depth alone first, so that the floor is known before any truncation runs."""
+    """Stitched greedy records from the full depth downward, `FLOOR_STEP` depths at a time (the full depth in the
+    first run), until a depth's accuracy falls below `floor_fraction` of the full model's, or depth 2: `decode(variants)`
+    gives each variant's records. Depths decoded beside the first one below the floor stay, measured."""
     if not 0 < floor_fraction < 1:
         raise ValueError(f"floor_fraction must lie strictly between 0 and 1, got {floor_fraction!r}")
-    outputs = decode([("stitch", n_layers)])
-    floor = floor_fraction * accuracy(outputs[("stitch", n_layers)])
-    if floor == 0:  # the full model solves nothing: no truncation can fall below it, and none is worth decoding
-        return outputs
-    depth = n_layers - 1
+    outputs: dict[tuple[str, int], list[dict]] = {}
+    depth = n_layers
     while depth >= 2:
         batch = [("stitch", d) for d in range(depth, max(depth - FLOOR_STEP, 1), -1)]
         outputs |= decode(batch)
-        below = [d for _, d in batch if accuracy(outputs[("stitch", d)]) < floor]
-        if below:  # the first depth below the floor ends the sweep; deeper ones decoded beside it stay, measured
-            break
+        floor = floor_fraction * accuracy(outputs[("stitch", n_layers)])
+        if floor == 0 or any(accuracy(outputs[v]) < floor for v in batch if v[1] < n_layers):
+            break  # the full model solves nothing (no truncation can fall below it), or one fell below the floor
         depth -= FLOOR_STEP
     return outputs
 

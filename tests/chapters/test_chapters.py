@@ -662,7 +662,10 @@ def test_the_floor_sweep_goes_down_until_accuracy_falls_below_its_share_of_the_f
         return {v: [{"correct": i < round(10 * accuracy[v[1]])} for i in range(10)] for v in variants}
 
     out = stitch.down_to_floor(decode, 10, 0.25)  # a quarter of 80% is 20%: depth 6 is the first below it
-    assert sorted({d for _, d in out}, reverse=True) == [10, 9, 8, 7, 6] and asked == [[10], [9, 8], [7, 6]]
+    assert sorted({d for _, d in out}, reverse=True) == [10, 9, 8, 7, 6, 5] and asked == [[10, 9, 8], [7, 6, 5]]
+    accuracy[10] = 0.0
+    asked.clear()
+    assert set(stitch.down_to_floor(decode, 10, 0.25)) == {("stitch", d) for d in (10, 9, 8)} and len(asked) == 1
     with pytest.raises(ValueError, match="floor_fraction"):
         stitch.down_to_floor(decode, 10, 1.0)
 
