@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.plots.style import PALETTE, finish
+from helpers.plots.style import METHOD_COLOURS, PALETTE, finish
 
 
 def toy_convergence(result):
@@ -126,17 +126,18 @@ def steps_sweep(sweep):
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(6.5, 3.3))
-    x = np.arange(len(sweep.steps))
+    x = np.array(sweep.steps, dtype=float)  # N on a linear axis: a cost that grows linearly in N looks linear
     acc = np.array(sweep.accuracy)
     lo, hi = np.array([wilson(a * sweep.n_problems, sweep.n_problems) for a in acc]).T
-    ax.errorbar(x, 100 * acc, yerr=100 * np.array([acc - lo, hi - acc]), fmt="o-", color=PALETTE[0], capsize=3,
+    ax.errorbar(x, 100 * acc, yerr=100 * np.array([acc - lo, hi - acc]), fmt="o-", color=METHOD_COLOURS["power"], capsize=3,
                 label="accuracy (95% interval)")
-    ax.set_xticks(x, [f"N = {n}" + (" (proposal)" if n == 0 else "") for n in sweep.steps])
+    ax.set_xticks(x, [str(n) for n in sweep.steps])
+    ax.set_xlabel("MH steps per block N (0: the proposal alone, low-temperature sampling)")
     ax.set(ylabel="accuracy [%]", ylim=(0, 100),
            title=f"{sweep.model} at {sweep.depth} of {sweep.n_layers} blocks: MH steps per block")
     cost = ax.twinx()
-    cost.plot(x, sweep.tokens, "s--", color=PALETTE[1], label="decoded tokens per answer")
-    cost.set_ylabel("decoded tokens per answer", color=PALETTE[1])
+    cost.plot(x, sweep.tokens, "s--", color="0.35", label="decoded tokens per answer")
+    cost.set_ylabel("decoded tokens per answer", color="0.35")
     cost.set_ylim(0, 1.15 * max(sweep.tokens))
     cost.grid(False)
     lines = ax.get_legend_handles_labels(), cost.get_legend_handles_labels()
