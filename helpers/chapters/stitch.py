@@ -56,14 +56,16 @@ def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | Non
 def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], *, methods: Sequence[str], depths: Sequence[int] | None,
           depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
           shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None,
-          floor_fraction: float | None = None, naive_depths: Sequence[int | str] | None = None) -> dict[str, Sweep]:
+          floor_fraction: float | None = None, naive_depths: Sequence[int | str] | None = None,
+          lens_per_level: int | None = None) -> dict[str, Sweep]:
     """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method.
 
     `depths` (absolute, shared by every model) wins over `floor_fraction` (stitched depths one block at a time below
     each model's L, until greedy accuracy falls below that share of the full model's), which wins over `span` (the
     last `span` depths below each model's L), which wins over the cut-point range with `depth_step`. Naive
     truncation runs at every stitched depth, or only at `naive_depths` (numbers of blocks, or relative to the
-    stitched sweep's critical depth: 'critical', 'critical-1'). With `critical` (these same settings, as chapter 03's
+    stitched sweep's critical depth: 'critical', 'critical-1'). The lens that gives the cut points reads every problem,
+    or the first `lens_per_level` of each level. With `critical` (these same settings, as chapter 03's
     parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by.
     `problems` is one list for every model, or each model's own (`helpers.data.problems.problem_sets`)."""
     sweeps = {}
@@ -72,7 +74,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         problems = problems_of(every, name)
         model, tokenizer, info = load_model(name)
         solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
-                                    batch_size=batch_size)
+                                    batch_size=batch_size, lens_per_level=lens_per_level)
         _, _, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
         decode = partial(_greedy_at, model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots),
                          batch_size)

@@ -104,6 +104,8 @@ DOMAINS: dict[str, Domain] = {
     "floor_fraction": Domain("sweep down from the full depth until greedy accuracy falls below this share of the full "
                              "model's", "float", above=0.0, high=0.99, null="off (span or the cut points decide)"),
     "naive_depths": Domain("the depths naive truncation runs at", "list", null="every depth of the sweep"),
+    "lens_per_level": Domain("problems per level the cut points' lens reads", "int", **COUNT_MAX,
+                             null="every problem"),
     "length_cap": Domain("the length study's longest answer, in new tokens", "int", **COUNT_MAX,
                          null="no length study"),
     "n_agreement": Domain("problems the agreement with the full model is measured on", "int", **COUNT_MAX),
