@@ -69,6 +69,11 @@ def speed_values(c: DtypeComparison) -> dict:
     def rate(value: float | None) -> str:
         return "too fast to time" if value is None else f"{value:.0f} tokens/s"
 
+    if decode is not None and decode > 1 and c.auto == "float32":  # faster here, yet not taken: say why, not a riddle
+        auto = (f"`dtype: auto` takes float32 for {c.model} on this machine all the same: {c.auto_reason}. `auto` "
+                f"reads only what `python -m helpers bench dtype --model {c.model}` recorded on this machine (the prompt "
+                "pass and the whole decode at up to 128 rows), not this chapter's short timing.")
+
     plural = "s" if rows != 1 else ""
     why_rows = ("" if c.speed_asked is None or rows >= c.speed_asked else
                 f" (not the {c.speed_asked} that `speed_rows` asks for: the timing reads at most the {rows} "

@@ -690,3 +690,21 @@ def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_ans
     assert len(table) == 2 + 4 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
     assert "| m | 6 of 6 | greedy | 20 | 50 | 0% | 0% (0) | 0 of 20, 0% |" in table
     assert stitch_text.lengths_values({}, 128)["lengths_table"].startswith("This build ran no length study")
+
+
+def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_riddle():
+    from types import SimpleNamespace
+
+    from helpers.chapters import precision_text
+
+    rates = {f: SimpleNamespace(prompt_tokens_per_s=p, decode_tokens_per_s=d)
+             for f, p, d in (("float32", 700.0, 50.0), ("bfloat16", 1400.0, 103.5))}
+    speed = SimpleNamespace(by_rows={8: rates}, max_new_tokens=48,
+                            ratio=lambda rows, part: {"decode": 2.07, "prompt": 2.0}[part])
+    c = SimpleNamespace(model="m", auto="float32", auto_reason="no measurement of this model on this machine",
+                        speed=speed, speed_asked=8)
+    sentence = precision_text.speed_values(c)["dtype_speed_sentence"]
+    assert "(2.07 times float32's rate)" in sentence
+    assert "takes float32 for m on this machine all the same" in sentence and "not this chapter's short timing" in sentence
+    c.auto = "bfloat16"
+    assert "all the same" not in precision_text.speed_values(c)["dtype_speed_sentence"]
