@@ -137,8 +137,10 @@ def size_values(contrast: SizeContrast | None) -> dict:
     verdict = ("as the report saw for Qwen2.5-Math-7B against 1.5B" if all(agrees) else
                "partly as the report saw for Qwen2.5-Math-7B against 1.5B (a later, smoother drop)" if any(agrees) else
                "where the report saw a later, smoother drop for Qwen2.5-Math-7B against 1.5B")
-    sentence = (f"On the same {c.n_problems} problems, {c.large}'s KL falls below half its maximum at relative depth "
-                f"{dl:.2f} against {ds:.2f} for {c.small} (paired 95% interval of the difference "
+    ls, ll = c.layers  # the figure's axis is l / L, the tap's own place; Hu et al.'s ratio counts the block it feeds
+    sentence = (f"On the same {c.n_problems} problems, {c.large}'s KL falls below half its maximum at depth ratio "
+                f"(ED + 1) / L = {dl:.2f} against {ds:.2f} for {c.small} (Hu et al.'s ratio; on the figure's axis l / L "
+                f"the taps sit at {dl - 1 / ll:.2f} and {ds - 1 / ls:.2f}; paired 95% interval of the difference "
                 f"[{c.drop_interval[0]:+.2f}, {c.drop_interval[1]:+.2f}]), and its steepest fall across one block is "
                 f"{100 * sl:.0f}% of its whole fall against {100 * ss:.0f}% (interval "
                 f"[{100 * c.steep_interval[0]:+.0f}, {100 * c.steep_interval[1]:+.0f}] points): {drop}, {shape}, "

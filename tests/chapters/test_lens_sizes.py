@@ -43,6 +43,9 @@ def test_a_later_smoother_drop_is_said_and_a_tie_is_not():
     assert contrast.drop_interval[0] > 0 and contrast.steep_interval[1] < 0
     sentence = size_values(contrast)["size_sentence"]
     assert "drops later" in sentence and "smoother" in sentence and "as the report saw" in sentence
+    (ls, ll), (ds, dl) = contrast.layers, contrast.drop  # one quantity per name: the ratio, and where the figure puts it
+    assert f"(ED + 1) / L = {dl:.2f} against {ds:.2f}" in sentence
+    assert f"on the figure's axis l / L the taps sit at {dl - 1 / ll:.2f} and {ds - 1 / ls:.2f}" in sentence
     same = _curve(24, 0.7, 0.03, 20, 3)
     tie = size_contrast(_study({"small": same, "large": same}, {"small": 1, "large": 2}, {"small": "q", "large": "q"}),
                         0.5, n_boot=300)
