@@ -238,6 +238,9 @@ def matched_sentence(m: Measured) -> str:
                 parts.append(f"at {depth} blocks {name} {sign} both baselines by more than the noise ({numbers})")
             elif clear:
                 parts.append(f"at {depth} blocks only one of the two differences is larger than its noise")
+            elif borderline := [label.split(",")[0].removeprefix(method + " − ") for label, d in tests if d.borderline]:
+                parts.append(f"at {depth} blocks no difference is clearly larger than its noise; against "
+                             f"{' and '.join(borderline)} it is borderline (the interval and the paired test disagree)")
             else:
                 parts.append(f"at {depth} blocks the differences stay within the noise")
         if parts:
@@ -268,9 +271,11 @@ def majority_sentence(m: Measured) -> str:
         verdict = "agrees with it: majority vote beats MH by more than the noise"
     elif d.clear:
         verdict = "differs from it: here MH beats majority vote by more than the noise"
+    elif d.borderline:
+        verdict = ("can neither confirm nor contradict it: the difference is borderline (the interval and the paired "
+                   "test disagree)")
     else:
-        verdict = ("can neither confirm nor contradict it: the difference stays within the noise"
-                   + (" (borderline)" if d.borderline else ""))
+        verdict = "can neither confirm nor contradict it: the difference stays within the noise"
     return (f"At its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
             f"costs) is {d.describe()}: this build {verdict}.")
 

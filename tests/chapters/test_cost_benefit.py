@@ -269,3 +269,19 @@ def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():
 def test_an_exercise_never_sets_the_builds_own_n_against_itself():
     """The report's N = 10, unless the build ran N = 10 already: then another N, and the prose says "as the report"."""
     assert ch.exercise_steps(1) == 10 and ch.exercise_steps(10) == 4
+
+
+def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noise(monkeypatch):
+    from types import SimpleNamespace
+
+    from helpers.evaluation.stats import PairedDifference
+
+    borderline = PairedDifference(0.125, 0.031, 0.25, 16, 4, 0, 0.12)  # the interval excludes 0, the test does not
+    noise = PairedDifference(0.0, -0.1, 0.1, 16, 2, 2, 1.0)
+    tests = {"power": [("power − best-of-4, both at 6", noise), ("power − majority-of-4, both at 6", borderline)],
+             "SMC": []}
+    monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m, method="power": tests[method])
+    m = SimpleNamespace(matched_k={6: 4}, n_layers=6)
+    sentence = cost_benefit_text.matched_sentence(m)
+    assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
+    assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
