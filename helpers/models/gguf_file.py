@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from helpers.models.registry import KNOWN_MODELS, ModelLoadError, cache_dir
+from helpers.models.registry import KNOWN_MODELS
 
 
 @dataclass(frozen=True)
@@ -34,21 +34,15 @@ class GGUFFile:
 
 
 def describe_gguf(model: str) -> GGUFFile | None:
-    """`GGUFFile` of an embedded model whose file is at hand (its wheels installed, a split file assembled once);
-    None for a model that is not embedded or whose file is not here (nothing is installed to answer)."""
-    from helpers.models.wheels import embedded_gguf
-
-    entry = KNOWN_MODELS.get(model)
-    if entry is None:
-        return None
-    try:
-        path = embedded_gguf(model) if entry.module else cache_dir() / "gguf" / entry.gguf_name
-    except ModelLoadError:
-        return None
-    if not path.is_file():
-        return None
+    """`GGUFFile` of an embedded model whose file is at hand (`helpers.models.wheels.gguf_at_hand`); None otherwise
+    (nothing is installed to answer)."""
     from gguf import GGUFReader
 
+    from helpers.models.wheels import gguf_at_hand
+
+    path = gguf_at_hand(model)
+    if path is None:
+        return None
     reader = GGUFReader(str(path))
 
     def text(key: str) -> str:
@@ -59,5 +53,5 @@ def describe_gguf(model: str) -> GGUFFile | None:
     for t in reader.tensors:
         elements[t.tensor_type.name] += int(t.n_elements)
     total = sum(elements.values()) or 1
-    return GGUFFile(model, entry.gguf_name, text("general.name"), text("general.finetune"), path.stat().st_size,
-                    {kind: n / total for kind, n in elements.most_common()})
+    return GGUFFile(model, KNOWN_MODELS[model].gguf_name, text("general.name"), text("general.finetune"),
+                    path.stat().st_size, {kind: n / total for kind, n in elements.most_common()})

