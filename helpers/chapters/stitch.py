@@ -201,15 +201,17 @@ class AnswerLengths:
 
 
 def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
-                   critical: SweepSettings, *, cap: int, shots: int, seed: int, batch_size: int | Mapping[str, int],
-                   n_seeds: int = 1) -> dict[str, AnswerLengths]:
+                   critical: SweepSettings, *, cap: int | None, shots: int, seed: int,
+                   batch_size: int | Mapping[str, int], n_seeds: int = 1) -> dict[str, AnswerLengths]:
     """For each model that has one, greedy and T = 1 (`n_seeds` samples) at its full depth and at its stitched critical
     depth as chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens, stored as the chapters'
     decodes are (the same keys as a chapter that asks for these settings). `batch_size` is one number or one per
-    model (the larger models hold a longer KV cache per row)."""
+    model (the larger models hold a longer KV cache per row). No study (an empty mapping) where `cap` is None."""
     from helpers.evaluation.critical import stored_critical
 
-    out = {}
+    out: dict[str, AnswerLengths] = {}
+    if cap is None:
+        return out
     for name in models:
         mine = problems_of(problems, name)
         model, tokenizer, info = load_model(name)

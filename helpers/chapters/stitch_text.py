@@ -300,13 +300,14 @@ def report_sentence(s: Sweep, collapse_fraction: float) -> str:
 CAP_CANDIDATES = (128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)  # the caps a length study weighs
 
 
-def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int) -> dict:
+def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap: int | None = None) -> dict:
     """The length study's table (a row per model, depth and method: how long the answers are, how many end within
     the sweep's cap and within the study's, how many of the unfinished loop), the cap each model's greedy answers at
-    its critical depth need (`choose_cap`), and a sentence that says what the sweep's cap did to them."""
+    its critical depth need (`choose_cap`), and a sentence that says what the sweep's cap did to them; `length_cap`
+    (the study's cap, glued as the page states it; 0 where none ran)."""
     if not studies:
         return {"lengths_table": "This build ran no length study (length_cap is not set).", "lengths_sentence": "",
-                "lengths_cap": float("nan")}
+                "lengths_cap": float("nan"), "length_cap": length_cap or 0}
     cap = next(iter(studies.values())).cap
     caps = sorted({sweep_cap, cap} | {c for c in CAP_CANDIDATES if c < cap})
     rows = [f"| model | blocks | decoding | answers | median new tokens | unfinished at {sweep_cap} | unfinished at "
@@ -331,4 +332,5 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int) -> dict:
     sentence = ("At its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
-    return {"lengths_table": "\n".join(rows), "lengths_sentence": sentence, "lengths_cap": max(needs.values())}
+    return {"lengths_table": "\n".join(rows), "lengths_sentence": sentence, "lengths_cap": max(needs.values()),
+            "length_cap": cap}
