@@ -307,7 +307,7 @@ def smc_values(m: Measured) -> dict:
              f"the break-even depth is {even} of {L} blocks (removing {L - even})")
     than = "less than" if mult < mh else "more than"
     sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
-                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer on its {m.smc_problems} problems: {than} MH "
+                f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer on its {counted(m.smc_problems, 'problem')}: {than} MH "
                 f"at this build's settings on the same problems ({mh:.2f} times, N = {m.power.mcmc_steps}) and "
                 f"{_relative(mult, report)} MH at the report's ({report:.1f} times by the exact count). To cost no "
                 "more than full-depth greedy "

@@ -15,7 +15,7 @@ from helpers.chapters.stitch import (
     method_differences,
     naive_everywhere,
 )
-from helpers.core.numbers import readable
+from helpers.core.numbers import counted, readable
 from helpers.data.problems import Problem, levels_text, on_own_problems
 from helpers.evaluation.critical import critical_interval
 from helpers.evaluation.lengths import choose_cap, shares, summarize
@@ -70,7 +70,8 @@ def _closer_sentence(closer: dict[str, list[int]], compared: list[int]) -> str:
     if len(closer) < 2 or not compared:
         return "Only one truncation method ran at these depths, so there is no comparison to make."
     parts = [f"the {m} model at {len(ds)} ({', '.join(map(str, ds))})" for m, ds in closer.items() if ds]
-    return (f"Of the {len(compared)} truncated depths where both cuts ran, the lower KL from the full model belongs to "
+    return (f"Of the {counted(len(compared), 'truncated depth')} where both cuts ran, the lower KL from the full model "
+            "belongs to "
             + " and to ".join(parts) + ".")
 
 

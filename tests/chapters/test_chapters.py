@@ -150,7 +150,7 @@ def test_agreement_values_and_examples_table():
     assert values["agreement_sentence"].startswith("At 3 of 6 blocks, the shallowest depth where both cuts ran, the "
                                                    "stitched model's KL from the full model is 0.33 nats")
     assert f"under it {math.exp(1.3):.1f}" in values["agreement_sentence"]
-    assert values["closer_sentence"].startswith("Of the 1 truncated depths where both cuts ran")
+    assert values["closer_sentence"].startswith("Of the 1 truncated depth where both cuts ran")
     problems = [Problem(id="a", question="1 | 2?", answer="3")]
     table = stitch_text.examples_table(s, problems, 3).splitlines()
     assert table[0] == "| problem | full model | stitch at 3 | naive at 3 |" and len(table) == 3

@@ -88,7 +88,7 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
         m.config, 3, m.context)))
     assert values["smc_verdict"].startswith("With K = 3 particles")
     assert f"on the same problems ({m.mh_on_smc_problems[4]:.2f} times" in values["smc_verdict"]  # like with like
-    assert f"greedy answer on its {m.smc_problems} problems" in values["smc_verdict"] and m.smc_problems >= 1
+    assert f"greedy answer on its {m.smc_problems} problem" in values["smc_verdict"] and m.smc_problems >= 1
     assert cost_benefit_text._relative(13.15, 14.5) == "about as much as"  # not "far less than"
     assert cost_benefit_text._relative(5, 14.5) == "far less than" and cost_benefit_text._relative(20, 14.5) == "more than"
     needs, multipliers = ch.budgets(m, 14.5)
