@@ -109,7 +109,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, out, solved.records,
                              {d: model_cost(model.config, d) for d in chosen}, problems)
-        del model, shallow  # the truncations share the model's weights: keep neither while the next model runs
+        del model, shallow, decode  # the truncations and the decode share the model: keep none while the next loads
     return sweeps
 
 
