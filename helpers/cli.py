@@ -19,9 +19,6 @@ import math
 import sys
 from pathlib import Path
 
-MAX_PROBLEMS = 100_000
-
-
 BUDGET_SPENT = 3  # `run --budget` stopped with work left: the same command again goes on
 
 
@@ -42,7 +39,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from helpers.core import env
-    from helpers.runner.profiles import BudgetSpent, RunError, parse_overrides
+    from helpers.core.budget import BudgetSpent
+    from helpers.runner.profiles import RunError, parse_overrides
     from helpers.runner.run import run
 
     overrides = parse_overrides(args.param)
@@ -113,9 +111,10 @@ def _effective_depth(args: argparse.Namespace) -> int:
     import torch
 
     from helpers.interp.depth import effective_depth_report
+    from helpers.runner.params import MAX_COUNT
 
-    if not 1 <= args.n <= MAX_PROBLEMS:
-        raise ValueError(f"--n must be a number of problems from 1 to {MAX_PROBLEMS:,}, got {args.n}")
+    if not 1 <= args.n <= MAX_COUNT:
+        raise ValueError(f"--n must be a number of problems from 1 to {MAX_COUNT:,}, got {args.n}")
     if not 0 < args.kl_fraction < 1:  # NaN fails every comparison
         raise ValueError(f"--kl-fraction must lie strictly between 0 and 1 (a share of the KL curve's maximum), got "
                          f"{args.kl_fraction}")
@@ -162,6 +161,11 @@ def _bench(args: argparse.Namespace) -> int:
         counts = _integers(args.problems, "--problems", "16,64,128")
         print(json.dumps(bench_dtype(args.model, counts, args.max_new_tokens, args.shots), indent=2))
         return 0
+    if args.what == "kernels":
+        from helpers.bench.kernels import bench_kernels
+
+        print(json.dumps(bench_kernels(), indent=2))
+        return 0
     if args.what == "depth-sweep":
         from helpers.bench.depth_sweep import bench_depth_sweep
 
@@ -193,16 +197,15 @@ def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
 
 
 def _glued_rows(where: str) -> list[dict]:
-    from helpers.data.problems import DataError
-    from helpers.runner.glued import collect
+    from helpers.runner.glued import GluedError, collect
     from helpers.runner.profiles import toc_chapters
 
     path = Path(where)
     if path.is_dir():
         rows = collect(path, toc_chapters())
         if not rows:
-            raise DataError(f"{where} holds no executed chapter with glued values (book/chapters after "
-                            "`python -m helpers run`)")
+            raise GluedError(f"{where} holds no executed chapter with glued values (book/chapters after "
+                             "`python -m helpers run`)")
         return rows
     if path.is_file():
         from helpers.core.jsonfile import JSONFileError, read_json
@@ -210,16 +213,16 @@ def _glued_rows(where: str) -> list[dict]:
         try:
             rows = read_json(path)
         except JSONFileError as err:
-            raise DataError(f"{where} is not a glued_values.json file: {err}") from None
+            raise GluedError(f"{where} is not a glued_values.json file: {err}") from None
         if not isinstance(rows, list) or not all(
                 isinstance(r, dict) and {"chapter", "name", "value"} <= set(r) and isinstance(r["chapter"], str)
                 and isinstance(r["name"], str) and isinstance(r["value"], str | int | float | bool | type(None))
                 for r in rows):
-            raise DataError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter "
-                            "and name (text) and value (a number, text or null)")
+            raise GluedError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter "
+                             "and name (text) and value (a number, text or null)")
         return rows
-    raise DataError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
-                    "(book/chapters after `python -m helpers run`)")
+    raise GluedError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
+                     "(book/chapters after `python -m helpers run`)")
 
 
 def _glued_diff(args: argparse.Namespace) -> int:
@@ -415,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks that print measured ratios as JSON")
     p.add_argument("what", choices=["sampling", "effective-depth", "throughput", "depth-sweep", "barriers", "rows",
-                                    "dtype"])
+                                    "dtype", "kernels"])
     p.add_argument("--model", default="smollm2-135m", help="sampling: comma-separated models, e.g. "
                    "smollm2-135m,qwen2.5-coder-0.5b")
     p.add_argument("--problems", default="16", help="sampling: comma-separated problem counts (one batch each), "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.models.tiny import KINDS, make_tiny
+from helpers.models.tiny import ARCHITECTURES, make_tiny
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A test session never writes into the user's results store: whatever a test computes without a root of its own goes
@@ -27,7 +27,7 @@ def tiny_problems():
             Problem(id="p1", question="0 1 2 3 + 4", answer="7", level=2)]
 
 
-@pytest.fixture(scope="session", params=list(KINDS))
+@pytest.fixture(scope="session", params=list(ARCHITECTURES))
 def tiny_dir(request, tmp_path_factory) -> Path:
     return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))
 

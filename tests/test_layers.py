@@ -132,7 +132,7 @@ ENGINE_CLASSES = {"Engine", "SerialEngine", "SlotEngine", "ReencodeEngine", "Gen
 
 
 def test_no_module_above_the_engines_names_a_concrete_engine_class():
-    """Code above `engines/` asks for an engine by kind (`helpers.engines.kinds.make_engine`) and types it by the
+    """Code above `engines/` asks for an engine by kind (`helpers.engines.registry.make_engine`) and types it by the
     interface (`Engine`); naming a class would tie a sampler or a chapter to one engine (docstrings may name them)."""
     named = {}
     for name, tree in _modules().items():

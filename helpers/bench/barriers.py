@@ -13,7 +13,7 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
     (the engine's setting, `gather_above`); the same seeds, so both decode the same tokens up to rounding."""
     from helpers.bench.sampling import _inputs, _machine
     from helpers.core.checks import is_count
-    from helpers.engines.kinds import make_engine
+    from helpers.engines.registry import make_engine
     from helpers.models.loading import load_model
     from helpers.samplers.smc import SMCConfig, run_smc
     from helpers.samplers.target import Target

@@ -20,7 +20,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     computations the mix spends on blocks its rows' truncations do not run."""
     from helpers.bench.sampling import _inputs, _machine
     from helpers.core.checks import is_count
-    from helpers.engines.kinds import make_engine
+    from helpers.engines.registry import make_engine
     from helpers.models.depth_mix import DepthMix
     from helpers.models.loading import load_model
     from helpers.models.truncation import at_depth, kept_blocks

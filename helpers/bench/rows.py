@@ -16,7 +16,7 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
     (flat: 1.0), and vLLM's time over the slot engine's at each size."""
     from helpers.bench.sampling import _machine
     from helpers.core.checks import is_count
-    from helpers.engines.kinds import make_engine, release_engines
+    from helpers.engines.registry import make_engine, release_engines
     from helpers.models.loading import load_model
     from helpers.models.tiny import make_tiny
     from helpers.samplers.settings import check_engine

@@ -109,7 +109,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
 def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels, repeats) -> dict:
     """Greedy decoding and power sampling (both modes) on the slot engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
-    from helpers.engines.kinds import make_engine, release_engines
+    from helpers.engines.registry import make_engine, release_engines
     from helpers.samplers.plain import decode
 
     stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
@@ -190,8 +190,8 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
                  chosen: tuple[str, ...]) -> dict:
     from dataclasses import replace
 
-    from helpers.engines.kinds import make_engine
     from helpers.engines.protocol import total
+    from helpers.engines.registry import make_engine
     from helpers.samplers.plain import decode
     from helpers.samplers.power import run_chains
 

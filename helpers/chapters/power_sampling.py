@@ -9,7 +9,7 @@ import numpy as np
 
 from helpers.data.problems import Problem, levels_text, load_problems, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
-from helpers.engines.kinds import make_engine
+from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
     power_subset,
@@ -172,7 +172,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     or relative to each model's critical depth as chapter 03 stored it under `critical_sweep` ('critical',
     'critical-1'; `helpers.evaluation.critical`). Every decode
     is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
-    `engine` ('transformers' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
+    `engine` ('slot' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
     names (`search_limits`). `problems` is one list for every model, or each model's own
     (`helpers.data.problems.problem_sets`): rows of models on the same problems pair problem by problem.

@@ -53,21 +53,22 @@ def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | Non
     return sorted({*range(start, n_layers, step), n_layers})
 
 
-def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], *, methods: Sequence[str], depths: Sequence[int] | None,
-          depth_step: int, kl_fraction: float, overlap_threshold: float, n_agreement: int, max_new_tokens: int,
-          shots: int, batch_size: int, span: int | None = None, critical: SweepSettings | None = None,
-          floor_fraction: float | None = None, naive_depths: Sequence[int | str] | None = None,
-          lens_per_level: int | None = None) -> dict[str, Sweep]:
-    """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method.
+def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
+          settings: SweepSettings, *, methods: Sequence[str], n_agreement: int, batch_size: int,
+          naive_depths: Sequence[int | str] | None = None, lens_per_level: int | None = None) -> dict[str, Sweep]:
+    """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method, and
+    its stitched critical depth stored under `settings` (chapter 03's parameters), for chapters 04-05 to name depths by.
 
-    `depths` (absolute, shared by every model) wins over `floor_fraction` (stitched depths one block at a time below
-    each model's L, until greedy accuracy falls below that share of the full model's), which wins over `span` (the
-    last `span` depths below each model's L), which wins over the cut-point range with `depth_step`. Naive
+    Of `settings`: `depths` (absolute, shared by every model) wins over `floor_fraction` (stitched depths one block at
+    a time below each model's L, until greedy accuracy falls below that share of the full model's), which wins over
+    `span` (the last `span` depths below each model's L), which wins over the cut-point range with `depth_step`; the
+    cut points come from `kl_fraction` and `overlap_threshold`, the decodes from `max_new_tokens` and `shots`. Naive
     truncation runs at every stitched depth, or only at `naive_depths` (numbers of blocks, or relative to the
     stitched sweep's critical depth: 'critical', 'critical-1'). The lens that gives the cut points reads every problem,
-    or the first `lens_per_level` of each level. With `critical` (these same settings, as chapter 03's
-    parameters give them), each model's stitched critical depth is stored, for chapters 04-05 to name depths by.
-    `problems` is one list for every model, or each model's own (`helpers.data.problems.problem_sets`)."""
+    or the first `lens_per_level` of each level. `problems` is one list for every model, or each model's own
+    (`helpers.data.problems.problem_sets`)."""
+    depths, floor_fraction, max_new_tokens, shots = (settings.depths, settings.floor_fraction, settings.max_new_tokens,
+                                                     settings.shots)
     sweeps = {}
     every = problems
     for name in models:
@@ -75,7 +76,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         model, tokenizer, info = load_model(name)
         solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size, lens_per_level=lens_per_level)
-        _, _, cuts = lens_cut_points(solved.curves, kl_fraction, overlap_threshold)
+        _, _, cuts = lens_cut_points(solved.curves, settings.kl_fraction, settings.overlap_threshold)
         decode = partial(_greedy_at, model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots),
                          batch_size)
 
@@ -83,7 +84,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         if floor_fraction is not None and not depths and stitched:
             outputs = down_to_floor(decode, info.n_layers, floor_fraction)
         else:
-            chosen = sweep_depths(cuts, info.n_layers, depths, depth_step, span)
+            chosen = sweep_depths(cuts, info.n_layers, depths, settings.depth_step, settings.span)
             outputs = decode([(m, d) for m in (methods if naive_depths is None else stitched) for d in chosen])
         chosen = sorted({d for _, d in outputs})
         if "naive" in methods:  # at every stitched depth, or at the named ones; what the run above decoded is kept
@@ -91,8 +92,8 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
                 wanted = chosen
             else:
                 stitch_acc = {d: accuracy(r) for (m, d), r in outputs.items() if m == "stitch"}
-                crit = (critical_depth(stitch_acc, stitch_acc[info.n_layers], critical.collapse_fraction)
-                        if critical is not None and info.n_layers in stitch_acc else None)
+                crit = (critical_depth(stitch_acc, stitch_acc[info.n_layers], settings.collapse_fraction)
+                        if info.n_layers in stitch_acc else None)
                 wanted = resolve_depths(naive_depths, crit, info.n_layers)
             if todo := [("naive", d) for d in wanted if ("naive", d) not in outputs]:
                 outputs |= decode(todo)
@@ -101,8 +102,8 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         out: dict[str, dict[int, list[dict]]] = {m: {} for m in methods}
         for (method, depth), records in sorted(outputs.items()):
             acc[method][depth], out[method][depth] = accuracy(records), records
-        if critical is not None and "stitch" in acc:
-            store_critical(model, critical.for_model(name), acc["stitch"], len(problems))
+        if "stitch" in acc:
+            store_critical(model, settings.for_model(name), acc["stitch"], len(problems))
         agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
         shallow = {(m, d): at_depth(model, d, m) for m, d in outputs}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():

@@ -2,8 +2,9 @@
 
 The decode loop owns the deadline (`helpers.engines.loop`): after each engine step, once every row that ended has
 stored its record, it asks `spent()`, and past the deadline it ends the run, says so as the run's outcome in the
-pulse log (`helpers.core.pulse.outcome`, `SPENT`) and raises `BudgetExhausted`, which stops the chapter's notebook.
-The runner reads that outcome from the log, not the exception's name, to tell a spent budget from a failure.
+pulse log (`helpers.core.pulse.outcome`, `SPENT`) and raises `BudgetSpent`, which stops the chapter's notebook.
+The runner reads that outcome from the log, not the exception's name, to tell a spent budget from a failure, and
+raises `BudgetSpent` itself for the command line to say so.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from helpers.core import env
 SPENT = "budget spent"  # the outcome the decode loop logs when it stops at the deadline
 
 
-class BudgetExhausted(RuntimeError):
-    """The run's time budget is spent: decoding stopped; every finished record is stored."""
+class BudgetSpent(RuntimeError):
+    """The run's time budget (`run --budget`) is spent: decoding stopped, or the chapter's kernel was stopped from
+    outside; every finished record is stored."""
 
 
 def deadline() -> float | None:

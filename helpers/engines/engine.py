@@ -3,7 +3,7 @@
 An engine decodes; it does not run programs. It offers the loop (`helpers.engines.loop.run_programs`) a small
 interface: take waiting rows in (`admit`), decode a step (`step`, which hands back the extensions that ended), and
 hear what became of a row (`extend`, `adopt`, `park`, `copy`, `end`): each an explicit message, the engine holding
-only what it was told. The engines by kind (`helpers.engines.kinds`): 'slot' is `helpers.engines.slot.SlotEngine`,
+only what it was told. The engines by kind (`helpers.engines.registry`): 'slot' is `helpers.engines.slot.SlotEngine`,
 'reencode' `helpers.engines.reencode.ReencodeEngine`, 'generate' `helpers.engines.generate.GenerateEngine` (the
 last two decode one extension at a time, `helpers.engines.serial.SerialEngine`), 'vllm'
 `helpers.engines.vllm.VLLMEngine`.

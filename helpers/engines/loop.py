@@ -2,16 +2,17 @@
 
 An engine decodes; it does not run programs. It offers the loop a small interface (`Engine`): take waiting rows
 in (`admit`), decode a step (`step`, which hands back the extensions that ended), and hear what became of a
-row (`extend`, `adopt`, `park`, `copy`, `end`): each an explicit message, the engine holding only what it was told. The loop sends each program its reply, answers a request for no
+row (`extend`, `adopt`, `park`, `copy`, `end`): each an explicit message, the engine holding only what it was told
+(`helpers.engines.engine`). The loop sends each program its reply, answers a request for no
 tokens at once, meets barriers, turns a returned program into a completion, and charges every engine call's
 wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
 calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
 
-The engines (`helpers.engines.engine` names them by kind): `helpers.engines.slot.SlotEngine` ('slot': transformers'
+The engines (`helpers.engines.registry` names them by kind): `helpers.engines.slot.SlotEngine` ('slot': transformers'
 modules, many rows at once on KV slots), `helpers.engines.reencode.ReencodeEngine` and
 `helpers.engines.generate.GenerateEngine` (one extension at a time: re-encoding, the check on the others, and
-`generate`) and `helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability under the model at
-T=1 and under the distribution it was drawn from.
+`generate`) and `helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability
+under the model at T=1 and under the distribution it was drawn from.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             pulse.beat(cost.tokens, len(cost.rows), cost.computed)
             if budget.spent():  # after the rows that ended stored their records: the run ends here, and says why
                 pulse.outcome(budget.SPENT)
-                raise budget.BudgetExhausted("the run's time budget is spent (run --budget); every finished record "
+                raise budget.BudgetSpent("the run's time budget is spent (run --budget); every finished record "
                                              "is stored, and the same command again goes on from there")
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine
         engine.close_run()

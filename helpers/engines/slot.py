@@ -1,14 +1,16 @@
-"""The transformers decode loop's scheduler: one KV slot per running row, every busy slot decoding together.
+"""The slot engine's scheduler: one KV slot per running row, every busy slot decoding together.
 
-`SlotEngine` is the engine (`helpers.engines.loop.Engine`) that runs the programs of plain decodes,
-power-sampling chains and SMC particle groups on a transformers model, in three small pieces: this scheduler
+`SlotEngine` is the book's own engine (`helpers.engines.engine.Engine`, kind 'slot'): it decodes, on a
+transformers model, the rows the decode loop (`helpers.engines.loop`) admits, whether their programs are plain
+decodes, power-sampling chains or SMC particle groups (the loop runs the programs). It has three small pieces: this
+scheduler
 (which rows hold which slots, which run in a pass, what each feeds), the KV buffer (`helpers.engines.kv_slots`)
 and the model runner (`helpers.engines.slot_runner`). Each row owns a slot of a preallocated KV buffer; every step
 feeds one token per busy slot and keeps only per-token scalars (the chosen token, its log-probability under the
 model at T=1 and under the distribution it was drawn from). A cut costs nothing: a proposal's keys and values go
-after the row's current ones, and only an accepted proposal is moved into place. A row whose extension ends asks
-its program for the next one at once, and a row whose program ends hands its slot to the next waiting row, so the
-batch stays full. Each row has its own random generator, so a sample does not depend on which other rows share
+after the row's current ones, and only an accepted proposal is moved into place. A row whose extension ends is
+handed back to the loop in the same step, which answers with its program's next extension, and a row whose program
+has ended gives its slot to the next waiting row, so the batch stays full. Each row has its own random generator, so a sample does not depend on which other rows share
 its batch, or when. An engine given a depth mix (several truncations at once, `helpers.models.depth_mix`) tells it
 before each pass which of them each row runs, and keeps a shared-prefix slot per truncation.
 """

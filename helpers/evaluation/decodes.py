@@ -20,8 +20,8 @@ from helpers.core import pulse
 from helpers.core.checks import is_count
 from helpers.core.progress import bar
 from helpers.data.problems import Problem, build_prompt
-from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Completion, Spent
+from helpers.engines.registry import make_engine
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
 from helpers.models.loading import stop_token_ids
@@ -92,7 +92,7 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
     missing ones are computed in batches and stored as they finish.
 
     The store key comes from the model (`model_identity`), the settings and the engine; records are keyed by
-    problem content and sample index. `engine` is 'transformers' (`helpers.engines.slot.SlotEngine`) or 'vllm'
+    problem content and sample index. `engine` is 'slot' (`helpers.engines.slot.SlotEngine`) or 'vllm'
     (`helpers.engines.vllm`, which runs the model from a checkpoint written for it). At most `batch_size` samples
     decode at once (SMC's counts particles, rounded to whole problems); a finished one is stored at once and its
     row goes to the next. Each record also carries `seconds`, its share of the wall time of the passes that

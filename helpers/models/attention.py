@@ -3,11 +3,12 @@
 transformers' own SDPA path repeats the key/value heads (a full copy of the cache at every layer and
 step) whenever an attention mask is present, which is always the case for a left-padded batch.
 PyTorch's `scaled_dot_product_attention(..., enable_gqa=True)` does the same computation without the
-copy: 4x faster per layer for SmolLM2 at batch 12 on a CPU, with identical outputs.
+copy, with identical outputs (the performance page times both: `python -m helpers bench kernels`).
 
 With one query per row (every decoding step), attention on a CPU is two batched matrix products instead:
 PyTorch's fused CPU kernel is built for blocks of queries and takes longer for a single one, in float32 a
-little, in bfloat16 many times over (the book's appendix and performance page give the measurements). In float32
+little, in bfloat16 many times over (the book's appendix and performance page give the measurements, `bench kernels`
+among them). In float32
 the two ways add the same terms in another order, so outputs differ in the last float bits (a few 1e-7), as they
 already do between batch sizes. In bfloat16 the scores and their softmax are computed in float32, as the fused
 kernel keeps them, and only the weights that sum the values are rounded to bfloat16: the outputs stay within

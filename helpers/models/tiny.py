@@ -45,7 +45,7 @@ def tiny_tokenizer(chat: bool):
     return fast
 
 
-KINDS = ("llama", "qwen2", "gemma3")
+ARCHITECTURES = ("llama", "qwen2", "gemma3")
 GEMMA_WINDOW = 64  # the tiny gemma3's sliding window: short enough for a test to cross it
 
 
@@ -56,8 +56,8 @@ def make_tiny(kind: str, path: Path, n_layers: int = 4, seed: int = 0, hidden_si
     two rotary bases, query/key norms and four norms per block."""
     from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, Qwen2Config
 
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind not in ARCHITECTURES:
+        raise ValueError(f"kind must be one of {ARCHITECTURES}, got {kind!r}")
     tokenizer = tiny_tokenizer(chat=kind == "qwen2")
     common = dict(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                   num_hidden_layers=n_layers,

@@ -19,7 +19,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from helpers.core import env
+from helpers.core import env, pulse
 from helpers.core.numbers import counted
 from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import _canonical, config_hash
@@ -50,6 +50,9 @@ def versions() -> dict[str, str]:
 
 class StoreError(RuntimeError):
     """The results store cannot be read or written where it is; the message says what to do."""
+
+
+NOT_RELEASED = "not released"  # the outcome a kernel logs when it stops before computing what the release lacks
 
 
 class NotReleased(StoreError):
@@ -373,6 +376,7 @@ class Run:
                    "what was released (python -m helpers release status lists what it holds)")
         else:
             why = f"the release holds {counted(len(self._released), 'record')} of this run, not these"
+        pulse.outcome(NOT_RELEASED)
         raise NotReleased(
             f"{counted(len(keys), 'record')} of {self.experiment} for {model} ({self.experiment}/{self.hash}, e.g. "
             f"{keys[0]!r}) would be computed, but this build reads the release as complete: {why}. Nothing was "

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers.core import env
-from helpers.core.budget import SPENT
+from helpers.core.budget import SPENT, BudgetSpent
 from helpers.core.pulse import read_outcome
-from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, BudgetSpent, Job, RunError
+from helpers.results.store import NOT_RELEASED
+from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, Job, RunError
 
 
 def _error_cell(nb_path: Path) -> str:
@@ -152,10 +153,11 @@ def progress_line(stem: str, log: Path) -> str | None:
 
 
 def _timed_out(exc: BaseException) -> bool:
-    """Whether papermill stopped a cell for its time limit (nbclient's CellTimeoutError, wrapped or not)."""
+    """Whether papermill stopped a cell for its time limit (nbclient's `CellTimeoutError`, a `TimeoutError`, wrapped
+    or not)."""
     seen = 0
     while exc is not None and seen < 10:
-        if "Timeout" in type(exc).__name__ or "timed out" in str(exc).lower():
+        if isinstance(exc, TimeoutError):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
@@ -199,10 +201,11 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
                                        log_output=False, extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as exc:
         job.seconds = time.perf_counter() - start
-        if read_outcome(log) == SPENT:  # the decode loop stopped at the deadline and logged it
+        outcome = read_outcome(log)
+        if outcome == SPENT:  # the decode loop stopped at the deadline and logged it
             _read_usage(job, usage)  # the kernel has exited: what it reused and computed, for the run configuration
             raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
-        if exc.ename == "NotReleased":  # a published build met records the release lacks: said, not a traceback
+        if outcome == NOT_RELEASED:  # a published build met records the release lacks: said, not a traceback
             raise RunError(f"{job.stem} stopped before computing anything: {exc.evalue}") from None
         raise RunError(f"{job.stem} failed in cell [{exc.exec_count}]: {exc.ename}: {exc.evalue}\n"
                        f"The executed notebook with the error is {target}.") from None

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from helpers.core.jsonfile import JSONFileError, read_json
 
+
+class GluedError(ValueError):
+    """An executed chapter or a glued_values.json file that cannot be read as the book's glued values."""
+
+
 GLUE_PREFIX = "application/papermill.record/"
 
 
@@ -27,17 +32,15 @@ def _parse(text: str):
 
 def glued_values(notebook: Path) -> dict[str, object]:
     """name → value of every glued scalar or text of an executed notebook (figures are left out)."""
-    from helpers.data.problems import DataError
-
     try:
         nb = read_json(notebook)
     except JSONFileError as err:
-        raise DataError(f"{err}; execute the chapter again (python -m helpers run --only ...)") from None
+        raise GluedError(f"{err}; execute the chapter again (python -m helpers run --only ...)") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("outputs", []), list)
                                               for c in cells):
-        raise DataError(f"{notebook} is not a notebook (a JSON object with a list of cells); execute the chapter "
-                        "again.")
+        raise GluedError(f"{notebook} is not a notebook (a JSON object with a list of cells); execute the chapter "
+                         "again.")
     found: dict[str, object] = {}
     for cell in cells:
         for out in cell.get("outputs", []):

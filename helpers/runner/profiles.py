@@ -28,10 +28,6 @@ class RunError(RuntimeError):
     """The run cannot go on; the message names the profile, notebook, key or cell at fault."""
 
 
-class BudgetSpent(RunError):
-    """`run --budget` ran out of time in a chapter: its kernel was stopped, its finished records are stored."""
-
-
 @dataclass
 class Job:
     """One notebook to execute with its parameters."""

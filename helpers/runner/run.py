@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from helpers.core import env
+from helpers.core.budget import BudgetSpent
 from helpers.runner import front, glued, weights
 from helpers.runner.book import build_book, prepare_root, source_repository
 from helpers.runner.execute import execute, progress_line, pulse_log
@@ -20,7 +21,7 @@ from helpers.runner.installs import check_models, model_cache
 from helpers.runner.params import check_engines
 from helpers.runner.pdf import build_pdf
 from helpers.runner.planning import job_models, plan
-from helpers.runner.profiles import CHAPTERS, BudgetSpent, Job, RunError, load_profile, toc_chapters
+from helpers.runner.profiles import CHAPTERS, Job, RunError, load_profile, toc_chapters
 from helpers.runner.run_config import previous_chapters, time_table, write_run_config
 
 

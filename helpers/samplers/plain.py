@@ -1,5 +1,5 @@
 """Plain decoding, greedy or sampled: one program of one extension per prompt, run on the slot engine
-(`helpers.engines.kinds`) unless another engine is given."""
+(`helpers.engines.registry`) unless another engine is given."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import torch
 
 from helpers.engines.engine import Engine
-from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import Completion, Extension, OnDone, Program, Row, ends_with_stop
+from helpers.engines.registry import make_engine
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
 

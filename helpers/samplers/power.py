@@ -33,7 +33,6 @@ import torch
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.engine import Engine
-from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import (
     Adopt,
     Checkpoint,
@@ -45,6 +44,7 @@ from helpers.engines.protocol import (
     Spent,
     ends_with_stop,
 )
+from helpers.engines.registry import make_engine
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 

@@ -128,7 +128,7 @@ def check_engine(engine: str) -> str:
 
 
 # The one map between the notebooks' parameters and the searches' settings: parameter -> (config, field). The
-# notebooks build their `Searches` through it (`Searches.from_parameters(globals())`), and the runner checks a
+# notebooks build their `Searches` through it (`Searches.from_parameters` of their named parameters), and the runner checks a
 # profile's values through the same call, so a name cannot drift between them.
 SEARCH_PARAMETERS: dict[str, tuple[str, str]] = {
     "alpha": ("target", "alpha"),
@@ -157,7 +157,7 @@ class Searches:
 
     @classmethod
     def from_parameters(cls, values: Mapping, max_new_tokens: int | None = None) -> Searches:
-        """From a notebook's parameters (a mapping that may hold others too, such as `globals()`), by
+        """From a notebook's parameters (a mapping of them, which may hold others too), by
         `SEARCH_PARAMETERS`. With `max_new_tokens`, the length is checked against the settings too. A bad value
         raises a SettingError that names the notebook's parameter; a missing one, a ValueError that lists them."""
         if missing := [name for name in SEARCH_PARAMETERS if name not in values]:

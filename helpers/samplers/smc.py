@@ -35,7 +35,6 @@ import torch
 
 from helpers.core.checks import SettingError, is_count
 from helpers.engines.engine import Engine
-from helpers.engines.kinds import make_engine
 from helpers.engines.protocol import (
     Adopt,
     Barrier,
@@ -47,6 +46,7 @@ from helpers.engines.protocol import (
     Row,
     ends_with_stop,
 )
+from helpers.engines.registry import make_engine
 from helpers.samplers.target import Target
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 

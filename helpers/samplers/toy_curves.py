@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from helpers.engines.kinds import make_engine
+from helpers.engines.registry import make_engine
 from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.smc import SMCConfig, run_smc
 from helpers.samplers.target import MH_MODES, Target

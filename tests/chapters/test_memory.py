@@ -48,9 +48,10 @@ def test_the_depth_sweep_holds_one_model_at_a_time(two_models, tmp_path, monkeyp
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     loaded = _one_at_a_time(stitch, monkeypatch)
-    sweeps = stitch.sweep(two_models, PROBLEMS, methods=["stitch", "naive"], depths=None, span=1, depth_step=1,
-                          kl_fraction=0.5, overlap_threshold=0.3, n_agreement=1, max_new_tokens=4, shots=0,
-                          batch_size=4)
+    settings = stitch.SweepSettings(dataset="arithmetic", n_problems=len(PROBLEMS), levels=None, seed=0, shots=0,
+                                    max_new_tokens=4, depths=None, span=1, depth_step=1, kl_fraction=0.5,
+                                    overlap_threshold=0.3, collapse_fraction=0.5)
+    sweeps = stitch.sweep(two_models, PROBLEMS, settings, methods=["stitch", "naive"], n_agreement=1, batch_size=4)
     assert loaded == two_models and set(sweeps) == set(two_models)
 
 
@@ -79,7 +80,7 @@ def test_a_finished_run_leaves_no_reference_to_its_kv_buffer(tiny, monkeypatch, 
     """With the collector off, the slot engine's KV buffer (GBs at a full batch) is freed when its run returns: the
     loop calls the engine and the engine never calls back, so no reference cycle keeps the buffer alive."""
     from helpers.engines import slot
-    from helpers.engines.kinds import make_engine
+    from helpers.engines.registry import make_engine
     from helpers.samplers.power import PowerConfig, run_chains
     from helpers.samplers.smc import SMCConfig, run_smc
     from helpers.samplers.target import Target

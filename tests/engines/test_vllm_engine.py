@@ -277,7 +277,7 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
     assert json.loads(log.read_text().splitlines()[-1])["tokens"] >= 3 * T
     monkeypatch.setattr(budget, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
     done.clear()
-    with pytest.raises(budget.BudgetExhausted, match="budget"):
+    with pytest.raises(budget.BudgetSpent, match="budget"):
         run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)))
     assert engine._run is None  # the run let go of its requests
     monkeypatch.setattr(budget, "deadline", lambda: None)

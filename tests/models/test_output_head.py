@@ -20,8 +20,7 @@ def _head(vocab: int, width: int = 64, bias: bool = False) -> nn.Linear:
 @pytest.mark.parametrize("rows", [1, 2, 3, 7, 22, 32, 64, 100, 129])
 def test_sliced_logits_equal_one_product_bit_for_bit(rows):
     head = _head(MIN_VOCABULARY + SLICE // 2 + 3)  # a last slice shorter than the others
-    sliced = _head(head.out_features)
-    sliced.__class__ = SlicedHead
+    sliced = SlicedHead.sharing(_head(head.out_features))
     x = torch.randn(rows, 1, head.in_features)
     with torch.inference_mode():
         expected = F.linear(x, head.weight)
@@ -29,12 +28,21 @@ def test_sliced_logits_equal_one_product_bit_for_bit(rows):
         assert torch.equal(sliced(x.transpose(0, 1)), expected.transpose(0, 1))  # [1, rows, width] too
 
 
-def _model(vocab: int):
+def _model(vocab: int, tied: bool = False):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
     return LlamaForCausalLM(config).eval()
+
+
+def test_the_swapped_head_shares_the_weight_and_keeps_a_tied_embedding_tied():
+    model = _model(MIN_VOCABULARY + 5, tied=True)
+    weight = model.get_output_embeddings().weight
+    assert weight is model.get_input_embeddings().weight
+    use_sliced_head(model)
+    head = model.get_output_embeddings()
+    assert type(head) is SlicedHead and head.weight is weight and head.weight is model.get_input_embeddings().weight
 
 
 def test_only_large_bias_free_float32_heads_are_swapped(tiny):
@@ -71,10 +79,12 @@ def test_the_embedded_model_decodes_the_same_tokens_and_log_probabilities(smol):
     assert type(head) is SlicedHead
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples.", "Then Ada gets 4 more.", "2 + 2 ="]]
     sliced = decode(model, prompts, 6, [], temperature=1.0, seeds=[1, 2, 3])
-    head.__class__ = nn.Linear
+    plain_head = nn.Linear(head.in_features, head.out_features, bias=False, device="meta")
+    plain_head.weight = head.weight
+    model.set_output_embeddings(plain_head)
     try:
         plain = decode(model, prompts, 6, [], temperature=1.0, seeds=[1, 2, 3])
     finally:
-        head.__class__ = SlicedHead
+        model.set_output_embeddings(head)
     assert [c.tokens for c in sliced] == [c.tokens for c in plain]
     assert [c.logp for c in sliced] == [c.logp for c in plain]  # exactly, not approximately

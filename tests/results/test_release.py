@@ -572,7 +572,7 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
     monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
-    with pytest.raises(budget.BudgetExhausted):
+    with pytest.raises(budget.BudgetSpent):
         _decode(model, tokenizer, tiny_problems(), chains, store, n_seeds=2)
     monkeypatch.setattr(budget, "deadline", lambda: None)
     under_way = decode_run(model, chains, root=store).checkpoints()

@@ -30,7 +30,7 @@ def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes
     monkeypatch.setattr(budget, "deadline", lambda: 0.0 if stored else None)  # spent once a record is stored
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
-    with pytest.raises(budget.BudgetExhausted, match="budget"):
+    with pytest.raises(budget.BudgetSpent, match="budget"):
         sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path, progress=False)
     assert len(stored) == 1 and len(decode_run(model, settings, root=tmp_path)) == 1  # the finished one is kept
     assert pulse.read_outcome(log) == budget.SPENT  # and the loop said why it ended, for the runner to read
@@ -124,7 +124,7 @@ def test_an_mh_chain_stopped_by_its_budget_goes_on_from_its_last_block(tiny, tmp
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
     monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 5 else None)
-    with pytest.raises(budget.BudgetExhausted):
+    with pytest.raises(budget.BudgetSpent):
         _power_records(model, tokenizer, tmp_path / "cut", settings)
     run = decode_run(model, settings, root=tmp_path / "cut")
     left = run.checkpoints()
@@ -164,14 +164,19 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
     assert [r["tokens"] for per in records for r in per] == [r["tokens"] for per in whole for r in per]
 
 
-@pytest.mark.parametrize(("code", "spent"), [
-    ("from helpers.core import budget, pulse\npulse.outcome(budget.SPENT)\nraise RuntimeError('stopped')", True),
-    ("class BudgetExhausted(Exception): pass\nraise BudgetExhausted('a name is not an outcome')", False)])
-def test_the_runner_tells_a_spent_budget_by_the_loops_outcome_not_by_an_exceptions_name(tmp_path, code, spent):
+@pytest.mark.parametrize(("code", "spent", "said"), [
+    ("from helpers.core import budget, pulse\npulse.outcome(budget.SPENT)\nraise RuntimeError('stopped')", True,
+     "the budget ran out"),
+    ("class BudgetSpent(Exception): pass\nraise BudgetSpent('a name is not an outcome')", False, "failed in cell"),
+    ("from helpers.core import pulse\nfrom helpers.results.store import NOT_RELEASED\npulse.outcome(NOT_RELEASED)\n"
+     "raise RuntimeError('the release lacks them')", False, "stopped before computing anything: the release lacks"),
+    ("class NotReleased(Exception): pass\nraise NotReleased('a name is not an outcome')", False, "failed in cell")])
+def test_the_runner_tells_a_spent_budget_by_the_loops_outcome_not_by_an_exceptions_name(tmp_path, code, spent, said):
     import nbformat
 
+    from helpers.core.budget import BudgetSpent
     from helpers.runner.execute import execute
-    from helpers.runner.profiles import BudgetSpent, Job, RunError
+    from helpers.runner.profiles import Job, RunError
 
     notebook = tmp_path / "chapter.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), notebook)
@@ -181,5 +186,5 @@ def test_the_runner_tells_a_spent_budget_by_the_loops_outcome_not_by_an_exceptio
         def source(self):
             return notebook
 
-    with pytest.raises(BudgetSpent if spent else RunError):
+    with pytest.raises(BudgetSpent if spent else RunError, match=said):
         execute(Chapter("99_chapter"), tmp_path / "out", timeout=120)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from helpers.engines.engine import Engine
 from helpers.models.depth_mix import DepthMix
 
-KINDS = ("slot", "reencode", "generate", "vllm")
+ENGINES = ("slot", "reencode", "generate", "vllm")
 
 
 def make_engine(kind: str, model, tokenizer=None) -> Engine:
-    """The engine of `kind` (see `KINDS`) for `model`, a model or, for 'slot' and 'reencode', a depth mix (vLLM also
+    """The engine of `kind` (see `ENGINES`) for `model`, a model or, for 'slot' and 'reencode', a depth mix (vLLM also
     needs its tokenizer to write the checkpoint)."""
     if kind == "slot":
         from helpers.engines.slot import SlotEngine
@@ -38,7 +38,7 @@ def make_engine(kind: str, model, tokenizer=None) -> Engine:
         from helpers.engines.vllm import VLLMEngine
 
         return VLLMEngine.for_model(model, tokenizer)
-    raise ValueError(f"engine kind must be one of {KINDS}, got {kind!r}")
+    raise ValueError(f"engine kind must be one of {ENGINES}, got {kind!r}")
 
 
 def release_engines() -> None:
