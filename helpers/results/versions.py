@@ -6,10 +6,11 @@ again instead of reading the old records. Version 1 adds nothing to a key, so th
 existed keep theirs.
 
 `fingerprint(experiment)` hashes the code an experiment runs: the module that stores it and every `helpers` module
-that module reaches through its imports, docstrings and comments left out. `FINGERPRINTS` (fingerprints.json beside
-this file) holds each experiment's fingerprint at its version; a test fails when the code changes and the version
-does not, and says what to do: bump the version, or, for a change that cannot move a number (a rename, a message),
-record the new fingerprint with `python -m helpers.results.versions --update`.
+that module reaches through its imports, docstrings and comments left out. The words of its messages are
+left out too (what a `raise` or a `print`, `warnings.warn` or `say` call says): rewording an error moves no number.
+`FINGERPRINTS` (fingerprints.json beside this file) holds each experiment's fingerprint at its version; a test fails
+when the code changes and the version does not, and says what to do: bump the version, or, for a change that cannot
+move a number (a rename, a refactoring), record the new fingerprint with `python -m helpers.results.versions --update`.
 """
 
 from __future__ import annotations
@@ -64,13 +65,38 @@ def _imports(name: str, tree: ast.AST) -> set[str]:
     return {m for m in found if m.startswith("helpers.") and _module_file(m) is not None}
 
 
+SAYING = ("print", "warn", "say", "note")  # calls whose text only tells a reader something: their words are not code
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Constant) and isinstance(value.value, str))
+
+
+def _silenced(node: ast.AST) -> None:
+    """Every text below `node` (a literal or an f-string) made empty, in place: what a message says cannot move a
+    number."""
+    for child in ast.walk(node):
+        for name, value in ast.iter_fields(child):
+            if _is_text(value):
+                setattr(child, name, ast.Constant(""))
+            elif isinstance(value, list):
+                value[:] = [ast.Constant("") if _is_text(v) else v for v in value]
+
+
 def _normalised(tree: ast.AST) -> str:
-    """The module's code without its docstrings (comments are gone already): what can change a number."""
+    """The module's code without its docstrings (comments are gone already) and without the words of its messages
+    (what `raise` and `SAYING`'s calls say): what can change a number."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
             body[0] = ast.Pass()
+    for node in list(ast.walk(tree)):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            _silenced(node.exc)
+        elif isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) \
+                in SAYING:
+            _silenced(node)
     return ast.dump(tree, include_attributes=False)
 
 

@@ -45,7 +45,8 @@ def test_a_changed_lens_function_without_a_new_version_fails(copy_of_helpers, mo
     text = lens.read_text()
     assert "kl[:-1] < fraction * kl.max()" in text
     lens.write_text(text.replace('    """First layer l in 0..L-2 whose KL', '    """The first layer l in 0..L-2 whose KL')
-                    .replace("# the flags", "# flags"))  # a docstring and a comment: not a change of the code
+                    .replace("# the flags", "# flags")  # a docstring and a comment: not a change of the code
+                    .replace('f"k must be at least 1, got {k}"', 'f"k counts tokens: at least 1, not {k}"'))  # a message
     assert not versions.stale()
     lens.write_text(text.replace("kl[:-1] < fraction * kl.max()", "kl[:-1] <= fraction * kl.max()"))
     complaints = versions.stale()
