@@ -27,10 +27,12 @@ from helpers.interp.erasure import mean_residual
 from helpers.interp.probes import probe_record, probe_rows, probe_unit
 from helpers.interp.skip_effects import later_layer_profile
 from helpers.models.loading import ModelInfo, load_model
-from helpers.results.identity import sequence_key
-from helpers.results.kinds import ERASURE_IG
+from helpers.results.identity import digest, model_identity, sequence_key
+from helpers.results.kinds import ERASURE_IG, LAYER_MAPS
+from helpers.results.store import Run
 
 ERASURE_SHAPE = [[float]]  # a stored erasure / integrated-gradients record: one row of scores per position
+MAPS_SHAPE = {"errors": [[float]], "train_tokens": int, "input_dims": int, "problems": [str]}  # `fit_layer_maps`
 
 RULES = ("cosine", "kl", "overlap")
 ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
@@ -118,7 +120,7 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
             ig_components: Sequence[str], probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = analysis_run(ERASURE_IG, model, shape=ERASURE_SHAPE, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
+    run = analysis_run(ERASURE_IG, model, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
     rows = probe_rows(info.n_layers, probe_stride)
     out = []
     for prompt, answer in PROBES:
@@ -256,23 +258,45 @@ def next_layer_error(maps: LinearMaps) -> float:
 
 
 def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int) -> LinearMaps:
-    """Fit the maps between two models with one tokenizer (or a model and itself, as a sanity check)."""
-    from helpers.interp.layer_maps import check_same_tokenizer, fit_maps, residual_states
+    """The maps between two models with one tokenizer (or a model and itself, as a sanity check), read from the store
+    (and the release) where fitted before: each model is loaded once to name it and its texts, and again only to fit.
+    """
+    from helpers.interp.layer_maps import check_same_tokenizer
 
     pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
-    texts, first_tokenizer, states = None, None, []
+    texts, first_tokenizer, identities = None, None, []
     for name in dict.fromkeys(pair):
         model, tokenizer, _ = load_model(name)
+        identities.append(model_identity(model))
         if texts is None:
             texts, first_tokenizer = [analysis_sequence(tokenizer, p)[0] for p in pool], tokenizer
         else:
             check_same_tokenizer(first_tokenizer, tokenizer, tuple(pair))
+        del model
+    run = Run(LAYER_MAPS, {"source": identities[0], "target": identities[-1], "map_tokens": map_tokens})
+    found = run.compute(f"maps@{digest(*(','.join(map(str, ids)) for ids in texts))}",
+                        lambda: fit_layer_maps(pair, pool, map_tokens, load_model))
+    return LinearMaps(pair, np.array(found["errors"]), found["train_tokens"], found["input_dims"])
+
+
+def fit_layer_maps(pair: Sequence[str], pool: Sequence[Problem], map_tokens: int, load) -> dict:
+    """Ridge maps from every boundary of `pair[0]` to every boundary of `pair[1]`, fitted on the first 80% of the
+    pool's gold texts (up to 80% of `map_tokens` tokens) and tested on the rest: a stored record (`MAPS_SHAPE`), with
+    the problems it read, so that the audit can fit it again. `load(name)` gives (model, tokenizer, ...), one model
+    held at a time."""
+    from helpers.interp.layer_maps import fit_maps, residual_states
+
+    states = []
+    for name in dict.fromkeys(pair):
+        model, tokenizer = load(name)[:2]
+        texts = [analysis_sequence(tokenizer, p)[0] for p in pool]
         n_train = max(1, int(0.8 * len(texts)))
         states.append((residual_states(model, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
                        residual_states(model, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
         del model
     src, tgt = states[0], states[-1]
-    return LinearMaps(pair, fit_maps(src[0], tgt[0], src[1], tgt[1]), int(src[0].shape[1]), int(src[0].shape[2]))
+    return {"errors": fit_maps(src[0], tgt[0], src[1], tgt[1]).tolist(), "train_tokens": int(src[0].shape[1]),
+            "input_dims": int(src[0].shape[2]), "problems": [p.id for p in pool]}
 
 
 def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:

@@ -14,7 +14,8 @@ The decodes have their own audit (`helpers.evaluation.audit`); this one covers t
 A lens or agreement record names the sequence it read by a digest in its key: the audit rebuilds the candidates
 from the problem the key names (the model's released greedy solutions after their prompts, and the gold solution)
 and takes the one whose digest matches. Numbers are compared by relative deviation |a - b| / max(1, |b|), within
-`TOLERANCE` (float32 passes) and `BFLOAT16_TOLERANCE` (measured: the reproducibility page, "The results release");
+each kind's `tolerance` and `bfloat16_tolerance` (helpers/results/kinds.py; measured: the reproducibility page, "The
+results release");
 counts must match exactly.
 """
 
@@ -40,12 +41,8 @@ from helpers.evaluation.audit import (
 from helpers.models.loading import stop_token_ids
 from helpers.models.truncation import at_depth, critical_depth
 from helpers.results.identity import key_name, model_identity, sequence_key
-from helpers.results.kinds import KINDS, STUDIES
+from helpers.results.kinds import KINDS, STUDIES, named
 
-TOLERANCE = {name: KINDS[name].tolerance for name in STUDIES}  # largest relative deviation |a - b| / max(1, |b|)
-# of any number a record holds, per kind (helpers/results/kinds.py), in float32 and in bfloat16
-BFLOAT16_TOLERANCE = {name: KINDS[name].bfloat16_tolerance for name in STUDIES
-                      if KINDS[name].bfloat16_tolerance is not None}
 IDENTITY = ("weights", "depth", "truncation", "dtype")
 
 
@@ -56,7 +53,7 @@ def reason(record: dict) -> str | None:
         return auditable(record)
     if kind not in STUDIES:
         return f"{kind} records (the audit does not compute them again yet)"
-    again = RECOMPUTE[kind]
+    again = recompute(kind)
     for m in again.models(record.get("config", {})):
         if not str(m.get("source", "")).startswith("embedded:"):
             return "studies of models that are not embedded"
@@ -68,9 +65,9 @@ def reason(record: dict) -> str | None:
 
 
 def tolerance(kind: str, dtype: str) -> float | None:
-    """The largest relative deviation a `kind` record of a model run in `dtype` may show (None: none is measured)."""
-    return TOLERANCE.get(kind) if dtype in ("float32", "") else \
-        BFLOAT16_TOLERANCE.get(kind) if dtype == "bfloat16" else None
+    """The largest relative deviation |a - b| / max(1, |b|) of any number a `kind` record of a model run in `dtype`
+    may show (None: none is measured), as its entry in helpers/results/kinds.py gives it."""
+    return KINDS[kind].tolerance_in(dtype)
 
 
 def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
@@ -114,7 +111,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
     solutions, graded = _greedy_solutions(decodes), _greedy_grades(decodes)
     by_model: dict[tuple, list[dict]] = defaultdict(list)
     for record in records:
-        again = RECOMPUTE[record["experiment"]]
+        again = recompute(record["experiment"])
         model = again.models(record["config"])[0] if again.loads else {}  # the one loaded
         by_model[(model.get("model", ""), model.get("dtype", ""))].append(record)  # ("", ""): no model needed
     with bar(total=len(records), desc="audit studies", unit="record", progress=progress) as shown:
@@ -123,7 +120,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
             for record in group:
                 f = Finding(record_label(record), kind=record["experiment"])
                 try:
-                    RECOMPUTE[f.kind].run(record, Context(loaded, solutions, graded), f)
+                    recompute(f.kind).run(record, Context(loaded, solutions, graded, load), f)
                 except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from
                     f.problems.append(f"it cannot be computed again from what it says ({type(err).__name__}: {err})")
                 allowed = tolerance(f.kind, dtype)
@@ -147,6 +144,7 @@ class Context:
     loaded: tuple | None
     solutions: dict
     graded: dict
+    load: Callable[[str, str], tuple] = fresh_model  # for a study that loads its models itself (the linear maps)
 
 
 @dataclass(frozen=True)
@@ -185,6 +183,30 @@ def _critical_again(record: dict, ctx: Context, f: Finding) -> None:
 def _probe_again(record: dict, ctx: Context, f: Finding) -> None:
     model, tokenizer = ctx.loaded
     f.deviation = _probe(_model_as(model, record["config"], f, "model"), tokenizer, record, f)
+
+
+def _pair(c: dict) -> list[dict]:
+    return [c.get("source", {}), c.get("target", {})]
+
+
+def _maps_again(record: dict, ctx: Context, f: Finding) -> None:
+    """Chapter 01's linear maps, fitted again on the problems the record names, each model loaded as it names it."""
+    from helpers.chapters.effective_depth import fit_layer_maps
+
+    c, result = record["config"], record["result"]
+    problems = [problem_from_id(pid) for pid in result["problems"]]
+    if any(p is None for p in problems):
+        f.problems.append("it names problems other than the arithmetic benchmark's")
+        return
+
+    def load(name: str) -> tuple:
+        side = c["source"] if name == c["source"]["model"] else c["target"]
+        model, tokenizer = ctx.load(name, side["dtype"])
+        _model_as(model, side, f, "source" if side is c["source"] else "target")
+        return model, tokenizer
+
+    f.deviation = _deviation(result, fit_layer_maps([c["source"]["model"], c["target"]["model"]], problems,
+                                                    c["map_tokens"], load))
 
 
 def _gold_again(record: dict, ctx: Context, f: Finding) -> None:
@@ -235,16 +257,19 @@ def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
         f.deviation = _deviation(record["result"], agreement(full, truncated, *found))
 
 
-RECOMPUTE: dict[str, Recompute] = {  # one entry per study kind (helpers/results/kinds.py): a test holds them equal
-    "logit_lens": Recompute(_its_model, True, True, _lens_again),
-    "agreement": Recompute(_both_models, True, True, _agreement_again),
-    "depth_profile": Recompute(_its_model, True, True, _gold_again),
-    "skip_effects": Recompute(_its_model, True, True, _gold_again),
-    "depth_score": Recompute(_its_model, True, True, _gold_again),
-    "erasure_ig": Recompute(_its_model, True, False, _probe_again),
-    "toy_convergence": Recompute(_no_model, False, False, _toy_again),
-    "critical_depth": Recompute(_its_model, False, False, _critical_again),  # counted from the decodes of its model
-}
+# How each study kind is computed again; its entry in helpers/results/kinds.py names one of these.
+LENS_AGAIN = Recompute(_its_model, True, True, _lens_again)
+AGREEMENT_AGAIN = Recompute(_both_models, True, True, _agreement_again)
+GOLD_AGAIN = Recompute(_its_model, True, True, _gold_again)  # chapter 01's profile, skip effects and depth score
+PROBE_AGAIN = Recompute(_its_model, True, False, _probe_again)
+TOY_AGAIN = Recompute(_no_model, False, False, _toy_again)
+MAPS_AGAIN = Recompute(_pair, False, False, _maps_again)  # loads each model of the pair itself, one at a time
+CRITICAL_AGAIN = Recompute(_its_model, False, False, _critical_again)  # counted from the decodes of its model
+
+
+def recompute(kind: str) -> Recompute:
+    """How the audit computes a study of `kind` again (its entry's `recompute`)."""
+    return named(KINDS[kind].recompute)
 
 
 def _probe(model, tokenizer, record: dict, f: Finding) -> float:

@@ -86,7 +86,7 @@ KEYED_WHEN_SET = ("floor_fraction",)  # of those, the ones that decide a critica
 
 def critical_run(model, settings: SweepSettings) -> Run:
     """The store of `model`'s critical depth under chapter 03's `settings` (one record, unit 'stitch')."""
-    return Run(CRITICAL_DEPTH.name, {**model_identity(model), **settings.key()}, shape=CRITICAL_SHAPE)
+    return Run(CRITICAL_DEPTH, {**model_identity(model), **settings.key()})
 
 
 def store_critical(model, settings: SweepSettings, accuracy: Mapping[int, float], n_problems: int) -> int | None:

@@ -80,9 +80,8 @@ def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
     identity = model_identity(model)
     device = next((p.device.type for p in model.parameters()), "cpu")
-    return Run(DECODE.name, {**identity, **settings.key(),
-                             **engine_key(engine, settings.samples, identity["dtype"], device)},
-               root=root, shape=record_shape(settings.key()))
+    return Run(DECODE, {**identity, **settings.key(), **engine_key(engine, settings.samples, identity["dtype"], device)},
+               root=root)
 
 
 def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,

@@ -23,9 +23,9 @@ TOY_SHAPE = {"tv": {mode: Sized(float, "steps") for mode in MH_MODES}, "smc_tv":
 def toy_run(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> Run:
     """The store of the toy convergence curves: keyed by their settings and by how the samplers draw and move, so a
     changed sampler (the reference schedule, the draw, SMC's resampling) computes them again."""
-    return Run(TOY_CONVERGENCE.name, {"alpha": float(alpha), "steps": list(steps), "n_chains": n_chains, "seed": seed,
-                                      "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, "draw": DRAW,
-                                      "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING}, shape=TOY_SHAPE)
+    return Run(TOY_CONVERGENCE, {"alpha": float(alpha), "steps": list(steps), "n_chains": n_chains, "seed": seed,
+                                 "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, "draw": DRAW,
+                                 "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING})
 
 
 def stored_toy_curves(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> dict:

@@ -40,11 +40,10 @@ from helpers.results.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 
-def analysis_run(kind: Kind, model, root: Path | None = None, shape=None, **settings) -> Run:
+def analysis_run(kind: Kind, model, root: Path | None = None, **settings) -> Run:
     """The stored records of one of this chapter's analyses, keyed by the model's identity and the analysis's
-    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`). `shape`: what a stored
-    result must look like (`helpers.results.store.conforms`)."""
-    return Run(kind.name, {**model_identity(model), **settings}, root=root, shape=shape)
+    own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`)."""
+    return Run(kind, {**model_identity(model), **settings}, root=root)
 
 
 def analysis_key(tokenizer, problem: Problem) -> str:
@@ -80,7 +79,7 @@ def profile_one(model, ids: Sequence[int]) -> dict:
 def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
              ) -> list[dict]:
     """`profile_one` for every problem's gold text, stored per problem as it finishes."""
-    run = analysis_run(DEPTH_PROFILE, model, root, shape=PROFILE_SHAPE)
+    run = analysis_run(DEPTH_PROFILE, model, root)
     keys = [analysis_key(tokenizer, p) for p in problems]
     for key, p in bar(list(zip(keys, problems, strict=True)), desc="norms and lens", progress=progress):
         if key not in run:
@@ -141,7 +140,7 @@ def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part:
 def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, n_splits: int | None,
                       seed: int = 123, root: Path | None = None, progress: bool = True) -> list[SkipEffects]:
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
-    run = analysis_run(SKIP_EFFECTS, model, root, shape=SKIP_SHAPE, part=part, splits=n_splits if n_splits is not None else "current",
+    run = analysis_run(SKIP_EFFECTS, model, root, part=part, splits=n_splits if n_splits is not None else "current",
                        seed=seed)
     return _skip_records(model, tokenizer, problems, run, part, n_splits, seed, f"skip {part}", progress)
 
@@ -172,7 +171,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_split
     centre of mass over layers (the depth score), and the same for the output change; scores are also given
     divided by L − 1 so that models of different depth compare.
     """
-    run = analysis_run(DEPTH_SCORE, model, root, shape=SKIP_SHAPE, splits=n_splits, seed=seed)
+    run = analysis_run(DEPTH_SCORE, model, root, splits=n_splits, seed=seed)
     records = _skip_records(model, tokenizer, problems, run, "layer", n_splits, seed, "depth score", progress)
     out = {}
     for level, effects in by_level(list(zip(problems, records, strict=True))).items():

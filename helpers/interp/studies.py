@@ -33,7 +33,7 @@ def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: in
     chapter that reads the same sequences through the same model reuses them. Returns arrays
     [problems, layers] for 'kl' and 'overlap'.
     """
-    run = Run(LOGIT_LENS.name, {**model_identity(model), "k": k, "direction": direction}, root=root, shape=LENS_SHAPE)
+    run = Run(LOGIT_LENS, {**model_identity(model), "k": k, "direction": direction}, root=root)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
         run.compute(key, lambda ids=ids, start=start: lens_record(model, ids, start, k, direction))
@@ -89,8 +89,8 @@ def agreement_over(full, truncated: dict, items, root: Path | None = None) -> di
     """`agreement` averaged over (name, ids, start) sequences, for each truncated model of `truncated` (any keys to
     models); each sequence's values are stored under both models' identities. The full model runs once per
     sequence that some truncation has not stored yet."""
-    runs = {key: Run(AGREEMENT.name, {"full": model_identity(full), "truncated": model_identity(model)}, root=root,
-                     shape=AGREEMENT_SHAPE) for key, model in truncated.items()}
+    runs = {key: Run(AGREEMENT, {"full": model_identity(full), "truncated": model_identity(model)}, root=root)
+            for key, model in truncated.items()}
     values: dict = {key: [] for key in truncated}
     for name, ids, start in items:
         unit = sequence_key(name, ids, start)

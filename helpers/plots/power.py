@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.plots.style import METHOD_COLOURS, PALETTE, finish
+from helpers.plots.style import METHOD_COLOURS, PALETTE, finish, method_colour
 
 
 def toy_convergence(result):
@@ -15,18 +15,19 @@ def toy_convergence(result):
     panels = 2 if result.particles else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 if panels == 1 else 10, 3.2), sharey=True, squeeze=False)
     ax = axes[0, 0]
-    for i, (mode, tv) in enumerate(result.tv.items()):
-        ax.plot(result.steps, tv, "o-", color=PALETTE[i], label=f"MH, {mode} mode")
+    for i, (mode, tv) in enumerate(result.tv.items()):  # both modes are MH: its colour, a marker and line each
+        ax.plot(result.steps, tv, ("o-", "s--")[i % 2], color=METHOD_COLOURS["power"], label=f"MH, {mode} mode")
     ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
            title=f"Metropolis–Hastings, α = {result.target.alpha:g}, {result.n_chains} chains")
     if result.particles:
         right = axes[0, 1]
-        right.plot(result.particles, result.smc_tv, "s-", color=PALETTE[2], label="SMC (systematic resampling)")
+        right.plot(result.particles, result.smc_tv, "s-", color=METHOD_COLOURS["smc"], label="SMC (systematic resampling)")
         right.set_xscale("log", base=2)
         right.set_xticks(result.particles, [str(k) for k in result.particles])
         right.set(xlabel="particles (K)", title=f"SMC, α = {result.target.alpha:g}, {result.n_chains} samples")
     for a in axes[0]:
-        a.axhline(result.low_temperature_gap, color="grey", ls=":", label="low temperature (exact distance)")
+        a.axhline(result.low_temperature_gap, color=METHOD_COLOURS["low_temperature"], ls=":",
+                  label="low temperature (exact distance)")
         a.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
         a.legend(fontsize=8)
     return finish(fig)
@@ -40,9 +41,10 @@ def toy_distributions(tables, alpha: float, ax=None):
     d = tables[alpha]
     order = sorted(d["p"], key=lambda k: -d["p"][k])
     x = np.arange(len(order))
-    for shift, key, label, colour in ((-0.27, "p", "p (the model)", PALETTE[6]), (0.0, "power", "p^α (power)", PALETTE[0]),
-                                      (0.27, "low_temperature", "low temperature", PALETTE[2])):
-        ax.bar(x + shift, [d[key][k] for k in order], 0.27, label=label, color=colour)
+    for shift, key, label in ((-0.27, "p", "p (the model: T = 1)"), (0.0, "power", "p^α (power)"),
+                              (0.27, "low_temperature", "low temperature")):
+        ax.bar(x + shift, [d[key][k] for k in order], 0.27, label=label,
+               color=METHOD_COLOURS["temperature" if key == "p" else key])
     ax.set_xticks(x, ["".join("·ab"[t] if t else "$" for t in k) for k in order], rotation=90, fontsize=7)
     gap = 0.5 * sum(abs(d["low_temperature"][k] - d["power"][k]) for k in order)
     ax.set(ylabel="probability", xlabel="completion (a, b: tokens, $: EOS), most likely first",
@@ -59,7 +61,7 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     same problems as the others."""
     from helpers.evaluation.stats import wilson
 
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    fig, ax = plt.subplots(figsize=(9.5, 3.4))
     x = np.arange(len(rows))
     width = 0.8 / len(keys)
     for i, (key, label) in enumerate(keys):
@@ -69,14 +71,14 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
         if any(subset):
             k = min(r.count(key) for r in rows)
             label += f" (hatched: on the first {k} of {rows[0].n_problems} problems)"
-        bars = ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=PALETTE[i],
+        bars = ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=method_colour(key),
                       yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
         for bar, marked in zip(bars, subset, strict=True):
             if marked:
                 bar.set(hatch="///", edgecolor="white", alpha=0.6)
     ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
     ax.set(ylabel="accuracy [%] (95% interval)", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars: it covers no interval
     return finish(fig)
 
 
@@ -96,8 +98,8 @@ def size_bars(pairs, title: str | None = None):
             n = r.count(key)
             acc = r.accuracy[key]
             lo, hi = wilson(acc * n, n)
-            ax.bar(i, 100 * acc, 0.7, color=PALETTE[i], yerr=[[100 * (acc - lo)], [100 * (hi - acc)]], capsize=3,
-                   error_kw={"lw": 0.8})
+            ax.bar(i, 100 * acc, 0.7, color=method_colour(key), alpha=0.5 if i == 0 else 1.0,  # full depth: paler
+                   yerr=[[100 * (acc - lo)], [100 * (hi - acc)]], capsize=3, error_kw={"lw": 0.8})
         ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
         ax.set_title(f"{model} ({full.n_layers} blocks, {full.count('greedy')} problems)", fontsize=9)
     axes[0][0].set_ylabel("accuracy [%] (95% interval)")

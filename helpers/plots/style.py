@@ -14,6 +14,16 @@ PALETTE = ("#1f5f8b", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2
 # One colour per decoding method, in every figure that shows methods: a reader learns them once.
 METHOD_COLOURS = {"greedy": PALETTE[0], "low_temperature": PALETTE[2], "temperature": PALETTE[4], "power": PALETTE[1],
                   "smc": PALETTE[5], "best_of_n": PALETTE[3], "majority": PALETTE[6]}
+ROW_METHODS = {"low": "low_temperature"}  # a comparison row's short keys (`helpers.chapters.power_sampling`) that differ
+# Chapter 03's two ways to cut a model, in colours of their own (not a decoding method's)
+TRUNCATION_COLOURS = {"stitch": "#3a3a3a", "naive": "#a0522d"}
+
+
+def method_colour(key: str) -> str:
+    """The colour of a decoding method, by its name or a comparison row's key for it."""
+    return METHOD_COLOURS[ROW_METHODS.get(key, key)]
+
+
 METHOD_LABELS = {"greedy": "greedy", "low_temperature": "low temperature (T = 1/α)", "temperature": "T = 1",
                  "power": "MH power sampling", "smc": "SMC", "best_of_n": "best-of-n", "majority": "majority vote"}
 

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, finish, no_figure
+from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, TRUNCATION_COLOURS, finish, no_figure
 
 
 def _contiguous(depths: list[int]) -> bool:
@@ -21,11 +21,11 @@ def _contiguous(depths: list[int]) -> bool:
 def truncation_agreement(sweep):
     """KL of each truncation from the full model, and the perplexity of the full model's solutions, per depth."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.3))
-    for i, (method, by_depth) in enumerate(sweep.agreement.items()):
+    for method, by_depth in sweep.agreement.items():
         d = sorted(by_depth)  # naive truncation may run at a few depths only: markers alone, no line across gaps
         style = "o-" if _contiguous(d) else "o"
-        ax1.plot(d, [by_depth[x]["kl"] for x in d], style, color=PALETTE[i], label=method)
-        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], style, color=PALETTE[i], label=method)
+        ax1.plot(d, [by_depth[x]["kl"] for x in d], style, color=TRUNCATION_COLOURS[method], label=method)
+        ax2.plot(d, [np.exp(by_depth[x]["nll"]) for x in d], style, color=TRUNCATION_COLOURS[method], label=method)
     for ax in (ax1, ax2):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     first = next(iter(sweep.agreement.values()))
@@ -44,22 +44,22 @@ def accuracy_against_depth(sweep, critical: dict):
 
     n = len(sweep.full)
     fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
-    for i, (method, by_depth) in enumerate(sweep.accuracy.items()):
+    for method, by_depth in sweep.accuracy.items():
         d = sorted(by_depth)  # naive truncation may run at a few depths only
         acc = np.array([by_depth[x] for x in d])
         lo, hi = np.array([wilson(a * n, n) for a in acc]).T
         if _contiguous(d):
-            ax.plot(d, 100 * acc, "o-", color=PALETTE[i], label=method)
-            ax.fill_between(d, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+            ax.plot(d, 100 * acc, "o-", color=TRUNCATION_COLOURS[method], label=method)
+            ax.fill_between(d, 100 * lo, 100 * hi, color=TRUNCATION_COLOURS[method], alpha=0.12, lw=0)
         else:  # a few depths only: points with their intervals, no line across the depths that did not run
-            ax.errorbar(d, 100 * acc, yerr=[100 * (acc - lo), 100 * (hi - acc)], fmt="o", color=PALETTE[i],
+            ax.errorbar(d, 100 * acc, yerr=[100 * (acc - lo), 100 * (hi - acc)], fmt="o", color=TRUNCATION_COLOURS[method],
                         capsize=3, label=method)
     first = next(iter(sweep.accuracy.values()))
     ax.axhline(100 * first[sweep.n_layers], color="grey", ls=":", label="full model")
     if critical.get("stitch") is not None:
-        ax.axvline(critical["stitch"], color=PALETTE[0], ls="--", lw=1)
+        ax.axvline(critical["stitch"], color=TRUNCATION_COLOURS["stitch"], ls="--", lw=1)
         ax.annotate(f"critical depth {critical['stitch']}", (critical["stitch"], 0.95), xycoords=("data", "axes fraction"),
-                    rotation=90, ha="right", va="top", fontsize=8, color=PALETTE[0])
+                    rotation=90, ha="right", va="top", fontsize=8, color=TRUNCATION_COLOURS["stitch"])
     for cut in sweep.cuts:  # chapter 02's rule on this chapter's problems: where the lens says to cut
         if min(sweep.depths) <= cut <= sweep.n_layers:
             ax.axvline(cut, color="0.5", ls=":", lw=1)

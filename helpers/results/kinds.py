@@ -1,17 +1,28 @@
 """Every kind of record the book stores, described once: its name, the code that computes and stores it, where its
 shape is declared, its code version, and how the audit checks it.
 
-The store keys a run by the kind's name (each storing site names it through its `Kind`, never by a literal); the
-release checks a record's shape by `shape` (`helpers.runner.publish.record_shape`); the code version and the
-fingerprint's scope come from `version` and `stored_by` (`helpers.results.versions`); the audit takes its tolerance
-from `tolerance` (`helpers.evaluation.audit_studies`; decodes are checked by teacher forcing, with tolerances per
-number format in `helpers.evaluation.audit`). Adding a kind is one entry here; a test holds every storing site and
-every consumer to this table.
+Every reader takes what it needs from the entry itself, and nothing copies it: a storing site opens its records as
+`Run(KIND, config)` (`helpers.results.store`), which keys them by the kind's name and version and checks them by its
+shape; the release checks a record's shape the same way (`Kind.shape_for`); the fingerprint's scope comes from
+`stored_by` (`helpers.results.versions`); the audit computes a study again by its `recompute` and allows its
+`tolerance` (`helpers.evaluation.audit_studies`; decodes are checked by teacher forcing, with tolerances per number
+format in `helpers.evaluation.audit`). Adding a kind is one entry here.
+
+Shapes and recomputations are named as 'module:NAME', read when first used, because they are declared beside the
+code that computes them, in layers above this one.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
+
+
+def named(reference: str) -> Any:
+    """The object a 'module:NAME' reference names."""
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,8 @@ class Kind:
     `shape`: 'module:NAME' of its shape (`helpers.results.shapes.conforms`), or of a function of the run's
     configuration that gives it. `version`: the version of the code that computes it (1 adds nothing to a key; bump
     it when a change can move a number). `audit`: 'decode' (teacher-forced, `helpers.evaluation.audit`) or 'study'
-    (computed again, `helpers.evaluation.audit_studies`). `tolerance`, `bfloat16_tolerance`: the largest relative
+    (computed again, `helpers.evaluation.audit_studies`), and for a study `recompute`: 'module:NAME' of how
+    (`helpers.evaluation.audit_studies.Recompute`). `tolerance`, `bfloat16_tolerance`: the largest relative
     deviation a study's audit allows in float32 and in bfloat16 (None: not measured, so not audited).
     """
 
@@ -33,23 +45,47 @@ class Kind:
     version: int = 1
     tolerance: float | None = None
     bfloat16_tolerance: float | None = None
+    recompute: str | None = None
 
+    def shape_for(self, config: dict) -> Any:
+        """The shape (`helpers.results.shapes.conforms`) its records have under `config`."""
+        shape = named(self.shape)
+        return shape(config) if callable(shape) and not isinstance(shape, type) else shape
+
+    def tolerance_in(self, dtype: str) -> float | None:
+        """The largest relative deviation its audit allows for a model run in `dtype` (None: none is measured)."""
+        return self.tolerance if dtype in ("float32", "") else self.bfloat16_tolerance if dtype == "bfloat16" \
+            else None
+
+
+_AGAIN = "helpers.evaluation.audit_studies:"  # where the audit's ways to compute a study again are declared
 
 DECODE = Kind("decode", ("helpers.evaluation.decodes",), "helpers.evaluation.decodes:record_shape", audit="decode")
 LOGIT_LENS = Kind("logit_lens", ("helpers.interp.studies",), "helpers.interp.studies:LENS_SHAPE",
                   tolerance=2e-3,  # float32 passes, batched alike: rounding only
-                  bfloat16_tolerance=0.03)  # the appendix's lens, computed where bfloat16 is emulated
-AGREEMENT = Kind("agreement", ("helpers.interp.studies",), "helpers.interp.studies:AGREEMENT_SHAPE", tolerance=2e-3)
-DEPTH_PROFILE = Kind("depth_profile", ("helpers.interp.depth",), "helpers.interp.depth:PROFILE_SHAPE", tolerance=2e-3)
-SKIP_EFFECTS = Kind("skip_effects", ("helpers.interp.depth",), "helpers.interp.depth:SKIP_SHAPE", tolerance=2e-3)
-DEPTH_SCORE = Kind("depth_score", ("helpers.interp.depth",), "helpers.interp.depth:SKIP_SHAPE", tolerance=2e-3)
+                  bfloat16_tolerance=0.03,  # the appendix's lens, computed where bfloat16 is emulated
+                  recompute=_AGAIN + "LENS_AGAIN")
+AGREEMENT = Kind("agreement", ("helpers.interp.studies",), "helpers.interp.studies:AGREEMENT_SHAPE", tolerance=2e-3,
+                 recompute=_AGAIN + "AGREEMENT_AGAIN")
+DEPTH_PROFILE = Kind("depth_profile", ("helpers.interp.depth",), "helpers.interp.depth:PROFILE_SHAPE", tolerance=2e-3,
+                     recompute=_AGAIN + "GOLD_AGAIN")
+SKIP_EFFECTS = Kind("skip_effects", ("helpers.interp.depth",), "helpers.interp.depth:SKIP_SHAPE", tolerance=2e-3,
+                    recompute=_AGAIN + "GOLD_AGAIN")
+DEPTH_SCORE = Kind("depth_score", ("helpers.interp.depth",), "helpers.interp.depth:SKIP_SHAPE", tolerance=2e-3,
+                   recompute=_AGAIN + "GOLD_AGAIN")
 ERASURE_IG = Kind("erasure_ig", ("helpers.chapters.effective_depth", "helpers.interp.probes"),
-                  "helpers.chapters.effective_depth:ERASURE_SHAPE", tolerance=2e-3)
+                  "helpers.chapters.effective_depth:ERASURE_SHAPE", tolerance=2e-3, recompute=_AGAIN + "PROBE_AGAIN")
 TOY_CONVERGENCE = Kind("toy_convergence", ("helpers.evaluation.toy_study",), "helpers.evaluation.toy_study:TOY_SHAPE",
-                       tolerance=1e-6)  # the same seeded chains; the toy model's float32 rounds apart between CPUs
+                       tolerance=1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
+                       recompute=_AGAIN + "TOY_AGAIN")
+LAYER_MAPS = Kind("layer_maps", ("helpers.chapters.effective_depth", "helpers.interp.layer_maps"),
+                  "helpers.chapters.effective_depth:MAPS_SHAPE",
+                  tolerance=2e-3,  # float64 fits of float32 states, batched alike: rounding only
+                  recompute=_AGAIN + "MAPS_AGAIN")
 CRITICAL_DEPTH = Kind("critical_depth", ("helpers.evaluation.critical",), "helpers.evaluation.critical:CRITICAL_SHAPE",
-                      tolerance=1e-9)  # counted from the decodes: exact
+                      tolerance=1e-9,  # counted from the decodes: exact
+                      recompute=_AGAIN + "CRITICAL_AGAIN")  # counted from the decodes of its model
 
 KINDS: dict[str, Kind] = {k.name: k for k in (DECODE, LOGIT_LENS, AGREEMENT, DEPTH_PROFILE, SKIP_EFFECTS, DEPTH_SCORE,
-                                             ERASURE_IG, TOY_CONVERGENCE, CRITICAL_DEPTH)}
+                                             ERASURE_IG, LAYER_MAPS, TOY_CONVERGENCE, CRITICAL_DEPTH)}
 STUDIES: tuple[str, ...] = tuple(name for name, k in KINDS.items() if k.audit == "study")

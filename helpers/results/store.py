@@ -23,6 +23,7 @@ from helpers.core import env, pulse
 from helpers.core.numbers import counted
 from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import _canonical, config_hash
+from helpers.results.kinds import Kind
 from helpers.results.origin import origin
 from helpers.results.shapes import conforms, shape_sizes
 from helpers.results.usage import USAGE
@@ -70,12 +71,18 @@ _REPORTED: set = set()  # (store file, what, how many) bad lines already reporte
 class Run:
     """The records of one experiment under one configuration, keyed by unit of work.
 
-    With a `shape` (see `conforms`; its `Sized` lengths are read from the configuration), a stored result of another
-    shape or length does not count as finished: it is reported once, set aside in `aside_path` when the run next
-    writes, and its unit computed again.
+    The book's records are opened by their kind, `Run(KIND, config)` (`helpers.results.kinds`), which gives the name
+    they are stored under, the version in their key and their shape; a bare name and an optional `shape` serve the
+    store's own tests. With a shape (see `conforms`; its `Sized` lengths are read from the configuration), a stored
+    result of another shape or length does not count as finished: it is reported once, set aside in `aside_path`
+    when the run next writes, and its unit computed again.
     """
 
-    def __init__(self, experiment: str, config: dict, root: Path | None = None, shape: Any = None):
+    def __init__(self, experiment: str | Kind, config: dict, root: Path | None = None, shape: Any = None):
+        if isinstance(experiment, Kind):
+            if shape is not None:
+                raise ValueError(f"a {experiment.name} run takes its shape from its kind; give no shape")
+            experiment, shape = experiment.name, experiment.shape_for(config)
         if not experiment or "/" in experiment:
             raise ValueError(f"experiment must be a plain name, got {experiment!r}")
         self.experiment = experiment

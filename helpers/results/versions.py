@@ -1,7 +1,7 @@
 """A version per stored computation, part of its records' keys, and the fingerprint of the code that computes it.
 
 A record is keyed by its inputs; the code that turns inputs into numbers is named by its kind's version
-(`helpers.results.kinds`, read here as `VERSIONS`). Bump it when a change can move a number (a fixed lens, a new effective-depth rule): the key changes, so the book computes
+(`helpers.results.kinds`). Bump it when a change can move a number (a fixed lens, a new effective-depth rule): the key changes, so the book computes
 again instead of reading the old records. Version 1 adds nothing to a key, so the records stored before versions
 existed keep theirs.
 
@@ -24,9 +24,6 @@ from pathlib import Path
 from helpers.core import env
 from helpers.results.kinds import KINDS
 
-VERSIONS: dict[str, int] = {name: k.version for name, k in KINDS.items()}  # kind -> version of its code (1: the key
-# as it always was); set in helpers/results/kinds.py, as is each kind's storing code, the fingerprint's scope
-ENTRY: dict[str, tuple[str, ...]] = {name: k.stored_by for name, k in KINDS.items()}
 # Modules that cannot move a stored number: progress and logging, the store's own mechanics, figures, the runner.
 NO_NUMBERS = ("helpers.core.progress", "helpers.core.pulse", "helpers.core.budget", "helpers.core.quiet",
               "helpers.core.env", "helpers.core.jsonfile", "helpers.results", "helpers.plots", "helpers.runner",
@@ -36,7 +33,7 @@ FINGERPRINTS = env.REPO / "helpers" / "results" / "fingerprints.json"
 
 def keyed(experiment: str, config: dict) -> dict:
     """`config` as the store keys it: with the computation's version where it is past 1."""
-    version = VERSIONS.get(experiment, 1)
+    version = KINDS[experiment].version if experiment in KINDS else 1
     return config if version == 1 else {**config, "computation_version": version}
 
 
@@ -102,8 +99,7 @@ def _normalised(tree: ast.AST) -> str:
 
 def code_of(experiment: str) -> list[str]:
     """The modules an experiment runs: its storing module and what it reaches through imports, less `NO_NUMBERS`."""
-    entry = ENTRY[experiment]
-    todo, seen = list(entry) if isinstance(entry, tuple) else [entry], set()
+    todo, seen = list(KINDS[experiment].stored_by), set()
     while todo:
         name = todo.pop()
         if name in seen or name.startswith(NO_NUMBERS):
@@ -134,7 +130,7 @@ def recorded() -> dict[str, dict]:
 def stale() -> list[str]:
     """What the recorded fingerprints say is wrong, one sentence per experiment (none: all current)."""
     out, known = [], recorded()
-    for experiment, version in sorted(VERSIONS.items()):
+    for experiment, version in sorted((name, k.version) for name, k in KINDS.items()):
         now, then = fingerprint(experiment), known.get(experiment)
         if then is None:
             out.append(f"{experiment}: no fingerprint is recorded; run python -m helpers.results.versions --update")
@@ -152,7 +148,8 @@ def stale() -> list[str]:
 def update() -> None:
     """Record every experiment's fingerprint at its version."""
     FINGERPRINTS.write_text(json.dumps({e: {"version": v, "fingerprint": fingerprint(e)}
-                                        for e, v in sorted(VERSIONS.items())}, indent=1) + "\n")
+                                        for e, v in sorted((name, k.version) for name, k in KINDS.items())},
+                                       indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -33,14 +33,10 @@ def record_shape(experiment: str, config: dict) -> Any:
     """The shape (`helpers.results.shapes.conforms`) a stored result of `experiment` has, as the code that computes it
     checks it when reading (where `helpers.results.kinds` says it is declared); a ReleaseError for an experiment no
     code of the book stores."""
-    import importlib
-
     kind = KINDS.get(experiment)
     if kind is None:
         raise ReleaseError(f"no code of the book stores {experiment!r} records; only {sorted(KINDS)} are released")
-    module, name = kind.shape.split(":")
-    shape = getattr(importlib.import_module(module), name)
-    return shape(config) if callable(shape) and not isinstance(shape, type) else shape
+    return kind.shape_for(config)
 
 
 class RecordCheck:

@@ -607,6 +607,22 @@ def test_the_linear_maps_read_enough_texts_for_their_token_budget():
     assert [p.level for p in sel.maps[:6]] == [1, 2, 3, 1, 2, 3]
 
 
+def test_the_linear_maps_are_fitted_once_and_read_back_from_the_store(tmp_path, monkeypatch):
+    """A build that finds the maps stored (or released) loads each model only to name it, and fits nothing."""
+    from helpers.chapters import effective_depth
+    from helpers.data.problems import load_problems
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    monkeypatch.setenv("SVD_RELEASE", "off")
+    problems = load_problems("arithmetic", n=1, levels=[1, 2], seed=0)
+    first = effective_depth.linear_maps(["smollm2-135m"], "smollm2-135m", problems, map_tokens=40)
+    assert first.errors.shape == (31, 31) and first.self_map and first.train_tokens > 0
+    fits = []
+    monkeypatch.setattr(effective_depth, "fit_layer_maps", lambda *args: fits.append(args))
+    again = effective_depth.linear_maps(["smollm2-135m"], "smollm2-135m", problems, map_tokens=40)
+    assert fits == [] and np.array_equal(again.errors, first.errors) and again.train_tokens == first.train_tokens
+
+
 def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_ones_and_its_gains_within_it():
     """The base model's sharpness is compared with the instruction-tuned models' (each on its own problems); its
     gains are paired within it only: MH against greedy and against T = 1 at full depth, and MH against greedy at

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from helpers.evaluation.audit_studies import STUDIES, TOLERANCE, audit_records, reason
+from helpers.evaluation.audit_studies import STUDIES, audit_records, reason, tolerance
 from helpers.runner.publish import sample_each_kind, stored_records
 
 # The audit's own logic, the same under every transformers: one run.
@@ -19,7 +19,7 @@ def studies(tmp_path_factory):
     """SmolLM2's stored studies of two problems, as chapters 01-04 store them: greedy solutions and the lens over them,
     a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the probes' erasure and
     integrated gradients, the critical depth of a two-depth sweep, and the toy curves; every record of the store."""
-    from helpers.chapters.effective_depth import _probes  # chapter 01's erasure and integrated gradients
+    from helpers.chapters.effective_depth import _probes, linear_maps  # chapter 01's probes and maps
     from helpers.chapters.power_sampling import toy_convergence
     from helpers.data.problems import load_problems
     from helpers.evaluation.critical import SweepSettings, store_critical
@@ -51,6 +51,7 @@ def studies(tmp_path_factory):
         accuracy = {d: sum(r[0]["correct"] for r in by["greedy"]) / len(problems) for (_, d), by in swept.items()}
         store_critical(model, SweepSettings.from_parameters(settings), accuracy, len(problems))
         toy_convergence(2.0, [0, 1], 60, particles=[1, 2])
+        linear_maps(["smollm2-135m"], "smollm2-135m", problems, map_tokens=40)  # the model mapped onto itself
     return stored_records(store)
 
 
@@ -81,7 +82,7 @@ def test_every_kind_of_honest_study_passes(studies, shared):
     assert not report.failed, report.summary()
     audited = report.by_kind()
     assert set(audited) == set(STUDIES)
-    assert all(largest <= TOLERANCE[kind] for kind, (_, largest) in audited.items()), report.summary()
+    assert all(largest <= tolerance(kind, "float32") for kind, (_, largest) in audited.items()), report.summary()
     assert "logit_lens: " in report.summary()
 
 
@@ -93,6 +94,7 @@ def test_every_kind_of_honest_study_passes(studies, shared):
     ("erasure_ig", lambda r: r[0].__setitem__(1, r[0][1] + 0.01)),
     ("critical_depth", lambda r: r.__setitem__("depth", (r["depth"] or 0) + 1)),
     ("toy_convergence", lambda r: r["tv"]["exact"].__setitem__(0, r["tv"]["exact"][0] + 1e-4)),
+    ("layer_maps", lambda r: r["errors"][1].__setitem__(2, r["errors"][1][2] + 0.01)),
 ])
 def test_an_edited_study_fails_with_its_deviation(studies, shared, kind, edit):
     """The edited record alone is audited (with the decodes it is rebuilt from): the honest test above audits every

@@ -8,7 +8,7 @@ import importlib
 from pathlib import Path
 
 from helpers.evaluation import audit_studies
-from helpers.results import kinds, versions
+from helpers.results import kinds
 from helpers.runner.publish import record_shape
 
 HELPERS = Path(__file__).resolve().parents[2] / "helpers"
@@ -24,32 +24,53 @@ def test_every_kind_names_code_that_exists_and_a_shape_its_storing_code_declares
     assert record_shape("decode", {"method": "smc"}) != record_shape("decode", {"method": "greedy"})
 
 
-def test_the_versions_the_fingerprints_and_the_audit_read_the_one_table():
-    assert {n: k.version for n, k in kinds.KINDS.items()} == versions.VERSIONS
-    assert {n: k.stored_by for n, k in kinds.KINDS.items()} == versions.ENTRY
+def test_every_study_kind_says_how_the_audit_computes_it_again_and_within_what():
     assert audit_studies.STUDIES == kinds.STUDIES and "decode" not in kinds.STUDIES
-    assert {n: kinds.KINDS[n].tolerance for n in kinds.STUDIES} == audit_studies.TOLERANCE
-    assert all(t is not None for t in audit_studies.TOLERANCE.values())
-    assert set(audit_studies.RECOMPUTE) == set(kinds.STUDIES)  # every study kind is computed again one way
+    for name in kinds.STUDIES:
+        assert isinstance(audit_studies.recompute(name), audit_studies.Recompute), name
+        assert kinds.KINDS[name].tolerance_in("float32") is not None, name
+    assert kinds.LOGIT_LENS.tolerance_in("bfloat16") == kinds.LOGIT_LENS.bfloat16_tolerance
+    assert kinds.AGREEMENT.tolerance_in("bfloat16") is None and kinds.AGREEMENT.tolerance_in("float16") is None
+
+
+def test_a_run_opened_by_its_kind_takes_the_kinds_name_version_and_shape(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    import pytest
+
+    from helpers.results.store import Run
+
+    config = {"model": "m", "k": 5, "direction": "forward"}
+    run = Run(kinds.LOGIT_LENS, config, root=tmp_path)
+    assert run.experiment == "logit_lens" and run.shape == record_shape("logit_lens", config)
+    assert run.hash == Run("logit_lens", config, root=tmp_path).hash  # the same key as by its name
+    assert Run(kinds.DECODE, {"method": "smc"}, root=tmp_path).shape == record_shape("decode", {"method": "smc"})
+    with pytest.raises(ValueError, match="takes its shape from its kind"):
+        Run(kinds.LOGIT_LENS, config, root=tmp_path, shape={"kl": float})
+    monkeypatch.setitem(kinds.KINDS, "logit_lens", replace(kinds.LOGIT_LENS, version=2))
+    assert Run(kinds.LOGIT_LENS, config, root=tmp_path).config["computation_version"] == 2
 
 
 def test_the_audit_loads_the_model_each_study_names_and_none_where_it_needs_none():
     c = {"model": "m", "dtype": "float32"}
     pair = {"full": {"model": "f"}, "truncated": {"model": "t"}}
-    assert audit_studies.RECOMPUTE["logit_lens"].models(c) == [c]
-    assert [m["model"] for m in audit_studies.RECOMPUTE["agreement"].models(pair)] == ["f", "t"]
-    assert audit_studies.RECOMPUTE["critical_depth"].models(c) == [c]  # checked, never loaded: counted from decodes
-    assert not audit_studies.RECOMPUTE["critical_depth"].loads and audit_studies.RECOMPUTE["logit_lens"].loads
-    assert audit_studies.RECOMPUTE["toy_convergence"].models(c) == []
+    again = audit_studies.recompute
+    assert again("logit_lens").models(c) == [c]
+    assert [m["model"] for m in again("agreement").models(pair)] == ["f", "t"]
+    assert again("critical_depth").models(c) == [c]  # checked, never loaded: counted from decodes
+    assert not again("critical_depth").loads and again("logit_lens").loads
+    assert again("toy_convergence").models(c) == []
 
 
 def test_no_storing_site_names_its_kind_by_a_literal():
-    """`Run("decode", ...)` beside the table would be a second description of the kind: every Run is named through
-    a Kind (or a name passed in), so renaming or adding a kind happens in one place."""
-    literals = []
+    """`Run("decode", ..., shape=...)` beside the table would be a second description of the kind: every Run the
+    book opens is opened by its Kind, which gives its name and shape, so renaming or adding a kind happens in one
+    place."""
+    described = []
     for path in HELPERS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Run" and node.args \
-                    and isinstance(node.args[0], ast.Constant):
-                literals.append(f"{path.relative_to(HELPERS)}:{node.lineno}")
-    assert literals == []
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Run" and (
+                    (node.args and isinstance(node.args[0], ast.Constant))
+                    or any(k.arg == "shape" for k in node.keywords)):
+                described.append(f"{path.relative_to(HELPERS)}:{node.lineno}")
+    assert described == []

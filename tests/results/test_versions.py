@@ -4,11 +4,13 @@ code changes and the version does not."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import helpers.results.versions as versions
+from helpers.results.kinds import KINDS, LOGIT_LENS
 from helpers.results.store import Run
 
 pytestmark = pytest.mark.once
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.once
 def test_every_experiment_the_book_stores_has_a_version_and_a_current_fingerprint():
     from helpers.runner.publish import record_shape
 
-    for experiment in versions.VERSIONS:
+    for experiment in KINDS:
         record_shape(experiment, {})  # a stored experiment: the release knows its shape
     assert not versions.stale(), "\n".join(versions.stale())
 
@@ -26,7 +28,7 @@ def test_version_one_keeps_todays_keys_and_a_bump_makes_new_ones(tmp_path, monke
     config = {"model": "m", "k": 5}
     before = Run("logit_lens", config, root=tmp_path).hash
     assert before == Run("unversioned", config, root=tmp_path).hash  # version 1 adds nothing to a key
-    monkeypatch.setitem(versions.VERSIONS, "logit_lens", 2)
+    monkeypatch.setitem(KINDS, "logit_lens", replace(LOGIT_LENS, version=2))
     after = Run("logit_lens", config, root=tmp_path)
     assert after.hash != before and after.config["computation_version"] == 2
 
@@ -52,6 +54,6 @@ def test_a_changed_lens_function_without_a_new_version_fails(copy_of_helpers, mo
     complaints = versions.stale()
     assert any(c.startswith("logit_lens: its code") and "bump the version of 'logit_lens'" in c for c in complaints)
     assert not any(c.startswith("decode:") for c in complaints)  # the decodes run no lens code
-    monkeypatch.setitem(versions.VERSIONS, "logit_lens", 2)
+    monkeypatch.setitem(KINDS, "logit_lens", replace(LOGIT_LENS, version=2))
     assert any(c.startswith("logit_lens: version 2, but the fingerprint was recorded at version 1")
                for c in versions.stale())
