@@ -64,7 +64,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _truncate(args: argparse.Namespace) -> int:
-    from helpers.data.problems import DataError, chat_ids
+    from helpers.data.problems import DataError
+    from helpers.data.prompts import chat_ids
     from helpers.models.loading import context_length, load_model, stop_token_ids
     from helpers.models.truncation import truncate, truncation_of
     from helpers.samplers.plain import decode

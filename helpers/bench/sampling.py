@@ -273,7 +273,7 @@ def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
 
 def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:
     """The sampling benches' stop tokens, `n` prompts (`_problems`) and one seed per prompt."""
-    from helpers.data.problems import build_prompt
+    from helpers.data.prompts import build_prompt
     from helpers.models.loading import stop_token_ids
 
     prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in _problems(levels, n, seed)]
@@ -283,7 +283,8 @@ def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[li
 def _problems(levels, n: int, seed: int) -> list:
     """`n` arithmetic problems taking the levels in turn, so that the first k of them are the same problems, from
     every level, whatever the largest batch of the run."""
-    from helpers.data.problems import arithmetic_problems, interleaved
+    from helpers.data.arithmetic import arithmetic_problems
+    from helpers.data.problems import interleaved
 
     return interleaved(arithmetic_problems(n // len(levels) + 1, levels=levels, seed=seed), n)
 
@@ -429,7 +430,8 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     Each batch decodes exactly `max_new_tokens` tokens per row (no stop tokens), so both sides do the same work;
     tokens per second count new tokens only, prefill included in the time.
     """
-    from helpers.data.problems import arithmetic_problems, build_prompt
+    from helpers.data.arithmetic import arithmetic_problems
+    from helpers.data.prompts import build_prompt
     from helpers.models.loading import load_model
     from helpers.samplers.plain import decode
 

@@ -188,7 +188,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     (`helpers.samplers.settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
     (`search_problems` and `power_subsets`: chapter 04's `search_order` and `search_limits`); the matched
     baselines, being off the headline, run on the searches' subset. `problems` is one list for every model, or each
-    model's own (`helpers.data.problems.problem_sets`), as chapter 04's.
+    model's own (`helpers.data.model_sets.problem_sets`), as chapter 04's.
     """
     mh_subset = power_subset(power_subsets, name)
     problems = search_order(problems_of(problems, name), subset_size(search_problems, power_subsets))

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.data.problems import Problem, interleaved, load_problems, per_level
+from helpers.data.problems import Problem, interleaved, per_level
 from helpers.data.sequences import PROBES, analysis_sequence, probe_sequence
+from helpers.data.sources import load_problems
 from helpers.interp.depth import (
     analysis_key,
     analysis_run,
@@ -32,7 +33,6 @@ from helpers.results.kinds import ERASURE_IG, LAYER_MAPS
 from helpers.results.store import Run
 
 ERASURE_SHAPE = [[float]]  # a stored erasure / integrated-gradients record: one row of scores per position
-MAPS_SHAPE = {"errors": [[float]], "train_tokens": int, "input_dims": int, "problems": [str]}  # `fit_layer_maps`
 
 RULES = ("cosine", "kl", "overlap")
 ERASURE_THRESHOLD = 0.25  # an L2 change of the answer's distribution that is clearly visible (the maximum is √2)
@@ -261,7 +261,7 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
     """The maps between two models with one tokenizer (or a model and itself, as a sanity check), read from the store
     (and the release) where fitted before: each model is loaded once to name it and its texts, and again only to fit.
     """
-    from helpers.interp.layer_maps import check_same_tokenizer
+    from helpers.interp.layer_maps import check_same_tokenizer, fit_layer_maps
 
     pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
     texts, first_tokenizer, identities = None, None, []
@@ -277,26 +277,6 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
     found = run.compute(f"maps@{digest(*(','.join(map(str, ids)) for ids in texts))}",
                         lambda: fit_layer_maps(pair, pool, map_tokens, load_model))
     return LinearMaps(pair, np.array(found["errors"]), found["train_tokens"], found["input_dims"])
-
-
-def fit_layer_maps(pair: Sequence[str], pool: Sequence[Problem], map_tokens: int, load) -> dict:
-    """Ridge maps from every boundary of `pair[0]` to every boundary of `pair[1]`, fitted on the first 80% of the
-    pool's gold texts (up to 80% of `map_tokens` tokens) and tested on the rest: a stored record (`MAPS_SHAPE`), with
-    the problems it read, so that the audit can fit it again. `load(name)` gives (model, tokenizer, ...), one model
-    held at a time."""
-    from helpers.interp.layer_maps import fit_maps, residual_states
-
-    states = []
-    for name in dict.fromkeys(pair):
-        model, tokenizer = load(name)[:2]
-        texts = [analysis_sequence(tokenizer, p)[0] for p in pool]
-        n_train = max(1, int(0.8 * len(texts)))
-        states.append((residual_states(model, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
-                       residual_states(model, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
-        del model
-    src, tgt = states[0], states[-1]
-    return {"errors": fit_maps(src[0], tgt[0], src[1], tgt[1]).tolist(), "train_tokens": int(src[0].shape[1]),
-            "input_dims": int(src[0].shape[2]), "problems": [p.id for p in pool]}
 
 
 def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.data.problems import Problem, build_prompt
+from helpers.data.problems import Problem
+from helpers.data.prompts import build_prompt
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.cost import model_size
 from helpers.evaluation.decodes import accuracy

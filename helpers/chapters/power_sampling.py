@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from helpers.data.problems import Problem, levels_text, load_problems, per_level, problems_of
+from helpers.data.problems import Problem, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
+from helpers.data.sources import load_problems
 from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
@@ -136,7 +137,7 @@ class DepthRow:
     sharp: Sharpness | None = None  # how sharp the model already is here, from its greedy and T = 1 decodes
     problem_ids: tuple[str, ...] = ()  # the problems, in score order: rows pair across models only where they agree
     family: str = ""  # the architecture (config.model_type): sizes compare within one family
-    problems_text: str = ""  # which problems they are, for a reader (`levels_text`)
+    problem_levels: tuple[int | None, ...] = ()  # each problem's level, in order (the prose names them)
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -175,7 +176,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     `engine` ('slot' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
     names (`search_limits`). `problems` is one list for every model, or each model's own
-    (`helpers.data.problems.problem_sets`): rows of models on the same problems pair problem by problem.
+    (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem.
     """
     size = subset_size(search_problems, power_subsets)
     rows = []
@@ -216,7 +217,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
                 multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm),
-                problem_ids=tuple(p.id for p in order), problems_text=levels_text(order),
+                problem_ids=tuple(p.id for p in order), problem_levels=tuple(p.level for p in order),
                 family=str(getattr(model.config, "model_type", ""))))
         del model
     return rows

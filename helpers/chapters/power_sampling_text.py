@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from helpers.chapters.common_text import levels_text
 from helpers.chapters.power_sampling import (
     DepthRow,
     Explained,
@@ -22,7 +23,7 @@ from helpers.chapters.power_sampling import (
     size_contrast,
 )
 from helpers.core.numbers import counted, listed
-from helpers.data.problems import on_own_problems
+from helpers.data.model_sets import on_own_problems
 from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
 from helpers.evaluation.comparison import (
     comparisons_table,
@@ -305,7 +306,7 @@ def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
 def own_problems_note(rows: Sequence[DepthRow]) -> list[str]:
     """The footnote of `own_problems`' marks, as a table's closing lines ([] where no model is marked)."""
     return [line for m, r in _on_own(rows).items() if r is not None
-            for line in ("", f"{OWN_MARK} {m} ran problems of its own ({r.problems_text}), not the other models': its "
+            for line in ("", f"{OWN_MARK} {m} ran problems of its own ({levels_text(r.problem_levels)}), not the other models': its "
                              "rows pair with each other, not with theirs.")]
 
 

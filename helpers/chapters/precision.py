@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.core.checks import is_count
-from helpers.data.problems import Problem, build_prompt, interleaved
+from helpers.data.problems import Problem, interleaved
+from helpers.data.prompts import build_prompt
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths, solve
 from helpers.evaluation.format_speed import SpeedTable, time_model

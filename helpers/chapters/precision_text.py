@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from statistics import median
 
+from helpers.chapters.common_text import critical_depth_text
 from helpers.chapters.exercises import rerun_command
 from helpers.chapters.precision import DtypeComparison, bfloat16_spacing
 from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.precision import FORMATS
-from helpers.models.truncation import critical_depth_text
 
 MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary")  # the values glued as Markdown
 

@@ -66,7 +66,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
     truncation runs at every stitched depth, or only at `naive_depths` (numbers of blocks, or relative to the
     stitched sweep's critical depth: 'critical', 'critical-1'). The lens that gives the cut points reads every problem,
     or the first `lens_per_level` of each level. `problems` is one list for every model, or each model's own
-    (`helpers.data.problems.problem_sets`)."""
+    (`helpers.data.model_sets.problem_sets`)."""
     depths, floor_fraction, max_new_tokens, shots = (settings.depths, settings.floor_fraction, settings.max_new_tokens,
                                                      settings.shots)
     sweeps = {}

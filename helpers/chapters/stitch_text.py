@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from helpers.chapters.common_text import critical_depth_text, levels_text
 from helpers.chapters.exercises import rerun_command
 from helpers.chapters.stitch import (
     AnswerLengths,
@@ -16,11 +17,12 @@ from helpers.chapters.stitch import (
     naive_everywhere,
 )
 from helpers.core.numbers import counted, readable
-from helpers.data.problems import Problem, levels_text, on_own_problems
+from helpers.data.model_sets import on_own_problems
+from helpers.data.problems import Problem
 from helpers.evaluation.critical import critical_interval
 from helpers.evaluation.lengths import choose_cap, shares, summarize
 from helpers.evaluation.stats import percent_with_interval
-from helpers.models.truncation import critical_depth, critical_depth_text
+from helpers.models.truncation import critical_depth
 
 
 def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None, floor_fraction: float | None = None,
@@ -200,7 +202,7 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         truncated = {d: a for d, a in s.accuracy.get("stitch", {}).items() if d < s.n_layers}
         bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
-        where = f"{len(s.problems)}, {levels_text(s.problems)} | " if differ else ""
+        where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
                     f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
                     f"{cn if cn is not None else '–'} | {best} |")
@@ -212,7 +214,7 @@ def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     on problems of its own (`problem_sets`) says on which."""
     parts, mine = [], _own(sweeps)
     for s in sweeps.values():
-        own = f" on its own problems, {levels_text(s.problems)}" if mine[s.model] else ""
+        own = f" on its own problems, {levels_text(p.level for p in s.problems)}" if mine[s.model] else ""
         cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
         if cs is None:
             parts.append(f"{s.model} solves none of {'its' if own else 'the'} problems at full depth{own}, so it has "

@@ -34,7 +34,8 @@ from typing import NamedTuple
 import torch
 
 from helpers.core.progress import bar
-from helpers.data.problems import arithmetic_problem, build_prompt
+from helpers.data.arithmetic import arithmetic_problem
+from helpers.data.prompts import build_prompt
 from helpers.engines.kv_slots import cache_keyword
 from helpers.engines.protocol import ends_with_stop
 from helpers.evaluation.grading import extract_answer, is_equivalent

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from helpers.core.progress import bar
-from helpers.data.problems import build_prompt, load_problems
+from helpers.data.prompts import build_prompt
 from helpers.data.sequences import analysis_sequence, solution_sequence
+from helpers.data.sources import load_problems
 from helpers.evaluation.audit import (
     AuditReport,
     Finding,
@@ -191,7 +192,7 @@ def _pair(c: dict) -> list[dict]:
 
 def _maps_again(record: dict, ctx: Context, f: Finding) -> None:
     """Chapter 01's linear maps, fitted again on the problems the record names, each model loaded as it names it."""
-    from helpers.chapters.effective_depth import fit_layer_maps
+    from helpers.interp.layer_maps import fit_layer_maps
 
     c, result = record["config"], record["result"]
     problems = [problem_from_id(pid) for pid in result["problems"]]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from helpers.data.problems import check_model_levels
+from helpers.data.model_sets import check_model_levels
 from helpers.results.identity import model_identity
 from helpers.results.kinds import CRITICAL_DEPTH
 from helpers.results.store import Run
@@ -38,7 +38,7 @@ class SweepSettings:
     kl_fraction: float
     overlap_threshold: float
     collapse_fraction: float
-    # {model: levels} for a model whose problems are drawn from levels of its own (`helpers.data.problems.levels_of`);
+    # {model: levels} for a model whose problems are drawn from levels of its own (`helpers.data.model_sets.levels_of`);
     # resolved by `for_model` before a record is keyed, so the other models' keys stay as they were without it
     model_levels: Mapping[str, tuple[int, ...]] | None = None
     # the sweep goes down one block at a time until accuracy falls below this share of the full model's (None: the

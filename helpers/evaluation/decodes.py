@@ -19,7 +19,8 @@ from pathlib import Path
 from helpers.core import pulse
 from helpers.core.checks import is_count
 from helpers.core.progress import bar
-from helpers.data.problems import Problem, build_prompt
+from helpers.data.problems import Problem
+from helpers.data.prompts import build_prompt
 from helpers.engines.protocol import Completion, Spent
 from helpers.engines.registry import make_engine
 from helpers.evaluation.grading import extract_answer, is_equivalent

@@ -80,7 +80,8 @@ def time_model(model, tokenizer, counts: Sequence[int], max_new_tokens: int = 32
     and kernel choices stay out of the timings."""
     import torch
 
-    from helpers.data.problems import arithmetic_problems, build_prompt
+    from helpers.data.arithmetic import arithmetic_problems
+    from helpers.data.prompts import build_prompt
     from helpers.samplers.plain import decode
 
     counts = check_counts(list(counts), max_new_tokens)

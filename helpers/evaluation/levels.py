@@ -4,7 +4,7 @@ level of the problem set, and the levels where that accuracy lies inside `ROOM`.
 A model on levels where it solves almost nothing cannot lose accuracy to a cut, and one where it solves almost
 everything cannot gain any from a search: the decomposition of chapter 04 needs room on both sides. The book's
 levels suit the instruction-tuned Qwen models; a much weaker model (a 270 M base model) gets levels of its own
-(`helpers.data.problems.problem_sets`), and this scan is the measurement that says which.
+(`helpers.data.model_sets.problem_sets`), and this scan is the measurement that says which.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.data.problems import Problem, build_prompt, per_level
+from helpers.data.problems import Problem, per_level
+from helpers.data.prompts import build_prompt
 from helpers.data.sequences import solution_sequence
 from helpers.evaluation.decodes import solve
 from helpers.interp.studies import lens_over_problems

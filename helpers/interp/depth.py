@@ -194,7 +194,8 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
                            kl_fraction: float = 0.5, overlap_threshold: float = 0.3, seed: int = 0,
                            progress: bool = False) -> dict:
     """Everything `python -m helpers effective-depth` prints: effective depths, ratios and the layer count."""
-    from helpers.data.problems import DataError, load_problems
+    from helpers.data.problems import DataError
+    from helpers.data.sources import load_problems
     from helpers.models.loading import load_model
 
     if not isinstance(n, int) or n < 1:

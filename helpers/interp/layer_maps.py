@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from helpers.data.problems import Problem
+from helpers.data.sequences import analysis_sequence
 from helpers.interp.residual import capture
 
 
@@ -92,3 +94,24 @@ def _with_bias(states: torch.Tensor) -> torch.Tensor:
 def best_match(errors: np.ndarray) -> np.ndarray:
     """For each source boundary, the target boundary its map predicts best."""
     return errors.argmin(axis=1)
+
+
+MAPS_SHAPE = {"errors": [[float]], "train_tokens": int, "input_dims": int, "problems": [str]}  # `fit_layer_maps`
+
+
+def fit_layer_maps(pair: Sequence[str], pool: Sequence[Problem], map_tokens: int, load) -> dict:
+    """Ridge maps from every boundary of `pair[0]` to every boundary of `pair[1]`, fitted on the first 80% of the
+    pool's gold texts (up to 80% of `map_tokens` tokens) and tested on the rest: a stored record (`MAPS_SHAPE`), with
+    the problems it read, so that the audit can fit it again. `load(name)` gives (model, tokenizer, ...), one model
+    held at a time."""
+    states = []
+    for name in dict.fromkeys(pair):
+        model, tokenizer = load(name)[:2]
+        texts = [analysis_sequence(tokenizer, p)[0] for p in pool]
+        n_train = max(1, int(0.8 * len(texts)))
+        states.append((residual_states(model, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
+                       residual_states(model, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
+        del model
+    src, tgt = states[0], states[-1]
+    return {"errors": fit_maps(src[0], tgt[0], src[1], tgt[1]).tolist(), "train_tokens": int(src[0].shape[1]),
+            "input_dims": int(src[0].shape[2]), "problems": [p.id for p in pool]}

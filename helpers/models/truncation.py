@@ -124,8 +124,3 @@ def critical_depth(accuracy_by_depth: dict[int, float], full_accuracy: float, fr
         else:
             break
     return critical
-
-
-def critical_depth_text(depth: int | None) -> int | str:
-    """A critical depth as prose quotes it: the depth, or why there is none, in words."""
-    return depth if depth is not None else "not defined (the full model solves no problem here)"

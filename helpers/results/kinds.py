@@ -79,7 +79,7 @@ TOY_CONVERGENCE = Kind("toy_convergence", ("helpers.evaluation.toy_study",), "he
                        tolerance=1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
                        recompute=_AGAIN + "TOY_AGAIN")
 LAYER_MAPS = Kind("layer_maps", ("helpers.chapters.effective_depth", "helpers.interp.layer_maps"),
-                  "helpers.chapters.effective_depth:MAPS_SHAPE",
+                  "helpers.interp.layer_maps:MAPS_SHAPE",
                   tolerance=2e-3,  # float64 fits of float32 states, batched alike: rounding only
                   recompute=_AGAIN + "MAPS_AGAIN")
 CRITICAL_DEPTH = Kind("critical_depth", ("helpers.evaluation.critical",), "helpers.evaluation.critical:CRITICAL_SHAPE",

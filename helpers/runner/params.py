@@ -319,7 +319,8 @@ def _check_power_subsets(where: str, value: dict) -> None:
 def _check_model_levels(where: str, value: dict) -> None:
     """`model_levels`: its shape by the library's own rule (`check_model_levels`), each key a model the loader can
     find."""
-    from helpers.data.problems import DataError, check_model_levels
+    from helpers.data.model_sets import check_model_levels
+    from helpers.data.problems import DataError
 
     try:
         check_model_levels(value)
@@ -350,7 +351,7 @@ def check_engines(jobs: list[Job]) -> None:
 
 
 def _check_dataset(where: str, name: str) -> None:
-    from helpers.data.problems import HUB_SETS
+    from helpers.data.sources import HUB_SETS
 
     if name != "arithmetic" and name not in HUB_SETS and not Path(name).expanduser().is_file():
         raise RunError(f"{where}: unknown problem set; use 'arithmetic', {', '.join(repr(h) for h in HUB_SETS)} or "
@@ -389,7 +390,9 @@ def check_job(job: Job, defaults: dict) -> None:
         if name in literal:
             check_value(job.stem, name, value, literal[name])
     levels, dataset = job.parameters.get("levels"), job.parameters.get("dataset", literal.get("dataset"))
-    from helpers.data.problems import LEVELS, DataError, check_model_levels
+    from helpers.data.arithmetic import LEVELS
+    from helpers.data.model_sets import check_model_levels
+    from helpers.data.problems import DataError
 
     own = job.parameters.get("model_levels") or {}
     models = job.parameters.get("models", literal.get("models")) or []

@@ -25,7 +25,7 @@ METHODS = ("greedy", "temperature", "low_temperature", "power", "smc")
 T = TypeVar("T")
 TARGETED = ("low_temperature", "power", "smc")  # the methods that aim at p^alpha
 ENGINES = ("slot", "vllm")  # the book's own slot engine (helpers.engines.slot), or vLLM
-PROMPT_FORMAT = 1  # bump when `helpers.data.problems.build_prompt` changes what a prompt looks like: stored decodes recompute
+PROMPT_FORMAT = 1  # bump when `helpers.data.prompts.build_prompt` changes what a prompt looks like: stored decodes recompute
 
 
 @dataclass(frozen=True)

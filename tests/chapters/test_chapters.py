@@ -549,8 +549,8 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
     problems, the size contrast stays with the two sizes of one family, and the lead speaks of models, not sizes."""
     rows = _two_sizes()
     ids = tuple(f"L5-{i}" for i in range(20))
-    rows = [dataclasses.replace(r, problem_ids=ids, problems_text="levels 5–6", family="qwen2") for r in rows]
-    base = [dataclasses.replace(r, model="base", size=3e8, family="gemma3_text", problems_text="levels 1 and 3",
+    rows = [dataclasses.replace(r, problem_ids=ids, problem_levels=(5, 6), family="qwen2") for r in rows]
+    base = [dataclasses.replace(r, model="base", size=3e8, family="gemma3_text", problem_levels=(1, 3),
                                 problem_ids=tuple(f"L1-{i}" for i in range(20))) for r in rows if r.model == "big"]
     every = base + rows
     assert power_sampling.size_pair(every) == ["small", "big"]  # not the smallest two: base is of another family
@@ -578,7 +578,7 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
 
 
 def test_the_models_table_names_each_models_problems_where_they_differ():
-    from helpers.data.problems import arithmetic_problems
+    from helpers.data.arithmetic import arithmetic_problems
 
     shared, own = arithmetic_problems(5, [5, 6]), arithmetic_problems(5, [1, 3])
     a = dataclasses.replace(_sweep({3: 0.4, 6: 0.6}, {3: 0.2, 6: 0.6}), model="a", problems=shared)
@@ -610,7 +610,7 @@ def test_the_linear_maps_read_enough_texts_for_their_token_budget():
 def test_the_linear_maps_are_fitted_once_and_read_back_from_the_store(tmp_path, monkeypatch):
     """A build that finds the maps stored (or released) loads each model only to name it, and fits nothing."""
     from helpers.chapters import effective_depth
-    from helpers.data.problems import load_problems
+    from helpers.data.sources import load_problems
 
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
     monkeypatch.setenv("SVD_RELEASE", "off")
@@ -618,7 +618,7 @@ def test_the_linear_maps_are_fitted_once_and_read_back_from_the_store(tmp_path, 
     first = effective_depth.linear_maps(["smollm2-135m"], "smollm2-135m", problems, map_tokens=40)
     assert first.errors.shape == (31, 31) and first.self_map and first.train_tokens > 0
     fits = []
-    monkeypatch.setattr(effective_depth, "fit_layer_maps", lambda *args: fits.append(args))
+    monkeypatch.setattr("helpers.interp.layer_maps.fit_layer_maps", lambda *args: fits.append(args))
     again = effective_depth.linear_maps(["smollm2-135m"], "smollm2-135m", problems, map_tokens=40)
     assert fits == [] and np.array_equal(again.errors, first.errors) and again.train_tokens == first.train_tokens
 

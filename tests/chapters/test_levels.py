@@ -6,7 +6,7 @@ import pytest
 
 from helpers.chapters.power_sampling import level_scans
 from helpers.chapters.power_sampling_text import level_values
-from helpers.data.problems import arithmetic_problems
+from helpers.data.arithmetic import arithmetic_problems
 from helpers.evaluation.levels import LevelScan, level_scan
 
 

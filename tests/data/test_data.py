@@ -7,25 +7,12 @@ import re
 
 import pytest
 
-from helpers.data.problems import (
-    LEVELS,
-    PROMPT_PREFIX,
-    DataError,
-    arithmetic_problem,
-    arithmetic_problems,
-    build_prompt,
-    check_model_levels,
-    levels_text,
-    load_hub,
-    load_local,
-    load_problems,
-    on_own_problems,
-    problem_sets,
-    problems_of,
-    prompt_text,
-    sets_text,
-    worked_examples,
-)
+from helpers.chapters.common_text import levels_text, sets_text
+from helpers.data.arithmetic import LEVELS, arithmetic_problem, arithmetic_problems, worked_examples
+from helpers.data.model_sets import check_model_levels, on_own_problems, problem_sets
+from helpers.data.problems import DataError, problems_of
+from helpers.data.prompts import PROMPT_PREFIX, build_prompt, prompt_text
+from helpers.data.sources import load_hub, load_local, load_problems
 
 
 def test_deterministic_and_independent_of_count():
@@ -138,8 +125,9 @@ def test_each_model_gets_its_own_levels_and_models_on_the_same_levels_get_the_sa
     assert sets["a"] is sets["b"] and [p.level for p in sets["a"]] == [5, 5, 6, 6]
     assert [p.level for p in sets["base"]] == [1, 1, 3, 3]
     assert problems_of(sets, "base") == sets["base"] and problems_of(sets["a"], "anything") == sets["a"]
-    assert levels_text(sets["a"]) == "levels 5–6" and levels_text(sets["base"]) == "levels 1 and 3"
-    assert levels_text(sets["base"][:1]) == "level 1"
+    assert levels_text(p.level for p in sets["a"]) == "levels 5–6"
+    assert levels_text(p.level for p in sets["base"]) == "levels 1 and 3"
+    assert levels_text(p.level for p in sets["base"][:1]) == "level 1" and levels_text([None]) == "problems without levels"
     assert sets_text(sets) == "a: 4 problems (levels 5–6); b: 4 problems (levels 5–6); base: 4 problems (levels 1 and 3)"
     assert sets_text({"a": sets["a"], "b": sets["b"]}) == "4 problems (levels 5–6); models: a, b"
     with pytest.raises(DataError, match="not among the models"):

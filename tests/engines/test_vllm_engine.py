@@ -184,7 +184,7 @@ def _near_tie(model, prompt: list[int], tokens: list[int], at: int, margin: floa
 def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp_path):
     """SmolLM2 in float32, whole and stitched to 20 blocks (a truncated checkpoint vLLM loads as a plain Llama),
     through `helpers.evaluation.decodes.sample`: token for token, or diverging only at a near-tie of the two best logits."""
-    from helpers.data.problems import load_problems
+    from helpers.data.sources import load_problems
     from helpers.evaluation.decodes import DecodeSettings, sample
     from helpers.models.loading import load_model
     from helpers.models.truncation import truncate
@@ -195,7 +195,7 @@ def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp
     settings = DecodeSettings("greedy", max_new_tokens=48, shots=2)
     ours = sample(model, tokenizer, problems, settings, engine="vllm", root=tmp_path, progress=False)
     theirs = sample(model, tokenizer, problems, settings, root=tmp_path, progress=False)
-    from helpers.data.problems import build_prompt
+    from helpers.data.prompts import build_prompt
 
     for problem, a, b in zip(problems, ours, theirs, strict=True):
         a, b = a[0]["tokens"], b[0]["tokens"]
@@ -210,7 +210,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     mode, SMC with K = 16), with a tiny local model, one arithmetic problem and one block of 192 tokens in place of
     the hub models, MATH500 and 3,072 tokens."""
     from helpers.chapters.power_sampling import compare_methods
-    from helpers.data.problems import load_problems
+    from helpers.data.sources import load_problems
     from helpers.models.tiny import make_tiny
     from helpers.runner.planning import plan
     from helpers.samplers.settings import Searches

@@ -21,7 +21,7 @@ def studies(tmp_path_factory):
     integrated gradients, the critical depth of a two-depth sweep, and the toy curves; every record of the store."""
     from helpers.chapters.effective_depth import _probes, linear_maps  # chapter 01's probes and maps
     from helpers.chapters.power_sampling import toy_convergence
-    from helpers.data.problems import load_problems
+    from helpers.data.sources import load_problems
     from helpers.evaluation.critical import SweepSettings, store_critical
     from helpers.evaluation.decodes import DecodeSettings, sample_at_depths
     from helpers.evaluation.solutions import solutions_and_lens

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data.problems import arithmetic_problems, interleaved
+from helpers.data.arithmetic import arithmetic_problems
+from helpers.data.problems import interleaved
 from helpers.data.sequences import analysis_sequence
 from helpers.interp.depth import (
     analysis_run,

@@ -10,7 +10,7 @@ import pytest
 
 import helpers.evaluation.decodes as decodes
 from helpers.core import env
-from helpers.data.problems import arithmetic_problems
+from helpers.data.arithmetic import arithmetic_problems
 from helpers.evaluation.audit import TOLERANCES, audit
 from helpers.evaluation.decodes import DecodeSettings, decode_run, sample
 from helpers.results.release import ReleaseError, add_batch, read_manifest

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.data.problems import DataError, load_problems
+from helpers.data.problems import DataError
+from helpers.data.sources import load_problems
 from helpers.evaluation import grading
 from helpers.models.loading import load_model
 from helpers.models.registry import ModelLoadError
@@ -748,7 +749,8 @@ def test_a_run_configuration_from_an_older_runner_is_replaced_not_a_keyerror(old
 
 
 def test_an_integer_of_5000_digits_is_one_clear_line_wherever_it_is_given(tmp_path, capsys):
-    from helpers.data.problems import DataError, load_local
+    from helpers.data.problems import DataError
+    from helpers.data.sources import load_local
 
     status, err = _main(["run", "--profile", "smoke", "-p", "seed=" + "9" * 5000], capsys)
     assert status == 2 and "too long" in err and "int_max_str_digits" not in err and "Traceback" not in err
