@@ -197,41 +197,12 @@ def _integers(text: str, flag: str, example: str) -> tuple[int, ...]:
     return values
 
 
-def _glued_rows(where: str) -> list[dict]:
-    from helpers.runner.glued import GluedError, collect
-    from helpers.runner.profiles import toc_chapters
-
-    path = Path(where)
-    if path.is_dir():
-        rows = collect(path, toc_chapters())
-        if not rows:
-            raise GluedError(f"{where} holds no executed chapter with glued values (book/chapters after "
-                             "`python -m helpers run`)")
-        return rows
-    if path.is_file():
-        from helpers.core.jsonfile import JSONFileError, read_json
-
-        try:
-            rows = read_json(path)
-        except JSONFileError as err:
-            raise GluedError(f"{where} is not a glued_values.json file: {err}") from None
-        if not isinstance(rows, list) or not all(
-                isinstance(r, dict) and {"chapter", "name", "value"} <= set(r) and isinstance(r["chapter"], str)
-                and isinstance(r["name"], str) and isinstance(r["value"], str | int | float | bool | type(None))
-                for r in rows):
-            raise GluedError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter "
-                             "and name (text) and value (a number, text or null)")
-        return rows
-    raise GluedError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
-                     "(book/chapters after `python -m helpers run`)")
-
-
 def _glued_diff(args: argparse.Namespace) -> int:
-    from helpers.runner.glued import diff
+    from helpers.runner.glued import diff, read_rows
 
     if not (math.isfinite(args.rel) and args.rel >= 0):
         raise ValueError(f"--rel must be a finite tolerance of 0 or more, got {args.rel}")
-    before, after = _glued_rows(args.before), _glued_rows(args.after)
+    before, after = read_rows(args.before), read_rows(args.after)
     moved = diff(before, after, rel=args.rel)
     print(json.dumps({"compared": len(before), **moved}, indent=1, ensure_ascii=False, default=str))
     return 1 if any(moved.values()) else 0
@@ -264,102 +235,16 @@ def _release(args: argparse.Namespace) -> int:
     batch = publish.add(Path(args.store) if args.store else None, Path(args.release) if args.release else None,
                         Path(args.build) if args.build else None, args.commit, dry_run=args.dry_run,
                         chapter=args.chapter)
-    for line in batch.refused[:20]:
-        print(f"refused {line}")
-    if batch.refused:
-        print(f"{len(batch.refused)} records refused: nothing was released (fix or remove them, then add again)")
-        return 1
-    total = sum(batch.added.values())
-    if not total:
-        print(f"nothing new to release: no record the release lacks ({batch.already} already released)")
-    else:
-        verb = "would release" if args.dry_run else f"released as batch {batch.name}"
-        print(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
-              + ("" if args.dry_run else f"; {len(batch.files)} new files"))
-    if batch.checkpoints_moved and not batch.checkpoints:
-        print(f"the checkpoints of the MH chains under way {'would be' if args.dry_run else 'are'} dropped: "
-              "every chain has finished")
-    elif batch.checkpoints:
-        if not batch.checkpoints_moved:
-            state = "unchanged: no chain under way crossed a block since the last add"
-        else:
-            state = "would be updated" if args.dry_run else "updated"
-        print(f"the checkpoints of {batch.checkpoints} MH chains under way: {state}; the next budgeted step goes on "
-              "from them")
-    return 0
-
-
-def _resume(findings: Path, chosen: list[dict]) -> tuple[list, list[dict]]:
-    """The findings an earlier audit of `chosen` left in `findings` that passed, and the records still to audit; the
-    file is rewritten to hold just those findings (its failures are audited anew), replaced whole so that a stop
-    here loses nothing."""
-    from helpers.evaluation.audit import earlier_findings, record_label
-
-    labelled = [(record_label(r), r) for r in chosen]
-    done = earlier_findings(findings.read_text().splitlines(), {label for label, _ in labelled})
-    passed = {f.where for f in done}
-    rest = [r for label, r in labelled if label not in passed]
-    print(f"[audit] resuming: {len(done)} records passed in an earlier run ({findings}); {len(rest)} to audit",
-          file=sys.stderr)
-    kept = findings.with_suffix(".resumed")
-    kept.write_text("".join(json.dumps(f.as_dict()) + "\n" for f in done))
-    kept.replace(findings)
-    return done, rest
+    lines, released = publish.add_report(batch, args.dry_run)
+    print("\n".join(lines))
+    return 0 if released else 1
 
 
 def _audit(args: argparse.Namespace) -> int:
-    import contextlib
+    from helpers.runner.auditing import run_audit
 
-    from helpers.evaluation.audit_studies import audit_records, split_auditable
-    from helpers.results.release import ReleaseError
-    from helpers.runner import publish
-
-    root = Path(args.release) if args.release else None
-    if args.store and (args.since or args.batch or args.release):
-        print("audit: --store audits a local store's records; --since, --batch and --release choose the release's. "
-              "Give one or the other.", file=sys.stderr)
-        return 2
-    if args.resume and not args.findings:
-        print("audit: --resume goes on from the findings of an earlier run: name its file with --findings FILE.",
-              file=sys.stderr)
-        return 2
-    batches = set(args.batch) if args.batch else None
-    if args.since:
-        batches = publish.batches_since(args.since, root)
-        print(f"[audit] batches added since {args.since}: " + (", ".join(sorted(batches)) or "none") if batches is not None
-              else f"[audit] {args.since} is not a commit here: every batch is audited")
-        if batches == set():
-            return 0
-    records = publish.stored_records(Path(args.store)) if args.store else publish.released_records(root, batches)
-    candidates, skipped = split_auditable(records)
-    chosen = publish.sample_each_kind(candidates, None if args.all else args.sample, args.seed)
-    # a study's sequences and accuracies are rebuilt from decodes, which may sit in other batches (or the release)
-    decodes = [r for r in records if r.get("experiment") == "decode"]
-    if args.store or batches is not None:
-        with contextlib.suppress(ReleaseError):  # a local store audited where there is no release
-            decodes += [r for r in publish.released_records(root) if r.get("experiment") == "decode"]
-    done = []
-    if args.resume and Path(args.findings).exists():
-        try:
-            done, chosen = _resume(Path(args.findings), chosen)
-        except ValueError as err:
-            print(f"audit: cannot resume from {args.findings}: {err}", file=sys.stderr)
-            return 2
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.findings, "a" if args.resume else "w")) if args.findings else None
-
-        def found(f) -> None:  # written at once: an audit stopped part-way keeps what it found
-            if out:
-                out.write(json.dumps(f.as_dict()) + "\n")
-                out.flush()
-            if f.problems:
-                print(f"[audit] FAILED {f.where}: " + "; ".join(f.problems), file=sys.stderr, flush=True)
-
-        report = audit_records(chosen, decodes, on_finding=found)
-    report.findings[:0], report.resumed = done, len(done)
-    report.skipped.update(skipped)
-    print(report.summary())
-    return 1 if report.failed else 0
+    return run_audit(store=args.store, release=args.release, since=args.since, batch=args.batch, sample=args.sample,
+                     every=args.all, seed=args.seed, findings=args.findings, resume=args.resume)
 
 
 def _dtype_flag(parser: argparse.ArgumentParser) -> None:

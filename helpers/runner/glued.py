@@ -118,3 +118,31 @@ def markdown(text: str):
     from IPython.display import Markdown
 
     return Markdown(text)
+
+
+def read_rows(where: str) -> list[dict]:
+    """The glued values of a build, from a folder of executed chapters or a glued_values.json file, each row checked
+    (chapter, name, value); a GluedError that says what `where` is instead."""
+    from helpers.runner.profiles import toc_chapters
+
+    path = Path(where)
+    if path.is_dir():
+        rows = collect(path, toc_chapters())
+        if not rows:
+            raise GluedError(f"{where} holds no executed chapter with glued values (book/chapters after "
+                             "`python -m helpers run`)")
+        return rows
+    if path.is_file():
+        try:
+            rows = read_json(path)
+        except JSONFileError as err:
+            raise GluedError(f"{where} is not a glued_values.json file: {err}") from None
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and {"chapter", "name", "value"} <= set(r) and isinstance(r["chapter"], str)
+                and isinstance(r["name"], str) and isinstance(r["value"], str | int | float | bool | type(None))
+                for r in rows):
+            raise GluedError(f"{where} is not a glued_values.json file: it must be a list of objects with chapter "
+                             "and name (text) and value (a number, text or null)")
+        return rows
+    raise GluedError(f"{where} is neither a glued_values.json file nor a folder of executed chapters "
+                     "(book/chapters after `python -m helpers run`)")

@@ -111,6 +111,33 @@ def add(store: Path | None = None, root: Path | None = None, build: Path | None 
                      dry_run=dry_run)
 
 
+def add_report(batch: Batch, dry_run: bool) -> tuple[list[str], bool]:
+    """What `release add` says of a batch, line by line, and whether it released (False: records were refused and
+    nothing was released)."""
+    out = [f"refused {line}" for line in batch.refused[:20]]
+    if batch.refused:
+        return [*out, f"{len(batch.refused)} records refused: nothing was released (fix or remove them, then add "
+                      "again)"], False
+    total = sum(batch.added.values())
+    if not total:
+        out.append(f"nothing new to release: no record the release lacks ({batch.already} already released)")
+    else:
+        verb = "would release" if dry_run else f"released as batch {batch.name}"
+        out.append(f"{verb}: {total} records ({dict(batch.added)}); {batch.already} already released"
+                   + ("" if dry_run else f"; {len(batch.files)} new files"))
+    if batch.checkpoints_moved and not batch.checkpoints:
+        out.append(f"the checkpoints of the MH chains under way {'would be' if dry_run else 'are'} dropped: "
+                   "every chain has finished")
+    elif batch.checkpoints:
+        if not batch.checkpoints_moved:
+            state = "unchanged: no chain under way crossed a block since the last add"
+        else:
+            state = "would be updated" if dry_run else "updated"
+        out.append(f"the checkpoints of {batch.checkpoints} MH chains under way: {state}; the next budgeted step goes "
+                   "on from them")
+    return out, True
+
+
 def released_records(root: Path | None = None, batches: set[str] | None = None) -> list[dict]:
     """Every released record (whole store lines), or those of the named `batches`, each file checked against the
     manifest; an unknown batch name is an error that lists the known ones."""
