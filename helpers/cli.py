@@ -130,7 +130,9 @@ def _effective_depth(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from helpers.bench.sampling import bench_effective_depth, bench_sampling, bench_throughput
+    from helpers.bench.memory import bench_effective_depth
+    from helpers.bench.sampling import bench_sampling
+    from helpers.bench.throughput import bench_throughput
 
     if args.what == "throughput":
         sizes = _integers(args.batch_sizes, "--batch-sizes", "1,8,32")

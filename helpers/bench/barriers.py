@@ -11,7 +11,7 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
     """SMC on `groups` problems × `particles` particles (one batch), resampling checks every `block_size` tokens:
     decoded tokens/s with waiting slots riding along (`gather_above` = 1, never gather) and left out of the pass
     (the engine's setting, `gather_above`); the same seeds, so both decode the same tokens up to rounding."""
-    from helpers.bench.sampling import _inputs, _machine
+    from helpers.bench.common import inputs, machine
     from helpers.core.checks import is_count
     from helpers.engines.registry import make_engine
     from helpers.models.loading import load_model
@@ -23,7 +23,7 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
             raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
     model, tokenizer, info = load_model(model_name)
-    stops, prompts, seeds = _inputs(model, tokenizer, (3, 4), groups, shots, 0)
+    stops, prompts, seeds = inputs(model, tokenizer, (3, 4), groups, shots, 0)
     run_smc(make_engine("slot", model), prompts[:1], stops, Target(2.0, 4), SMCConfig(particles=2, block_size=2),
             [0])  # first-call costs stay out
     rates: dict[str, list[float]] = {"ride_along": [], "left_out": []}
@@ -39,7 +39,7 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
             rates[label].append(tokens / seconds)
             busy[label].append(tokens / engine.passes)
     mean = {k: sum(v) / len(v) for k, v in rates.items()}
-    return {"machine": _machine(), "model": info.name, "rows": groups * particles, "max_new_tokens": max_new_tokens,
+    return {"machine": machine(), "model": info.name, "rows": groups * particles, "max_new_tokens": max_new_tokens,
             "block_size": block_size, "gather_above": gather_above,
             "decode_tokens_per_second": {k: [round(x, 1) for x in v] for k, v in rates.items()},
             "busy_rows_per_pass": round(sum(busy["ride_along"]) / len(busy["ride_along"]), 1),

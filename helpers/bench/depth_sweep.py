@@ -18,7 +18,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     Prints each side's wall time, decoded tokens and rate, the ratio, the share of rows whose tokens agree (they
     can part only where two tokens' logits tie to within the rounding of another batch), and the share of block
     computations the mix spends on blocks its rows' truncations do not run."""
-    from helpers.bench.sampling import _inputs, _machine
+    from helpers.bench.common import inputs, machine
     from helpers.core.checks import is_count
     from helpers.engines.registry import make_engine
     from helpers.models.depth_mix import DepthMix
@@ -32,7 +32,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     model, tokenizer, info = load_model(model_name)
     L = info.n_layers
     variants = [("stitch", L)] + [(m, d) for m in ("stitch", "naive") for d in range(max(L - span, 2), L)]
-    stops, prompts, _ = _inputs(model, tokenizer, levels, problems, shots, seed)
+    stops, prompts, _ = inputs(model, tokenizer, levels, problems, shots, seed)
     stops = set(stops)
     run_together(make_engine("slot", model), [decode_work(prompts[:2], 2, stops)], stops)  # first-call costs stay out
 
@@ -63,7 +63,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
              for a, b in zip(completions, separate[v], strict=True)]
     blocks_run = len(variants) * L
     blocks_kept = sum(len(kept_blocks(L, d, m)) for m, d in variants)
-    return {"model": info.name, "dtype": info.dtype, "layers": L, "machine": _machine(), "problems": problems,
+    return {"model": info.name, "dtype": info.dtype, "layers": L, "machine": machine(), "problems": problems,
             "truncations": [f"{m} {d}" for m, d in variants], "rows": problems * len(variants),
             "max_new_tokens": max_new_tokens,
             "one_run_per_truncation": {"seconds": round(separate_seconds, 1), "decoded_tokens": decoded(separate.values()),

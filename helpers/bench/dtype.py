@@ -15,7 +15,7 @@ def bench_dtype(model_name: str = "qwen2.5-coder-0.5b", rows: Sequence[int] | in
     """Both formats' prompt pass and decode at each row count, with bfloat16's rate over float32's for each;
     `tokens_per_second` is the whole decode at the largest row count, prompts included, as a chapter's decode pays
     it; with `record`, what `auto` takes for this model on this machine follows it."""
-    from helpers.bench.sampling import _machine
+    from helpers.bench.common import machine
     from helpers.evaluation.format_speed import time_formats
     from helpers.models import precision
 
@@ -25,7 +25,7 @@ def bench_dtype(model_name: str = "qwen2.5-coder-0.5b", rows: Sequence[int] | in
                for n, speeds in table.by_rows.items()]
     rates = table.whole_rates()
     chosen = precision.record_measurement(model_name, rates) if record else None
-    return {"model": model_name, "rows": list(table.by_rows), "max_new_tokens": max_new_tokens, "machine": _machine(),
+    return {"model": model_name, "rows": list(table.by_rows), "max_new_tokens": max_new_tokens, "machine": machine(),
             "by_rows": by_rows, "tokens_per_second": rates,
             "bfloat16_vs_float32": round(rates["bfloat16"] / rates["float32"], 3),
             "auto": chosen, "auto_means": precision.describe("cpu", model_name)}

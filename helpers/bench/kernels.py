@@ -94,6 +94,6 @@ def attention_rows(batch: int, widths: Sequence[int], repeats: int = 20) -> list
 def bench_kernels(rows: Sequence[int] = (1, 8, 22, 64, 100, 128, 256), slices: Sequence[int] = (512, 1024, 2048, 16_384),
                   batch: int = 12, widths: Sequence[int] = (64, 256, 1024)) -> dict:
     """Both kernels' measurements, with the machine they ran on."""
-    from helpers.bench.sampling import _machine
+    from helpers.bench.common import machine
 
-    return {"machine": _machine(), "head": head_rows(rows, slices), "attention": attention_rows(batch, widths)}
+    return {"machine": machine(), "head": head_rows(rows, slices), "attention": attention_rows(batch, widths)}

@@ -14,7 +14,7 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
     """Seconds per thousand rows (particles) of SMC at each run size, every row of a run admitted at once, no stop
     token (each row decodes exactly `max_new_tokens`); the growth from the smallest run to the largest per engine
     (flat: 1.0), and vLLM's time over the slot engine's at each size."""
-    from helpers.bench.sampling import _machine
+    from helpers.bench.common import machine
     from helpers.core.checks import is_count
     from helpers.engines.registry import make_engine, release_engines
     from helpers.models.loading import load_model
@@ -31,7 +31,7 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
         raise ValueError(f"--rows must each hold at least one problem of --particles {particles} rows, got {rows}")
     kinds = {e: check_engine(e) for e in engines}
     target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
-    out: dict = {"machine": _machine(), "particles": particles, "max_new_tokens": max_new_tokens,
+    out: dict = {"machine": machine(), "particles": particles, "max_new_tokens": max_new_tokens,
                  "block_size": block_size, "prompt_tokens": prompt_tokens, "engines": {}}
     with tempfile.TemporaryDirectory(prefix="svd-bench-rows-") as tmp:
         folder = make_tiny("qwen2", Path(tmp) / "tiny", n_layers=2, hidden_size=128)

@@ -1,15 +1,15 @@
-"""Benchmarks, printed as JSON (`python -m helpers bench sampling|effective-depth`): ratios measured side by side
-in one run, and the time and memory of a chapter against its targets."""
+"""The samplers' benchmark, printed as JSON (`python -m helpers bench sampling`): batched greedy, plain sampling,
+power sampling in both modes and SMC beside `generate` and the published batch-1 sampler, ratios measured side by
+side in one run against their targets, and the slot engine beside vLLM where asked."""
 
 from __future__ import annotations
 
-import platform
 import time
 from typing import TYPE_CHECKING
 
 import torch
 
-from helpers.core import env
+from helpers.bench.common import inputs, machine
 from helpers.samplers.target import MH_MODES
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
     report = {"settings": {"alpha": alpha, "block_size": block_size, "mcmc_steps": mcmc_steps,
                            "max_new_tokens": max_new_tokens, "shots": shots, "levels": list(levels),
                            "repeats": repeats, "smc_particles": particles},
-              "machine": _machine(),
+              "machine": machine(),
               "targets": {k: ({str(n): t for n, t in v.items()} if isinstance(v, dict) else v)
                           for k, v in SAMPLING_TARGETS.items()},
               "models": {}}
@@ -112,7 +112,7 @@ def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels,
     from helpers.engines.registry import make_engine, release_engines
     from helpers.samplers.plain import decode
 
-    stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
+    stops, prompts, seeds = inputs(model, tokenizer, levels, max(problems), shots, seed)
     start = time.perf_counter()
     vllm = make_engine("vllm", model, tokenizer)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
@@ -167,14 +167,6 @@ def _timed(runs: dict, name: str, engine, job) -> None:
     runs.setdefault(name, []).append((total(done, "decoded_tokens"), time.perf_counter() - begin, 0.0))
 
 
-def _machine() -> str:
-    """The machine in a line: architecture, threads, device, and whether it computes bfloat16 natively."""
-    from helpers.models.loading import default_device
-    from helpers.models.precision import describe
-
-    return f"{platform.machine()}, {torch.get_num_threads()} threads, {describe(default_device())}"
-
-
 def _decode_rate_verdict(batches: dict) -> dict:
     """Power sampling's decoding rate (both modes) at each batch of `DECODE_RATE_TARGET['min_rows']` rows or more,
     against its target."""
@@ -195,7 +187,7 @@ def _bench_model(model, tokenizer, s, problems, shots, seed, levels, baseline, r
     from helpers.samplers.plain import decode
     from helpers.samplers.power import run_chains
 
-    stops, prompts, seeds = _inputs(model, tokenizer, levels, max(problems), shots, seed)
+    stops, prompts, seeds = inputs(model, tokenizer, levels, max(problems), shots, seed)
     temperature, length = s.target.temperature, s.target.length
     decode(model, prompts[:2], 4, stops, temperature=temperature, seeds=seeds[:2])  # warm-up, untimed
     _generate(model, tokenizer, prompts[:2], 2, temperature)
@@ -271,24 +263,6 @@ def _batch_jobs(model, prompts, stops, seeds, s: Searches) -> dict:
             "smc": lambda engine: run_smc(engine, prompts[:groups], stops, s.target, s.smc, seeds[:groups])}
 
 
-def _inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:
-    """The sampling benches' stop tokens, `n` prompts (`_problems`) and one seed per prompt."""
-    from helpers.data.prompts import build_prompt
-    from helpers.models.loading import stop_token_ids
-
-    prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in _problems(levels, n, seed)]
-    return stop_token_ids(model, tokenizer), prompts, [seed * 1000 + i for i in range(n)]
-
-
-def _problems(levels, n: int, seed: int) -> list:
-    """`n` arithmetic problems taking the levels in turn, so that the first k of them are the same problems, from
-    every level, whatever the largest batch of the run."""
-    from helpers.data.arithmetic import arithmetic_problems
-    from helpers.data.problems import interleaved
-
-    return interleaved(arithmetic_problems(n // len(levels) + 1, levels=levels, seed=seed), n)
-
-
 def _generate(model, tokenizer, prompts, new_tokens: int, temperature: float) -> tuple[float, float]:
     """(prefill, decode) seconds of batched `generate` sampling exactly `new_tokens` tokens per left-padded prompt.
 
@@ -349,119 +323,3 @@ def _ratios(batches: dict) -> dict:
     return out
 
 
-def _descendants(root: int) -> list[int]:
-    """Process ids below `root` (psutil: Linux, macOS and Windows alike)."""
-    import psutil
-
-    try:
-        return [child.pid for child in psutil.Process(root).children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _peak_rss_kib(pid: int) -> int:
-    """A process's peak resident memory where the system keeps it (Linux VmHWM, Windows peak working set),
-    else its resident memory now (sampled once a second, the largest sample is the peak)."""
-    import psutil
-
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            return next((int(line.split()[1]) for line in fh if line.startswith("VmHWM:")), 0)
-    except OSError:
-        pass
-    try:
-        memory = psutil.Process(pid).memory_info()
-    except psutil.Error:
-        return 0
-    return int(getattr(memory, "peak_wset", memory.rss)) // 1024
-
-
-def bench_effective_depth(profile: str = "default", minutes_target: float = 10.0, gib_target: float = 4.0) -> dict:
-    """Chapter 01 under `profile` from an empty results store: wall time and the kernel's peak resident memory.
-
-    The chapter runs in a Jupyter kernel (a child process); a thread samples the peak RSS (VmHWM) of every
-    descendant process once a second, so the number is the largest any one process reached.
-    """
-    import os
-    import tempfile
-    import threading
-    from pathlib import Path
-
-    from helpers.runner.execute import environment
-    from helpers.runner.run import run
-
-    peak = {"kib": 0}
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            for pid in _descendants(os.getpid()):
-                peak["kib"] = max(peak["kib"], _peak_rss_kib(pid))
-            stop.wait(1.0)
-
-    with tempfile.TemporaryDirectory() as tmp, environment({env.RESULTS: str(Path(tmp) / "results")}):
-        thread = threading.Thread(target=watch, daemon=True)
-        thread.start()
-        start = time.perf_counter()
-        try:
-            run(profile, {}, only="01_effective_depth", out_root=Path(tmp) / "out", build=False)
-        finally:
-            seconds = time.perf_counter() - start
-            stop.set()
-            thread.join()
-    try:
-        import resource  # POSIX: the peak of waited-for children (KiB on Linux), catching what sampling missed
-
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    except ImportError:
-        children = 0
-    gib = max(peak["kib"], children) / 2**20
-    return {"chapter": "01_effective_depth", "profile": profile, "results_store": "empty (fresh temporary folder)",
-            "machine": _machine(), "seconds": round(seconds, 1),
-            "minutes": round(seconds / 60, 2), "minutes_target": minutes_target, "within_time": seconds / 60 < minutes_target,
-            "peak_rss_gib": round(gib, 2), "peak_rss_target_gib": gib_target, "within_memory": gib < gib_target}
-
-
-@torch.no_grad()  # for the run only: a caller's autograd mode is left as it was
-def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
-                     max_new_tokens: int = 32, shots: int = 2, with_generate: bool = True) -> dict:
-    """Greedy decode throughput per batch size: our decode loop beside `transformers`' `generate` (left-padded).
-
-    Each batch decodes exactly `max_new_tokens` tokens per row (no stop tokens), so both sides do the same work;
-    tokens per second count new tokens only, prefill included in the time.
-    """
-    from helpers.data.arithmetic import arithmetic_problems
-    from helpers.data.prompts import build_prompt
-    from helpers.models.loading import load_model
-    from helpers.samplers.plain import decode
-
-    model, tokenizer, info = load_model(model_name)
-    pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
-    warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]
-    decode(model, warm, 2, stop_ids=[])  # first-call costs (thread pools, kernels) stay out of the timings
-    model.generate(input_ids=torch.tensor(warm), max_new_tokens=2, do_sample=False,
-                   pad_token_id=tokenizer.pad_token_id)
-    rows = []
-    for size in batch_sizes:
-        prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in pool[:size]]
-        start = time.perf_counter()
-        decode(model, prompts, max_new_tokens, stop_ids=[])
-        ours = time.perf_counter() - start
-        row = {"batch": size, "prompt_tokens": sum(map(len, prompts)), "new_tokens": size * max_new_tokens,
-               "decode_seconds": round(ours, 2), "decode_tokens_per_second": round(size * max_new_tokens / ours, 1)}
-        if with_generate:
-            width = max(map(len, prompts))
-            pad = tokenizer.pad_token_id
-            ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-            start = time.perf_counter()
-            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                           min_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
-            theirs = time.perf_counter() - start
-            row |= {"generate_seconds": round(theirs, 2),
-                    "generate_tokens_per_second": round(size * max_new_tokens / theirs, 1),
-                    "speed_vs_generate": round(theirs / ours, 2)}
-        rows.append(row)
-    return {"model": info.name, "dtype": info.dtype, "layers": info.n_layers, "max_new_tokens": max_new_tokens,
-            "shots": shots,
-            "machine": _machine(), "batches": rows}

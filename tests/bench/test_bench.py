@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from helpers.bench.sampling import _descendants, _peak_rss_kib
+from helpers.bench.memory import descendants, peak_rss_kib
 
 
 def test_descendants_and_peak_memory_of_a_child():
@@ -17,16 +17,16 @@ def test_descendants_and_peak_memory_of_a_child():
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "allocated"  # every page written, however loaded the machine
-        assert child.pid in _descendants(os.getpid())
-        assert _peak_rss_kib(child.pid) > 60 * 1024  # the 64 MiB it allocated
+        assert child.pid in descendants(os.getpid())
+        assert peak_rss_kib(child.pid) > 60 * 1024  # the 64 MiB it allocated
     finally:
         child.kill()
         child.wait()
-    assert _peak_rss_kib(child.pid) == 0  # gone
+    assert peak_rss_kib(child.pid) == 0  # gone
 
 
 def test_throughput_bench_decodes_the_same_work_as_generate(tiny_dir):
-    from helpers.bench.sampling import bench_throughput
+    from helpers.bench.throughput import bench_throughput
 
     report = bench_throughput(str(tiny_dir), batch_sizes=(1, 3), max_new_tokens=4, shots=0)
     assert [row["batch"] for row in report["batches"]] == [1, 3]
@@ -105,10 +105,10 @@ def test_sampling_bench_refuses_a_repeat_count_below_one(tiny_dir, repeats):
 
 
 def test_the_benchs_first_problems_mix_every_level_and_do_not_depend_on_the_largest_batch():
-    from helpers.bench.sampling import _problems
+    from helpers.bench.common import bench_problems
 
-    most = _problems((1, 2, 3, 4), 32, seed=0)
-    assert [p.id for p in _problems((1, 2, 3, 4), 16, seed=0)] == [p.id for p in most[:16]]
+    most = bench_problems((1, 2, 3, 4), 32, seed=0)
+    assert [p.id for p in bench_problems((1, 2, 3, 4), 16, seed=0)] == [p.id for p in most[:16]]
     levels = [int(p.level) for p in most[:16]]
     assert sorted(set(levels)) == [1, 2, 3, 4] and all(levels.count(k) == 4 for k in (1, 2, 3, 4))
 
