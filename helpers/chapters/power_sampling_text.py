@@ -556,8 +556,10 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
             text += (f", where the instruction-tuned models give it in "
                      f"{_range([100 * t.sharp.agreement for t in tuned], '.0f')}% at "
                      f"{_range([t.sharp.entropy for t in tuned], '.3f')} nats (each on its own problems)")
-        text += (f"; there MH − greedy is {vs_greedy.points(1)} ({vs_greedy.standing()}) and MH − T = 1 is "
-                 f"{vs_warm.points(1)} ({vs_warm.standing()})")
+        vs_low = f.paired("power", other_key="low")
+        text += (f"; there MH − greedy is {vs_greedy.points(1)} ({vs_greedy.standing()}), MH − T = 1 is "
+                 f"{vs_warm.points(1)} ({vs_warm.standing()}) and MH − low temperature is {vs_low.points(1)} "
+                 f"({vs_low.standing()})")
         cut = [r for r in rows if r.model == m and r.depth < r.n_layers and r.count("power")]
         if cut:
             c = min(cut, key=lambda r: r.depth)
@@ -573,7 +575,30 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
             gain = ("the search gained on it more than its noise at full depth" if vs_greedy.clear and vs_greedy.mean > 0
                     else "the search's gain on it at full depth is not larger than its noise")
             sentences.append(f"On these two measures {m} is {sharp}, and {gain}.")
+            sentences.append(_premise_gains(f, tuned))
     return " ".join(sentences)
+
+
+def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow]) -> str:
+    """The premise's prediction read from the gains where p^α differs from plain sampling and from low temperature:
+    the base model's MH − T = 1 and MH − low temperature at full depth beside the instruction-tuned models' (point
+    estimates: gains of different models on different problems do not pair, so no test compares them)."""
+    def gain(r: DepthRow, other: str) -> float:
+        return 100 * r.paired("power", other_key=other).mean
+
+    parts, sides = [], []
+    for other, name in (("temperature", "MH − T = 1"), ("low", "MH − low temperature")):
+        mine, theirs = gain(base, other), [gain(t, other) for t in tuned]
+        side = "above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs) else "within"
+        sides.append(side)
+        where = {"above": "above every instruction-tuned model's", "below": "below every instruction-tuned model's",
+                 "within": "within the instruction-tuned models'"}[side]
+        parts.append(f"its {name}, {mine:+.1f} points, is {where} ({_range(theirs, '+.1f')})")
+    verdict = ("as the premise predicts for a less sharp model" if sides == ["above", "above"] else
+               "against the premise's prediction" if sides == ["below", "below"] else
+               "so the two do not agree on the premise's prediction")
+    return (f"Where p^α differs from what the model samples anyway, at full depth {listed(parts)}: {verdict} (a point "
+            "estimate each, on each model's own problems: no test sets one model's gain against another's).")
 
 
 def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:

@@ -625,8 +625,8 @@ def test_the_linear_maps_are_fitted_once_and_read_back_from_the_store(tmp_path, 
 
 def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_ones_and_its_gains_within_it():
     """The base model's sharpness is compared with the instruction-tuned models' (each on its own problems); its
-    gains are paired within it only: MH against greedy and against T = 1 at full depth, and MH against greedy at
-    its cut."""
+    gains are paired within it only: MH against greedy, T = 1 and low temperature at full depth, and MH against
+    greedy at its cut; its gains over T = 1 and low temperature are set beside the tuned models' as point estimates."""
     from helpers.evaluation.sharpness import Sharpness
 
     rows = _two_sizes()
@@ -642,8 +642,13 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
                                "at 0.050 nats (each on its own problems); there MH − greedy is +0.0 points [")
     assert "MH − T = 1 is +40.0 points [" in sentence  # greedy 50%, T = 1 10% on the same 20 problems
     assert "and at 5 of 6 blocks MH − greedy is +5.0 points [" in sentence
-    assert sentence.endswith("gemma-3-270m is less sharp than every instruction-tuned model, as the premise expects, "
-                             "and the search's gain on it at full depth is not larger than its noise.")
+    assert "gemma-3-270m is less sharp than every instruction-tuned model, as the premise expects, and the search's " \
+        "gain on it at full depth is not larger than its noise." in sentence
+    assert "MH − low temperature is +0.0 points [" in sentence
+    assert sentence.endswith("at full depth its MH − T = 1, +40.0 points, is below every instruction-tuned model's "
+                             "(+70.0) and its MH − low temperature, +0.0 points, is within the instruction-tuned "
+                             "models' (+0.0): so the two do not agree on the premise's prediction (a point estimate "
+                             "each, on each model's own problems: no test sets one model's gain against another's).")
     rows[0].sharp = Sharpness(0.95, 0.01, 40, 400)
     assert "is sharper than every instruction-tuned model, against the premise's expectation" in \
         power_sampling_text.premise_sentence(rows)
