@@ -117,15 +117,21 @@ def _dequantized() -> dict:
     return {"quantization_config": GgufConfig(dequantize=True)}
 
 
-def _forget_quantization(model) -> None:
-    """Make a dequantized GGUF model an ordinary dense one, so that `save_pretrained` writes plain safetensors."""
-    if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer = None
-    for holder in (model, model.config):
-        if hasattr(holder, "quantization_config"):
-            delattr(holder, "quantization_config")
-    if getattr(model, "is_quantized", False):
-        model.is_quantized = False
+def _dense_copy(model):
+    """The dequantized GGUF model as an ordinary dense one, so that `save_pretrained` writes plain safetensors: a model
+    built anew from its configuration without the quantization entry, holding the same tensors (nothing is changed on
+    the object transformers loaded)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    settings = model.config.to_dict()
+    settings.pop("quantization_config", None)
+    config = AutoConfig.for_model(**settings)
+    with torch.device("meta"):
+        dense = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    dense.load_state_dict(model.state_dict(), assign=True, strict=True)
+    dense.tie_weights()
+    dense.generation_config = model.generation_config
+    return dense.eval()
 
 
 def _converted_embedded(name: str) -> Path:
@@ -156,9 +162,8 @@ def _converted_embedded(name: str) -> Path:
         with quiet_transformers(), no_gguf_bar(), contextlib.redirect_stderr(io.StringIO()):
             tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             tokenizer.add_special_tokens(dict(KNOWN_MODELS[name].special_tokens))
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                         **_dequantized())
-            _forget_quantization(model)
+            model = _dense_copy(AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                                     dtype=torch.float32, **_dequantized()))
             model.generation_config.eos_token_id = tokenizer.eos_token_id
             model.generation_config.pad_token_id = tokenizer.pad_token_id
             model.generation_config.bos_token_id = tokenizer.bos_token_id
