@@ -23,6 +23,7 @@ from helpers.runner.pdf import build_pdf
 from helpers.runner.planning import job_models, plan
 from helpers.runner.profiles import CHAPTERS, Job, RunError, load_profile, toc_chapters
 from helpers.runner.run_config import previous_chapters, time_table, write_run_config
+from helpers.runner.typed_numbers import check_build
 
 
 def writable(folder: Path, what: str) -> None:
@@ -118,6 +119,9 @@ def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: boo
     print(time_table(jobs), flush=True)
     info = write_run_config(out_root, profile, jobs)
     rows = glued.write(out_root / CHAPTERS, toc_chapters(out_root))
+    if typed := check_build(out_root / CHAPTERS, env.REPO / "book", rows):
+        print(f"[run] {len(typed)} numbers typed into the pages equal values this build computes (glue them instead; "
+              f"the list is in {out_root / CHAPTERS / 'typed_numbers.md'})", flush=True)
     front.write(out_root / CHAPTERS, rows, profile, info["commit"], info["date"])
     weights.write(out_root / CHAPTERS, job_models(plan(profile)))  # every model of the profile, whatever --only ran
     if not build:
