@@ -20,7 +20,7 @@ from helpers.core.numbers import counted, readable
 from helpers.data.model_sets import on_own_problems
 from helpers.data.problems import Problem
 from helpers.evaluation.critical import critical_interval
-from helpers.evaluation.lengths import choose_cap, shares, summarize
+from helpers.evaluation.lengths import choose_cap, summarize
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth
 
@@ -318,9 +318,10 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
             "|---|---|---|---|---|---|---|---|"]
     needs, clauses = {}, []
     for name, a in studies.items():
+        summaries = {}
         for (method, depth), records in sorted(a.records.items(), key=lambda kv: (-kv[0][1], kv[0][0])):
             flat = [r for per in records for r in per]
-            summary = summarize(flat, caps)
+            summary = summaries[(method, depth)] = summarize(flat, caps)
             box = a.box.get((method, depth))
             stop = (f"{box.changed} of {box.n}, {100 * box.saved / box.tokens:.0f}%" if box and box.tokens else "–")
             rows.append(f"| {name} | {depth} of {a.n_layers} | {'greedy' if method == 'greedy' else 'T = 1'} | "
@@ -328,7 +329,7 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
                         f"{100 * summary.shares[cap].unfinished:.0f}% ({summary.looping}) | {stop} |")
         greedy = [r for per in a.records[("greedy", a.critical)] for r in per]
         needs[name] = choose_cap(greedy, [c for c in caps if c <= cap])
-        at_sweep, at_cap = shares(greedy, sweep_cap), shares(greedy, cap)
+        at_sweep, at_cap = (summaries[("greedy", a.critical)].shares[c] for c in (sweep_cap, cap))
         clauses.append(f"{name} at {a.critical} of {a.n_layers} blocks leaves {100 * at_sweep.unfinished:.0f}% of its "
                        f"greedy answers unfinished at {sweep_cap} new tokens and {100 * at_cap.unfinished:.0f}% at "
                        f"{cap}, and needs a cap of {needs[name]}")

@@ -48,12 +48,23 @@ class ReleaseError(RuntimeError):
     """The release cannot be used or extended as asked; the message names the file and says what to do."""
 
 
-def release_root() -> Path | None:
-    """The release folder: $SVD_RELEASE (`off`: none), else `release/` at the top of the checkout (None if absent)."""
+def release_off() -> bool:
+    """Whether $SVD_RELEASE turns the release off (`off`, `none`, `0`, `no`)."""
+    return os.environ.get(env.RELEASE, "").strip().lower() in ("off", "none", "0", "no")
+
+
+def release_folder() -> Path:
+    """Where the release is looked for: $SVD_RELEASE, else `release/` at the top of the checkout."""
     given = os.environ.get(env.RELEASE, "").strip()
-    if given.lower() in ("off", "none", "0", "no"):
+    return Path(given) if given else env.REPO / "release"
+
+
+def release_root() -> Path | None:
+    """The release folder (`release_folder`) where it holds a manifest and is not turned off (`release_off`), else
+    None."""
+    if release_off():
         return None
-    root = Path(given) if given else env.REPO / "release"
+    root = release_folder()
     return root if (root / MANIFEST).is_file() else None
 
 

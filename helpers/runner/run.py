@@ -60,13 +60,11 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
 def _check_release(profile: str) -> None:
     """A profile read from the results release needs one: a missing release is said first, before any chapter looks
     for a record it would have held and blames whatever it misses first (a critical depth, a decode)."""
-    from helpers.results.release import MANIFEST, release_root
+    from helpers.results.release import MANIFEST, release_folder, release_off, release_root
 
-    given = os.environ.get(env.RELEASE, "").strip()
-    if given.lower() in ("off", "none", "0", "no") or release_root() is not None:
+    if release_off() or release_root() is not None:
         return
-    where = Path(given) if given else env.REPO / "release"
-    raise RunError(f"Profile {profile!r} is read from the results release, but there is none at {where} (no "
+    raise RunError(f"Profile {profile!r} is read from the results release, but there is none at {release_folder()} (no "
                    f"{MANIFEST}): restore it (git checkout release/), point {env.RELEASE} at a release folder, or "
                    "compute every record with --recompute (hours for the full profile).")
 
