@@ -166,7 +166,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
                     critical_sweep: SweepSettings | dict | None = None) -> list[DepthRow]:
-    """Greedy, low temperature (T = 1/α), T = 1 (best-of-N, majority), power sampling by MH and by SMC at every
+    """Greedy, low temperature (T = 1/α), T = 1 (best-of-k, majority), power sampling by MH and by SMC at every
     depth.
 
     `depths` are stitched depths tried besides the full model (None: the depth just below it): numbers of blocks,

@@ -41,7 +41,7 @@ from helpers.evaluation.stats import (
 from helpers.models.registry import post_training
 from helpers.samplers.settings import Searches
 
-COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-N"),
+COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-k"),
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
@@ -65,7 +65,8 @@ def results_table(rows: Sequence[DepthRow]) -> str:
         lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
     seeds = rows[0].n_seeds if rows else 1
-    lines += ["", f"Best-of-N and majority use each problem's N = {seeds} temperature-1 samples: best-of-N keeps the "
+    lines += ["", f"Best-of-k and majority use each problem's k = {seeds} temperature-1 samples (N is MH's steps per "
+                  "block only): best-of-k keeps the "
                   "one the model finds most likely (largest summed log-probability), majority the most frequent answer"
                   + (" (a tie, which two samples make whenever they disagree, goes to the first sample's answer)."
                      if seeds == 2 else " (a tie goes to the answer that came first).")]

@@ -25,7 +25,7 @@ def method_colour(key: str) -> str:
 
 
 METHOD_LABELS = {"greedy": "greedy", "low_temperature": "low temperature (T = 1/α)", "temperature": "T = 1",
-                 "power": "MH power sampling", "smc": "SMC", "best_of_n": "best-of-n", "majority": "majority vote"}
+                 "power": "MH power sampling", "smc": "SMC", "best_of_n": "best-of-k", "majority": "majority vote"}
 
 
 def setup(seed: int = 0) -> None:

@@ -289,7 +289,7 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert power_sampling_text.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling_text.results_table(rows).splitlines()
     assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
-    assert table[-1].startswith("Best-of-N and majority use each problem's N = 1 temperature-1 samples")
+    assert table[-1].startswith("Best-of-k and majority use each problem's k = 1 temperature-1 samples")
     assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
 
 
