@@ -4,9 +4,11 @@ A number a build computes belongs in the page as a glued value: typed, it stays 
 it, and two pages that type it drift apart. This module lists every number typed into the prose of the chapters'
 markdown cells and of the book's own pages (code, math, glued values, cross-references and links left out), marks
 those in a sentence that cites a paper or the report (its figures are the paper's, not the build's), and finds the
-uncited ones that equal a number the build glued (`collisions`), to the precision they are typed with. Small whole
-numbers (below 100: counts of blocks, cores, settings) are listed but never called computed: they are facts of a
-setting far more often than measurements, and would match some glued count by chance.
+uncited ones that equal a number the build glued (`collisions`), to the precision they are typed with. Only numbers
+precise enough not to match a glued value by chance are checked: three significant digits or more, or a whole
+number of 1,000 or more; small counts and two-digit shares are listed but not checked. The performance and
+reproducibility pages are measurement logs, each number with the command and machine that measured it: listed, not
+checked.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ _DROPPED = [
     re.compile(r"\b[A-Za-z][\w.-]*\d[\w.-]*\b"),  # names with digits: Qwen2.5-Coder-0.5B, SmolLM2, arXiv ids, §4.2
 ]
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s?(%|×)?")
+LOGS = ("performance", "reproducibility")  # pages of measurements, each with its command: listed, not checked
 CONVENTIONS = {"95%", "100%", "0%"}  # an interval's level and a share's bounds: the book's conventions, not results
-CITED = re.compile(r"\{cite|\breport\b|\bpaper\b|et al\.|§")
+CITED = re.compile(r"\{cite|\breport\b|\bpaper\b|\bnotes\b|et al\.|§")
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])|\n\s*\n")
 
 
@@ -50,11 +53,11 @@ class Typed:
 
     @property
     def checked(self) -> bool:
-        """Whether a build's value could be the source of this one: not cited, not a convention (`CONVENTIONS`), and
-        with two significant digits or more, not a small whole number."""
+        """Whether a build's value could be the source of this one: not cited, not on a measurement log (`LOGS`), not
+        a convention (`CONVENTIONS`), and precise enough not to match a glued value by chance."""
         digits = len(self.text.replace(",", "").replace(".", "").rstrip("%×").strip().lstrip("0"))
-        return (not self.cited and self.text.replace(" ", "") not in CONVENTIONS and digits >= 2
-                and (self.decimals > 0 or self.percent or self.value >= 100))
+        return (not self.cited and self.page not in LOGS and self.text.replace(" ", "") not in CONVENTIONS
+                and (digits >= 3 if self.decimals > 0 or self.percent else self.value >= 1000))
 
 
 def prose(text: str) -> str:

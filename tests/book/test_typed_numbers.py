@@ -22,14 +22,15 @@ def test_only_prose_is_read_and_citing_sentences_are_told_apart():
 
 
 def test_a_typed_number_that_equals_a_glued_value_at_its_precision_is_a_collision():
-    page = ("One block of Gemma saves 2.3% of its FLOPs. The unembedding is 28% of the 0.5B's. Exactly 1,933 tokens "
-            "a chain. It gets 0.5 of the mass. Every accuracy carries its 95% interval.")
-    glued = [{"chapter": "05", "name": "per_block", "value": 0.02296}, {"chapter": "05", "name": "share", "value": 0.2831},
+    page = ("One block of Gemma saves 2.32% of its FLOPs. The unembedding is 28% of the 0.5B's. Exactly 1,933 tokens "
+            "a chain, 14.87 times greedy's. It gets 0.5 of the mass. Every accuracy carries its 95% interval.")
+    glued = [{"chapter": "05", "name": "per_block", "value": 0.02321}, {"chapter": "05", "name": "share", "value": 0.2831},
              {"chapter": "04", "name": "tokens", "value": 1933.4}, {"chapter": "04", "name": "half", "value": 0.5},
-             {"chapter": "04", "name": "level", "value": 95}, {"chapter": "04", "name": "flag", "value": True}]
-    found = {t.text: names for t, names in collisions(typed_numbers("p", page), glued)}
-    assert found == {"2.3%": ["05/per_block"], "28%": ["05/share"], "1,933": ["04/tokens"]}  # 0.5: one digit
-    assert collisions(typed_numbers("p", "The chain took 1,934 tokens."), glued) == []
+             {"chapter": "05", "name": "times", "value": 14.871}, {"chapter": "04", "name": "flag", "value": True}]
+    found = {t.text: names for t, names in collisions(typed_numbers("05_cost", page), glued)}
+    assert found == {"2.32%": ["05/per_block"], "1,933": ["04/tokens"], "14.87": ["05/times"]}  # 28%, 0.5: too coarse
+    assert collisions(typed_numbers("05_cost", "The chain took 1,934 tokens."), glued) == []
+    assert collisions(typed_numbers("performance", page), glued) == []  # a measurement log, each with its command
 
 
 def test_no_page_types_a_number_the_published_full_build_computes():
