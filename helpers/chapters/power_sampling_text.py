@@ -271,7 +271,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     values = sweep_glue(sweep)
     row = next((r for r in rows if r.model == sweep.model and r.depth == sweep.depth), None)
     if row is None:
-        return {**values, "steps_summary": values["steps_sentence"]}
+        return values
     d = row.paired("power", other_key="low")
     n = min(row.count("power"), row.count("low"))
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
@@ -280,7 +280,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
              f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
     subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
-    return {**values, "steps_sentence": first + subset + values["steps_sentence"], "steps_summary": first.strip(),
+    return {**values, "steps_sentence": first + subset + values["steps_sentence"],
             "steps_headline": round(100 * d.mean, 1)}
 
 
