@@ -428,11 +428,24 @@ def matched_comparisons(m: Measured, method: str = "power") -> list[tuple[str, P
 
 def net_cost_settings(m: Measured, power: PowerConfig) -> dict[str, dict[str, float]]:
     """The net-cost figure's two settings: the report's (N = 10, B = 192, T = 679) and this build's, at its
-    measured mean answer length."""
+    measured mean answer length; each with its token multiplier by the exact schedule (decoded tokens over the
+    answer's length), which the figure's legend and the page quote (`net_multipliers`)."""
     build = {"length": max(1.0, round(multiplier_values(m)["power_length"])), "block_size": power.block_size,
              "mcmc_steps": power.mcmc_steps}
     report = f"report (N = {REPORT['mcmc_steps']}, B = {REPORT['block_size']}, T = {REPORT['length']})"
-    return {report: REPORT, f"this build (N = {power.mcmc_steps}, B = {power.block_size})": build}
+    settings = {report: dict(REPORT), f"this build (N = {power.mcmc_steps}, B = {power.block_size})": build}
+    for s in settings.values():
+        s["multiplier"] = expected_decoded_tokens(int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"])) \
+            / s["length"]
+    return settings
+
+
+def net_multipliers(m: Measured, power: PowerConfig) -> dict[str, float]:
+    """The net-cost figure's two token multipliers, for the page: the report's settings', and this build's at its
+    mean answer length (with that length)."""
+    report, build = net_cost_settings(m, power).values()
+    return {"net_report_multiplier": report["multiplier"], "net_build_multiplier": build["multiplier"],
+            "net_build_length": build["length"]}
 
 
 # --------------------------------------------------------------------------------------------------

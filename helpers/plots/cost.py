@@ -33,33 +33,39 @@ def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Seque
 
 
 def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
-    """Share of FLOPs per token saved against blocks removed, per model; dashed lines: the saving a power sampler
-    needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share)."""
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    """Share of FLOPs per token saved against blocks removed, per model; dotted lines: the saving a power sampler
+    needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share), drawn faint
+    and behind the curves, each named at its right end, so that lines close together neither merge nor hide a
+    curve."""
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
     for i, (name, c) in enumerate(curves.items()):
         ax.plot(c["removed"], 100 * c["saved"], "-", marker="osD^"[i % 4], ms=3.5, mfc="white" if i % 2 else None,
-                color=PALETTE[i % len(PALETTE)],
-                label=f"{name} ({c['layers']} blocks)")
-    for j, (label, share) in enumerate(needed.items()):
-        ax.axhline(100 * share, color="0.3", ls=("--", ":", "-.")[j % 3], lw=1, label=label)
+                color=PALETTE[i % len(PALETTE)], zorder=3, label=f"{name} ({c['layers']} blocks)")
+    right = max(max(c["removed"]) for c in curves.values()) if curves else 1
+    shares = sorted(needed.items(), key=lambda kv: kv[1])
+    for j, (label, share) in enumerate(shares):
+        ax.axhline(100 * share, color="0.45", ls=":", lw=0.9, zorder=1)
+        ax.annotate(f"{label}: {100 * share:.0f}%", (1.0, 100 * share), xycoords=("axes fraction", "data"),
+                    xytext=(4, 9 * (j - (len(shares) - 1) / 2)), textcoords="offset points", fontsize=7,
+                    va="center", color="0.3", annotation_clip=False)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
-    ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105),
-           title="What truncation saves, and what the search needs")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105), xlim=(0, right),
+           title="What truncation saves (curves), and what the search needs (dotted, named on the right)")
+    ax.legend(fontsize=7, loc="upper left")
     return finish(fig)
 
 
 def accuracy_at_compute(points, front):
     """Accuracy (95% Wilson interval) against generation FLOPs per answer for every method and depth; the
     Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines; faded markers
-    labelled †: points on the searches' subset of the problems, which the front leaves out."""
+    labelled †: points on the searches' subset of the problems, which the front leaves out. The marker's
+    shape names the method (a legend entry each), so no point needs a label of its own."""
     from helpers.evaluation.stats import wilson
 
-    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    fig, ax = plt.subplots(figsize=(9.5, 4.2))
     depths = sorted({p.depth for p in points}, reverse=True)
     shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
     n = max(p.n_problems for p in points)
-    placed: list[tuple[float, float, float]] = []  # (log10 GFLOPs, accuracy, label offset) of the labels so far
     for p in points:
         apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
@@ -68,35 +74,32 @@ def accuracy_at_compute(points, front):
         lo, hi = wilson(p.accuracy * p.n_problems, p.n_problems)
         ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
                     fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
-                    mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9)
-        below = kind == "majority"  # best-of-k and majority-of-k often share a point: one label above, one below
-        x, y, dy = float(np.log10(p.flops / 1e9)), 100 * p.accuracy, -8.0 if below else 3.0
-        while any(abs(x - x0) < 0.12 and abs(y + dy / 3 - y0 - d0 / 3) < 3 for x0, y0, d0 in placed):
-            dy += -8.0 if below else 8.0  # a label near another moves on, away from its point's other label
-        placed.append((x, y, dy))
-        moved = abs(dy) > 8  # a label stepped aside from its point gets a thin line back to it
-        ax.annotate(p.method + (" †" if apart else ""), (p.flops / 1e9, y), fontsize=6, xytext=(5, dy),
-                    textcoords="offset points", alpha=0.6 if apart else 1.0,
-                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"} if moved else None)
-    ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.2", lw=1, ls="--",
-            label="Pareto front")
+                    mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9, zorder=3)
+        if apart:  # the one label a point keeps: that it is not on every problem
+            ax.annotate(f"{p.method} †", (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(6, 3),
+                        textcoords="offset points", alpha=0.6)
+    ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.15", lw=6, alpha=0.15,
+            solid_capstyle="round", zorder=1, label="Pareto front")  # a wide band under the points it joins
+    for method, marker in {**shapes, "best-of-k": "s", "majority-of-k": "D"}.items():  # the marker says the method
+        ax.plot([], [], marker, color="0.3", ls="none", label=method)
     for d in depths:
         ax.plot([], [], "o", color=PALETTE[depths.index(d) % len(PALETTE)], label=f"{d} blocks")
     ax.plot([], [], "s", mfc="white", color="0.4", label="compute-matched")
     k = min(p.n_problems for p in points)
     if k < n:
-        ax.plot([], [], "P", color="0.4", alpha=0.35, label=f"† on the first {k} of {n} problems (off the front)")
+        ax.plot([], [], "P", color="0.4", alpha=0.35, label=f"† faded: on the first {k} of {n} problems (off the front)")
     ax.set_xscale("log")
     ax.set(xlabel="generation GFLOPs per answer (log scale)", ylabel="accuracy [%] (95% interval)",
            title="Accuracy at equal compute")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return finish(fig)
 
 
 def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float = 0.0, ax=None):
     """Cost of power sampling on the stitched model relative to full-depth greedy, against the kept depth, for
-    each setting (label → {'length', 'block_size', 'mcmc_steps'}); below the line at 1 the trade pays."""
-    from helpers.evaluation.cost import Shape, expected_decoded_tokens, net_cost_ratio
+    each setting (label → {'length', 'block_size', 'mcmc_steps', 'multiplier'}: `net_cost_settings`); below the line
+    at 1 the trade pays."""
+    from helpers.evaluation.cost import Shape, net_cost_ratio
 
     own = ax is None
     if own:
@@ -104,10 +107,9 @@ def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float
     L = Shape.of(config).layers
     depths = np.arange(1, L + 1)
     for i, (label, s) in enumerate(settings.items()):
-        total = expected_decoded_tokens(int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"])) / s["length"]
         ratio = [net_cost_ratio(config, int(d), int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"]), context)
                  for d in depths]
-        ax.plot(depths, ratio, color=PALETTE[i % len(PALETTE)], lw=1.8, label=f"{label}: ×{total:.2f} tokens")
+        ax.plot(depths, ratio, color=PALETTE[i % len(PALETTE)], lw=1.8, label=f"{label}: ×{s['multiplier']:.2f} tokens")
     ax.axhline(1.0, color="0.3", lw=1, ls="--", label="full-depth greedy")
     ax.set_yscale("log")
     ax.set(xlabel="blocks kept", ylabel="cost / full-depth greedy", title="Net cost of searching on a shallower model")
