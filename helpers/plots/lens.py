@@ -21,6 +21,8 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     """
     relative = len({np.asarray(c["kl"]).shape[1] for c in curves.values()}) > 1
     fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.4))
+    span = max(np.asarray(c["kl"]).shape[1] for c in curves.values()) if curves else 1
+    placed: dict[int, list[float]] = {id(ax_kl): [], id(ax_ov): []}  # the marks labelled so far, per axis
     for i, (name, c) in enumerate(curves.items()):
         colour = PALETTE[i % len(PALETTE)]
         n_taps = np.asarray(c["kl"]).shape[1]
@@ -35,9 +37,12 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
         for label, layer in (marks or {}).get(name, {}).items():
             if layer is not None and layer >= 0:
                 ax = ax_kl if "KL" in label else ax_ov
-                ax.axvline(layer * scale, color=colour, ls="--", lw=1)
-                ax.annotate(label, (layer * scale, 0.95), xycoords=("data", "axes fraction"), rotation=90,
-                            ha="right", va="top", fontsize=8, color=colour)
+                x = layer * scale
+                near = sum(abs(x - x0) < (0.06 if relative else 0.06 * span) for x0 in placed[id(ax)])
+                placed[id(ax)].append(x)
+                ax.axvline(x, color=colour, ls="--", lw=1)
+                ax.annotate(label, (x, 0.95 - 0.34 * near), xycoords=("data", "axes fraction"), rotation=90,
+                            ha="right", va="top", fontsize=8, color=colour)  # a label near another steps down
     xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
     ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
     ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
