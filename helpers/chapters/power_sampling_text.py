@@ -641,7 +641,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
          "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
-         "levels_table", "levels_sentence")
+         "levels_table", "levels_sentence", "pass_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
@@ -653,4 +653,26 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
-            **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels)}
+            **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),
+            "pass_sentence": pass_sentence(rows)}
+
+
+def pass_sentence(rows: Sequence[DepthRow]) -> str:
+    """What the pass@k figure shows for the first model: at each depth, how much each sampler's pass@k rose from
+    k = 1 to the largest k, and whether power sampling's rose less than T = 1's (the sign of collapsed diversity),
+    as far as so few samples can say."""
+    mine = [r for r in rows if r.model == rows[0].model and len(r.pass_at_k.get("power", [])) > 1]
+    if not mine:
+        return "With one sample per problem there is no pass@k beyond k = 1 to compare."
+    k = len(mine[0].pass_at_k["power"])
+    parts, less = [], []
+    for r in sorted(mine, key=lambda r: -r.depth):
+        rise = {m: 100 * (r.pass_at_k[m][-1] - r.pass_at_k[m][0]) for m in ("temperature", "power")}
+        less.append(rise["power"] < rise["temperature"])
+        parts.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
+                     f"{rise['power']:.0f}")
+    verdict = ("power sampling's pass@k rises less than T = 1's at every depth: its samples agree more, as a "
+               "sharper distribution's do" if all(less) else "power sampling's pass@k rises as much as T = 1's at "
+               "some depth: no sign there that the search collapsed the samples' diversity")
+    return (f"From k = 1 to k = {k}, " + "; ".join(parts) + f". So {verdict}. With {k} samples per problem this is "
+            "the curve's first step only, where the claim it tests concerns the whole curve.")

@@ -729,3 +729,14 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
     assert "takes float32 for m on this machine all the same" in sentence and "not this chapter's short timing" in sentence
     c.auto = "bfloat16"
     assert "all the same" not in precision_text.speed_values(c)["dtype_speed_sentence"]
+
+
+def test_the_pass_at_k_sentence_says_how_much_each_sampler_rose_and_what_that_suggests():
+    rows = [dataclasses.replace(r, pass_at_k={"temperature": [0.4, 0.6], "power": [0.5, 0.55]}) for r in _two_sizes()]
+    sentence = power_sampling_text.pass_sentence(rows)
+    assert sentence.startswith("From k = 1 to k = 2, at 6 blocks T = 1 rises by 20 points and power sampling by 5")
+    assert "rises less than T = 1's at every depth" in sentence
+    rows[1] = dataclasses.replace(rows[1], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
+    assert "no sign there that the search collapsed" in power_sampling_text.pass_sentence(rows)
+    one = [dataclasses.replace(r, pass_at_k={"temperature": [0.4], "power": [0.5]}) for r in rows]
+    assert power_sampling_text.pass_sentence(one).startswith("With one sample per problem")
