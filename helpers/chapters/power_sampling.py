@@ -22,6 +22,7 @@ from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depth
 from helpers.evaluation.decodes import (
     OUTCOMES,
     best_of_n,
+    cost_per_problem,
     ended,
     majority_vote,
     mean_accuracy,
@@ -138,6 +139,8 @@ class DepthRow:
     problem_ids: tuple[str, ...] = ()  # the problems, in score order: rows pair across models only where they agree
     family: str = ""  # the architecture (config.model_type): sizes compare within one family
     problem_levels: tuple[int | None, ...] = ()  # each problem's level, in order (the prose names them)
+    costs: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # power, smc -> tokens, seconds -> per
+    # problem, the mean per sample (`cost_per_problem`): costs set side by side on the same problems
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -154,6 +157,12 @@ class DepthRow:
         """The method `key` here minus `other_key` on `other` (this row and `key` where omitted), paired over the
         problems both ran (`paired_prefix`)."""
         return paired_prefix(self.scores[key], (other or self).scores[other_key or key])
+
+    def cost(self, key: str, what: str = "tokens", first: int | None = None) -> float:
+        """The method's mean decoded tokens (or, `what` 'seconds', wall seconds) per sample, over its problems or the
+        first `first` of them."""
+        values = self.costs[key][what][:first]
+        return float(np.mean(values)) if values else float("nan")
 
     def outcome_shares(self, key: str, first: int | None = None) -> dict[str, float]:
         """How the method's samples ended (`OUTCOMES`), over all its problems or the first `first`."""
@@ -218,6 +227,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
                 multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm),
                 problem_ids=tuple(p.id for p in order), problem_levels=tuple(p.level for p in order),
+                costs={key: {"tokens": cost_per_problem(runs[name]), "seconds": cost_per_problem(runs[name], "seconds")}
+                       for key, name in (("power", "power"), ("smc", "smc"))},
                 family=str(getattr(model.config, "model_type", ""))))
         del model
     return rows

@@ -221,24 +221,34 @@ def _short(d: PairedDifference) -> str:
 
 
 def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """SMC against MH at each depth of the first model (accuracy, paired difference, tokens per sample), then
-    SMC on the best truncation against the full model's greedy decoding."""
-    mine = [r for r in rows if r.model == rows[0].model]
-    full = next(r for r in mine if r.depth == r.n_layers)
+    """SMC against MH at each depth of each model, on the problems both ran (accuracy, paired difference, and each
+    one's decoded tokens and wall seconds per sample there), then SMC on each model's deepest truncation against its
+    full model's greedy decoding."""
     smc = searches.smc
-    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} tokens and "
-            f"were resampled when the ESS fell below {smc.ess_threshold:g}·K, "
-            f"{mean_resamples(rows):.1f} times per sample on average. ")
-    for r in mine:
-        d = r.paired("smc", other_key="power")
-        text += (f"At {r.depth} blocks SMC scored {r.interval('smc')} and MH "
-                 f"{r.interval('power', r.count('smc'))} on the same problems, for {r.tokens_smc:.0f} and "
-                 f"{r.tokens_power:.0f} decoded tokens per sample; SMC − MH = {_short(d)}. ")
-    best = best_truncation(rows, "smc")
-    if best is not None:
-        d = best.paired("smc", full, "greedy")
-        text += (f"Against the full model's greedy {full.interval('greedy', best.count('smc'))} on those problems, "
-                 f"SMC at {best.depth} blocks differs by {_short(d)}.")
+    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} "
+            f"tokens and were resampled when the ESS fell below {smc.ess_threshold:g}·K, {mean_resamples(rows):.1f} "
+            "times per sample on average. ")
+    for model in dict.fromkeys(r.model for r in rows):
+        mine = [r for r in rows if r.model == model and r.count("smc")]
+        full = next((r for r in rows if r.model == model and r.depth == r.n_layers), None)
+        if not mine or full is None:
+            continue
+        clauses = []
+        for r in mine:
+            k = r.count("smc")
+            d = r.paired("smc", other_key="power")
+            clauses.append(f"at {r.depth} blocks SMC scored {r.interval('smc')} and MH {r.interval('power', k)} on the "
+                           f"same {counted(k, 'problem')}, for {r.cost('smc', 'tokens', k):.0f} and "
+                           f"{r.cost('power', 'tokens', k):.0f} decoded tokens and {r.cost('smc', 'seconds', k):.1f} and "
+                           f"{r.cost('power', 'seconds', k):.1f} s per sample; SMC − MH = {_short(d)}")
+        lead = f"On {model}, " if len({r.model for r in rows}) > 1 else ""
+        sentence = lead + "; ".join(clauses)
+        text += sentence[0].upper() + sentence[1:] + ". "
+        cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
+        if cut is not None:
+            d = cut.paired("smc", full, "greedy")
+            text += (f"Against the full model's greedy {full.interval('greedy', cut.count('smc'))} on those problems, "
+                     f"SMC at {cut.depth} blocks differs by {_short(d)}. ")
     return text.strip()
 
 

@@ -375,6 +375,12 @@ def outcome_shares(records: Sequence[Sequence[dict]]) -> dict[str, float]:
     return {name: (flat.count(name) / len(flat) if flat else 0.0) for name in OUTCOMES}
 
 
+def cost_per_problem(records: Sequence[Sequence[dict]], field: str = "decoded_tokens") -> list[float]:
+    """Each problem's mean cost per sample: its decoded tokens (rejected proposals included), or with `field`
+    'seconds' its share of the wall time."""
+    return [sum(float(r.get(field) or 0.0) for r in p) / len(p) if p else 0.0 for p in records]
+
+
 def tokens_per_problem(records: Sequence[Sequence[dict]]) -> float:
     """Decoded tokens per problem and sample, rejected proposals included."""
     flat = [r["decoded_tokens"] for per_problem in records for r in per_problem]

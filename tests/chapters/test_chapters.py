@@ -212,8 +212,9 @@ def _row(depth: int, greedy: float, power: float, low: float = 0.2, smc: float =
     acc = {"greedy": greedy, "low": low, "temperature": 0.1, "best_of_n": 0.2, "majority": 0.3, "power": power,
            "smc": smc}
     scores = {key: _scores(a) for key, a in acc.items()}
+    costs = {"power": {"tokens": [35.0] * 20, "seconds": [3.0] * 20}, "smc": {"tokens": [40.0] * 20, "seconds": [2.0] * 20}}
     return power_sampling.DepthRow("toy", depth, 6, 20, acc, 0.4, 10.0, 35.0, 40.0, depth / 6, 1e9, scores=scores,
-                                   resamples=1.5, multiplier=3.5)
+                                   resamples=1.5, multiplier=3.5, costs=costs)
 
 
 def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_depth():
@@ -316,7 +317,7 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 
 
-def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
+def test_the_smc_sentence_sets_smc_against_mh_at_every_depth_of_every_model():
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
@@ -327,14 +328,16 @@ def test_the_smc_sentence_sets_smc_against_mh_at_every_depth():
                                                       SMCConfig(particles=4, block_size=16)))
     assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
     assert "1.5 times per sample on average" in text
-    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74] on the same problems, for 40 and 35 decoded " \
-           "tokens per sample" in text
+    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74] on the same 20 problems, for 40 and 35 decoded " \
+           "tokens and 2.0 and 3.0 s per sample" in text  # tokens and time on the same problems
     assert "SMC − MH = +0 points [+0, +0], better on 0 and worse on 0 of 20 problems, p = 1: within the noise" in text
-    assert "At 4 blocks SMC scored 0% [0–16] and MH 100% [84–100]" in text
+    assert "; at 4 blocks SMC scored 0% [0–16] and MH 100% [84–100]" in text
     assert "SMC − MH = -100 points" in text and "larger than its noise" in text
     assert text.endswith("Against the full model's greedy 50% [30–70] on those problems, SMC at 4 blocks differs by "
                          "-50 points [-70, -30], "
                          "better on 0 and worse on 10 of 20 problems, p = 0.002: larger than its noise.")
+    two = power_sampling_text.smc_sentence(_two_sizes(), Searches(Target(2.0), PowerConfig(), SMCConfig()))
+    assert "On small, at 6 blocks SMC scored" in two and "On big, at 6 blocks SMC scored" in two
 
 
 def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
