@@ -32,6 +32,11 @@ _DROPPED = [
     re.compile(r"\b[A-Za-z][\w.-]*\d[\w.-]*\b"),  # names with digits: Qwen2.5-Coder-0.5B, SmolLM2, arXiv ids, §4.2
 ]
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s?(%|×)?")
+# What a build measures of itself (its run configuration: each chapter's time, peak memory and rates): a number typed
+# with one of these units, outside the measurement logs and uncited, is a measurement that will drift
+MEASURED = re.compile(r"\s?(?:minutes?|min|seconds?|s|hours?|h|tokens/s|tokens per second)\b")
+MEMORY = re.compile(r"\s?(?:GiB|MiB|GB|MB)\b")  # a memory is measured where the sentence says it is a peak; else it
+PEAK = re.compile(r"\bpeak\b")  # is a machine's size (Binder's 2 GiB, a laptop's 8 GiB), a fact of the machine
 LOGS = ("performance", "reproducibility")  # pages of measurements, each with its command: listed, not checked
 CONVENTIONS = {"95%", "100%", "0%"}  # an interval's level and a share's bounds: the book's conventions, not results
 CITED = re.compile(r"\{cite|\breport\b|\bpaper\b|\bnotes\b|et al\.|§")
@@ -50,6 +55,7 @@ class Typed:
     percent: bool
     sentence: str
     cited: bool
+    measured: bool = False  # typed with a unit of what a build measures of itself (`MEASURED`)
 
     @property
     def checked(self) -> bool:
@@ -70,12 +76,18 @@ def prose(text: str) -> str:
 def typed_numbers(page: str, text: str) -> list[Typed]:
     """Every number typed into the prose of `text` (one page's markdown), sentence by sentence."""
     found = []
-    for sentence in SENTENCE.split(_CODE.sub(" ", text)):
+    units = []  # sentences, and each table row on its own: a row is read as a unit, not with the whole table
+    for block in re.split(r"((?:^\|.*\n?)+)", _CODE.sub(" ", text), flags=re.M):
+        units += block.splitlines() if block.startswith("|") else SENTENCE.split(block)
+    for sentence in units:
         cited = bool(CITED.search(sentence))
-        for m in NUMBER.finditer(prose(sentence)):
+        words = prose(sentence)
+        for m in NUMBER.finditer(words):
             whole, fraction, unit = m.group(1), m.group(2) or "", m.group(3)
             found.append(Typed(page, m.group(0).strip(), float(whole.replace(",", "") + fraction),
-                               max(len(fraction) - 1, 0), unit == "%", " ".join(sentence.split())[:200], cited))
+                               max(len(fraction) - 1, 0), unit == "%", " ".join(sentence.split())[:200], cited,
+                               bool(MEASURED.match(words, m.end()) or (MEMORY.match(words, m.end())
+                                                                     and PEAK.search(words, m.end(), m.end() + 40)))))
     return found
 
 
@@ -94,13 +106,17 @@ def _matches(t: Typed, value: float) -> bool:
 
 
 def collisions(typed: Sequence[Typed], glued: Iterable[dict]) -> list[tuple[Typed, list[str]]]:
-    """The checked typed numbers (`Typed.checked`) that equal a number the build glued, each with the glued names it
-    equals: numbers that should be glued, not typed."""
+    """The typed numbers a build computes, each with what it is: the checked ones (`Typed.checked`) that equal a
+    number the build glued (with the glued names they equal), and, outside the measurement logs and uncited, those
+    typed with a unit of what the build measures of itself (its times, memory and rates: `MEASURED`), which will
+    drift from the build's own measurement. Numbers that should be glued or referred to, not typed."""
     numbers = _numbers(glued)
     out = []
     for t in typed:
         if t.checked and (names := [name for name, v in numbers if _matches(t, v)]):
             out.append((t, names))
+        elif t.measured and not t.cited and t.page not in LOGS:
+            out.append((t, ["a measurement of the build itself (its run configuration)"]))
     return out
 
 
