@@ -33,6 +33,14 @@ def test_a_typed_number_that_equals_a_glued_value_at_its_precision_is_a_collisio
     assert collisions(typed_numbers("performance", page), glued) == []  # a measurement log, each with its command
 
 
+def test_a_number_typed_with_a_unit_of_what_a_build_measures_of_itself_is_one_it_computes():
+    page = ("| a laptop (2 cores, 8 GiB) | chapters 01–05 take 65–85 minutes; about 5.3 GiB at the peak |\n"
+            "| Binder (2 GiB) | a few minutes |\n\nBinder's 2 GiB holds the smoke profile. The report ran 8 hours.")
+    found = [t.text for t, _ in collisions(typed_numbers("teaching", page), [])]
+    assert found == ["85", "5.3"]  # not the machines' sizes, nor the report's figure
+    assert collisions(typed_numbers("performance", page), []) == []  # a measurement log, each with its command
+
+
 def test_no_page_types_a_number_the_published_full_build_computes():
     """Every number of the last published `full` build that the pages quote is glued, not typed: a typed one would
     stay behind when the next build moves it. The build writes the same check beside its glued values
