@@ -56,8 +56,8 @@ def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
     """`multiplier_values`, the sentence that states them and the build's N, as the token-count section glues
     them."""
     n, theirs = power.mcmc_steps, int(REPORT_SETTINGS["mcmc_steps"])
-    clause = (f"with $N = {n}$ MH steps per block, as the report did" if n == theirs else
-              f"with $N = {n}$ MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
+    clause = (f"with N = {n} MH steps per block, as the report did" if n == theirs else
+              f"with N = {n} MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
     return {**multiplier_values(m), "multiplier_sentence": multiplier_sentence(m), "build_steps": n,
             "steps_clause": clause}
 
@@ -70,8 +70,8 @@ def exercise_values(m: Measured, profile: str) -> dict:
     steps = exercise_steps(cfg.mcmc_steps)
     predicted = predicted_tokens(m, steps)
     v = multiplier_values(m)
-    which = ("the report's $N = 10$" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
-             f"$N = {steps}$, fewer steps than the report's 10, which this build ran")
+    which = ("the report's N = 10" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
+             f"N = {steps}, fewer steps than the report's 10")
     return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=steps),
             "ex_steps": steps, "ex_steps_which": which, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
             "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],

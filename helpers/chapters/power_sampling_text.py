@@ -675,14 +675,18 @@ def pass_sentence(rows: Sequence[DepthRow]) -> str:
     if not mine:
         return "With one sample per problem there is no pass@k beyond k = 1 to compare."
     k = len(mine[0].pass_at_k["power"])
-    parts, less = [], []
+    parts, less = [], {}
     for r in sorted(mine, key=lambda r: -r.depth):
         rise = {m: 100 * (r.pass_at_k[m][-1] - r.pass_at_k[m][0]) for m in ("temperature", "power")}
-        less.append(rise["power"] < rise["temperature"])
+        less[r.depth] = rise["power"] < rise["temperature"]
         parts.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
                      f"{rise['power']:.0f}")
+    lower = [d for d, x in less.items() if x]
     verdict = ("power sampling's pass@k rises less than T = 1's at every depth: its samples agree more, as a "
-               "sharper distribution's do" if all(less) else "power sampling's pass@k rises as much as T = 1's at "
-               "some depth: no sign there that the search collapsed the samples' diversity")
+               "sharper distribution's do" if len(lower) == len(less) else
+               "at no depth does power sampling's pass@k rise less than T = 1's: no sign that the search collapsed "
+               "the samples' diversity" if not lower else
+               f"power sampling's pass@k rises less than T = 1's at {listed(lower)} blocks and not at "
+               f"{listed([d for d in less if d not in lower])}: these few samples show no consistent sign either way")
     return (f"From k = 1 to k = {k}, " + "; ".join(parts) + f". So {verdict}. With {k} samples per problem this is "
             "the curve's first step only, where the claim it tests concerns the whole curve.")

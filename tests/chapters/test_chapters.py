@@ -740,6 +740,9 @@ def test_the_pass_at_k_sentence_says_how_much_each_sampler_rose_and_what_that_su
     assert sentence.startswith("From k = 1 to k = 2, at 6 blocks T = 1 rises by 20 points and power sampling by 5")
     assert "rises less than T = 1's at every depth" in sentence
     rows[1] = dataclasses.replace(rows[1], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
-    assert "no sign there that the search collapsed" in power_sampling_text.pass_sentence(rows)
+    assert "rises less than T = 1's at 6 blocks and not at 5: these few samples show no consistent sign" in \
+        power_sampling_text.pass_sentence(rows)
+    rows[0] = dataclasses.replace(rows[0], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
+    assert "at no depth does power sampling's pass@k rise less" in power_sampling_text.pass_sentence(rows)
     one = [dataclasses.replace(r, pass_at_k={"temperature": [0.4], "power": [0.5]}) for r in rows]
     assert power_sampling_text.pass_sentence(one).startswith("With one sample per problem")
