@@ -591,25 +591,26 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
 
 
 def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow]) -> str:
-    """The premise's prediction read from the gains where p^α differs from plain sampling and from low temperature:
-    the base model's MH − T = 1 and MH − low temperature at full depth beside the instruction-tuned models' (point
-    estimates: gains of different models on different problems do not pair, so no test compares them)."""
+    """The premise's prediction read from the search's gains at full depth: the base model's MH − greedy (the report's
+    comparison), MH − T = 1 and MH − low temperature beside the instruction-tuned models' (point estimates: gains of
+    different models on different problems do not pair, so no test compares them)."""
     def gain(r: DepthRow, other: str) -> float:
         return 100 * r.paired("power", other_key=other).mean
 
     parts, sides = [], []
-    for other, name in (("temperature", "MH − T = 1"), ("low", "MH − low temperature")):
+    for other, name in (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature")):
         mine, theirs = gain(base, other), [gain(t, other) for t in tuned]
         side = "above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs) else "within"
         sides.append(side)
         where = {"above": "above every instruction-tuned model's", "below": "below every instruction-tuned model's",
                  "within": "within the instruction-tuned models'"}[side]
-        parts.append(f"its {name}, {mine:+.1f} points, is {where} ({_range(theirs, '+.1f')})")
-    verdict = ("as the premise predicts for a less sharp model" if sides == ["above", "above"] else
-               "against the premise's prediction" if sides == ["below", "below"] else
-               "so the two do not agree on the premise's prediction")
-    return (f"Where p^α differs from what the model samples anyway, at full depth {listed(parts)}: {verdict} (a point "
-            "estimate each, on each model's own problems: no test sets one model's gain against another's).")
+        parts.append(f"{name}, {mine:+.1f} points, is {where} ({_range(theirs, '+.1f')})")
+    verdict = ("as the premise predicts for a less sharp model" if set(sides) == {"above"} else
+               "against the premise's prediction" if set(sides) == {"below"} else
+               "so the three do not agree on the premise's prediction")
+    return (f"Set beside the instruction-tuned models' gains at full depth, the base model's {listed(parts)}: "
+            f"{verdict} (a point estimate each, on each model's own problems: no test sets one model's gain against "
+            "another's).")
 
 
 def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:

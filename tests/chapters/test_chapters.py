@@ -648,10 +648,12 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     assert "gemma-3-270m is less sharp than every instruction-tuned model, as the premise expects, and the search's " \
         "gain on it at full depth is not larger than its noise." in sentence
     assert "MH − low temperature is +0.0 points [" in sentence
-    assert sentence.endswith("at full depth its MH − T = 1, +40.0 points, is below every instruction-tuned model's "
-                             "(+70.0) and its MH − low temperature, +0.0 points, is within the instruction-tuned "
-                             "models' (+0.0): so the two do not agree on the premise's prediction (a point estimate "
-                             "each, on each model's own problems: no test sets one model's gain against another's).")
+    assert sentence.endswith("Set beside the instruction-tuned models' gains at full depth, the base model's "
+                             "MH − greedy, +0.0 points, is within the instruction-tuned models' (+0.0), MH − T = 1, "
+                             "+40.0 points, is below every instruction-tuned model's (+70.0) and MH − low "
+                             "temperature, +0.0 points, is within the instruction-tuned models' (+0.0): so the three do "
+                             "not agree on the premise's prediction (a point estimate each, on each model's own "
+                             "problems: no test sets one model's gain against another's).")
     rows[0].sharp = Sharpness(0.95, 0.01, 40, 400)
     assert "is sharper than every instruction-tuned model, against the premise's expectation" in \
         power_sampling_text.premise_sentence(rows)
