@@ -121,4 +121,4 @@ def test_what_cannot_be_audited_says_why():
     assert reason({"experiment": "logit_lens", "key": "math-1@x", "config": {"source": "embedded:m.gguf",
                                                                            "dtype": "float32"}}) == \
         "studies of problems other than the arithmetic benchmark"
-    assert reason({"experiment": "layer_maps", "key": "k", "config": {}}).startswith("layer_maps records")
+    assert reason({"experiment": "unknown_kind", "key": "k", "config": {}}).startswith("unknown_kind records")
