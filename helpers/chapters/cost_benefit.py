@@ -17,6 +17,7 @@ from helpers.data.problems import Problem, problems_of
 from helpers.data.published import REPORT_SETTINGS
 from helpers.evaluation.comparison import (
     depth_plan,
+    depth_seeds,
     power_subset,
     search_order,
     subset_size,
@@ -177,7 +178,8 @@ def _point(m: tuple[str, int, int, float], method: str, records: Sequence[Sequen
 def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None, searches: Searches, *,
             n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
             engine: str = "slot", search_problems: int | None = None, power_subsets: dict[str, int] | None = None,
-            critical_sweep: SweepSettings | dict | None = None) -> Measured:
+            critical_sweep: SweepSettings | dict | None = None,
+            seeds_at: Mapping[int | str, int] | None = None) -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
@@ -186,7 +188,8 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     Also decodes greedily at the break-even depth (read from the store where chapter 03 swept it), to say
     whether the model still works there. The decodes are chapter 04's: the same settings
     (`helpers.samplers.settings.chapter_settings`) through the same call, on the same `engine`, on the same problems
-    (`search_problems` and `power_subsets`: chapter 04's `search_order` and `search_limits`); the matched
+    (`search_problems`, `power_subsets` and `seeds_at`: chapter 04's `search_order`, `search_limits` and
+    `depth_seeds`); the matched
     baselines, being off the headline, run on the searches' subset. `problems` is one list for every model, or each
     model's own (`helpers.data.model_sets.problem_sets`), as chapter 04's.
     """
@@ -200,10 +203,15 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     decoded: dict[int, dict[str, list[list[dict]]]] = {}
     matched_k: dict[int, int] = {}
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
-    plan = depth_plan(L, list(choose_depths(model, name, L, depths, sweep).depths), search_problems, mh_subset)
+    choice = choose_depths(model, name, L, depths, sweep)
+    plan = depth_plan(L, list(choice.depths), search_problems, mh_subset)
+    seeds = depth_seeds(choice, seeds_at, n_seeds)
     by_variant = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
-                                  **common)
-    for (_, depth), by_method in by_variant.items():
+                                  seeds=seeds, **common)
+    drawn: dict[int, int] = {}  # samples per problem at each depth
+    for variant, by_method in by_variant.items():
+        depth = variant[1]
+        drawn[depth] = seeds.get(variant, n_seeds)
         runs = {label: by_method[method] for method, label in LABELS.items()}
         per_power = mean_of([r for per in runs["power"] for r in per], "decoded_tokens")
         per_plain = mean_of([r for per in runs["T=1"] for r in per], "decoded_tokens")
@@ -212,7 +220,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
             most = max(k, smc.particles)
             mh_problems = problems[:search_problems or len(problems)]  # off the headline: the searches' subset
             warm = sample(at_depth(model, depth), tokenizer, mh_problems, settings["temperature"], n_seeds=most, **common) \
-                if most > n_seeds else runs["T=1"][:len(mh_problems)]
+                if most > drawn[depth] else runs["T=1"][:len(mh_problems)]
             runs["T=1 (k)"] = [per[:k] for per in warm]
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
         decoded[depth] = runs
@@ -224,9 +232,10 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
         points += [_point(at, method, runs[method]) for method in ("greedy", "low temp.", "T=1", "power", "SMC")]
         k = matched_k[depth] if "T=1 (k)" in runs else None
         big = smc.particles if "T=1 (K)" in runs else None
-        if n_seeds > 1 and n_seeds not in (k, big):
-            points += [_point(at, f"best-of-{n_seeds}", runs["T=1"], n_seeds, "best_of_n"),
-                       _point(at, f"majority-of-{n_seeds}", runs["T=1"], n_seeds, "majority")]
+        n = drawn[depth]
+        if n > 1 and n not in (k, big):
+            points += [_point(at, f"best-of-{n}", runs["T=1"], n, "best_of_n"),
+                       _point(at, f"majority-of-{n}", runs["T=1"], n, "majority")]
         for size, key in ((k, "T=1 (k)"), (big, "T=1 (K)")):
             if size is not None and size > 1 and not any(p.depth == depth and p.samples == size and p.matched
                                                          for p in points):

@@ -13,6 +13,7 @@ from helpers.data.sources import load_problems
 from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
+    depth_seeds,
     power_subset,
     search_order,
     subset_size,
@@ -174,7 +175,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                     searches: Searches, *, n_seeds: int, max_new_tokens: int, shots: int, seed: int,
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
-                    critical_sweep: SweepSettings | dict | None = None) -> list[DepthRow]:
+                    critical_sweep: SweepSettings | dict | None = None,
+                    seeds_at: Mapping[int | str, int] | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-k, majority), power sampling by MH and by SMC at every
     depth.
 
@@ -184,7 +186,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     is stored by `helpers.evaluation.decodes.sample`, so the greedy records of chapter 03 are read, not recomputed.
     `engine` ('slot' or 'vllm') runs the decodes (`helpers.samplers.settings`). With `search_problems`, SMC
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
-    names (`search_limits`). `problems` is one list for every model, or each model's own
+    names (`search_limits`); `seeds_at` gives a depth fewer samples per problem than `n_seeds` (`depth_seeds`, e.g.
+    {'critical-1': 1}). `problems` is one list for every model, or each model's own
     (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem.
     """
     size = subset_size(search_problems, power_subsets)
@@ -198,9 +201,11 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
         plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
+        seeds = depth_seeds(choice, seeds_at, n_seeds)
         decoded = sample_at_depths(model, tokenizer, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
-                                   batch_size=batch_size, engine=engine)
-        for (_, depth), runs in decoded.items():
+                                   seeds=seeds, batch_size=batch_size, engine=engine)
+        for variant, runs in decoded.items():
+            depth, k = variant[1], seeds.get(variant, n_seeds)
             greedy, low, warm = runs["greedy"], runs["low_temperature"], runs["temperature"]
             chains, particles = runs["power"], runs["smc"]
             rates = [r["acceptance"] for per in chains for r in per if r["acceptance"] is not None]
@@ -215,12 +220,12 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 tokens_smc=tokens_per_problem(particles),
                 flops_share=model_cost(model.config, depth).flops_per_token / full_flops,
                 size=model_size(model.config),
-                pass_at_k={"temperature": [pass_at_k(warm, k) for k in range(1, n_seeds + 1)],
-                           "power": [pass_at_k(chains, k) for k in range(1, n_seeds + 1)]},
+                pass_at_k={"temperature": [pass_at_k(warm, j) for j in range(1, k + 1)],
+                           "power": [pass_at_k(chains, j) for j in range(1, k + 1)]},
                 scores={"greedy": per_problem(greedy), "low": per_problem(low), "temperature": per_problem(warm),
                         "best_of_n": per_problem(warm, "best_of_n"), "majority": per_problem(warm, "majority"),
                         "power": per_problem(chains), "smc": per_problem(particles)},
-                n_seeds=n_seeds,
+                n_seeds=k,
                 outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains),
                           "smc": outcome_shares(particles)},
                 ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from helpers.data.problems import Problem, interleaved
+from helpers.evaluation.critical import DepthChoice, parse_depth
 from helpers.evaluation.stats import PairedDifference
 
 
@@ -61,6 +62,25 @@ def depth_plan(n_layers: int, depths: Sequence[int] | None, search_problems: int
     order = sorted({n_layers, *(depths if depths is not None else [n_layers - 1])}, reverse=True)
     return {("stitch", d): search_limits(search_problems, power if d == n_layers and len(order) > 1 else None)
             for d in order}
+
+
+def depth_seeds(choice: DepthChoice, seeds_at: Mapping[int | str, int] | None, n_seeds: int) -> dict[tuple[str, int], int]:
+    """{("stitch", depth): samples per problem} for the depths of `choice` that `seeds_at` names (entries as
+    `depths`: a number of blocks, or 'critical-1'), each at most `n_seeds`: a depth off the headline, such as one below
+    the critical depth, searched on fewer seeds than the headline's. Pass it to `sample_at_depths` as `seeds`; chapters
+    04 and 05 both do, so they read the same records. A ValueError names an entry that is not one of the depths run,
+    or a count outside 1..n_seeds."""
+    out = {}
+    for entry, k in (seeds_at or {}).items():
+        relative, value = parse_depth(entry)
+        depth = choice.critical + value if relative and choice.critical is not None else None if relative else value
+        if depth is None or depth not in choice.depths:
+            raise ValueError(f"seeds_at names the depth {entry!r}, which is not among the stitched depths run on "
+                             f"{choice.model} ({', '.join(map(str, choice.depths)) or 'none'}); name one of them")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_seeds:
+            raise ValueError(f"seeds_at[{entry!r}] must be a number of samples from 1 to n_seeds ({n_seeds}), got {k!r}")
+        out[("stitch", depth)] = k
+    return out
 
 
 def _noise_word(d: PairedDifference) -> str:

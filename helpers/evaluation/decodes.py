@@ -120,11 +120,14 @@ def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapp
 def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
                      variants: Sequence[tuple[str, int]], *, n_seeds: int, batch_size: int, engine: str = "slot",
                      root: Path | None = None, limits: Mapping[tuple[str, int], Mapping[str, int]] | None = None,
+                     seeds: Mapping[tuple[str, int], int] | None = None,
                      progress: bool = True) -> dict[tuple[str, int], dict[str, list[list[dict]]]]:
     """{(method, depth): {name: records[problem][sample]}}: each named decode of `settings`, for each truncation
     (method, depth) of `model` (`at_depth`: at full depth the model itself), as `sample` on that truncation gives
     them and under the same store keys. The one function through which chapters 03-06 decode, so that a chapter
-    reads another's records by construction. `limits[variant][name]` = k: that decode on the first k problems only.
+    reads another's records by construction. `limits[variant][name]` = k: that decode on the first k problems only;
+    `seeds[variant]` = k: the sampled decodes of that truncation take its first k samples per problem, not `n_seeds`
+    (a depth off the headline searched on fewer seeds).
 
     Whatever is missing, of every decode at every depth, is computed in one engine run: the batch holds rows of
     every method and depth (a depth mix, `helpers.models.depth_mix`) until the last ends, with the costly searches
@@ -132,12 +135,16 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
     one model per engine, each truncation has a run of its own."""
     _check_counts(n_seeds, batch_size)
     limits = dict(limits or {})
+    seeds = dict(seeds or {})
+    for variant, k in seeds.items():
+        if not is_count(k, 1):
+            raise ValueError(f"seeds[{variant!r}] must be a number of samples of at least 1, got {k!r}")
     decodes: dict[tuple[str, int], dict[str, _Decode]] = {}
     shared: dict[tuple[str, int], _Decode] = {}  # the full depth under two methods is one model, one decode
     for variant in dict.fromkeys((method, depth) for method, depth in variants):  # in order, once each
         m = at_depth(model, variant[1], variant[0])
-        by_name = _method_decodes(m, problems, settings, n_seeds, limits.get(variant), root, engine)
-        decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems)), d)
+        by_name = _method_decodes(m, problems, settings, seeds.get(variant, n_seeds), limits.get(variant), root, engine)
+        decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems), d.n_seeds), d)
                             for name, d in by_name.items()}
     every = list({id(d): d for by_name in decodes.values() for d in by_name.values()}.values())
     missing = {id(d): d.missing() for d in every}

@@ -132,6 +132,8 @@ DOMAINS: dict[str, Domain] = {
                            "{model: [levels]}", "dict", null="every model on `levels`"),
     "power_subsets": Domain("MH at the full depth of each named model runs on its first this many problems, as "
                             "{model: count}", "dict", null="every model on every problem"),
+    "seeds_at": Domain("a stitched depth searched on fewer samples per problem than n_seeds, as {depth: count}",
+                       "dict", null="every depth on n_seeds"),
     "engine": Domain("the decoding engine", "str", choices="helpers.samplers.settings:ENGINES"),
     "sweep_steps": Domain("the MH steps per block the N figure tries", "list"),
     "toy_samples": Domain("chains per point of the toy curves", "int", **COUNT_MAX),
@@ -407,6 +409,7 @@ def check_job(job: Job, defaults: dict) -> None:
                 raise RunError(f"{job.stem}: {label} {outside} are not arithmetic levels; the benchmark has levels "
                                f"{sorted(LEVELS)}.")
     _check_depths(job, literal)
+    _check_seeds_at(job, literal)
     _check_sweep_shares(job, literal)
     _check_context(job, literal)
     _check_samplers(job, literal)
@@ -428,6 +431,23 @@ def _check_samplers(job: Job, literal: dict) -> None:
         raise RunError(f"{job.stem}: {where}: {err}") from None
     except ValueError as err:
         raise RunError(f"{job.stem}: its sampler settings: {err}") from None
+
+
+def _check_seeds_at(job: Job, literal: dict) -> None:
+    """`seeds_at`: each key one of the job's `depths` as written there (so that it names a depth that runs), each
+    value a number of samples from 1 to `n_seeds`."""
+    value = {name: job.parameters.get(name, literal.get(name)) for name in ("seeds_at", "depths", "n_seeds")}
+    seeds_at, depths, n_seeds = value["seeds_at"], value["depths"], value["n_seeds"]
+    if not isinstance(seeds_at, dict):
+        return
+    named = [str(d).replace(" ", "") for d in depths] if isinstance(depths, list) else []
+    for entry, count in seeds_at.items():
+        if str(entry).replace(" ", "") not in named:
+            raise RunError(f"{job.stem}: seeds_at names the depth {entry!r}, which is not among its depths "
+                           f"{depths!r}; name one of them as written there.")
+        if _kind(count) != "int" or not 1 <= count <= (n_seeds if isinstance(n_seeds, int) else MAX_COUNT):
+            raise RunError(f"{job.stem}: seeds_at[{entry!r}] must be a number of samples from 1 to n_seeds "
+                           f"({n_seeds}), not {count!r}.")
 
 
 def _check_sweep_shares(job: Job, literal: dict) -> None:

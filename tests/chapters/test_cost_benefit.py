@@ -285,3 +285,38 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     sentence = cost_benefit_text.matched_sentence(m)
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
     assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
+
+
+def test_a_depth_off_the_headline_is_searched_on_fewer_seeds_and_chapter_05_reads_them(tiny_dir, tmp_path,
+                                                                                         monkeypatch):
+    """`seeds_at` gives one depth k samples per problem: its row says so (pass@k up to k), the other depths keep
+    n_seeds, the records are the first k of what n_seeds would draw, and chapter 05 prices them without a search."""
+    from helpers.evaluation.comparison import depth_seeds
+    from helpers.evaluation.critical import DepthChoice
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    rows = compare_methods([str(tiny_dir)], PROBLEMS, [3, 2], SEARCHES, seeds_at={2: 1}, **SETTINGS)
+    by_depth = {r.depth: r for r in rows}
+    assert [(d, by_depth[d].n_seeds, len(by_depth[d].pass_at_k["power"])) for d in (4, 3, 2)] == [
+        (4, 2, 2), (3, 2, 2), (2, 1, 1)]
+    assert all(len(per) == 1 for per in by_depth[2].ends["power"])
+    every = compare_methods([str(tiny_dir)], PROBLEMS, [3, 2], SEARCHES, **SETTINGS)  # the second seed at 2 added
+    assert [s for per in next(r for r in every if r.depth == 2).ends["power"] for s in per][::2] == [
+        s for per in by_depth[2].ends["power"] for s in per]
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("chapter 05 re-ran a search instead of reading chapter 04's")
+
+    monkeypatch.setattr(sampling, "chain_work", no_search)
+    monkeypatch.setattr(sampling, "smc_work", no_search)
+    m = ch.measure(str(tiny_dir), PROBLEMS, [3, 2], SEARCHES, matched=False, seeds_at={2: 1}, **SETTINGS)
+    assert {p.method for p in m.points if p.depth == 2} >= {"power", "greedy"}
+    assert not any(p.method.startswith("best-of") for p in m.points if p.depth == 2)  # one sample: no best-of-2
+
+    choice = DepthChoice("m", 4, (3, 2), critical=3, relative=True)
+    assert depth_seeds(choice, {"critical-1": 1}, 2) == {("stitch", 2): 1}
+    assert depth_seeds(choice, None, 2) == {}
+    with pytest.raises(ValueError, match="not among the stitched depths"):
+        depth_seeds(choice, {"critical+1": 1}, 2)  # the full depth runs on n_seeds: the headline's baseline
+    with pytest.raises(ValueError, match="from 1 to n_seeds"):
+        depth_seeds(choice, {2: 3}, 2)
