@@ -23,7 +23,6 @@ import torch
 
 CHUNK = 1024  # vocabulary entries per partial sum: the second search reads one chunk
 FLOOR = -80.0  # exponents are clamped here: e^-80 is a normal float32, e^-88 is not
-VERSION = "inverse-cdf"  # how tokens are drawn from a generator: part of a sampled decode's store key
 
 _buffers: dict[tuple[str, int, torch.device], torch.Tensor] = {}  # reused: fresh 40 MB tensors cost page faults per step
 

@@ -380,12 +380,10 @@ def _critical(c: dict, stored: dict, graded: dict, f: Finding) -> None:
 
 
 def _toy(c: dict) -> dict:
-    from helpers.engines.categorical import VERSION as DRAW
-    from helpers.samplers.power import REFERENCE_SCHEDULE
-    from helpers.samplers.smc import RESAMPLING
+    from helpers.results.kinds import TOY_CONVERGENCE
     from helpers.samplers.toy_curves import toy_curves
 
-    now = {"draw": DRAW, "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING}
+    now = dict(TOY_CONVERGENCE.revisions)
     if any(c.get(k) != v for k, v in now.items()):
         raise ValueError(f"it was computed with {({k: c.get(k) for k in now})}, this code draws with {now}")
     return toy_curves(c["alpha"], c["steps"], c["n_chains"], c["seed"], c["particles"], c["max_new_tokens"])

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from helpers.engines.categorical import VERSION as DRAW
 from helpers.results.kinds import TOY_CONVERGENCE
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
-from helpers.samplers.power import REFERENCE_SCHEDULE
-from helpers.samplers.smc import RESAMPLING
 from helpers.samplers.target import MH_MODES
 from helpers.samplers.toy_curves import toy_curves
 
@@ -24,8 +21,7 @@ def toy_run(alpha: float, steps: Sequence[int], n_chains: int, seed: int, partic
     """The store of the toy convergence curves: keyed by their settings and by how the samplers draw and move, so a
     changed sampler (the reference schedule, the draw, SMC's resampling) computes them again."""
     return Run(TOY_CONVERGENCE, {"alpha": float(alpha), "steps": list(steps), "n_chains": n_chains, "seed": seed,
-                                 "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, "draw": DRAW,
-                                 "schedule": REFERENCE_SCHEDULE, "resampling": RESAMPLING})
+                                 "particles": list(particles), "max_new_tokens": TOY_MAX_TOKENS, **TOY_CONVERGENCE.revisions})
 
 
 def stored_toy_curves(alpha: float, steps: Sequence[int], n_chains: int, seed: int, particles: Sequence[int]) -> dict:

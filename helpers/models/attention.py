@@ -13,7 +13,8 @@ the two ways add the same terms in another order, so outputs differ in the last 
 already do between batch sizes. In bfloat16 the scores and their softmax are computed in float32, as the fused
 kernel keeps them, and only the weights that sum the values are rounded to bfloat16: the outputs stay within
 twice the fused kernel's distance from exact attention (two bfloat16 steps where it keeps to one). That changes
-bfloat16's numbers, so a bfloat16 decode's store key carries the revision (`REVISIONS`, in the engine's part of it).
+bfloat16's numbers, so a bfloat16 decode's store key carries the revision (the decode kind's `attention` revision,
+`helpers.results.kinds.DECODE`, in the engine's part of the key).
 A KV cache that knows this keeps a bfloat16 model's keys in float32 (`key_format`): the same bfloat16 values,
 converted once when written instead of at every step, so the same numbers for less work per step.
 """
@@ -26,8 +27,6 @@ from torch.nn import functional as F
 NAME = "sdpa_gqa"
 ONE_QUERY_MATMULS = True  # decoding steps on a CPU take `_one_query`
 ONE_QUERY_DTYPES = (torch.float32, torch.bfloat16)
-REVISIONS = {"bfloat16": 2}  # a format whose decoding numbers a change here moved -> its revision, which its decodes'
-# store keys carry (`helpers.samplers.settings.engine_key`): 2, scores in float32 on the one-query path
 
 
 def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

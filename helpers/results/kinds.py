@@ -1,5 +1,5 @@
 """Every kind of record the book stores, described once: its name, the code that computes and stores it, where its
-shape is declared, its code version, and how the audit checks it.
+shape is declared, its code version, the revisions of the algorithms its key carries, and how the audit checks it.
 
 Every reader takes what it needs from the entry itself, and nothing copies it: a storing site opens its records as
 `Run(KIND, config)` (`helpers.results.store`), which keys them by the kind's name and version and checks them by its
@@ -15,7 +15,8 @@ code that computes them, in layers above this one.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -36,6 +37,10 @@ class Kind:
     (computed again, `helpers.evaluation.audit_studies`), and for a study `recompute`: 'module:NAME' of how
     (`helpers.evaluation.audit_studies.Recompute`). `tolerance`, `bfloat16_tolerance`: the largest relative
     deviation a study's audit allows in float32 and in bfloat16 (None: not measured, so not audited).
+    `revisions`: the revision of each algorithm whose numbers its records carry in their keys, by the name the key
+    gives it (`revision`): a change to such an algorithm that moves numbers bumps its revision here, and only the
+    records that used it are computed anew. `version` moves every record of the kind; a revision moves those whose
+    key names it.
     """
 
     name: str
@@ -46,6 +51,13 @@ class Kind:
     tolerance: float | None = None
     bfloat16_tolerance: float | None = None
     recompute: str | None = None
+    revisions: Mapping[str, Any] = field(default_factory=dict)
+
+    def revision(self, name: str) -> Any:
+        """The revision of the algorithm `name` that this kind's keys carry (`revisions`)."""
+        if name not in self.revisions:
+            raise KeyError(f"the kind {self.name!r} names no revision {name!r}; it names {sorted(self.revisions)}")
+        return self.revisions[name]
 
     def shape_for(self, config: dict) -> Any:
         """The shape (`helpers.results.shapes.conforms`) its records have under `config`."""
@@ -60,7 +72,13 @@ class Kind:
 
 _AGAIN = "helpers.evaluation.audit_studies:"  # where the audit's ways to compute a study again are declared
 
-DECODE = Kind("decode", ("helpers.evaluation.decodes",), "helpers.evaluation.decodes:record_shape", audit="decode")
+# The samplers' algorithms, by the names store keys give them: how a sampled token is drawn from its distribution
+# (`helpers.engines.categorical`), how the published MH grows its blocks (`helpers.samplers.power`), how SMC resamples
+# (`helpers.samplers.smc`), and, per number format, how decoding attends on a CPU (`helpers.models.attention`: 2,
+# bfloat16's scores in float32 on the one-query path; `helpers.samplers.settings.engine_key`).
+_SAMPLERS = {"draw": "inverse-cdf", "schedule": "extend", "resampling": "systematic"}
+DECODE = Kind("decode", ("helpers.evaluation.decodes",), "helpers.evaluation.decodes:record_shape", audit="decode",
+              revisions={**_SAMPLERS, "attention": {"bfloat16": 2}})
 LOGIT_LENS = Kind("logit_lens", ("helpers.interp.studies",), "helpers.interp.studies:LENS_SHAPE",
                   tolerance=2e-3,  # float32 passes, batched alike: rounding only
                   bfloat16_tolerance=0.03,  # the appendix's lens, computed where bfloat16 is emulated
@@ -77,7 +95,7 @@ ERASURE_IG = Kind("erasure_ig", ("helpers.chapters.effective_depth", "helpers.in
                   "helpers.chapters.effective_depth:ERASURE_SHAPE", tolerance=2e-3, recompute=_AGAIN + "PROBE_AGAIN")
 TOY_CONVERGENCE = Kind("toy_convergence", ("helpers.evaluation.toy_study",), "helpers.evaluation.toy_study:TOY_SHAPE",
                        tolerance=1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
-                       recompute=_AGAIN + "TOY_AGAIN")
+                       recompute=_AGAIN + "TOY_AGAIN", revisions=_SAMPLERS)
 LAYER_MAPS = Kind("layer_maps", ("helpers.chapters.effective_depth", "helpers.interp.layer_maps"),
                   "helpers.interp.layer_maps:MAPS_SHAPE",
                   tolerance=2e-3,  # float64 fits of float32 states, batched alike: rounding only

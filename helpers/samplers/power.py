@@ -45,16 +45,12 @@ from helpers.engines.protocol import (
     ends_with_stop,
 )
 from helpers.engines.registry import make_engine
+from helpers.results.kinds import DECODE
 from helpers.samplers.target import MH_MODES, Target, check_length
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
 __all__ = ["Chain", "ChainCompletion", "PowerConfig", "chain_state", "chain_work", "power_sample", "resumable",
            "run_chains"]
-
-
-# How reference mode grows a chain: "extend" is the published loop's (B tokens from wherever the chain stands).
-# Part of reference mode's store key, so records of the earlier schedule (growth to the cap kB) are never reused.
-REFERENCE_SCHEDULE = "extend"
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,9 @@ class PowerConfig:
         """The settings that change a chain's numbers, for store keys (α and the length are keyed by the caller)."""
         settings = {"block_size": self.block_size, "mcmc_steps": self.mcmc_steps, "mode": self.mode,
                     "top_k": self.proposal_top_k}
-        if self.mode == "reference":  # records before the published block schedule (growth to a cap kB) stay apart
-            settings["schedule"] = REFERENCE_SCHEDULE
+        if self.mode == "reference":  # how it grows a chain: "extend", the published loop's (B tokens from wherever
+            # the chain stands); records of the earlier schedule (growth to the cap kB) stay apart
+            settings["schedule"] = DECODE.revision("schedule")
         return settings
 
     @property

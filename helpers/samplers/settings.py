@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from helpers.core.checks import SettingError, is_count
-from helpers.engines.categorical import VERSION as DRAW
-from helpers.models.attention import REVISIONS as ATTENTION
+from helpers.results.kinds import DECODE
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.smc import SMCConfig
 from helpers.samplers.target import Target, check_length
@@ -109,15 +108,16 @@ class DecodeSettings:
 
 def engine_key(engine: str, samples: bool = False, dtype: str = "float32", device: str = "cpu") -> dict:
     """The engine's part of a store key: for the book's own engines ("slot"), how a sampled decode draws its tokens
-    (`helpers.engines.categorical.VERSION`; greedy decodes draw nothing, so their key stays as it always was) and,
-    for a number format whose decoding attention was revised on a CPU (`helpers.models.attention.REVISIONS`:
+    (the decode kind's `draw` revision; greedy decodes draw nothing, so their key stays as it always was) and,
+    for a number format whose decoding attention was revised on a CPU (its `attention` revision:
     bfloat16; the revised path runs on CPUs only, so a GPU's keys do not carry it), the revision; for vLLM, its
     name."""
     check_engine(engine)
     if engine != "slot":
         return {"engine": engine}
-    revised = dtype in ATTENTION and device.split(":")[0] == "cpu"
-    return ({"draw": DRAW} if samples else {}) | ({"attention": ATTENTION[dtype]} if revised else {})
+    attention = DECODE.revision("attention")
+    revised = dtype in attention and device.split(":")[0] == "cpu"
+    return ({"draw": DECODE.revision("draw")} if samples else {}) | ({"attention": attention[dtype]} if revised else {})
 
 
 def check_engine(engine: str) -> str:

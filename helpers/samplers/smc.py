@@ -47,10 +47,9 @@ from helpers.engines.protocol import (
     ends_with_stop,
 )
 from helpers.engines.registry import make_engine
+from helpers.results.kinds import DECODE
 from helpers.samplers.target import Target
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
-
-RESAMPLING = "systematic"
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class SMCConfig:
     def as_dict(self) -> dict:
         """The settings that change a sample's numbers, for store keys (α and the length are keyed by the caller)."""
         settings = {"particles": self.particles, "block_size": self.block_size,
-                    "ess_threshold": float(self.ess_threshold), "resampling": RESAMPLING}
+                    "ess_threshold": float(self.ess_threshold), "resampling": DECODE.revision("resampling")}
         return {**settings, "bridge_tokens": self.bridge_tokens} if self.bridge_tokens else settings
 
     def exponent(self, t: int, alpha: float) -> float:

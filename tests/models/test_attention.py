@@ -7,6 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from helpers.models import attention
+from helpers.results.kinds import DECODE
 from helpers.samplers.plain import decode
 
 
@@ -64,13 +65,13 @@ def test_one_query_attention_in_bfloat16_keeps_its_scores_in_float32():
 
 
 def test_a_bfloat16_decodes_key_carries_the_attention_revision_and_a_float32_ones_is_unchanged():
-    from helpers.samplers.settings import DRAW, engine_key
+    from helpers.samplers.settings import engine_key
 
     assert engine_key("slot", False) == {} and engine_key("slot", True, "float32") == engine_key("slot", True)
-    assert engine_key("slot", False, "bfloat16") == {"attention": attention.REVISIONS["bfloat16"]}
+    assert engine_key("slot", False, "bfloat16") == {"attention": DECODE.revision("attention")["bfloat16"]}
     assert engine_key("vllm", True, "bfloat16") == {"engine": "vllm"}
     # the revised path runs on CPUs only: a GPU's bfloat16 decodes keep the key they always had
-    assert engine_key("slot", True, "bfloat16", "cuda:0") == engine_key("slot", True) == {"draw": DRAW}
+    assert engine_key("slot", True, "bfloat16", "cuda:0") == engine_key("slot", True) == {"draw": "inverse-cdf"}
     assert engine_key("slot", False, "bfloat16", "cpu") == engine_key("slot", False, "bfloat16")
 
 

@@ -74,3 +74,52 @@ def test_no_storing_site_names_its_kind_by_a_literal():
                     or any(k.arg == "shape" for k in node.keywords)):
                 described.append(f"{path.relative_to(HELPERS)}:{node.lineno}")
     assert described == []
+
+
+def test_a_revision_bumped_in_the_kinds_entry_moves_exactly_the_keys_that_name_it(tiny, monkeypatch):
+    """The decode kind's entry is the one owner of its samplers' revisions: bumping the draw moves every sampled
+    decode's key and no greedy one; bumping the reference schedule moves reference MH only, SMC's resampling SMC
+    only, and bfloat16's attention bfloat16 decodes on a CPU only. The toy study's key names its own revisions."""
+    from dataclasses import replace
+
+    from helpers.evaluation import toy_study
+    from helpers.evaluation.decodes import DecodeSettings, decode_run
+    from helpers.samplers import power, settings, smc
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
+
+    model = tiny[0]
+    decodes = {"greedy": DecodeSettings("greedy", max_new_tokens=8),
+               "temperature": DecodeSettings("temperature", max_new_tokens=8),
+               "power": DecodeSettings("power", max_new_tokens=8, target=Target(2.0),
+                                       power=PowerConfig(block_size=4, mcmc_steps=1, mode="reference")),
+               "exact": DecodeSettings("power", max_new_tokens=8, target=Target(2.0),
+                                       power=PowerConfig(block_size=4, mcmc_steps=1, mode="exact")),
+               "smc": DecodeSettings("smc", max_new_tokens=8, target=Target(2.0), smc=SMCConfig(particles=2, block_size=4))}
+
+    def keys() -> dict:
+        return {name: decode_run(model, s).hash for name, s in decodes.items()}
+
+    before = keys()
+    assert settings.engine_key("slot", True, "float32") == {"draw": kinds.DECODE.revision("draw")}
+    for name, moved in (("draw", {"temperature", "power", "exact", "smc"}), ("schedule", {"power"}),
+                        ("resampling", {"smc"}), ("attention", set())):
+        bumped = replace(kinds.DECODE, revisions={**kinds.DECODE.revisions, name: "next"} if name != "attention"
+                         else {**kinds.DECODE.revisions, "attention": {"bfloat16": 3}})
+        for module in (settings, power, smc):
+            monkeypatch.setattr(module, "DECODE", bumped)
+        after = keys()
+        assert {k for k in before if after[k] != before[k]} == moved, name
+        monkeypatch.undo()
+    bumped = replace(kinds.DECODE, revisions={**kinds.DECODE.revisions, "attention": {"bfloat16": 3}})
+    monkeypatch.setattr(settings, "DECODE", bumped)
+    assert settings.engine_key("slot", False, "bfloat16") == {"attention": 3}
+    assert settings.engine_key("slot", False, "bfloat16", "cuda:0") == {}
+    monkeypatch.undo()
+    toy = toy_study.toy_run(2.0, [0, 1], 4, 0, [2]).config
+    assert {k: toy[k] for k in kinds.TOY_CONVERGENCE.revisions} == dict(kinds.TOY_CONVERGENCE.revisions)
+    import pytest
+
+    with pytest.raises(KeyError, match="names no revision 'dither'"):
+        kinds.DECODE.revision("dither")
