@@ -5,7 +5,7 @@ words).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from helpers.chapters.cost_benefit import (
     REPORT,
@@ -79,27 +79,33 @@ def exercise_values(m: Measured, profile: str) -> dict:
             "ex_break_even": 100 * (1 - 1 / max(v["multiplier_vs_greedy"], 1e-9))}
 
 
-def savings_table(configs: dict, context: float, multipliers: dict[str, float]) -> str:
-    """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier."""
+def savings_table(configs: dict, context: float, multipliers: dict[str, float],
+                  contexts: Mapping[str, float] | None = None) -> str:
+    """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier; each model
+    this build measured at its own mean context (`contexts`, so that its shares are the sizes section's), the
+    others at `context`."""
     heads = list(multipliers)
     lines = ["| model | blocks | saved by −1 block | saved by −2 blocks | unembedding share | "
              + " | ".join(f"break-even depth at {h}" for h in heads) + " |", "|---" * (5 + len(heads)) + "|"]
     for name, config in configs.items():
+        at = (contexts or {}).get(name, context)
         L = Shape.of(config).layers
-        c = model_cost(config, L, context)
+        c = model_cost(config, L, at)
         cells = []
         for h in heads:
-            d = break_even_depth(config, multipliers[h], context)
+            d = break_even_depth(config, multipliers[h], at)
             cells.append("none (even 1 block costs more)" if d is None else f"{d} of {L}")
-        lines.append(f"| {name} | {L} | {100 * (1 - flops_share(config, L - 1, context)):.1f}% | "
-                     f"{100 * (1 - flops_share(config, L - 2, context)):.1f}% | "
+        lines.append(f"| {name} | {L} | {100 * (1 - flops_share(config, L - 1, at)):.1f}% | "
+                     f"{100 * (1 - flops_share(config, L - 2, at)):.1f}% | "
                      f"{100 * c.flops_unembedding / c.flops_per_token:.0f}% | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def savings_values(m: Measured, configs: dict, multipliers: dict[str, float]) -> dict:
+def savings_values(m: Measured, configs: dict, multipliers: dict[str, float],
+                   measured: Sequence[Measured] = ()) -> dict:
     """Glued numbers: the report's 7%, this build's saving at its truncations, the break-even depth and whether
-    the model still works at it, with the savings table (`savings_table` at `multipliers`, from `budgets`)."""
+    the model still works at it, with the savings table (`savings_table` at `multipliers`, from `budgets`; each of
+    the `measured` models at its own context)."""
     seven = configs["Qwen2.5-Math-7B"]
     mult = multiplier_values(m)["multiplier_vs_greedy"]
     L = m.n_layers
@@ -115,13 +121,13 @@ def savings_values(m: Measured, configs: dict, multipliers: dict[str, float]) ->
         sentence = (f"No depth of {m.model} breaks even: even a single block plus the unembedding costs more than "
                     f"1/{mult:.2f} of the full model's FLOPs per token.")
     else:
-        sentence = (f"For power sampling, at {mult:.2f} times the tokens, to cost no more than one full-depth greedy "
+        sentence = (f"For power sampling, at its full-depth {mult:.2f} times the tokens, to cost no more than one full-depth greedy "
                     f"answer, {m.model} would have to run at most {even} of its {L} blocks, removing {L - even}.")
         if m.break_even_accuracy is not None:
             sentence += (f" Stitched to {even} blocks, it answers {percent_with_interval(m.break_even_accuracy, m.points[0].n_problems)} "
                          "of the same problems greedily.")
     values["break_even_sentence"] = sentence
-    values["savings_table"] = savings_table(configs, m.context, multipliers)
+    values["savings_table"] = savings_table(configs, m.context, multipliers, {x.model: x.context for x in measured})
     return values
 
 

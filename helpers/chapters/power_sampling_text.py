@@ -432,9 +432,9 @@ def why_sentence(e: Explained) -> str:
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
             f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
-            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. Low "
-            f"temperature, the cheap way to sharpen, moves greedy by {low['recovery'].points(1)} at the cut and "
-            f"{low['full_gain'].points(1)} at full depth.")
+            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. In its "
+            f"place, sampling at low temperature (T = 1/α, the cheap way to sharpen) moves it by "
+            f"{low['recovery'].points(1)} at the cut and {low['full_gain'].points(1)} at full depth.")
 
 
 def decomposition_values(explained: Sequence[Explained]) -> dict:
@@ -451,9 +451,34 @@ def decomposition_values(explained: Sequence[Explained]) -> dict:
     return values
 
 
-def _report_gains(d: PairedDifference) -> str:
-    out = [f"{g:+.0f} ({size})" for size, g in excluded_gains(d).items()]
-    return "excludes " + " and ".join(out) if out else "holds them"
+CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this much more often than at full depth
+# has a cost the cap may have made: the front page says so
+
+
+def _unfinished(r: DepthRow) -> float | None:
+    """The share of greedy answers cut off at the token cap unfinished (None where the row keeps no endings)."""
+    return r.outcome_shares("greedy")["cut off"] if r.ends.get("greedy") else None
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _report_note(explained: Sequence[Explained]) -> str:
+    """The line under the front table that sets the report's gains beside this build's intervals, and says on how
+    much that rests: other models, problems, blocks, caps and depths."""
+    report = " and ".join(f"{g:+.0f} points ({size})" for size, g in report_gains().items())
+    out = [e.full.model for e in explained if excluded_gains(e.parts["power"].terms["headline"]) == report_gains()]
+    held = [e.full.model for e in explained if e.full.model not in out]
+    def of(models: list[str]) -> str:
+        return f"the interval of {models[0]}" if len(models) == 1 else f"the intervals of {_and(models)}"
+
+    verdict = "; ".join(part for part in (
+        f"{of(out)} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
+        f"{of(held)} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
+    return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens and "
+            f"answers of about 679 on average, at the depths its lens chose: not this build's models, problems or "
+            f"settings, so they are set beside these intervals for scale only ({verdict}).")
 
 
 def answer_values(explained: Sequence[Explained]) -> dict:
@@ -462,18 +487,31 @@ def answer_values(explained: Sequence[Explained]) -> dict:
     `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`."""
     if not explained:
         return {"answer_lead": "", "answer_table": "", "answer_why": ""}
-    report = ", ".join(f"{g:+.0f} ({size})" for size, g in report_gains().items())
+    ends = all(_unfinished(r) is not None for e in explained for r in (e.full, e.cut))
     lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | paired difference "
-             "[95% interval] | against its noise | the report's gains (" + report + " points) |",
-             "|---|---|---|---|---|---|---|"]
-    answers, excluded, own = [], [], own_problems([e.full for e in explained])
+             "[95% interval] | against its noise |" + (" greedy answers unfinished at the cap, full → cut |" if ends else ""),
+             "|---|---|---|---|---|---|" + ("---|" if ends else "")]
+    answers, excluded, own, capped = [], [], own_problems([e.full for e in explained]), []
     for e in explained:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
         excluded.append(excluded_gains(d) == report_gains())
+        cell = ""
+        if ends:
+            before, after = _unfinished(e.full), _unfinished(e.cut)
+            cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
+            if after - before >= CAP_SHARE:
+                capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "
+                              f"{100 * before:.0f}% at full depth")
         lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
-                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) | "
-                     f"{_report_gains(d)} |")
+                     f"{e.full.interval('greedy')} | {d.points(1)} | {d.standing()} (p {_p(d)}) |{cell}")
+    notes = ["", "Against its noise: **larger than its noise** where the paired 95% interval excludes zero and the paired "
+                 "test rejects at 5%, **borderline** where only one of the two does, **within its noise** where neither "
+                 "does (chapter 04 defines them). " + _report_note(explained)]
+    if capped:
+        notes += ["", "The cut ends more answers unfinished at the token cap: " + "; ".join(capped) + ". Part of what "
+                  "the cut costs there is answers the cap cut off, not reasoning the blocks took away; chapter 03's "
+                  "length study measures how long the cut models' answers are."]
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
@@ -489,7 +527,7 @@ def answer_values(explained: Sequence[Explained]) -> dict:
             f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
                                                                "report's gains" if out and word == UNDECIDED else "")
             for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
-    return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained])),
+    return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
             "answer_why": " ".join(why_sentence(e) for e in explained)}
 
 

@@ -475,7 +475,7 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
     assert "On small, cutting to 5 of 6 blocks moves greedy decoding's accuracy by -10.0 points" in \
         values["decomposition_sentence"]
-    assert "Low temperature, the cheap way to sharpen," in values["decomposition_sentence"]
+    assert "sampling at low temperature (T = 1/α, the cheap way to sharpen) moves it by" in values["decomposition_sentence"]
 
 
 def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_the_figure():
@@ -505,8 +505,14 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert values["answer_lead"].startswith("**No size this build ran shows it:** on small, too close to call: ")
     assert "; on big, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
     table = values["answer_table"].splitlines()
-    assert len(table) == 4 and table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
-    assert table[3].endswith("| excludes +4 (1.5B) and +8 (7B) |")
+    assert table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
+    assert "larger than its noise** where the paired 95% interval excludes zero" in table[5]  # the words, defined
+    assert "for scale only (the intervals of small and big lie below both)" in table[5]
+    assert "unfinished" not in values["answer_table"]  # these rows keep no endings: no column, no claim
+    cut = [dataclasses.replace(r, ends={"greedy": [["cut off" if i < 8 and r.depth == 5 else "correct"]
+                                                   for i in range(20)]}) for r in rows]
+    capped = power_sampling_text.answer_values(power_sampling.explain(cut))["answer_table"]
+    assert "| 0% → 40% |" in capped and "40% of small's greedy answers at 5 blocks against 0% at full depth" in capped
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     assert values["answer_lead"] == (f"**{big[0]}, at both sizes:** {big[1]}, and the paired interval excludes both "

@@ -320,3 +320,20 @@ def test_a_depth_off_the_headline_is_searched_on_fewer_seeds_and_chapter_05_read
         depth_seeds(choice, {"critical+1": 1}, 2)  # the full depth runs on n_seeds: the headline's baseline
     with pytest.raises(ValueError, match="from 1 to n_seeds"):
         depth_seeds(choice, {2: 3}, 2)
+
+
+def test_the_savings_table_prices_a_measured_model_at_its_own_context_as_the_sizes_section_does():
+    """One quantity, one value: a model this build measured is priced at its own mean context in the savings table,
+    so its per-block saving and unembedding share are the sizes section's; a model it did not measure at the
+    context given for all."""
+    from helpers.evaluation.cost import Shape, flops_share, model_cost, qwen25_math_configs
+
+    configs = qwen25_math_configs()
+    name, config = next(iter(configs.items()))
+    mine = cost_benefit_text.savings_table(configs, 100.0, {"×10": 10.0}, {name: 3000.0})
+    row = next(line for line in mine.splitlines() if line.startswith(f"| {name} |"))
+    c, L = model_cost(config, None, 3000.0), Shape.of(config).layers
+    assert f"| {100 * (1 - flops_share(config, L - 1, 3000.0)):.1f}% |" in row
+    assert f"| {100 * c.flops_unembedding / c.flops_per_token:.0f}% |" in row
+    other = next(line for line in mine.splitlines() if line.startswith("| ") and name not in line and "model" not in line)
+    assert other in cost_benefit_text.savings_table(configs, 100.0, {"×10": 10.0})  # the others as before
