@@ -260,7 +260,7 @@ def matched_sentence(m: Measured) -> str:
 
 def matched_table(m: Measured) -> str:
     """`matched_comparisons` of MH and of SMC as chapter 04's paired-test table."""
-    return comparisons_table(matched_comparisons(m) + matched_comparisons(m, "SMC"))
+    return comparisons_table(matched_comparisons(m) + matched_comparisons(m, "SMC"), m.model)
 
 
 def majority_sentence(m: Measured) -> str:

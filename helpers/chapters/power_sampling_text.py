@@ -78,21 +78,28 @@ def results_table(rows: Sequence[DepthRow]) -> str:
 
 
 def outcomes_table(rows: Sequence[DepthRow]) -> str:
-    """How greedy and power-sampled answers end at each depth of the first model: where the failures are."""
-    mine = [r for r in rows if r.model == rows[0].model and r.outcomes]
-    lines = ["| depth | method | problems | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 3) + "|"]
+    """How greedy and power-sampled answers end at each depth of every model, and how often those that finished
+    (not cut off at the token cap) are right: where the failures are, and how much of a cut's cost the cap made."""
+    mine = [r for m in dict.fromkeys(r.model for r in rows) for r in rows if r.model == m and r.outcomes]
+    own = own_problems(mine)
+    lines = ["| model | depth | method | problems | " + " | ".join(OUTCOMES) + " | right among finished |",
+             "|---" * (len(OUTCOMES) + 5) + "|"]
     subsets = set()
     for r in mine:
         for method in (m for m in ("greedy", "power", "smc") if m in r.outcomes):
             shares, n = r.outcomes[method], r.count(method)
             mark = " †" if n < r.n_problems else ""
             subsets |= {(n, r.n_problems)} if mark else set()
-            lines.append(f"| {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
-                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + " |")
+            finished = 1 - shares["cut off"]
+            right = f"{100 * shares['correct'] / finished:.0f}%" if finished > 0 else "none finished"
+            lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
+                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + f" | {right} |")
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", "Right among finished: the correct share of the samples not cut off at the token "
+                                   "cap. Where a cut leaves it near the full model's while 'cut off' grows, the cut's "
+                                   "cost is mostly answers the cap ended, not wrong ones."] + own_problems_note(mine))
 
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
@@ -106,7 +113,7 @@ def failure_sentence(rows: Sequence[DepthRow]) -> str:
     f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
     where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
-    return (f"At {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
+    return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
             f"{100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
             f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
             f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
@@ -698,7 +705,8 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
     two-size contrast's numbers and the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones)."""
     explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
-    return {"comparisons_table": comparisons_table(comparisons(rows)), "acceptance_sentence":
+    return {"comparisons_table": comparisons_table(comparisons(rows), rows[0].model if rows else None),
+            "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),

@@ -87,11 +87,14 @@ def _noise_word(d: PairedDifference) -> str:
     return "yes" if d.clear else "borderline" if d.borderline else "no"
 
 
-def comparisons_table(tests: Sequence[tuple[str, PairedDifference]]) -> str:
-    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test."""
-    lines = ["| comparison | difference [95% interval] | better / worse / problems | paired test p | larger than its noise? |",
-             "|---|---|---|---|---|"]
+def comparisons_table(tests: Sequence[tuple[str, PairedDifference]], model: str | None = None) -> str:
+    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test; with
+    `model`, a first column that names the model they ran on."""
+    first, rule = ("| model ", "|---") if model else ("", "")
+    lines = [first + "| comparison | difference [95% interval] | better / worse / problems | paired test p | "
+             "larger than its noise? |", rule + "|---|---|---|---|---|"]
     for label, d in tests:
-        lines.append(f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
+        lines.append((f"| {model} " if model else "") +
+                     f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
                      f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
     return "\n".join(lines)

@@ -303,8 +303,9 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert "both at 6" in " ".join(tests)
     assert "larger than its noise" in power_sampling_text.verdict_values(rows)["verdict"]
     assert power_sampling_text.verdict_values(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
-    table = power_sampling_text.comparisons_table(list(tests.items())).splitlines()
-    assert len(table) == 2 + len(tests) and "| yes |" in table[2]
+    table = power_sampling_text.comparisons_table(list(tests.items()), "toy").splitlines()
+    assert len(table) == 2 + len(tests) and "| yes |" in table[2] and table[2].startswith("| toy | power at 4 −")
+    assert power_sampling_text.comparisons_table(list(tests.items())).splitlines()[2].startswith("| power at 4 −")
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
@@ -355,7 +356,7 @@ def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
     assert "(Power sampling on the full model, on the first 8 of the 20 problems: 100% [68–100] against greedy's" in \
         verdict and "on the same ones" in verdict
     failure = power_sampling_text.failure_sentence([full, cut])
-    assert failure.startswith("At 4 blocks 50% of power samples are correct, against 100% at the full 6 on the 8 "
+    assert failure.startswith("On toy, at 4 blocks 50% of power samples are correct, against 100% at the full 6 on the 8 "
                               "problems where both ran")
 
 
@@ -437,13 +438,17 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert len(table) == 7 and table[5] == "| 4/6 | greedy | 20 | 25% | 25% | 25% | 25% |"
-    assert table[4] == "| 6/6 | smc | 20 | 75% | 25% | 0% | 0% |"
+    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 25% | 25% | 25% | 25% | 33% |"
+    assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 75% |"  # right among the finished ones
+    assert table[-1].startswith("Right among finished: the correct share of the samples not cut off")
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert table[4] == "| 6/6 | smc † | 8 | 75% | 25% | 0% | 0% |" and "† On the first 8 problems of the 20" in table[-1]
+    assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 75% |"
+    assert "† On the first 8 problems of the 20" in table[-3]
+    other = [dataclasses.replace(r, model="other") for r in rows]  # every model, each named in its rows
+    assert sum(line.startswith("| other |") for line in power_sampling_text.outcomes_table(rows + other).splitlines()) == 5
     sentence = power_sampling_text.failure_sentence(rows)
-    assert "At 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
+    assert "On toy, at 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
     assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
     assert "no truncated depth" in power_sampling_text.failure_sentence(rows[:1]).lower()
 
@@ -572,7 +577,7 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
     assert "| base ‡ | 6/6 |" in results and results.endswith(note) and results.count("‡") == 3  # 2 rows, 1 note
     assert note not in power_sampling_text.results_table(rows)  # no model of its own: no mark, no note
     values = power_sampling_text.answer_values(power_sampling.explain(every))
-    assert "| base ‡ | 5 of 6 |" in values["answer_table"] and values["answer_table"].endswith(note)
+    assert "| base ‡ | 5 of 6 |" in values["answer_table"] and f"\n\n{note}\n\n" in values["answer_table"]
     from helpers.evaluation.sharpness import Sharpness
 
     sharp = [dataclasses.replace(r, sharp=Sharpness(0.5, 0.5, 40, 400)) for r in every]
