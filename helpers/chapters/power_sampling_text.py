@@ -97,9 +97,10 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
-    return "\n".join(lines + ["", "Right among finished: the correct share of the samples not cut off at the token "
-                                   "cap. Where a cut leaves it near the full model's while 'cut off' grows, the cut's "
-                                   "cost is mostly answers the cap ended, not wrong ones."] + own_problems_note(mine))
+    legend = ("Right among finished: the correct share of the samples not cut off at the token cap. Where a cut leaves "
+              "it near the full model's while 'cut off' grows, the cut's cost is mostly answers the cap ended, not "
+              "wrong ones.")
+    return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
