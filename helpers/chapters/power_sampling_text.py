@@ -164,8 +164,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.describe()}, which is {noise}. {_full_power(full)} {_report_headline()}"
-                    f" A power-sampled answer at {best.depth} blocks decoded {best.multiplier:.1f} times the tokens "
+                    f"{d.describe()}, which is {noise}. A power-sampled answer at {best.depth} blocks decoded {best.multiplier:.1f} times the tokens "
                     f"of a greedy answer at the same depth on the same problems, each token at "
                     f"{100 * best.flops_share:.0f}% of the full model's FLOPs.")
         answer = answer.strip()
@@ -178,16 +177,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
             "headline": headline}
 
 
-def _full_power(full: DepthRow) -> str:
-    """Power sampling on the full model beside greedy on the same problems (the searches' subset where it ran there)."""
-    k = full.count("power")
-    d = full.paired("power", other_key="greedy")
-    where = "on all" if k == full.n_problems else f"on the first {k} of the {full.n_problems}"
-    return (f"(Power sampling on the full model, {where} problems: {full.interval('power')} against greedy's "
-            f"{full.interval('greedy', k)} on the same ones, {_short(d)}.)")
-
-
-def _report_headline() -> str:
+def report_sentence() -> str:
     """The report's answer to the same question, from `helpers.data.published`."""
     seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
                         for name, r in REPORT_HEADLINE.items())
@@ -349,12 +339,10 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
                                  "the model's size: run this chapter with two sizes of one family among its models "
                                  "(chapter 02 sets their logit-lens curves side by side).",
                 "size_headline": ""}
-    parts, short, values = [], [], {}
+    short, values = [], {}
     for tag, (cut, full), d in zip(("small", "large"), contrast.rows, contrast.differences, strict=True):
         model = full.model
         where = f"its full {full.n_layers} blocks" if cut is full else f"{cut.depth} of {full.n_layers} blocks"
-        parts.append(f"on {model}, power sampling at {where} scored {cut.interval('power')} against full-depth greedy "
-                     f"{full.interval('greedy')}, {d.describe(decimals=1)}")
         short.append(f"On {model}, power sampling at {where} scored {cut.interval('power')} against "
                      f"{full.interval('greedy')} for full-depth greedy (paired {d.points(decimals=1)}, "
                      f"{d.standing()}).")
@@ -370,8 +358,8 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     # gap that is not the difference of the two differences beside it
     gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
            f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
-    sentence = (f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}. {gap} (paired over the same "
-                f"{counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} {_report_sizes()}")
+    sentence = (f"{gap} (paired over the same {counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} "
+                f"{_report_sizes()}")
     headline = f"{short[1]} {gap}, {dd.standing()}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
@@ -445,13 +433,33 @@ def why_sentence(e: Explained) -> str:
             f"{low['recovery'].points(1)} at the cut and {low['full_gain'].points(1)} at full depth.")
 
 
+def decomposition_summary(explained: Sequence[Explained]) -> str:
+    """The decomposition read across the models, in words its intervals support: on which models each of MH's terms
+    is larger than its noise (the table beside it gives the numbers, and the front page each model's paragraph)."""
+    if not explained:
+        return "No truncated depth ran, so there is no cut to take apart."
+
+    def where(term: str, key: str = "power", sign: int = 0) -> str:
+        hits = [e.full.model for e in explained if e.parts[key].terms[term].clear
+                and (sign == 0 or sign * e.parts[key].terms[term].mean > 0)]
+        return _and(hits) if hits else "none"
+
+    n = counted(len(explained), "model")
+    text = (f"Read across the {n}, MH's terms are larger than their noise as follows: the cut's cost on {where('cut_cost')}; "
+            f"the search's gain at the cut on {where('recovery', sign=1)} (a loss there on {where('recovery', sign=-1)}); "
+            f"its gain at full depth on {where('full_gain', sign=1)} (a loss on {where('full_gain', sign=-1)}). That "
+            f"search helps more where depth was removed is larger than its noise on {where('mechanism', sign=1)}, and "
+            f"the reverse on {where('mechanism', sign=-1)}. Low temperature's gain at the cut is larger than its noise "
+            f"on {where('recovery', 'low', 1)}.")
+    return text
+
+
 def decomposition_values(explained: Sequence[Explained]) -> dict:
     """The decomposition's glued table and sentences (Markdown), and each model's terms in points, named by the model
     (`dec_qwen2_5_coder_0_5b_power_cut_cost`: a name that means the same model in every build, for `glued-diff`),
     from `explain`."""
     values = {"decomposition_table": decomposition_table(explained),
-              "decomposition_sentence": " ".join(why_sentence(e) for e in explained) or
-              "No truncated depth ran, so there is no cut to take apart."}
+              "decomposition_sentence": decomposition_summary(explained)}
     for e in explained:
         name = re.sub(r"\W", "_", e.full.model)
         for key, _ in SEARCHES:
@@ -698,7 +706,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
          "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
-         "levels_table", "levels_sentence", "pass_sentence")
+         "levels_table", "levels_sentence", "pass_sentence", "report_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
@@ -712,7 +720,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
             **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),
-            "pass_sentence": pass_sentence(rows)}
+            "pass_sentence": pass_sentence(rows), "report_sentence": report_sentence()}
 
 
 def pass_sentence(rows: Sequence[DepthRow]) -> str:
