@@ -218,36 +218,54 @@ def _short(d: PairedDifference) -> str:
             f"p = {d.p_value:.2g}: {word}")
 
 
-def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """SMC against MH at each depth of each model, on the problems both ran (accuracy, paired difference, and each
-    one's decoded tokens and wall seconds per sample there), then SMC on each model's deepest truncation against its
-    full model's greedy decoding."""
-    smc = searches.smc
-    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} "
-            f"tokens and were resampled when the ESS fell below {smc.ess_threshold:g}·K, {mean_resamples(rows):.1f} "
-            "times per sample on average. ")
+def smc_table(rows: Sequence[DepthRow]) -> str:
+    """SMC against MH at each depth of each model, on the problems both ran: each one's accuracy, decoded tokens and
+    wall seconds per sample there, and their paired difference; then SMC on each model's deepest truncation against
+    its full model's greedy decoding on the same problems (the report's question asked of the other sampler)."""
+    lines = ["| model | depth | problems | SMC | MH | tokens per sample, SMC / MH | seconds per sample, SMC / MH | "
+             "SMC − MH [95% interval] | against its noise |", "|---" * 9 + "|"]
+    against = []
     for model in dict.fromkeys(r.model for r in rows):
         mine = [r for r in rows if r.model == model and r.count("smc")]
         full = next((r for r in rows if r.model == model and r.depth == r.n_layers), None)
         if not mine or full is None:
             continue
-        clauses = []
         for r in mine:
             k = r.count("smc")
             d = r.paired("smc", other_key="power")
-            clauses.append(f"at {r.depth} blocks SMC scored {r.interval('smc')} and MH {r.interval('power', k)} on the "
-                           f"same {counted(k, 'problem')}, for {r.cost('smc', 'tokens', k):.0f} and "
-                           f"{r.cost('power', 'tokens', k):.0f} decoded tokens and {r.cost('smc', 'seconds', k):.1f} and "
-                           f"{r.cost('power', 'seconds', k):.1f} s per sample; SMC − MH = {_short(d)}")
-        lead = f"On {model}, " if len({r.model for r in rows}) > 1 else ""
-        sentence = lead + "; ".join(clauses)
-        text += sentence[0].upper() + sentence[1:] + ". "
+            lines.append(f"| {model} | {r.depth}/{r.n_layers} | {k} | {r.interval('smc')} | {r.interval('power', k)} | "
+                         f"{r.cost('smc', 'tokens', k):.0f} / {r.cost('power', 'tokens', k):.0f} | "
+                         f"{r.cost('smc', 'seconds', k):.1f} / {r.cost('power', 'seconds', k):.1f} | {d.points(0)} | "
+                         f"{d.standing()} (p {_p(d)}) |")
         cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
         if cut is not None:
             d = cut.paired("smc", full, "greedy")
-            text += (f"Against the full model's greedy {full.interval('greedy', cut.count('smc'))} on those problems, "
-                     f"SMC at {cut.depth} blocks differs by {_short(d)}. ")
-    return text.strip()
+            against.append(f"on {model}, SMC at {cut.depth} blocks − greedy at {full.n_layers} is {d.points(0)} "
+                           f"({d.standing()}, p {_p(d)})")
+    if len(lines) == 2:
+        return "*SMC ran at no depth in this build.*"
+    if against:
+        lines += ["", "The report's question asked of SMC, on the same problems: " + "; ".join(against) + "."]
+    return "\n".join(lines)
+
+
+def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
+    """How SMC ran, and the table read in words: at how many of its depths SMC cost fewer tokens and less time than
+    MH, and where the two differ by more than their noise."""
+    smc = searches.smc
+    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} "
+            f"tokens and were resampled when the ESS fell below {smc.ess_threshold:g}·K, {mean_resamples(rows):.1f} "
+            "times per sample on average.")
+    ran = [r for r in rows if r.count("smc")]
+    if not ran:
+        return text
+    k = {id(r): r.count("smc") for r in ran}
+    fewer = sum(r.cost("smc", "tokens", k[id(r)]) < r.cost("power", "tokens", k[id(r)]) for r in ran)
+    faster = sum(r.cost("smc", "seconds", k[id(r)]) < r.cost("power", "seconds", k[id(r)]) for r in ran)
+    apart = [f"{r.model} at {r.depth}" for r in ran if r.paired("smc", other_key="power").clear]
+    return (text + f" Of the {counted(len(ran), 'depth')} where both ran, SMC decoded fewer tokens than MH at "
+            f"{fewer} and took less time at {faster}; its accuracy differs from MH's by more than the noise at "
+            + (_and(apart) if apart else "none of them") + ".")
 
 
 def sweep_glue(sweep: StepsSweep) -> dict:
@@ -703,7 +721,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
     return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
 
 
-PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence",
+PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence", "smc_table",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
          "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
          "levels_table", "levels_sentence", "pass_sentence", "report_sentence")
@@ -718,6 +736,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
+            "smc_table": smc_table(rows),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
             **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),
             "pass_sentence": pass_sentence(rows), "report_sentence": report_sentence()}

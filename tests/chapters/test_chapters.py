@@ -318,27 +318,27 @@ def test_paired_comparisons_name_what_the_prose_compares():
     assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
 
 
-def test_the_smc_sentence_sets_smc_against_mh_at_every_depth_of_every_model():
+def test_the_smc_table_sets_smc_against_mh_at_every_depth_of_every_model_and_the_sentence_reads_it():
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
     from helpers.samplers.target import Target
 
     rows = [_row(6, 0.5, 0.55, smc=0.55), _row(4, 0.0, 1.0, low=0.0, smc=0.0)]
+    table = power_sampling_text.smc_table(rows).splitlines()
+    assert table[2] == ("| toy | 6/6 | 20 | 55% [34–74] | 55% [34–74] | 40 / 35 | 2.0 / 3.0 | +0 points [+0, +0] | "
+                        "within its noise (p = 1) |")  # tokens and time on the same problems
+    assert table[3].startswith("| toy | 4/6 | 20 | 0% [0–16] | 100% [84–100] |") and "| -100 points" in table[3]
+    assert table[-1] == ("The report's question asked of SMC, on the same problems: on toy, SMC at 4 blocks − greedy at "
+                         "6 is -50 points [-70, -30] (larger than its noise, p = 0.002).")
     text = power_sampling_text.smc_sentence(rows, Searches(Target(2.0), PowerConfig(),
                                                       SMCConfig(particles=4, block_size=16)))
     assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
     assert "1.5 times per sample on average" in text
-    assert "At 6 blocks SMC scored 55% [34–74] and MH 55% [34–74] on the same 20 problems, for 40 and 35 decoded " \
-           "tokens and 2.0 and 3.0 s per sample" in text  # tokens and time on the same problems
-    assert "SMC − MH = +0 points [+0, +0], better on 0 and worse on 0 of 20 problems, p = 1: within the noise" in text
-    assert "; at 4 blocks SMC scored 0% [0–16] and MH 100% [84–100]" in text
-    assert "SMC − MH = -100 points" in text and "larger than its noise" in text
-    assert text.endswith("Against the full model's greedy 50% [30–70] on those problems, SMC at 4 blocks differs by "
-                         "-50 points [-70, -30], "
-                         "better on 0 and worse on 10 of 20 problems, p = 0.002: larger than its noise.")
-    two = power_sampling_text.smc_sentence(_two_sizes(), Searches(Target(2.0), PowerConfig(), SMCConfig()))
-    assert "On small, at 6 blocks SMC scored" in two and "On big, at 6 blocks SMC scored" in two
+    assert "Of the 2 depths where both ran, SMC decoded fewer tokens than MH at 0 and took less time at 2" in text
+    assert text.endswith("differs from MH's by more than the noise at toy at 4.")
+    two = power_sampling_text.smc_table(_two_sizes()).splitlines()
+    assert sum(line.startswith("| small |") for line in two) == 2 and sum(line.startswith("| big |") for line in two) == 2
 
 
 def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
