@@ -274,9 +274,11 @@ def sweep_glue(sweep: StepsSweep) -> dict:
     top, base, d = sweep.difference()
     at = dict(zip(sweep.steps, sweep.accuracy, strict=True))
     cost = dict(zip(sweep.steps, sweep.tokens, strict=True))
-    sentence = (f"At {sweep.depth} of {sweep.n_layers} blocks, MH power sampling ({sweep.mode} mode) scored "
-                + ", ".join(f"{percent_with_interval(at[n], sweep.n_problems)} with N = {n}" for n in sweep.steps)
-                + f" ({sweep.n_problems} problems, {sweep.n_seeds} seeds each). N = {top} spent "
+    best = max(sweep.steps, key=lambda n: at[n])
+    sentence = (f"At {sweep.depth} of {sweep.n_layers} blocks, on {counted(sweep.n_problems, 'problem')} with "
+                f"{sweep.n_seeds} seeds each, MH power sampling ({sweep.mode} mode) scored from "
+                f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = {best}: "
+                f"{percent_with_interval(at[best], sweep.n_problems)}; the figure gives each). N = {top} spent "
                 f"{cost[top]:.0f} decoded tokens per answer against {cost[base]:.0f} for N = {base}; the paired "
                 f"difference N = {top} − N = {base} is {d.describe()}, {_verdict_word(d)}.")
     values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
