@@ -177,6 +177,14 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
             "headline": headline}
 
 
+def settings_values(searches: Searches, max_new_tokens: int) -> dict:
+    """The search settings this build ran, glued by name for the comparison with the report's (`run_alpha`,
+    `run_steps`, `run_block`, `run_cap`, `run_mode`)."""
+    power = searches.power
+    return {"run_alpha": f"{searches.target.alpha:g}", "run_steps": power.mcmc_steps, "run_block": power.block_size,
+            "run_cap": max_new_tokens, "run_mode": power.mode}
+
+
 def report_sentence() -> str:
     """The report's answer to the same question, from `helpers.data.published`."""
     seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
