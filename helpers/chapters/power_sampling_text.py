@@ -326,8 +326,15 @@ def _verdict_word(d: PairedDifference) -> str:
 
 def depth_sentence(rows: Sequence[DepthRow]) -> str:
     """Which stitched depths each model ran and how they were chosen (`DepthChoice.describe`), in model order."""
-    choices = {r.model: r.choice for r in rows if r.choice is not None}
-    return " ".join(c.describe() for c in choices.values())
+    choices = list({r.model: r.choice for r in rows if r.choice is not None}.values())
+    if len(choices) > 1 and all(c.relative for c in choices):  # one sentence where every model's depths are its own
+        if all(c.depths == (c.critical,) for c in choices):
+            return ("The depth tested on each model is its critical depth in chapter 03: "
+                    + _and([f"{c.critical} of {c.model}'s {c.n_layers} blocks" for c in choices]) + ".")
+        return ("The depths tested on each model are named by its critical depth in chapter 03: "
+                + "; ".join(f"{_and([str(d) for d in c.depths])} of {c.model}'s {c.n_layers} blocks (critical: "
+                            f"{c.critical})" for c in choices) + ".")
+    return " ".join(c.describe() for c in choices)
 
 
 OWN_MARK = "‡"  # a table's model cell: this model ran problems of its own (`own_problems_note` says which)

@@ -762,3 +762,20 @@ def test_the_pass_at_k_sentence_says_how_much_each_sampler_rose_and_what_that_su
     assert "at no depth does power sampling's pass@k rise less" in power_sampling_text.pass_sentence(rows)
     one = [dataclasses.replace(r, pass_at_k={"temperature": [0.4], "power": [0.5]}) for r in rows]
     assert power_sampling_text.pass_sentence(one).startswith("With one sample per problem")
+
+
+def test_the_depths_of_several_models_named_by_their_critical_depths_are_said_in_one_sentence():
+    from helpers.evaluation.critical import DepthChoice
+
+    rows = _two_sizes()
+    rows[0].choice = rows[1].choice = DepthChoice("small", 6, (5,), critical=5, relative=True)
+    rows[2].choice = rows[3].choice = DepthChoice("big", 6, (5, 4), critical=5, relative=True)
+    assert power_sampling_text.depth_sentence(rows) == (
+        "The depths tested on each model are named by its critical depth in chapter 03: 5 of small's 6 blocks "
+        "(critical: 5); 5 and 4 of big's 6 blocks (critical: 5).")
+    rows[2].choice = rows[3].choice = DepthChoice("big", 6, (5,), critical=5, relative=True)
+    assert power_sampling_text.depth_sentence(rows) == (
+        "The depth tested on each model is its critical depth in chapter 03: 5 of small's 6 blocks and 5 of big's 6 "
+        "blocks.")
+    rows[2].choice = rows[3].choice = DepthChoice("big", 6, (4,), critical=5, relative=False)
+    assert "The profile fixed the depths tested on big's 6 blocks at 4" in power_sampling_text.depth_sentence(rows)
