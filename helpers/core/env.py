@@ -19,6 +19,7 @@ BOOK_RUN = "SVD_BOOK_RUN"  # "1" in the runner's kernels: the runner has checked
 CHAPTER = "SVD_CHAPTER"  # the chapter a runner's kernel executes: the records it computes say so (their origin)
 PULSE = "SVD_PULSE"  # a file: the decode loop appends its progress and sustained rate (helpers.core.pulse)
 DEADLINE = "SVD_DEADLINE"  # seconds since the epoch: run --budget's end, past which decoding stops (helpers.core.budget)
+BOOK_JOBS = "SVD_BOOK_JOBS"  # chapters a build that reads a complete release executes at once (default 2; 1: in turn)
 PROGRESS = "SVD_PROGRESS"  # "0" turns progress bars off (the runner prints each chapter's progress itself)
 LIVE_WIDGETS = "SVD_LIVE_WIDGETS"  # "0": explorers print a note instead of live widgets (a static build)
 REPOSITORY_URL = "SVD_REPOSITORY_URL"  # the repository the book's buttons link to

@@ -54,7 +54,38 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     if guarded:
         _check_release(profile)
     with _released_only(guarded):
-        return _run(profile, jobs, out_root, build, strict, budget)
+        return _run(profile, jobs, out_root, build, strict, budget, at_once=book_jobs() if guarded else 1)
+
+
+def _execute_together(profile: str, jobs: list[Job], out_root: Path, timeout: float | None, strict: bool,
+                      at_once: int) -> None:
+    """Execute `jobs` `at_once` at a time, each in a process of its own (a kernel's environment is its process's),
+    in book order as workers free up; each job comes back with its time and what its kernel reused. The first
+    failure stops the rest and is raised as `execute` raised it."""
+    import concurrent.futures
+    import multiprocessing
+
+    print(f"[run] {len(jobs)} chapters ({profile}), {at_once} at a time: the build reads a complete release and "
+          f"computes nothing ({env.BOOK_JOBS}=1 runs them in turn)", flush=True)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=at_once, mp_context=context) as pool:
+        futures = {pool.submit(_execute_one, job, out_root, timeout, strict): i for i, job in enumerate(jobs)}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                done = future.result()
+            except BaseException:
+                for other in futures:
+                    other.cancel()
+                raise
+            jobs[futures[future]].seconds, jobs[futures[future]].records = done.seconds, done.records
+            print(f"[run] {done.stem} done in {done.seconds:.0f} s", flush=True)
+
+
+def _execute_one(job: Job, out_root: Path, timeout: float | None, strict: bool) -> Job:
+    """`execute` in a worker process: the job, with its time and usage filled in."""
+    print(f"[run] {job.stem} ...", flush=True)
+    execute(job, out_root, timeout, strict)
+    return job
 
 
 def _check_release(profile: str) -> None:
@@ -84,8 +115,21 @@ def _released_only(on: bool):
             os.environ[env.RELEASED_ONLY] = before
 
 
-def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: bool, budget: float | None
-         ) -> Path | None:
+def book_jobs() -> int:
+    """How many chapters a build that reads a complete release executes at once: $SVD_BOOK_JOBS, else 2 where the
+    machine has two cores or more. Such a build computes nothing, so its chapters depend on none of each other and
+    spend most of their time in one thread (starting a kernel, reading records, drawing figures); a build that
+    computes runs them in turn, each with every core."""
+    raw = os.environ.get(env.BOOK_JOBS, "").strip()
+    if not raw:
+        return 2 if (os.cpu_count() or 1) >= 2 else 1
+    if not raw.isdigit() or not 1 <= int(raw) <= 16:
+        raise RunError(f"{env.BOOK_JOBS} must be a number of chapters from 1 to 16, got {raw!r}")
+    return int(raw)
+
+
+def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: bool, budget: float | None,
+         at_once: int = 1) -> Path | None:
     if budget is not None and not (isinstance(budget, int | float) and 0 < budget < float("inf")):
         raise RunError(f"the budget must be a positive time, got {budget!r}")
     deadline = None if budget is None else time.time() + budget
@@ -100,7 +144,10 @@ def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: boo
     repo = source_repository() if build else None
     previous_chapters(out_root / CHAPTERS / "run_config.json", say=True)  # said now, not after the chapters ran
     prepare_root(out_root)
-    for i, job in enumerate(jobs):
+    together = at_once > 1 and len(jobs) > 1 and deadline is None
+    if together:
+        _execute_together(profile, jobs, out_root, timeout, strict, at_once)
+    for i, job in enumerate([] if together else jobs):
         if deadline is not None and time.time() >= deadline:
             raise BudgetSpent(f"the budget was spent before {job.stem}; chapters not run: "
                               + ", ".join(j.stem for j in jobs[i:]))

@@ -362,3 +362,29 @@ def test_a_value_that_contains_itself_is_refused_before_anything_converts_it(tmp
     monkeypatch.setattr(profiles, "PROFILES", tmp_path)
     with pytest.raises(RunError, match="contains itself"):
         plan("loop")
+
+
+def test_a_build_that_reads_a_complete_release_runs_two_chapters_at_a_time_unless_told_otherwise(monkeypatch):
+    """Two at a time by default where the machine has two cores, as many as SVD_BOOK_JOBS says, and a clear error
+    for a value that is not a count; a build that computes (not read from a release) runs its chapters in turn."""
+    from helpers.runner import run as runner
+
+    monkeypatch.delenv("SVD_BOOK_JOBS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    assert runner.book_jobs() == 2
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 1)
+    assert runner.book_jobs() == 1
+    monkeypatch.setenv("SVD_BOOK_JOBS", "3")
+    assert runner.book_jobs() == 3
+    for bad in ("0", "two", "-1", "99"):
+        monkeypatch.setenv("SVD_BOOK_JOBS", bad)
+        with pytest.raises(RunError, match="SVD_BOOK_JOBS must be a number of chapters from 1 to 16"):
+            runner.book_jobs()
+    monkeypatch.setenv("SVD_BOOK_JOBS", "2")
+    seen = []
+    monkeypatch.setattr(runner, "_run", lambda *a, at_once=1, **k: seen.append(at_once))
+    monkeypatch.setattr(runner, "_check_release", lambda profile: None)
+    runner.run("full", build=False)  # released: read, computed nothing, two at a time
+    runner.run("full", build=False, recompute=True)  # may compute: in turn, each chapter with every core
+    runner.run("smoke", build=False)  # not released: in turn
+    assert seen == [2, 1, 1]
