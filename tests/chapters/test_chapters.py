@@ -284,6 +284,8 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
     assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert values["verdict"].startswith("Too close to call")
+    assert "Against sampling at T = 1 on the full model, the other reading of the report's \"full baseline\" " \
+           "(10% [3–30]), it is +40.0 points [" in values["verdict"]  # 50% at 4 blocks − T = 1's 10% at 6
     assert "at 4 blocks decoded 3.5 times the tokens of a greedy answer at the same depth on the same problems" \
         in values["verdict"]
     assert "below the full" in power_sampling_text.verdict_values(rows[:2])["verdict"]
@@ -514,6 +516,8 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert "; on big, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
     table = values["answer_table"].splitlines()
     assert table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
+    assert "| T = 1 at full depth | MH − T = 1 [95% interval], against its noise |" in table[0]  # both comparators
+    assert "| -5.0 points [" in table[2] and "| 10% [3–30] | +35.0 points [" in table[2]  # 45% at the cut − 10%
     assert "larger than its noise** where the paired 95% interval excludes zero" in table[5]  # the words, defined
     assert "for scale only (the intervals of small and big lie below both)" in table[5]
     assert "unfinished" not in values["answer_table"]  # these rows keep no endings: no column, no claim
