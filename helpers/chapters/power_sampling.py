@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from helpers.core.numbers import counted
 from helpers.data.problems import Problem, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
 from helpers.data.sources import load_problems
@@ -426,6 +427,49 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
                                                             full.scores[key], cut.scores[key], search=key,
                                                             n_problems=full.n_problems)
                                              for key, _ in SEARCHES}))
+    return out
+
+
+@dataclass(frozen=True)
+class DepthAxis:
+    """One model's accuracy against blocks kept, as the report's Figure 2 draws it: chapter 03's stitched greedy
+    curve, where it ran on this chapter's problems and settings (`curve`, else empty and `why` says so), and this
+    chapter's methods at each depth it searched (`rows`), with the critical depth."""
+
+    model: str
+    n_layers: int
+    critical: int | None
+    curve: dict[int, float]
+    curve_problems: int
+    rows: tuple[DepthRow, ...]
+    why: str = ""  # why chapter 03's curve is not drawn ('' where it is)
+
+
+def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> list[DepthAxis]:
+    """`DepthAxis` of every model, smaller first. Chapter 03's curve is set beside this chapter's numbers only where
+    it decoded the very same problems greedily with the same cap and shots (its stored settings say which), so that
+    every point of a panel is measured on the same problems; otherwise the panel draws this chapter's depths only."""
+    from helpers.data.model_sets import problem_sets
+
+    out = []
+    for model in by_size(rows):
+        mine = tuple(sorted((r for r in rows if r.model == model), key=lambda r: -r.depth))
+        choice = next((r.choice for r in mine if r.choice is not None), None)
+        curve, why = {}, ""
+        if choice is None or not choice.curve or choice.sweep is None:
+            why = "chapter 03 stored no sweep of it under this build's settings"
+        else:
+            sweep = choice.sweep
+            theirs = problem_sets([model], sweep.dataset, n=sweep.n_problems, levels=sweep.levels, seed=sweep.seed)[model]
+            same = (sorted(p.id for p in theirs) == sorted(mine[0].problem_ids) and sweep.max_new_tokens == max_new_tokens
+                    and sweep.shots == shots)
+            if same:
+                curve = dict(choice.curve)
+            else:
+                why = (f"chapter 03 swept it on {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
+                       f"not on this chapter's {mine[0].n_problems} at {max_new_tokens}")
+        out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
+                             choice.curve_problems if curve else 0, mine, why))
     return out
 
 

@@ -188,6 +188,20 @@ def settings_values(searches: Searches, max_new_tokens: int) -> dict:
             "run_cap": max_new_tokens, "run_mode": power.mode}
 
 
+def depth_axis_sentence(axes) -> str:
+    """What the depth figure draws for each model: chapter 03's curve and how far down it went, or why it is not
+    drawn (`DepthAxis.why`)."""
+    drawn = [f"{a.model} ({min(a.curve)}–{max(a.curve)} blocks, {counted(a.curve_problems, 'problem')})"
+             for a in axes if a.curve]
+    missing = [f"{a.model}: {a.why}" for a in axes if not a.curve]
+    text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + _and(drawn) + "."
+            if drawn else "")
+    if missing:
+        text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; ".join(missing)
+                                         + ": only this chapter's depths are.")
+    return text
+
+
 def report_sentence() -> str:
     """The report's answer to the same question, from `helpers.data.published`."""
     seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"

@@ -107,6 +107,12 @@ class CriticalDepthMissing(LookupError):
 
 def stored_critical(model, settings: SweepSettings) -> int | None:
     """`model`'s critical depth as chapter 03 stored it under `settings`; CriticalDepthMissing when it has not."""
+    return stored_sweep(model, settings)["depth"]
+
+
+def stored_sweep(model, settings: SweepSettings) -> dict:
+    """Chapter 03's stored record of `model`'s stitched sweep under `settings` (its critical depth, and the greedy
+    accuracy at each depth it swept); CriticalDepthMissing when it has not stored one."""
     record = critical_run(model, settings).get("stitch")
     if record is None:
         name = model_identity(model)["model"]
@@ -114,7 +120,7 @@ def stored_critical(model, settings: SweepSettings) -> int | None:
             f"chapter 03 has not stored the critical depth of {name} under these settings (its problems, solution "
             f"length, depths and collapse share); run chapter 03 with {name} among its models first: "
             "python -m helpers run --profile PROFILE --only 03_stitch_and_preserve")
-    return record["depth"]
+    return record
 
 
 def parse_depth(entry: object) -> tuple[bool, int]:
@@ -140,6 +146,9 @@ class DepthChoice:
     critical: int | None  # chapter 03's critical depth (None: not stored, or the full model solves nothing)
     relative: bool  # the profile named them relative to the critical depth
     default: bool = False  # the profile named none: the depth just below the full one
+    curve: tuple[tuple[int, float], ...] = ()  # chapter 03's stitched greedy accuracy by depth, as it stored it
+    sweep: SweepSettings | None = None  # the settings (this model's) that stored it: which problems it ran on
+    curve_problems: int = 0  # how many problems it ran on
 
     def describe(self) -> str:
         """One sentence: which depths, chosen how, and whether a fixed choice agrees with chapter 03."""
@@ -167,10 +176,12 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
     checked to lie below the full depth."""
     parsed = [parse_depth(d) for d in depths] if depths is not None else [(False, n_layers - 1)]
     relative = any(r for r, _ in parsed)
-    critical = None
+    critical, record, own = None, None, None
     if settings is not None:
+        own = settings.for_model(name)
         try:
-            critical = stored_critical(model, settings.for_model(name))
+            record = stored_sweep(model, own)
+            critical = record["depth"]
         except CriticalDepthMissing:
             if relative:
                 raise
@@ -183,8 +194,10 @@ def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
     outside = [d for d in resolved if not 2 <= d <= n_layers]
     if outside:
         raise ValueError(f"depths {depths} give {outside} for {name}, outside 2..{n_layers} (its blocks)")
+    curve = tuple(sorted((int(d), float(a)) for d, a in record["accuracy"].items())) if record else ()
     return DepthChoice(name, n_layers, tuple(d for d in resolved if d < n_layers) or (), critical, relative,
-                       default=depths is None)
+                       default=depths is None, curve=curve, sweep=own if record else None,
+                       curve_problems=record["n_problems"] if record else 0)
 
 
 def critical_interval(correct: Mapping[int, Sequence[bool]], fraction: float, n_boot: int = 2000,

@@ -82,32 +82,6 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     return finish(fig)
 
 
-def size_bars(pairs, title: str | None = None):
-    """The report's Figure 2 at each size this build searched, from (headline row, full-depth row) per model
-    (`helpers.chapters.power_sampling.headline_rows`): full-depth greedy, then greedy, low temperature and MH power
-    sampling at the headline depth, each on every problem of the headline set, with 95% Wilson intervals; one panel
-    per model."""
-    from helpers.evaluation.stats import wilson
-
-    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs) + 0.6, 3.4), sharey=True, squeeze=False)
-    for ax, (cut, full) in zip(axes[0], pairs, strict=True):
-        model = full.model
-        bars = [(f"greedy\n{full.depth} (full)", full, "greedy"), (f"greedy\n{cut.depth}", cut, "greedy"),
-                (f"low T\n{cut.depth}", cut, "low"), (f"power (MH)\n{cut.depth}", cut, "power")]
-        for i, (_, r, key) in enumerate(bars):
-            n = r.count(key)
-            acc = r.accuracy[key]
-            lo, hi = wilson(acc * n, n)
-            ax.bar(i, 100 * acc, 0.7, color=method_colour(key), alpha=0.5 if i == 0 else 1.0,  # full depth: paler
-                   yerr=[[100 * (acc - lo)], [100 * (hi - acc)]], capsize=3, error_kw={"lw": 0.8})
-        ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
-        ax.set_title(f"{model} ({full.n_layers} blocks, {full.count('greedy')} problems)", fontsize=9)
-    axes[0][0].set_ylabel("accuracy [%] (95% interval)")
-    if title:
-        fig.suptitle(title)
-    return finish(fig)
-
-
 def pass_at_k_curves(rows):
     """pass@k of temperature-1 and power sampling at each depth."""
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
@@ -182,5 +156,56 @@ def decomposition(explained, report: dict[str, float] | None = None):
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
+    plt.close(fig)
+    return fig
+
+
+AXIS_METHODS = (("greedy", "greedy"), ("low", "low temperature"), ("temperature", "T = 1"), ("power", "MH"),
+                ("smc", "SMC"))
+
+
+def depth_axis(axes):
+    """The report's Figure 2 across depth: per model (a panel each, smaller first), accuracy against blocks kept,
+    chapter 03's stitched greedy curve where it ran on these problems (a line with its 95% band), this chapter's
+    methods at each depth it searched (points with 95% Wilson intervals, side by side), and the critical depth (a
+    dashed line). A method on a subset of the problems at some depth is drawn hollow there."""
+    from helpers.evaluation.stats import wilson
+
+    fig, panels = plt.subplots(1, len(axes), figsize=(4.2 * len(axes), 3.4), squeeze=False, sharey=True)
+    for ax, a in zip(panels[0], axes, strict=True):
+        if a.curve:
+            depths = sorted(a.curve)
+            lows, highs = zip(*(wilson(a.curve[d] * a.curve_problems, a.curve_problems) for d in depths), strict=True)
+            ax.fill_between(depths, [100 * v for v in lows], [100 * v for v in highs], color=method_colour("greedy"),
+                            alpha=0.12, lw=0)
+            ax.plot(depths, [100 * a.curve[d] for d in depths], "-", color=method_colour("greedy"), lw=1.2,
+                    label="greedy, chapter 03's sweep")
+        for i, (key, label) in enumerate(AXIS_METHODS):
+            shift = (i - (len(AXIS_METHODS) - 1) / 2) * 0.11
+            for j, r in enumerate(a.rows):
+                n = r.count(key)
+                value = float(np.mean(r.scores[key])) if r.scores.get(key) else float("nan")
+                if value != value:
+                    continue
+                low, high = wilson(value * n, n)
+                whole = n == r.n_problems
+                ax.errorbar(r.depth + shift, 100 * value, yerr=[[100 * (value - low)], [100 * (high - value)]],
+                            fmt="o", ms=4, color=method_colour(key), mfc=method_colour(key) if whole else "white",
+                            capsize=2, lw=1, label=label + ("" if whole else f" (first {n} problems)") if j == 0 else None)
+        if a.critical is not None:
+            ax.axvline(a.critical, color="grey", ls="--", lw=0.8)
+            ax.annotate(f"critical: {a.critical}", (a.critical, 1), xycoords=("data", "axes fraction"),
+                        xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.set(title=a.model, xlabel=f"blocks kept (of {a.n_layers})")
+    panels[0][0].set_ylabel("accuracy (%)")
+    handles, labels = {}, {}
+    for ax in panels[0]:  # one legend under the panels, each entry once, clear of the points
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+    labels = list(handles)
+    fig.legend([handles[k] for k in labels], labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     plt.close(fig)
     return fig

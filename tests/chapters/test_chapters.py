@@ -783,3 +783,32 @@ def test_the_depths_of_several_models_named_by_their_critical_depths_are_said_in
         "blocks.")
     rows[2].choice = rows[3].choice = DepthChoice("big", 6, (4,), critical=5, relative=False)
     assert "The profile fixed the depths tested on big's 6 blocks at 4" in power_sampling_text.depth_sentence(rows)
+
+
+def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_settings():
+    """The report's Figure 2 across depth sets chapter 03's greedy sweep beside this chapter's methods only where the
+    sweep decoded the very same problems with the same cap and shots; elsewhere it says why it draws none."""
+    from helpers.data.model_sets import problem_sets
+    from helpers.evaluation.critical import DepthChoice, SweepSettings
+    from helpers.plots.power import depth_axis
+
+    sweep = SweepSettings.from_parameters(dict(
+        dataset="arithmetic", n_problems=10, levels=[1, 2], seed=0, shots=2, max_new_tokens=160, depths=None,
+        span=None, depth_step=1, kl_fraction=0.5, overlap_threshold=0.3, collapse_fraction=0.5))
+    ids = tuple(p.id for p in problem_sets(["toy"], "arithmetic", n=10, levels=[1, 2], seed=0)["toy"])
+    choice = DepthChoice("toy", 6, (5,), critical=5, relative=True, curve=((4, 0.2), (5, 0.45), (6, 0.5)),
+                         sweep=sweep, curve_problems=len(ids))
+    rows = [dataclasses.replace(r, problem_ids=ids, choice=choice) for r in (_row(6, 0.5, 0.55), _row(5, 0.4, 0.45))]
+    axes = power_sampling.depth_axes(rows, max_new_tokens=160, shots=2)
+    assert len(ids) == 20 and axes[0].curve == {4: 0.2, 5: 0.45, 6: 0.5} and axes[0].why == "" and axes[0].critical == 5
+    assert power_sampling_text.depth_axis_sentence(axes) == (
+        "The line is chapter 03's stitched greedy sweep on these same problems, for toy (4–6 blocks, 20 problems).")
+    fig = depth_axis(axes)
+    assert [line.get_label() for line in fig.axes[0].get_lines()][:1] == ["greedy, chapter 03's sweep"]
+    longer = power_sampling.depth_axes(rows, max_new_tokens=384, shots=2)  # another cap: another measurement
+    assert longer[0].curve == {} and "at 160 new tokens, not on this chapter's 20 at 384" in longer[0].why
+    assert "Chapter 03's sweep is not drawn for toy: chapter 03 swept it on 20 problems" in \
+        power_sampling_text.depth_axis_sentence(longer)
+    assert not [line for line in depth_axis(longer).axes[0].get_lines() if line.get_label().startswith("greedy, ch")]
+    bare = power_sampling.depth_axes([dataclasses.replace(r, choice=None) for r in rows], max_new_tokens=160, shots=2)
+    assert bare[0].why == "chapter 03 stored no sweep of it under this build's settings"
