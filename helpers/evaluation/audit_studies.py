@@ -58,17 +58,11 @@ def reason(record: dict) -> str | None:
     for m in again.models(record.get("config", {})):
         if not str(m.get("source", "")).startswith("embedded:"):
             return "studies of models that are not embedded"
-        if m.get("dtype") != "float32" and tolerance(kind, m.get("dtype")) is None:
+        if m.get("dtype") != "float32" and KINDS[kind].tolerance_in(m.get("dtype")) is None:
             return f"{m.get('dtype')} {kind} studies (no tolerance is measured for them)"
     if again.reads_problem and problem_from_id(_problem_id(record)) is None:
         return "studies of problems other than the arithmetic benchmark"
     return None
-
-
-def tolerance(kind: str, dtype: str) -> float | None:
-    """The largest relative deviation |a - b| / max(1, |b|) of any number a `kind` record of a model run in `dtype`
-    may show (None: none is measured), as its entry in helpers/results/kinds.py gives it."""
-    return KINDS[kind].tolerance_in(dtype)
 
 
 def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
@@ -124,7 +118,7 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
                     recompute(f.kind).run(record, Context(loaded, solutions, graded, load), f)
                 except (KeyError, TypeError, ValueError) as err:  # a record too malformed to compute from
                     f.problems.append(f"it cannot be computed again from what it says ({type(err).__name__}: {err})")
-                allowed = tolerance(f.kind, dtype)
+                allowed = KINDS[f.kind].tolerance_in(dtype)
                 if not f.deviation <= allowed:
                     f.problems.append(f"its numbers deviate by {f.deviation:.2e} from this machine's (tolerance "
                                       f"{allowed:g})")
@@ -169,8 +163,14 @@ def _its_model(c: dict) -> list[dict]:
     return [c]
 
 
-def _both_models(c: dict) -> list[dict]:
-    return [c.get("full", {}), c.get("truncated", {})]
+def _models_under(*keys: str):
+    """The models a study's configuration names under `keys`, in that order (an empty one where a key is absent)."""
+    def models(c: dict) -> list[dict]:
+        return [c.get(k, {}) for k in keys]
+    return models
+
+
+_both_models = _models_under("full", "truncated")
 
 
 def _toy_again(record: dict, ctx: Context, f: Finding) -> None:
@@ -184,10 +184,6 @@ def _critical_again(record: dict, ctx: Context, f: Finding) -> None:
 def _probe_again(record: dict, ctx: Context, f: Finding) -> None:
     model, tokenizer = ctx.loaded
     f.deviation = _probe(_model_as(model, record["config"], f, "model"), tokenizer, record, f)
-
-
-def _pair(c: dict) -> list[dict]:
-    return [c.get("source", {}), c.get("target", {})]
 
 
 def _maps_again(record: dict, ctx: Context, f: Finding) -> None:
@@ -264,7 +260,7 @@ AGREEMENT_AGAIN = Recompute(_both_models, True, True, _agreement_again)
 GOLD_AGAIN = Recompute(_its_model, True, True, _gold_again)  # chapter 01's profile, skip effects and depth score
 PROBE_AGAIN = Recompute(_its_model, True, False, _probe_again)
 TOY_AGAIN = Recompute(_no_model, False, False, _toy_again)
-MAPS_AGAIN = Recompute(_pair, False, False, _maps_again)  # loads each model of the pair itself, one at a time
+MAPS_AGAIN = Recompute(_models_under("source", "target"), False, False, _maps_again)  # loads each model of the pair itself, one at a time
 CRITICAL_AGAIN = Recompute(_its_model, False, False, _critical_again)  # counted from the decodes of its model
 
 

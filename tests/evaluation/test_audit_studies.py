@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from helpers.evaluation.audit_studies import STUDIES, audit_records, reason, tolerance
+from helpers.evaluation.audit_studies import STUDIES, audit_records, reason
+from helpers.results.kinds import KINDS
 from helpers.runner.publish import sample_each_kind, stored_records
 
 # The audit's own logic, the same under every transformers: one run.
@@ -82,7 +83,7 @@ def test_every_kind_of_honest_study_passes(studies, shared):
     assert not report.failed, report.summary()
     audited = report.by_kind()
     assert set(audited) == set(STUDIES)
-    assert all(largest <= tolerance(kind, "float32") for kind, (_, largest) in audited.items()), report.summary()
+    assert all(largest <= KINDS[kind].tolerance_in("float32") for kind, (_, largest) in audited.items()), report.summary()
     assert "logit_lens: " in report.summary()
 
 
