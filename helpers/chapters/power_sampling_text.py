@@ -237,12 +237,6 @@ def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
             f"chains accepted {rates} of their proposals, {moved}.")
 
 
-def _short(d: PairedDifference) -> str:
-    word = d.standing("within the noise")
-    return (f"{d.points()}, better on {d.better} and worse on {d.worse} of {counted(d.n, 'problem')}, "
-            f"p = {d.p_value:.2g}: {word}")
-
-
 def smc_table(rows: Sequence[DepthRow]) -> str:
     """SMC against MH at each depth of each model, on the problems both ran: each one's accuracy, decoded tokens and
     wall seconds per sample there, and their paired difference; then SMC on each model's deepest truncation against
