@@ -57,19 +57,30 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         return _run(profile, jobs, out_root, build, strict, budget, at_once=book_jobs() if guarded else 1)
 
 
+RUNS_ALONE = {"06_precision"}  # chapters that time the models in the build itself: they run with the machine to
+# themselves, after the others
+
+
 def _execute_together(profile: str, jobs: list[Job], out_root: Path, timeout: float | None, strict: bool,
                       at_once: int) -> None:
-    """Execute `jobs` `at_once` at a time, each in a process of its own (a kernel's environment is its process's),
-    in book order as workers free up; each job comes back with its time and what its kernel reused. The first
-    failure stops the rest and is raised as `execute` raised it."""
+    """Execute `jobs` `at_once` at a time, each in a process of its own (a kernel's environment is its process's)
+    with its share of the cores as its threads, in book order as workers free up; then, one at a time with every
+    core, the chapters that time something (`RUNS_ALONE`), whose measurements another chapter beside them would
+    slow. Each job comes back with its time and what its kernel reused; the first failure stops the rest and is
+    raised as `execute` raised it."""
     import concurrent.futures
     import multiprocessing
 
-    print(f"[run] {len(jobs)} chapters ({profile}), {at_once} at a time: the build reads a complete release and "
-          f"computes nothing ({env.BOOK_JOBS}=1 runs them in turn)", flush=True)
+    together = [i for i, job in enumerate(jobs) if job.stem not in RUNS_ALONE]
+    alone = [i for i, job in enumerate(jobs) if job.stem in RUNS_ALONE]
+    print(f"[run] {len(together)} chapters ({profile}), {at_once} at a time: the build reads a complete release and "
+          f"computes nothing ({env.BOOK_JOBS}=1 runs them in turn)" + (f"; then {', '.join(jobs[i].stem for i in alone)}"
+                                                                       " alone, which times the models" if alone else ""),
+          flush=True)
+    threads = max(1, (os.cpu_count() or 1) // at_once)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=at_once, mp_context=context) as pool:
-        futures = {pool.submit(_execute_one, job, out_root, timeout, strict): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(_execute_one, jobs[i], out_root, timeout, strict, threads): i for i in together}
         for future in concurrent.futures.as_completed(futures):
             try:
                 done = future.result()
@@ -79,10 +90,17 @@ def _execute_together(profile: str, jobs: list[Job], out_root: Path, timeout: fl
                 raise
             jobs[futures[future]].seconds, jobs[futures[future]].records = done.seconds, done.records
             print(f"[run] {done.stem} done in {done.seconds:.0f} s", flush=True)
+    for i in alone:
+        print(f"[run] {jobs[i].stem} ({profile}) ...", flush=True)
+        execute(jobs[i], out_root, timeout, strict)
+        print(f"[run] {jobs[i].stem} done in {jobs[i].seconds:.0f} s", flush=True)
 
 
-def _execute_one(job: Job, out_root: Path, timeout: float | None, strict: bool) -> Job:
-    """`execute` in a worker process: the job, with its time and usage filled in."""
+def _execute_one(job: Job, out_root: Path, timeout: float | None, strict: bool, threads: int) -> Job:
+    """`execute` in a worker process whose kernel takes `threads` threads (torch and the BLAS read these when they
+    start): the job, with its time and usage filled in."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
     print(f"[run] {job.stem} ...", flush=True)
     execute(job, out_root, timeout, strict)
     return job

@@ -388,3 +388,16 @@ def test_a_build_that_reads_a_complete_release_runs_two_chapters_at_a_time_unles
     runner.run("full", build=False, recompute=True)  # may compute: in turn, each chapter with every core
     runner.run("smoke", build=False)  # not released: in turn
     assert seen == [2, 1, 1]
+
+
+def test_a_chapter_that_times_the_models_runs_alone_after_the_others(monkeypatch, tmp_path, capsys):
+    """Chapter 06 times both number formats in the build itself: beside another chapter its timings would be slowed,
+    so a build that runs chapters together runs it alone, with every core, after them."""
+    from helpers.runner import run as runner
+    from helpers.runner.profiles import Job
+
+    assert "06_precision" in runner.RUNS_ALONE
+    ran = []
+    monkeypatch.setattr(runner, "execute", lambda job, *a, **k: ran.append(job.stem))
+    runner._execute_together("full", [Job("06_precision")], tmp_path, None, False, 2)
+    assert ran == ["06_precision"] and "06_precision alone, which times the models" in capsys.readouterr().out
