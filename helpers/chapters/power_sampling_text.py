@@ -577,8 +577,9 @@ def answer_values(explained: Sequence[Explained]) -> dict:
                  "also sets the search against sampling at T = 1 at full depth. " + _report_note(explained)]
     if capped:
         notes += ["", "The cut ends more answers unfinished at the token cap: " + "; ".join(capped) + ". Part of what "
-                  "the cut costs there is answers the cap cut off, not reasoning the blocks took away; chapter 03's "
-                  "length study measures how long the cut models' answers are."]
+                  "the cut costs there may be answers the cap cut off rather than reasoning the blocks took away: the "
+                  "share right among the answers that finished (chapter 04's outcomes table) and a longer cap tell "
+                  "the two apart."]
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
