@@ -466,8 +466,8 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
             if same:
                 curve = dict(choice.curve)
             else:
-                why = (f"chapter 03 swept it on {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
-                       f"not on this chapter's {mine[0].n_problems} at {max_new_tokens}")
+                why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
+                       f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
                              choice.curve_problems if curve else 0, mine, why))
     return out

@@ -159,7 +159,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
                  "support it" if d.clear else
                  "borderline (the interval and the paired test disagree): the direction is suggestive, but "
                  f"{d.n} problems cannot settle it" if d.borderline else
-                 "inside its 95% interval, so these problems cannot tell the two apart")
+                 "within its noise: its 95% interval holds zero, so these problems cannot tell the two apart")
         word, clause = answer_of(b < g, d)
         answer = f"{word}: on this model {clause}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
@@ -193,12 +193,15 @@ def depth_axis_sentence(axes) -> str:
     drawn (`DepthAxis.why`)."""
     drawn = [f"{a.model} ({min(a.curve)}–{max(a.curve)} blocks, {counted(a.curve_problems, 'problem')})"
              for a in axes if a.curve]
-    missing = [f"{a.model}: {a.why}" for a in axes if not a.curve]
+    reasons: dict[str, list[str]] = {}
+    for a in axes:
+        if not a.curve:
+            reasons.setdefault(a.why, []).append(a.model)
     text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + _and(drawn) + "."
             if drawn else "")
-    if missing:
-        text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; ".join(missing)
-                                         + ": only this chapter's depths are.")
+    if reasons:
+        text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; for ".join(
+            f"{_and(models)} ({why})" for why, models in reasons.items()) + ": only this chapter's depths are.")
     return text
 
 
@@ -207,7 +210,8 @@ def report_sentence() -> str:
     seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
                         for name, r in REPORT_HEADLINE.items())
     where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
-    return (f"The report saw {seen}, power sampling at {where} layers against full-depth greedy, on "
+    return (f"The report saw {seen}, power sampling at {where} layers against the full model without power sampling "
+            f"(its \"No MH\" bar, whose decoding it does not describe), on "
             f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
             f"±{max(half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
             "points.")
@@ -218,7 +222,8 @@ def _report_sizes() -> str:
     diffs = [(name, 100 * (r["power_truncated"] - r["greedy_full"]), r["depth"], r["layers"])
              for name, r in REPORT_HEADLINE.items()]
     listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
-    return f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals."
+    return (f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals (its layer 26 read as 26 "
+            "blocks kept; read literally it keeps all 28, as §4.11 says).")
 
 
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
@@ -554,11 +559,10 @@ def answer_values(explained: Sequence[Explained]) -> dict:
              "against its noise | T = 1 at full depth | MH − T = 1 [95% interval], against its noise |"
              + (" greedy answers unfinished at the cap, full → cut |" if ends else ""),
              "|---|---|---|---|---|---|---|" + ("---|" if ends else "")]
-    answers, excluded, own, capped = [], [], own_problems([e.full for e in explained]), []
+    answers, own, capped = [], own_problems([e.full for e in explained]), []
     for e in explained:
         d = e.parts["power"].terms["headline"]
         answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
-        excluded.append(excluded_gains(d) == report_gains())
         cell = ""
         if ends:
             before, after = _unfinished(e.full), _unfinished(e.cut)
@@ -585,16 +589,13 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
         sizes = f"the one {noun} this build ran" if len(explained) == 1 else \
             f"both {noun}s" if len(explained) == 2 else f"all {len(explained)} {noun}s"
-        lead = f"**{word}, at {sizes}:** {clause}" + (
-            ", and the paired interval excludes both of the report's gains" if all(excluded) else "") + "."
+        lead = f"**{word}, at {sizes}:** {clause}."
     else:
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
         opening = (f"**No {noun} this build ran shows it:** " if all(word != "Yes" for word, _ in answers) else
                    f"**The answer depends on the {noun}:** ")
-        lead = opening + "; ".join(
-            f"on {e.full.model}, {word.lower()}: {clause}" + (", though the paired interval excludes both of the "
-                                                               "report's gains" if out and word == UNDECIDED else "")
-            for e, (word, clause), out in zip(explained, answers, excluded, strict=True)) + "."
+        lead = opening + "; ".join(f"on {e.full.model}, {word.lower()}: {clause}"
+                                   for e, (word, clause) in zip(explained, answers, strict=True)) + "."
     return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
             "answer_why": " ".join(why_sentence(e) for e in explained)}
 
