@@ -508,7 +508,7 @@ def test_a_released_profile_runs_its_kernels_with_the_guard_unless_told_to_recom
     import helpers.runner.run as runner
 
     seen = []
-    monkeypatch.setattr(runner, "_run", lambda *args: seen.append(os.environ.get(env.RELEASED_ONLY)))
+    monkeypatch.setattr(runner, "_run", lambda *args, **kwargs: seen.append(os.environ.get(env.RELEASED_ONLY)))
     monkeypatch.delenv(env.RELEASED_ONLY, raising=False)
     runner.run("full")
     runner.run("full", recompute=True)
