@@ -197,11 +197,11 @@ def depth_axis_sentence(axes) -> str:
     for a in axes:
         if not a.curve:
             reasons.setdefault(a.why, []).append(a.model)
-    text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + _and(drawn) + "."
+    text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + listed(drawn) + "."
             if drawn else "")
     if reasons:
         text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; for ".join(
-            f"{_and(models)} ({why})" for why, models in reasons.items()) + ": only this chapter's depths are.")
+            f"{listed(models)} ({why})" for why, models in reasons.items()) + ": only this chapter's depths are.")
     return text
 
 
@@ -283,13 +283,12 @@ def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
     ran = [r for r in rows if r.count("smc")]
     if not ran:
         return text
-    k = {id(r): r.count("smc") for r in ran}
-    fewer = sum(r.cost("smc", "tokens", k[id(r)]) < r.cost("power", "tokens", k[id(r)]) for r in ran)
-    faster = sum(r.cost("smc", "seconds", k[id(r)]) < r.cost("power", "seconds", k[id(r)]) for r in ran)
+    fewer, faster = (sum(r.cost("smc", what, r.count("smc")) < r.cost("power", what, r.count("smc")) for r in ran)
+                     for what in ("tokens", "seconds"))
     apart = [f"{r.model} at {r.depth}" for r in ran if r.paired("smc", other_key="power").clear]
     return (text + f" Of the {counted(len(ran), 'depth')} where both ran, SMC decoded fewer tokens than MH at "
             f"{fewer} and took less time at {faster}; its accuracy differs from MH's by more than the noise at "
-            + (_and(apart) if apart else "none of them") + ".")
+            + listed(apart, "none of them") + ".")
 
 
 def sweep_glue(sweep: StepsSweep) -> dict:
@@ -346,9 +345,9 @@ def depth_sentence(rows: Sequence[DepthRow]) -> str:
     if len(choices) > 1 and all(c.relative for c in choices):  # one sentence where every model's depths are its own
         if all(c.depths == (c.critical,) for c in choices):
             return ("The depth tested on each model is its critical depth in chapter 03: "
-                    + _and([f"{c.critical} of {c.model}'s {c.n_layers} blocks" for c in choices]) + ".")
+                    + listed([f"{c.critical} of {c.model}'s {c.n_layers} blocks" for c in choices]) + ".")
         return ("The depths tested on each model are named by its critical depth in chapter 03: "
-                + "; ".join(f"{_and([str(d) for d in c.depths])} of {c.model}'s {c.n_layers} blocks (critical: "
+                + "; ".join(f"{listed([str(d) for d in c.depths])} of {c.model}'s {c.n_layers} blocks (critical: "
                             f"{c.critical})" for c in choices) + ".")
     return " ".join(c.describe() for c in choices)
 
@@ -493,16 +492,15 @@ def decomposition_summary(explained: Sequence[Explained]) -> str:
     def where(term: str, key: str = "power", sign: int = 0) -> str:
         hits = [e.full.model for e in explained if e.parts[key].terms[term].clear
                 and (sign == 0 or sign * e.parts[key].terms[term].mean > 0)]
-        return _and(hits) if hits else "none"
+        return listed(hits)
 
     n = counted(len(explained), "model")
-    text = (f"Read across the {n}, MH's terms are larger than their noise as follows: the cut's cost on {where('cut_cost')}; "
+    return (f"Read across the {n}, MH's terms are larger than their noise as follows: the cut's cost on {where('cut_cost')}; "
             f"the search's gain at the cut on {where('recovery', sign=1)} (a loss there on {where('recovery', sign=-1)}); "
             f"its gain at full depth on {where('full_gain', sign=1)} (a loss on {where('full_gain', sign=-1)}). That "
             f"search helps more where depth was removed is larger than its noise on {where('mechanism', sign=1)}, and "
             f"the reverse on {where('mechanism', sign=-1)}. Low temperature's gain at the cut is larger than its noise "
             f"on {where('recovery', 'low', 1)}.")
-    return text
 
 
 def decomposition_values(explained: Sequence[Explained]) -> dict:
@@ -527,10 +525,6 @@ def _unfinished(r: DepthRow) -> float | None:
     return r.outcome_shares("greedy")["cut off"] if r.ends.get("greedy") else None
 
 
-def _and(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _report_note(explained: Sequence[Explained]) -> str:
     """The line under the front table that sets the report's gains beside this build's intervals, and says on how
     much that rests: other models, problems, blocks, caps and depths."""
@@ -538,7 +532,7 @@ def _report_note(explained: Sequence[Explained]) -> str:
     out = [e.full.model for e in explained if excluded_gains(e.parts["power"].terms["headline"]) == report_gains()]
     held = [e.full.model for e in explained if e.full.model not in out]
     def of(models: list[str]) -> str:
-        return f"the interval of {models[0]}" if len(models) == 1 else f"the intervals of {_and(models)}"
+        return f"the interval of {models[0]}" if len(models) == 1 else f"the intervals of {listed(models)}"
 
     verdict = "; ".join(part for part in (
         f"{of(out)} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
