@@ -73,8 +73,8 @@ def depth_seeds(choice: DepthChoice, seeds_at: Mapping[int | str, int] | None, n
     out = {}
     for entry, k in (seeds_at or {}).items():
         relative, value = parse_depth(entry)
-        depth = choice.critical + value if relative and choice.critical is not None else None if relative else value
-        if depth is None or depth not in choice.depths:
+        depth = value if not relative else None if choice.critical is None else choice.critical + value
+        if depth not in choice.depths:
             raise ValueError(f"seeds_at names the depth {entry!r}, which is not among the stitched depths run on "
                              f"{choice.model} ({', '.join(map(str, choice.depths)) or 'none'}); name one of them")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_seeds:
