@@ -19,6 +19,7 @@ from helpers.chapters.power_sampling import (
     excluded_gains,
     explain,
     mean_resamples,
+    per_model,
     report_gains,
     size_contrast,
 )
@@ -45,9 +46,9 @@ COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), (
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
 
 
-def bars_title(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """Figure 4.3's title: the first model and the searches' settings."""
-    return (f"{rows[0].model}: α = {searches.target.alpha:g}, MH with N = {searches.power.mcmc_steps} and "
+def bars_title(searches: Searches) -> str:
+    """Figure 4.3's title: the searches' settings (each panel names its model)."""
+    return (f"α = {searches.target.alpha:g}, MH with N = {searches.power.mcmc_steps} and "
             f"B = {searches.power.block_size}, SMC with K = {searches.smc.particles}")
 
 
@@ -104,12 +105,22 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
 
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
-    """Where the first model's power samples fail at its deepest truncation, against the full model."""
-    mine = [r for r in rows if r.model == rows[0].model and r.ends]
+    """Where each model's power samples fail at its deepest truncation, against its full model."""
+    parts = [_failure(mine) for mine in per_model(rows)]
+    said = [p for p in parts if p]
+    if not said:
+        return "No truncated depth was tested, so there is no failure to compare."
+    return " ".join(said) + (" Search reweights the completions the truncated model can write; it cannot add the "
+                             "ones it no longer writes.")
+
+
+def _failure(mine: Sequence[DepthRow]) -> str:
+    """One model's sentence for `failure_sentence` ("" where it ran no truncation or kept no endings)."""
+    mine = [r for r in mine if r.ends]
     full = next((r for r in mine if r.depth == r.n_layers), None)
     cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
     if full is None or cut is None:
-        return "No truncated depth was tested, so there is no failure to compare."
+        return ""
     k = full.count("power")  # MH at the full depth may have run on the searches' subset only: compare there
     f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
@@ -118,8 +129,7 @@ def failure_sentence(rows: Sequence[DepthRow]) -> str:
             f"{100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
             f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
             f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
-            f"{100 * c['no answer']:.0f}%). Search reweights the completions the truncated model can write; it "
-            "cannot add the ones it no longer writes.")
+            f"{100 * c['no answer']:.0f}%).")
 
 
 UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart
@@ -142,10 +152,24 @@ def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
 
 
 def verdict_values(rows: Sequence[DepthRow]) -> dict:
-    """The chapter's answer for the first model: the best power-sampled truncation against full-depth greedy,
-    with the paired interval that says whether the difference is more than noise."""
-    full = next(r for r in rows if r.model == rows[0].model and r.depth == r.n_layers)
-    best = best_truncation(rows, "power")
+    """The chapter's answer for every model (a paragraph where one ran, a list item each where several did): its best
+    power-sampled truncation against its full-depth greedy, with the paired interval that says whether the difference
+    is more than noise. `answer` and `headline` are the first model's, which the front page falls back on."""
+    verdicts = [_verdict(mine) for mine in per_model(rows)]
+    first = verdicts[0]
+    if len(verdicts) == 1:
+        sentence = first["sentence"]
+    else:
+        sentence = "\n".join(f"* **{v['model']}.** {v['sentence']}" for v in verdicts)
+    return {"full_greedy": first["full_greedy"], "full_power": first["full_power"], "verdict": sentence,
+            "answer": first["answer"], "headline_multiplier": first["multiplier"], "headline_depth": first["depth"],
+            "headline": first["headline"]}
+
+
+def _verdict(mine: Sequence[DepthRow]) -> dict:
+    """One model's verdict for `verdict_values`, from its rows."""
+    full = next(r for r in mine if r.depth == r.n_layers)
+    best = best_truncation(mine, "power")
     g, p = full.accuracy["greedy"], full.accuracy["power"]
     if best is None:
         sentence = "No truncated depth was tested."
@@ -174,10 +198,9 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
         headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
                     f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "
                     f"with every block; the paired difference is {d.describe()}.")
-    return {"full_greedy": 100 * g, "full_power": 100 * p, "verdict": sentence, "answer": answer,
-            "headline_multiplier": best.multiplier if best is not None else float("nan"),
-            "headline_depth": best.depth if best is not None else full.depth,
-            "headline": headline}
+    return {"model": full.model, "full_greedy": 100 * g, "full_power": 100 * p, "sentence": sentence,
+            "answer": answer, "headline": headline, "multiplier": best.multiplier if best is not None else float("nan"),
+            "depth": best.depth if best is not None else full.depth}
 
 
 def settings_values(searches: Searches, max_new_tokens: int) -> dict:
@@ -227,19 +250,22 @@ def _report_sizes() -> str:
 
 
 def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """What the chains did: the share of proposals accepted at each depth, for the chosen α, B and N."""
-    mine = [r for r in rows if r.model == rows[0].model]
-    rates = ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine if r.acceptance == r.acceptance)
+    """What the chains did: the share of proposals accepted at each depth of each model, for the chosen α, B and N."""
+    groups = per_model(rows)
+    rates = [(mine[0].model, ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine
+                                       if r.acceptance == r.acceptance)) for mine in groups]
+    rates = [(m, text) for m, text in rates if text]
     if not rates:
         return f"With N = {searches.power.mcmc_steps} no proposal was made, so the chains never moved."
-    lowest = min(r.acceptance for r in mine)
+    lowest = min(r.acceptance for r in rows if r.acceptance == r.acceptance)
     moved = ("so the chains do move: most proposals, each regenerating a suffix of the answer, replace the "
              "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
              "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
              "plain sampling at T = 1 here")
+    said = rates[0][1] if len(groups) == 1 else "; ".join(f"on {m}, {text}" for m, text in rates)
     power = searches.power
     return (f"With α = {searches.target.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
-            f"chains accepted {rates} of their proposals, {moved}.")
+            f"chains accepted {said} of their proposals, {moved}.")
 
 
 def smc_table(rows: Sequence[DepthRow]) -> str:
@@ -761,7 +787,8 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
     two-size contrast's numbers and the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones)."""
     explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
-    return {"comparisons_table": comparisons_table(comparisons(rows), rows[0].model if rows else None),
+    tests = comparisons(rows)
+    return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
             "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
@@ -772,25 +799,33 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
 
 
 def pass_sentence(rows: Sequence[DepthRow]) -> str:
-    """What the pass@k figure shows for the first model: at each depth, how much each sampler's pass@k rose from
-    k = 1 to the largest k, and whether power sampling's rose less than T = 1's (the sign of collapsed diversity),
-    as far as so few samples can say."""
-    mine = [r for r in rows if r.model == rows[0].model and len(r.pass_at_k.get("power", [])) > 1]
-    if not mine:
+    """What the pass@k figure shows for each model: at each depth, how much each sampler's pass@k rose from k = 1 to
+    the largest k, and whether power sampling's rose less than T = 1's (the sign of collapsed diversity), as far as
+    so few samples can say."""
+    groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows)]
+    groups = [g for g in groups if g]
+    if not groups:
         return "With one sample per problem there is no pass@k beyond k = 1 to compare."
-    k = len(mine[0].pass_at_k["power"])
+    k = len(groups[0][0].pass_at_k["power"])
     parts, less = [], {}
-    for r in sorted(mine, key=lambda r: -r.depth):
-        rise = {m: 100 * (r.pass_at_k[m][-1] - r.pass_at_k[m][0]) for m in ("temperature", "power")}
-        less[r.depth] = rise["power"] < rise["temperature"]
-        parts.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
-                     f"{rise['power']:.0f}")
-    lower = [d for d, x in less.items() if x]
+    for mine in groups:
+        said = []
+        for r in sorted(mine, key=lambda r: -r.depth):
+            rise = {m: 100 * (r.pass_at_k[m][-1] - r.pass_at_k[m][0]) for m in ("temperature", "power")}
+            less[(r.model, r.depth)] = rise["power"] < rise["temperature"]
+            said.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
+                        f"{rise['power']:.0f}")
+        parts.append("; ".join(said) if len(groups) == 1 else f"on {mine[0].model}, " + "; ".join(said))
+    lower = [key for key, x in less.items() if x]
+    def places(keys: list[tuple[str, int]], unit: str = "") -> str:  # depths alone where one model ran
+        return listed([str(d) for _, d in keys]) + unit if len(groups) == 1 else listed([f"{m} at {d}" for m, d in keys])
+
     verdict = ("power sampling's pass@k rises less than T = 1's at every depth: its samples agree more, as a "
                "sharper distribution's do" if len(lower) == len(less) else
                "at no depth does power sampling's pass@k rise less than T = 1's: no sign that the search collapsed "
                "the samples' diversity" if not lower else
-               f"power sampling's pass@k rises less than T = 1's at {listed(lower)} blocks and not at "
-               f"{listed([d for d in less if d not in lower])}: these few samples show no consistent sign either way")
-    return (f"From k = 1 to k = {k}, " + "; ".join(parts) + f". So {verdict}. With {k} samples per problem this is "
+               f"power sampling's pass@k rises less than T = 1's at {places(lower, ' blocks')} and not at "
+               f"{places([key for key in less if key not in lower])}: these few samples show no consistent sign "
+               "either way")
+    return (f"From k = 1 to k = {k}, " + ". ".join(parts) + f". So {verdict}. With {k} samples per problem this is "
             "the curve's first step only, where the claim it tests concerns the whole curve.")

@@ -87,14 +87,17 @@ def _noise_word(d: PairedDifference) -> str:
     return "yes" if d.clear else "borderline" if d.borderline else "no"
 
 
-def comparisons_table(tests: Sequence[tuple[str, PairedDifference]], model: str | None = None) -> str:
+def comparisons_table(tests: Sequence[tuple[str, PairedDifference]], model: str | Sequence[str] | None = None) -> str:
     """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test; with
-    `model`, a first column that names the model they ran on."""
-    first, rule = ("| model ", "|---") if model else ("", "")
+    `model` (one name for every test, or one per test), a first column that names the model each ran on."""
+    models = [model] * len(tests) if isinstance(model, str) else list(model) if model is not None else None
+    if models is not None and len(models) != len(tests):
+        raise ValueError(f"{len(models)} model names for {len(tests)} tests: give one name, or one per test")
+    first, rule = ("| model ", "|---") if models else ("", "")
     lines = [first + "| comparison | difference [95% interval] | better / worse / problems | paired test p | "
              "larger than its noise? |", rule + "|---|---|---|---|---|"]
-    for label, d in tests:
-        lines.append((f"| {model} " if model else "") +
+    for i, (label, d) in enumerate(tests):
+        lines.append((f"| {models[i]} " if models else "") +
                      f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
                      f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
     return "\n".join(lines)

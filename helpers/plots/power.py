@@ -53,46 +53,62 @@ def toy_distributions(tables, alpha: float, ax=None):
     return finish(fig) if own else ax
 
 
+def _by_model(rows) -> list[list]:
+    """The rows grouped by model, in their order: one panel each."""
+    return [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
+
+
 def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
                             ("smc", "power sampling (SMC)")),
                 title: str | None = None):
-    """Accuracy of each method at each depth of one model, with 95% Wilson intervals. A method that ran on a subset
-    of the problems at some depth is hatched there, and its legend entry names the subset: its bar is not on the
-    same problems as the others."""
+    """Accuracy of each method at each depth, a panel per model, with 95% Wilson intervals. A method that ran on a
+    subset of the problems at some depth is hatched there, and its legend entry says so: its bar is not on the same
+    problems as the others."""
     from helpers.evaluation.stats import wilson
 
-    fig, ax = plt.subplots(figsize=(9.5, 3.4))
-    x = np.arange(len(rows))
+    groups = _by_model(rows)
+    fig, axes = plt.subplots(1, len(groups), figsize=(2.6 + 2.4 * len(groups), 3.4), sharey=True, squeeze=False)
     width = 0.8 / len(keys)
-    for i, (key, label) in enumerate(keys):
-        acc = np.array([r.accuracy[key] for r in rows])
-        lo, hi = np.array([wilson(a * r.count(key), r.count(key)) for a, r in zip(acc, rows, strict=True)]).T
-        subset = [r.count(key) < r.n_problems for r in rows]
-        if any(subset):
-            k = min(r.count(key) for r in rows)
-            label += f" (hatched: on the first {k} of {rows[0].n_problems} problems)"
-        bars = ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label, color=method_colour(key),
-                      yerr=100 * np.array([acc - lo, hi - acc]), capsize=3, error_kw={"lw": 0.8})
-        for bar, marked in zip(bars, subset, strict=True):
-            if marked:
-                bar.set(hatch="///", edgecolor="white", alpha=0.6)
-    ax.set_xticks(x, [f"{r.depth} blocks" + (" (full)" if r.depth == r.n_layers else "") for r in rows])
-    ax.set(ylabel="accuracy [%] (95% interval)", title=title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars: it covers no interval
+    hatched = set()
+    for ax, mine in zip(axes[0], groups, strict=True):
+        x = np.arange(len(mine))
+        for i, (key, label) in enumerate(keys):
+            acc = np.array([r.accuracy[key] for r in mine])
+            lo, hi = np.array([wilson(a * r.count(key), r.count(key)) for a, r in zip(acc, mine, strict=True)]).T
+            subset = [r.count(key) < r.n_problems for r in mine]
+            hatched |= {key} if any(subset) else set()
+            bars = ax.bar(x + (i - (len(keys) - 1) / 2) * width, 100 * acc, width, label=label,
+                          color=method_colour(key), yerr=100 * np.array([acc - lo, hi - acc]), capsize=2,
+                          error_kw={"lw": 0.8})
+            for bar, marked in zip(bars, subset, strict=True):
+                if marked:
+                    bar.set(hatch="///", edgecolor="white", alpha=0.6)
+        ax.set_xticks(x, [f"{r.depth}" + (" (full)" if r.depth == r.n_layers else "") for r in mine])
+        ax.set(xlabel="blocks kept", title=mine[0].model)
+    axes[0, 0].set_ylabel("accuracy [%] (95% interval)")
+    handles, labels = axes[0, -1].get_legend_handles_labels()
+    labels = [label + (" (hatched: on the searches' subset)" if key in hatched else "")
+              for label, (key, _) in zip(labels, keys, strict=True)]
+    axes[0, -1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside: covers no bar
+    if title:
+        fig.suptitle(title, fontsize=10)
     return finish(fig)
 
 
 def pass_at_k_curves(rows):
-    """pass@k of temperature-1 and power sampling at each depth."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    for i, r in enumerate(rows):
-        colour = PALETTE[i % len(PALETTE)]
-        ks = np.arange(1, len(r.pass_at_k["power"]) + 1)
-        ax.plot(ks, 100 * np.array(r.pass_at_k["temperature"]), "o--", color=colour, label=f"{r.depth} blocks, T=1")
-        ax.plot(ks, 100 * np.array(r.pass_at_k["power"]), "s-", color=colour, label=f"{r.depth} blocks, power")
-        ax.set_xticks(ks)
-    ax.set(xlabel="k", ylabel="pass@k [%]", title="pass@k")
-    ax.legend(fontsize=7, ncol=2)
+    """pass@k of temperature-1 and power sampling at each depth, a panel per model."""
+    groups = _by_model(rows)
+    fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 3.2 * len(groups), 3.2), sharey=True, squeeze=False)
+    for ax, mine in zip(axes[0], groups, strict=True):
+        for i, r in enumerate(mine):
+            colour = PALETTE[i % len(PALETTE)]
+            ks = np.arange(1, len(r.pass_at_k["power"]) + 1)
+            ax.plot(ks, 100 * np.array(r.pass_at_k["temperature"]), "o--", color=colour, label=f"{r.depth} blocks, T=1")
+            ax.plot(ks, 100 * np.array(r.pass_at_k["power"]), "s-", color=colour, label=f"{r.depth} blocks, power")
+            ax.set_xticks(ks)
+        ax.set(xlabel="k", title=mine[0].model)
+        ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("pass@k [%]")
     return finish(fig)
 
 

@@ -298,16 +298,20 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
 
 def test_paired_comparisons_name_what_the_prose_compares():
     rows = [_row(6, 0.5, 0.55), _row(4, 0.0, 1.0, low=0.0)]
-    tests = dict(power_sampling.comparisons(rows))
-    big = tests["power at 4 − greedy at 6 (full)"]
+    big = rows[1].paired("power", rows[0], "greedy")
     assert big.mean == pytest.approx(0.5) and big.worse == 0 and big.clear
-    assert tests["power − low temperature, both at 4"].mean == pytest.approx(1.0)
-    assert "both at 6" in " ".join(tests)
     assert "larger than its noise" in power_sampling_text.verdict_values(rows)["verdict"]
     assert power_sampling_text.verdict_values(rows)["verdict"].startswith("Yes: on this model power sampling wins back")
-    table = power_sampling_text.comparisons_table(list(tests.items()), "toy").splitlines()
-    assert len(table) == 2 + len(tests) and "| yes |" in table[2] and table[2].startswith("| toy | power at 4 −")
-    assert power_sampling_text.comparisons_table(list(tests.items())).splitlines()[2].startswith("| power at 4 −")
+    found = power_sampling.comparisons(rows)
+    assert [(m, label) for m, label, _ in found] == [("toy", "power − low temperature, both at 6"),
+                                                     ("toy", "power − low temperature, both at 4")]
+    assert found[1][2].mean == pytest.approx(1.0)
+    tests = [(label, d) for _, label, d in found]
+    table = power_sampling_text.comparisons_table(tests, "toy").splitlines()
+    assert len(table) == 2 + len(tests) and "| yes |" in table[3] and table[3].startswith("| toy | power − low")
+    assert power_sampling_text.comparisons_table(tests).splitlines()[2].startswith("| power − low temperature")
+    with pytest.raises(ValueError, match="one per test"):
+        power_sampling_text.comparisons_table(tests, ["toy"])
     from helpers.samplers.power import PowerConfig
     from helpers.samplers.settings import Searches
     from helpers.samplers.smc import SMCConfig
@@ -316,8 +320,23 @@ def test_paired_comparisons_name_what_the_prose_compares():
     prose = power_sampling_text.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
     assert set(power_sampling_text.PROSE) <= set(prose) and prose["comparisons_table"] == "\n".join(table)
     assert all(isinstance(v, float | int) for k, v in prose.items() if k not in power_sampling_text.PROSE)  # the terms
-    assert tests["SMC at 4 − greedy at 6 (full)"].mean == pytest.approx(0.25 - 0.5)
-    assert tests["SMC − power, both at 4"].mean == pytest.approx(0.25 - 1.0)
+
+
+def test_every_model_gets_its_verdict_comparisons_failures_and_pass_at_k():
+    """With several models, the chapter's sections speak for each, by name, not for the first alone."""
+    rows = _two_sizes()
+    values = power_sampling_text.verdict_values(rows)
+    items = values["verdict"].splitlines()
+    assert [line.split(".**")[0] for line in items] == ["* **small", "* **big"]
+    assert values["answer"] == power_sampling_text.verdict_values(rows[:2])["answer"]  # the front's fallback: the first
+    assert {m for m, _, _ in power_sampling.comparisons(rows)} == {"small", "big"}
+    from helpers.samplers.power import PowerConfig
+    from helpers.samplers.settings import Searches
+    from helpers.samplers.smc import SMCConfig
+    from helpers.samplers.target import Target
+
+    accepted = power_sampling_text.acceptance_sentence(rows, Searches(Target(2.0), PowerConfig(), SMCConfig()))
+    assert "on small, 40% at 6 blocks, 40% at 5 blocks; on big, 40% at 6 blocks" in accepted
 
 
 def test_the_smc_table_sets_smc_against_mh_at_every_depth_of_every_model_and_the_sentence_reads_it():
@@ -370,7 +389,7 @@ def test_a_verdict_where_interval_and_test_disagree_is_called_borderline():
     greedy = [1.0] * 7 + [0.0] + [0.5] * 12
     cut = dataclasses.replace(cut, scores={**cut.scores, "power": power})
     full = dataclasses.replace(full, scores={**full.scores, "greedy": greedy})
-    d = dict(power_sampling.comparisons([full, cut]))["power at 5 − greedy at 6 (full)"]
+    d = cut.paired("power", full, "greedy")
     assert d.high < 0 and d.p_value > 0.05 and d.borderline and not d.clear
     assert "borderline" in power_sampling_text.verdict_values([full, cut])["verdict"]
     assert power_sampling_text.verdict_values([full, cut])["verdict"].startswith("Probably not:")
@@ -449,6 +468,8 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     assert "† On the first 8 problems of the 20" in table[-3]
     other = [dataclasses.replace(r, model="other") for r in rows]  # every model, each named in its rows
     assert sum(line.startswith("| other |") for line in power_sampling_text.outcomes_table(rows + other).splitlines()) == 5
+    both = power_sampling_text.failure_sentence(rows + other)  # every model's failures, by name, the moral once
+    assert "On toy, at 4" in both and "On other, at 4" in both and both.count("cannot add the ones") == 1
     sentence = power_sampling_text.failure_sentence(rows)
     assert "On toy, at 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
     assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
@@ -754,10 +775,15 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
 
 
 def test_the_pass_at_k_sentence_says_how_much_each_sampler_rose_and_what_that_suggests():
-    rows = [dataclasses.replace(r, pass_at_k={"temperature": [0.4, 0.6], "power": [0.5, 0.55]}) for r in _two_sizes()]
-    sentence = power_sampling_text.pass_sentence(rows)
-    assert sentence.startswith("From k = 1 to k = 2, at 6 blocks T = 1 rises by 20 points and power sampling by 5")
+    both = [dataclasses.replace(r, pass_at_k={"temperature": [0.4, 0.6], "power": [0.5, 0.55]}) for r in _two_sizes()]
+    sentence = power_sampling_text.pass_sentence(both)  # every model, each by name
+    assert sentence.startswith("From k = 1 to k = 2, on small, at 6 blocks T = 1 rises by 20 points and power sampling by 5")
+    assert ". On big, at 6 blocks" not in sentence and ". on big, at 6 blocks" in sentence
     assert "rises less than T = 1's at every depth" in sentence
+    both[3] = dataclasses.replace(both[3], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
+    assert "and not at big at 5:" in power_sampling_text.pass_sentence(both)
+    rows = both[:2]  # one model: its depths alone
+    assert power_sampling_text.pass_sentence(rows).startswith("From k = 1 to k = 2, at 6 blocks T = 1 rises by 20")
     rows[1] = dataclasses.replace(rows[1], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
     assert "rises less than T = 1's at 6 blocks and not at 5: these few samples show no consistent sign" in \
         power_sampling_text.pass_sentence(rows)

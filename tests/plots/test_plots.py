@@ -17,3 +17,31 @@ def test_tokens_the_font_cannot_draw_become_boxes_not_warnings():
         warnings.simplefilter("error")  # a missing glyph is a UserWarning, which a notebook prints to stderr
         fig = lens.lens_token_grid(tokens, [tokens, tokens], np.full((2, 3), 0.5), [0, 1])
         fig.canvas.draw()
+
+
+def _row(model: str, depth: int, on: int = 20):
+    """What the chapter 04 figures read of a `DepthRow`: a model at a depth, every method on `on` of 20 problems."""
+    from types import SimpleNamespace
+
+    accuracy = {"greedy": 0.5, "low": 0.4, "power": 0.45, "smc": 0.5}
+    return SimpleNamespace(model=model, depth=depth, n_layers=6, n_problems=20, accuracy=accuracy,
+                           count=lambda key: on if key == "smc" else 20,
+                           pass_at_k={"temperature": [0.4, 0.6], "power": [0.5, 0.55]})
+
+
+def test_chapter_04s_bars_and_pass_at_k_give_every_model_a_panel_of_its_own():
+    import matplotlib.pyplot as plt
+
+    from helpers.plots import power
+
+    rows = [_row("small", 6), _row("small", 5, on=8), _row("big", 6), _row("big", 5)]
+    for fig in (power.method_bars(rows, title="settings"), power.pass_at_k_curves(rows)):
+        axes = [ax for ax in fig.axes if ax.get_title()]
+        assert [ax.get_title() for ax in axes] == ["small", "big"]
+        assert all(len(ax.get_xticks()) == 2 for ax in axes)  # two depths per model
+        plt.close(fig)
+    fig = power.method_bars(rows)
+    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert labels[-1].endswith("(hatched: on the searches' subset)") and not labels[0].endswith("subset)")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["6 (full)", "5"]
+    plt.close(fig)
