@@ -153,6 +153,7 @@ class Measured:
     smc: SMCConfig | None = None
     smc_records: dict[int, list[dict]] = field(default_factory=dict)  # depth -> every SMC record
     multipliers: dict[int, float] = field(default_factory=dict)  # depth -> `token_multiplier` there
+    full_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> MH there against full-depth greedy
     smc_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC's, on SMC's own problems
     mh_on_smc_problems: dict[int, float] = field(default_factory=dict)  # depth -> MH's, on SMC's problems only
     smc_problems: int = 0  # how many problems SMC ran on (the searches' subset)
@@ -243,6 +244,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                            _point(at, f"majority-of-{size}", runs[key], size, "majority", matched=True)]
     greedy_tokens = {d: mean_of([r for per in runs["greedy"] for r in per], "decoded_tokens") for d, runs in decoded.items()}
     multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
+    full_multipliers = {d: token_multiplier(runs["power"], decoded[L]["greedy"]) for d, runs in decoded.items()}
     smc_multipliers = {d: token_multiplier(runs["SMC"], runs["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
     mh_on_smc = {d: token_multiplier(runs["power"][:len(runs["SMC"])], runs["greedy"]) for d, runs in decoded.items()
                  if runs["SMC"]}  # like with like: MH on the problems SMC ran
@@ -256,7 +258,8 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
                         model.config, even, even_accuracy, smc,
                         {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers,
-                        smc_multipliers, mh_on_smc, max((len(runs["SMC"]) for runs in decoded.values()), default=0))
+                        full_multipliers, smc_multipliers, mh_on_smc,
+                        max((len(runs["SMC"]) for runs in decoded.values()), default=0))
     del model
     return measured
 
@@ -357,13 +360,15 @@ def budgets(m: Measured, report_total: float) -> tuple[dict[str, float], dict[st
 @dataclass(frozen=True)
 class SizeCost:
     """What power sampling cost and truncation saved on one model, at the depth the chapter prices (`cut_depth`):
-    MH's decoded tokens against greedy's at that depth on the same problems, the share of the full model's FLOPs
-    per token that running that depth saves, and the saving that would make the search cost no more than greedy."""
+    MH's decoded tokens there against the full model's greedy tokens on the same problems (the trade replaces full-depth
+    greedy decoding, so both the multiplier and the saving are measured against it), the share of the full model's
+    FLOPs per token that running that depth saves, and the saving that would make the search cost no more than
+    full-depth greedy."""
 
     model: str
     n_layers: int
     depth: int
-    multiplier: float
+    multiplier: float  # MH's tokens at `depth` over full-depth greedy's, on the same problems
     saved: float  # a share, 0-1
     needed: float  # a share, 0-1
     unembedding: float  # the unembedding's share of the full model's FLOPs per token
@@ -380,7 +385,7 @@ class SizeCost:
 def size_cost(m: Measured) -> SizeCost:
     """`SizeCost` of one measured model."""
     cut, full = cut_depth(m), model_cost(m.config, m.n_layers, m.context)
-    mult = m.multipliers[cut]
+    mult = m.full_multipliers[cut]
     return SizeCost(m.model, m.n_layers, cut, mult, 1 - flops_share(m.config, cut, m.context),
                     max(0.0, 1 - 1 / mult), full.flops_unembedding / full.flops_per_token,
                     1 - flops_share(m.config, m.n_layers - 1, m.context), break_even_depth(m.config, mult, m.context))

@@ -132,9 +132,10 @@ def savings_values(m: Measured, configs: dict, multipliers: dict[str, float],
 
 
 def size_cost_table(costs: Sequence[SizeCost]) -> str:
-    """One row per model (`sizes_in_order` order): the depth priced, MH's token multiplier there, the FLOPs it saves, the
-    saving needed to break even, the unembedding's share and the deepest depth that would break even."""
-    lines = ["| model | blocks | priced at | MH tokens × greedy's | FLOPs saved | saving needed | unembedding share "
+    """One row per model (`sizes_in_order` order): the depth priced, MH's tokens there over full-depth greedy's, the
+    FLOPs it saves, the saving needed to break even, the unembedding's share and the deepest depth that would break
+    even."""
+    lines = ["| model | blocks | priced at | MH tokens there × full-depth greedy's | FLOPs saved | saving needed | unembedding share "
              "| deepest depth that breaks even |", "|---" * 8 + "|"]
     for c in costs:
         even = "none" if c.break_even is None else f"{c.break_even} of {c.n_layers}"
@@ -147,13 +148,13 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
     """The front page's second sentence: at each size, what the search cost against what the truncation saved."""
     if len(costs) == 1:
         c = costs[0]
-        return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of a greedy "
-                f"one on the same problems, while running {c.depth} blocks saved {100 * c.saved:.0f}% of the FLOPs "
+        return (f"At {c.depth} blocks a power-sampled answer decoded {c.multiplier:.1f} times the tokens of the full "
+                f"model's greedy answer to the same problem, while running {c.depth} blocks saved {100 * c.saved:.0f}% of the FLOPs "
                 f"per token, where breaking even would need {100 * c.needed:.0f}%: the search costs {c.relation} the "
                 "truncation saves.")
     first, *rest = costs
     parts = [f"on {first.model} at {first.depth} of {first.n_layers} blocks a power-sampled answer decoded "
-             f"{first.multiplier:.1f} times a greedy one's tokens while the truncation saved {100 * first.saved:.0f}% "
+             f"{first.multiplier:.1f} times the tokens of the full model's greedy answer while the truncation saved {100 * first.saved:.0f}% "
              f"of the FLOPs per token, against the {100 * first.needed:.0f}% breaking even would need"]
     parts += [f"on {c.model} at {c.depth} of {c.n_layers} blocks, {c.multiplier:.1f} times the tokens and "
               f"{100 * c.saved:.0f}% saved against {100 * c.needed:.0f}% needed" for c in rest]

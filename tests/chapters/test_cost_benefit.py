@@ -78,6 +78,9 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
         stored = [r["seconds"] for r in m.power_records[depth]]
         power = next(p for p in m.points if p.depth == depth and p.method == "power")
         assert power.seconds == pytest.approx(sum(stored) / len(stored) * power.samples) and power.seconds > 0
+    power_at_3 = sum(r["decoded_tokens"] for r in m.power_records[3]) / len(m.power_records[3])
+    assert m.full_multipliers[3] == pytest.approx(power_at_3 / m.greedy_tokens[4])  # the cut's MH over full greedy
+    assert m.full_multipliers[4] == pytest.approx(m.multipliers[4]) and ch.size_cost(m).multiplier == m.full_multipliers[3]
     labels = [label for label, _ in ch.matched_comparisons(m, "SMC")]
     assert labels == ["SMC − best-of-3, both at 4", "SMC − majority-of-3, both at 4",
                       "SMC − best-of-3, both at 3", "SMC − majority-of-3, both at 3"]
@@ -221,14 +224,16 @@ def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p
 
 
 def _priced(name: str, depth: int, multiplier: float):
-    """A `Measured` of one of the report's models (their published configs), priced at `depth` with MH's token
-    `multiplier` there: what the sizes section reads."""
+    """A `Measured` of one of the report's models (their published configs), priced at `depth` with MH's tokens there
+    `multiplier` times the full model's greedy tokens: what the sizes section reads. Against greedy at the same depth
+    the multiplier is set to something else, which the sizes section must not read."""
     from helpers.evaluation.cost import qwen25_math_configs
 
     config = qwen25_math_configs()[name]
     L = config.num_hidden_layers
     return ch.Measured(name, L, SEARCHES.power, 160, [], {}, {depth: 90.0, L: 95.0}, {}, 300.0, 0.0, config,
-                       multipliers={depth: multiplier, L: multiplier + 0.5})
+                       multipliers={depth: multiplier / 2, L: multiplier + 0.5},
+                       full_multipliers={depth: multiplier, L: multiplier + 0.5})
 
 
 def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
@@ -259,8 +264,9 @@ def test_a_size_whose_truncation_pays_for_the_search_is_named():
 
 def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():
     values = cost_benefit_text.size_cost_values([_priced("Qwen2.5-Math-1.5B", 26, 9.04)])
-    assert values["cost_answer"].startswith("At 26 blocks a power-sampled answer decoded 9.0 times the tokens of a "
-                                            "greedy one on the same problems, while running 26 blocks saved ")
+    assert values["cost_answer"].startswith("At 26 blocks a power-sampled answer decoded 9.0 times the tokens of the "
+                                            "full model's greedy answer to the same problem, while running 26 blocks "
+                                            "saved ")
     assert values["cost_answer"].endswith("where breaking even would need 89%: the search costs far more than the "
                                           "truncation saves.")
     assert "prices one model" in values["size_cost_sentence"]
