@@ -115,8 +115,8 @@ def savings_values(m: Measured, configs: dict, multipliers: dict[str, float],
               "saved_7b_26_ctx": 100 * (1 - flops_share(seven, 26, REPORT["length"] / 2)),
               "saved_build": 100 * (1 - flops_share(m.config, cut, m.context)), "build_depth": cut,
               "needed_saving": 100 * (1 - 1 / mult), "break_even": even if even is not None else 0,
-              "measured_multiplier": mult, "cut_multiplier": m.multipliers[cut],
-              "cut_needed_saving": 100 * (1 - 1 / m.multipliers[cut])}
+              "measured_multiplier": mult, "cut_multiplier": m.full_multipliers[cut],  # against what the cut replaces
+              "cut_needed_saving": 100 * (1 - 1 / m.full_multipliers[cut])}
     if even is None:
         sentence = (f"No depth of {m.model} breaks even: even a single block plus the unembedding costs more than "
                     f"1/{mult:.2f} of the full model's FLOPs per token.")

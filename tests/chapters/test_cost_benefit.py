@@ -98,6 +98,11 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     assert list(multipliers.values()) == pytest.approx([ch.multiplier_values(m)["multiplier_vs_greedy"],
                                                         values["smc_multiplier"], 14.5])
     assert list(needs.values())[2] == pytest.approx(1 - 1 / 14.5) and all(0 <= v < 1 for v in needs.values())
+    from helpers.evaluation.cost import qwen25_math_configs
+
+    saving = cost_benefit_text.savings_values(m, qwen25_math_configs(), multipliers)
+    assert saving["cut_multiplier"] == m.full_multipliers[3]  # the cut's MH against the full-depth greedy it replaces
+    assert saving["cut_needed_saving"] == pytest.approx(100 * (1 - 1 / m.full_multipliers[3]))
 
 
 def test_smcs_multiplier_pairs_its_problems_with_greedys_in_a_full_depth_only_build(tiny_dir, tmp_path, monkeypatch):
