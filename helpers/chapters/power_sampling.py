@@ -361,8 +361,9 @@ def best_truncation(rows: Sequence[DepthRow], key: str) -> DepthRow | None:
 
 
 def mean_resamples(rows: Sequence[DepthRow]) -> float:
-    """The first model's SMC resampling events per sample, averaged over its depths."""
-    return float(np.mean([r.resamples for r in rows if r.model == rows[0].model]))
+    """SMC's resampling events per sample, averaged over every depth of every model (NaN where SMC ran nowhere)."""
+    ran = [r.resamples for r in rows if r.count("smc")]
+    return float(np.mean(ran)) if ran else float("nan")
 
 
 @dataclass(frozen=True)

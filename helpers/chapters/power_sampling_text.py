@@ -299,22 +299,26 @@ def smc_table(rows: Sequence[DepthRow]) -> str:
     return "\n".join(lines)
 
 
-def smc_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """How SMC ran, and the table read in words: at how many of its depths SMC cost fewer tokens and less time than
-    MH, and where the two differ by more than their noise."""
-    smc = searches.smc
-    text = (f"SMC ran K = {smc.particles} particles (α = {searches.target.alpha:g}); they met every {smc.block_size} "
-            f"tokens and were resampled when the ESS fell below {smc.ess_threshold:g}·K, {mean_resamples(rows):.1f} "
-            "times per sample on average.")
+def smc_sentence(rows: Sequence[DepthRow]) -> str:
+    """The SMC table read in words: at how many of its depths SMC cost fewer tokens and less time than MH, and where
+    the two differ by more than their noise (how SMC ran is the notebook's sentence, with `smc_values`)."""
     ran = [r for r in rows if r.count("smc")]
     if not ran:
-        return text
+        return "SMC ran at no depth of this build."
     fewer, faster = (sum(r.cost("smc", what, r.count("smc")) < r.cost("power", what, r.count("smc")) for r in ran)
                      for what in ("tokens", "seconds"))
     apart = [f"{r.model} at {r.depth}" for r in ran if r.paired("smc", other_key="power").clear]
-    return (text + f" Of the {counted(len(ran), 'depth')} where both ran, SMC decoded fewer tokens than MH at "
+    return (f"Of the {counted(len(ran), 'depth')} where both ran, SMC decoded fewer tokens than MH at "
             f"{fewer} and took less time at {faster}; its accuracy differs from MH's by more than the noise at "
             + listed(apart, "none of them") + ".")
+
+
+def smc_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
+    """How SMC ran, for the notebook's sentence: its particles, how often they met, the ESS threshold and how often
+    they were resampled per sample (over every depth of every model)."""
+    smc = searches.smc
+    return {"smc_k": smc.particles, "smc_meet": smc.block_size, "smc_ess": float(smc.ess_threshold),
+            "smc_resamples": mean_resamples(rows)}
 
 
 def sweep_glue(sweep: StepsSweep) -> dict:
@@ -324,7 +328,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
     at = dict(zip(sweep.steps, sweep.accuracy, strict=True))
     cost = dict(zip(sweep.steps, sweep.tokens, strict=True))
     best = max(sweep.steps, key=lambda n: at[n])
-    sentence = (f"At {sweep.depth} of {sweep.n_layers} blocks, on {counted(sweep.n_problems, 'problem')} with "
+    sentence = (f"On {sweep.model} at {sweep.depth} of {sweep.n_layers} blocks, on {counted(sweep.n_problems, 'problem')} with "
                 f"{sweep.n_seeds} seeds each, MH power sampling ({sweep.mode} mode) scored from "
                 f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = {best}: "
                 f"{percent_with_interval(at[best], sweep.n_problems)}; the figure gives each). N = {top} spent "
@@ -351,7 +355,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
         return values
     d = row.paired("power", other_key="low")
     n = min(row.count("power"), row.count("low"))
-    first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, MH with "
+    first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, {sweep.model}'s MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
              f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
@@ -791,7 +795,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
     return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
             "acceptance_sentence":
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
-            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows, searches),
+            "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows), **smc_values(rows, searches),
             "smc_table": smc_table(rows),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
             **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),

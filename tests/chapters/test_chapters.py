@@ -352,11 +352,10 @@ def test_the_smc_table_sets_smc_against_mh_at_every_depth_of_every_model_and_the
     assert table[3].startswith("| toy | 4/6 | 20 | 0% [0–16] | 100% [84–100] |") and "| -100 points" in table[3]
     assert table[-1] == ("The report's question asked of SMC, on the same problems: on toy, SMC at 4 blocks − greedy at "
                          "6 is -50 points [-70, -30] (larger than its noise, p = 0.002).")
-    text = power_sampling_text.smc_sentence(rows, Searches(Target(2.0), PowerConfig(),
-                                                      SMCConfig(particles=4, block_size=16)))
-    assert text.startswith("SMC ran K = 4 particles (α = 2); they met every 16 tokens")
-    assert "1.5 times per sample on average" in text
-    assert "Of the 2 depths where both ran, SMC decoded fewer tokens than MH at 0 and took less time at 2" in text
+    ran = power_sampling_text.smc_values(rows, Searches(Target(2.0), PowerConfig(), SMCConfig(particles=4, block_size=16)))
+    assert ran == {"smc_k": 4, "smc_meet": 16, "smc_ess": 0.5, "smc_resamples": 1.5}  # the notebook's sentence
+    text = power_sampling_text.smc_sentence(rows)
+    assert text.startswith("Of the 2 depths where both ran, SMC decoded fewer tokens than MH at 0 and took less time at 2")
     assert text.endswith("differs from MH's by more than the noise at toy at 4.")
     two = power_sampling_text.smc_table(_two_sizes()).splitlines()
     assert sum(line.startswith("| small |") for line in two) == 2 and sum(line.startswith("| big |") for line in two) == 2
