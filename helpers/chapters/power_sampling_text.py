@@ -162,8 +162,7 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
     else:
         sentence = "\n".join(f"* **{v['model']}.** {v['sentence']}" for v in verdicts)
     return {"full_greedy": first["full_greedy"], "full_power": first["full_power"], "verdict": sentence,
-            "answer": first["answer"], "headline_multiplier": first["multiplier"], "headline_depth": first["depth"],
-            "headline": first["headline"]}
+            "answer": first["answer"], "headline": first["headline"]}
 
 
 def _verdict(mine: Sequence[DepthRow]) -> dict:
@@ -191,16 +190,13 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
                     f"greedy {full.interval('greedy')}. The paired difference is "
                     f"{d.describe()}, which is {noise}. Against sampling at T = 1 on the full model, the other "
                     f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
-                    f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}). A power-sampled answer at {best.depth} blocks decoded {best.multiplier:.1f} times the tokens "
-                    f"of a greedy answer at the same depth on the same problems, each token at "
-                    f"{100 * best.flops_share:.0f}% of the full model's FLOPs.")
+                    f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
         answer = answer.strip()
         headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
                     f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "
                     f"with every block; the paired difference is {d.describe()}.")
     return {"model": full.model, "full_greedy": 100 * g, "full_power": 100 * p, "sentence": sentence,
-            "answer": answer, "headline": headline, "multiplier": best.multiplier if best is not None else float("nan"),
-            "depth": best.depth if best is not None else full.depth}
+            "answer": answer, "headline": headline}
 
 
 def settings_values(searches: Searches, max_new_tokens: int) -> dict:
@@ -262,10 +258,11 @@ def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
              "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
              "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
              "plain sampling at T = 1 here")
-    said = rates[0][1] if len(groups) == 1 else "; ".join(f"on {m}, {text}" for m, text in rates)
     power = searches.power
+    said = (f"chains accepted {rates[0][1]} of their proposals" if len(groups) == 1 else
+            "chains accepted these shares of their proposals: " + "; ".join(f"{m}, {text}" for m, text in rates))
     return (f"With α = {searches.target.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
-            f"chains accepted {said} of their proposals, {moved}.")
+            f"{said}; {moved}.")
 
 
 def smc_table(rows: Sequence[DepthRow]) -> str:
@@ -819,7 +816,8 @@ def pass_sentence(rows: Sequence[DepthRow]) -> str:
             less[(r.model, r.depth)] = rise["power"] < rise["temperature"]
             said.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
                         f"{rise['power']:.0f}")
-        parts.append("; ".join(said) if len(groups) == 1 else f"on {mine[0].model}, " + "; ".join(said))
+        parts.append("; ".join(said) if len(groups) == 1 else
+                     f"{'on' if not parts else 'On'} {mine[0].model}, " + "; ".join(said))
     lower = [key for key, x in less.items() if x]
     def places(keys: list[tuple[str, int]], unit: str = "") -> str:  # depths alone where one model ran
         return listed([str(d) for _, d in keys]) + unit if len(groups) == 1 else listed([f"{m} at {d}" for m, d in keys])
