@@ -96,15 +96,17 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
 
 
 def pass_at_k_curves(rows):
-    """pass@k of temperature-1 and power sampling at each depth, a panel per model."""
+    """pass@k of temperature-1 and power sampling at each depth, a panel per model: each method in its colour, each
+    depth in its line style."""
     groups = _by_model(rows)
     fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 3.2 * len(groups), 3.2), sharey=True, squeeze=False)
     for ax, mine in zip(axes[0], groups, strict=True):
-        for i, r in enumerate(mine):
-            colour = PALETTE[i % len(PALETTE)]
+        for i, r in enumerate(mine):  # a method's colour (the book's palette), a depth's line and marker
+            style = ("-o", "--s", ":^", "-.v")[i % 4]
             ks = np.arange(1, len(r.pass_at_k["power"]) + 1)
-            ax.plot(ks, 100 * np.array(r.pass_at_k["temperature"]), "o--", color=colour, label=f"{r.depth} blocks, T=1")
-            ax.plot(ks, 100 * np.array(r.pass_at_k["power"]), "s-", color=colour, label=f"{r.depth} blocks, power")
+            for key, label in (("temperature", "T = 1"), ("power", "power (MH)")):
+                ax.plot(ks, 100 * np.array(r.pass_at_k[key]), style, color=method_colour(key),
+                        label=f"{label}, {r.depth} blocks")
             ax.set_xticks(ks)
         ax.set(xlabel="k", title=mine[0].model)
         ax.legend(fontsize=7)
