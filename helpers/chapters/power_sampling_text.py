@@ -224,16 +224,19 @@ def depth_axis_sentence(axes) -> str:
     return text
 
 
-def report_sentence() -> str:
-    """The report's answer to the same question, from `helpers.data.published`."""
-    seen = " and ".join(f"{100 * r['power_truncated']:.1f}% against {100 * r['greedy_full']:.1f}% for {name}"
-                        for name, r in REPORT_HEADLINE.items())
-    where = " and ".join(f"{d} of {n}" for d, n in sorted({(r["depth"], r["layers"]) for r in REPORT_HEADLINE.values()}))
-    return (f"The report saw {seen}, power sampling at {where} layers against the full model without power sampling "
-            f"(its \"No MH\" bar, whose decoding it does not describe), on "
-            f"{REPORT_SUBSET}; were it {REPORT_IF_PROBLEMS} problems, a 95% interval would be about "
-            f"±{max(half_width(r['power_truncated'], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values()):.0f} "
-            "points.")
+def report_values() -> dict:
+    """The report's answer to the same question, from `helpers.data.published`, glued by name for the notebook's
+    sentence: each size's power sampling at the cut and full-model accuracy (in %), the depth and layers, the subset,
+    and the 95% half-width its accuracies would have on `REPORT_IF_PROBLEMS` problems."""
+    (small, s), (large, g) = sorted(REPORT_HEADLINE.items(), key=lambda item: float(item[0].split("-")[-1][:-1]))
+    if (s["depth"], s["layers"]) != (g["depth"], g["layers"]):
+        raise ValueError("the notebook's sentence gives one depth for both of the report's sizes")
+    return {"report_small": small, "report_large": large,
+            "report_power_small": 100 * s["power_truncated"], "report_greedy_small": 100 * s["greedy_full"],
+            "report_power_large": 100 * g["power_truncated"], "report_greedy_large": 100 * g["greedy_full"],
+            "report_depth": s["depth"], "report_layers": s["layers"], "report_subset": REPORT_SUBSET,
+            "report_if_problems": REPORT_IF_PROBLEMS,
+            "report_half_width": max(half_width(r["power_truncated"], REPORT_IF_PROBLEMS) for r in REPORT_HEADLINE.values())}
 
 
 def _report_sizes() -> str:
@@ -780,7 +783,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence", "smc_table",
          "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
          "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
-         "levels_table", "levels_sentence", "pass_sentence", "report_sentence")
+         "levels_table", "levels_sentence", "pass_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
@@ -796,7 +799,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             "smc_table": smc_table(rows),
             "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
             **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),
-            "pass_sentence": pass_sentence(rows), "report_sentence": report_sentence()}
+            "pass_sentence": pass_sentence(rows), **report_values()}
 
 
 def pass_sentence(rows: Sequence[DepthRow]) -> str:

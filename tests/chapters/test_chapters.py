@@ -318,7 +318,13 @@ def test_paired_comparisons_name_what_the_prose_compares():
 
     prose = power_sampling_text.prose_values(rows, Searches(Target(2.0), PowerConfig(block_size=4), SMCConfig()))
     assert set(power_sampling_text.PROSE) <= set(prose) and prose["comparisons_table"] == "\n".join(table)
-    assert all(isinstance(v, float | int) for k, v in prose.items() if k not in power_sampling_text.PROSE)  # the terms
+    plain = {k: v for k, v in prose.items() if k not in power_sampling_text.PROSE}  # numbers, and names in plain text
+    assert all(isinstance(v, float | int) or (isinstance(v, str) and "**" not in v and "|" not in v) for v in plain.values())
+    report = power_sampling_text.report_values()  # the report's numbers, which the notebook's own sentence places
+    assert (report["report_small"], report["report_power_small"], report["report_greedy_small"]) == \
+        ("Qwen2.5-Math-1.5B", 65.0, 61.0)
+    assert (report["report_large"], report["report_power_large"], report["report_depth"]) == ("Qwen2.5-Math-7B", 79.0, 26)
+    assert round(report["report_half_width"]) == 9 and set(report) <= set(prose)
 
 
 def test_every_model_gets_its_verdict_comparisons_failures_and_pass_at_k():
