@@ -188,7 +188,7 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.describe()}, which is {noise}. Against sampling at T = 1 on the full model, the other "
+                    f"{d.describe(1)}, which is {noise}. Against sampling at T = 1 on the full model, the other "
                     f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
                     f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
         answer = answer.strip()
@@ -565,11 +565,34 @@ def _report_note(explained: Sequence[Explained]) -> str:
         return f"the interval of {models[0]}" if len(models) == 1 else f"the intervals of {listed(models)}"
 
     verdict = "; ".join(part for part in (
-        f"{of(out)} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
-        f"{of(held)} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
+        f"the MH − greedy {of(out)[4:]} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
+        f"the MH − greedy {of(held)[4:]} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
     return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens and "
             f"answers of about 679 on average, at the depths its lens chose: not this build's models, problems or "
             f"settings, so they are set beside these intervals for scale only ({verdict}).")
+
+
+def _knife_edge(explained: Sequence[Explained]) -> str:
+    """The note under the front table where a model's cut is chapter 03's critical depth and sits within one problem
+    of the collapse line on the problems chapter 03 read it on: one problem either way would move the cut ("" where
+    none does, or the depths were not chosen so)."""
+    close = []
+    for e in explained:
+        choice = e.cut.choice
+        if choice is None or not choice.relative or choice.critical != e.cut.depth or not choice.curve \
+                or choice.sweep is None:
+            continue
+        curve, n = dict(choice.curve), choice.curve_problems
+        line = choice.sweep.collapse_fraction * curve[max(curve)] * n  # problems the critical depth must keep
+        if curve.get(e.cut.depth) is not None and round(curve[e.cut.depth] * n) - line < 1:
+            close.append(f"{e.full.model} ({round(curve[e.cut.depth] * n)} of {n} against {line:g})")
+    if not close:
+        return ""
+    return ("Each cut is chapter 03's critical depth, the shallowest at which greedy decoding keeps at least "
+            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy on chapter "
+            f"03's own problems. There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
+            f"problem of that line: {listed(close)}; one problem fewer would move the cut a block deeper, so the "
+            "depth each answer is read at is itself uncertain (chapter 03 gives its interval).")
 
 
 def answer_values(explained: Sequence[Explained]) -> dict:
@@ -586,14 +609,17 @@ def answer_values(explained: Sequence[Explained]) -> dict:
     answers, own, capped = [], own_problems([e.full for e in explained]), []
     for e in explained:
         d = e.parts["power"].terms["headline"]
-        answers.append(answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d))
+        word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d)
         cell = ""
         if ends:
             before, after = _unfinished(e.full), _unfinished(e.cut)
             cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
             if after - before >= CAP_SHARE:
+                clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
+                           "unfinished")
                 capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "
                               f"{100 * before:.0f}% at full depth")
+        answers.append((word, clause))
         warm = e.cut.paired("power", e.full, "temperature")
         lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
                      f"{e.full.interval('greedy')} | {d.points(1)}, {d.standing()} (p {_p(d)}) | "
@@ -603,6 +629,9 @@ def answer_values(explained: Sequence[Explained]) -> dict:
                  "does (chapter 04 defines them). The answer above is read against greedy decoding at full depth; "
                  "the report's \"full baseline\" does not say whether it decoded greedily or sampled, so the table "
                  "also sets the search against sampling at T = 1 at full depth. " + _report_note(explained)]
+    edge = _knife_edge(explained)
+    if edge:
+        notes += ["", edge]
     if capped:
         notes += ["", "The cut ends more answers unfinished at the token cap: " + "; ".join(capped) + ". Part of what "
                   "the cut costs there may be answers the cap cut off rather than reasoning the blocks took away: the "

@@ -82,7 +82,7 @@ class PairedDifference:
     def describe(self, decimals: int = 0) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""
         return (f"{self.points(decimals)} (better on {self.better}, worse on {self.worse} of "
-                f"{counted(self.n, 'problem')}; paired test p = {self.p_value:.2g})")
+                f"{counted(self.n, 'problem')}; paired test p {'' if self.p_text.startswith('<') else '= '}{self.p_text})")
 
 
 def sign_test(better: int, worse: int) -> float:

@@ -282,7 +282,7 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     values = power_sampling_text.verdict_values(rows)
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
-    assert "+0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
+    assert "+0.0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
     assert values["verdict"].startswith("Too close to call")
     assert "Against sampling at T = 1 on the full model, the other reading of the report's \"full baseline\" " \
            "(10% [3–30]), it is +40.0 points [" in values["verdict"]  # 50% at 4 blocks − T = 1's 10% at 6
@@ -544,7 +544,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert "| T = 1 at full depth | MH − T = 1 [95% interval], against its noise |" in table[0]  # both comparators
     assert "| -5.0 points [" in table[2] and "| 10% [3–30] | +35.0 points [" in table[2]  # 45% at the cut − 10%
     assert "larger than its noise** where the paired 95% interval excludes zero" in table[5]  # the words, defined
-    assert "for scale only (the intervals of small and big lie below both)" in table[5]
+    assert "for scale only (the MH − greedy intervals of small and big lie below both)" in table[5]
     assert "unfinished" not in values["answer_table"]  # these rows keep no endings: no column, no claim
     cut = [dataclasses.replace(r, ends={"greedy": [["cut off" if i < 8 and r.depth == 5 else "correct"]
                                                    for i in range(20)]}) for r in rows]
@@ -844,3 +844,24 @@ def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_se
     assert not [line for line in depth_axis(longer).axes[0].get_lines() if line.get_label().startswith("greedy, ch")]
     bare = power_sampling.depth_axes([dataclasses.replace(r, choice=None) for r in rows], max_new_tokens=160, shots=2)
     assert bare[0].why == "chapter 03 stored no sweep of it under this build's settings"
+
+
+def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_shares_the_verdict():
+    """A cut chosen as chapter 03's critical depth with no problem to spare is named under the front table (one
+    problem fewer moves it); a model whose cut ends many more answers at the cap says so in the lead itself."""
+    from helpers.evaluation.critical import DepthChoice, SweepSettings
+
+    sweep = SweepSettings("arithmetic", 16, None, 0, 2, 160, None, None, 1, 0.5, 0.3, 0.5)
+    rows = _two_sizes()
+    rows[0].choice = rows[1].choice = DepthChoice("small", 6, (5,), 5, True, curve=((5, 5 / 16), (6, 10 / 16)),
+                                                  sweep=sweep, curve_problems=16)  # 5 of 16 against the line's 5
+    rows[2].choice = rows[3].choice = DepthChoice("big", 6, (5,), 5, True, curve=((5, 9 / 16), (6, 10 / 16)),
+                                                  sweep=sweep, curve_problems=16)  # 9 against 5: room to spare
+    table = power_sampling_text.answer_values(power_sampling.explain(rows))["answer_table"]
+    assert "within one problem of that line: small (5 of 16 against 5);" in table and "big (" not in table
+    cut_off = [["cut off"]] * 12 + [["correct"]] * 8  # the cut ends 60% of greedy answers at the cap
+    for r in rows:
+        r.ends = {"greedy": [["correct"]] * 20 if r.depth == 6 or r.model == "big" else cut_off}
+    lead = power_sampling_text.answer_values(power_sampling.explain(rows))["answer_lead"]
+    assert "at a token cap that leaves 60% of its greedy answers at the cut unfinished" in lead
+    assert lead.count("token cap") == 1  # only the model the cap cuts
