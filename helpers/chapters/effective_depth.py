@@ -168,7 +168,9 @@ def skip_summary(r: ModelStudy) -> dict:
     current_matrix, current_output = combine(r.current, "max", "max")
     first_part = next(iter(future))
     future_output = future[first_part][1]
-    values = {"future_first": float(prof[:half].mean()), "future_second": float(prof[half:L - 1].mean()),
+    first, second = float(prof[:half].mean()), float(prof[half:L - 1].mean())
+    values = {"future_first": first, "future_second": second,
+              "future_ratio": second / first if first > 0 else float("nan"),  # how much a late skip moves, per early
               "current_out_second": float(current_output[half:].mean()),
               "future_out_second": float(future_output[half:].mean()),
               "current_out_first": float(current_output[:half].mean()),
