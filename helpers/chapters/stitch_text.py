@@ -20,7 +20,7 @@ from helpers.core.numbers import counted, readable
 from helpers.data.model_sets import on_own_problems
 from helpers.data.problems import Problem
 from helpers.evaluation.critical import critical_interval
-from helpers.evaluation.lengths import choose_cap, summarize
+from helpers.evaluation.lengths import LOOP_SHARE, choose_cap, summarize
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.truncation import critical_depth
 
@@ -336,5 +336,9 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
     sentence = ("At its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
-    return {"lengths_table": "\n".join(rows), "lengths_sentence": sentence, "lengths_cap": max(needs.values()),
-            "length_cap": cap}
+    legend = (f"An unfinished answer is counted as looping when at least {100 * LOOP_SHARE:.0f}% of the 8-token sequences "
+              "in its last 256 tokens occurred earlier in it; the rest are still writing something new when the cap "
+              "comes. The last column asks whether stopping each answer at its first closed `\\boxed{}` would change "
+              "its graded answer, and how many of its tokens it would save.")
+    return {"lengths_table": "\n".join([*rows, "", legend]), "lengths_sentence": sentence,
+            "lengths_cap": max(needs.values()), "length_cap": cap}

@@ -755,9 +755,11 @@ def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_ans
     assert ("m at 5 of 6 blocks leaves 50% of its greedy answers unfinished at 128 new tokens and 10% at 256, and "
             "needs a cap of 160") in values["lengths_sentence"]
     table = values["lengths_table"].splitlines()
-    assert len(table) == 2 + 4 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
+    assert len(table) == 2 + 4 + 2 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
+    assert table[-1].startswith("An unfinished answer is counted as looping when at least 50% of")  # the legend, with it
     assert "| m | 6 of 6 | greedy | 20 | 50 | 0% | 0% (0) | 0 of 20, 0% |" in table
-    assert stitch_text.lengths_values({}, 128)["lengths_table"].startswith("This build ran no length study")
+    none = stitch_text.lengths_values({}, 128)["lengths_table"]
+    assert none.startswith("This build ran no length study") and "looping" not in none  # no legend for no table
 
 
 def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_riddle():
