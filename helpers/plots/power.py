@@ -54,8 +54,10 @@ def toy_distributions(tables, alpha: float, ax=None):
 
 
 def _by_model(rows) -> list[list]:
-    """The rows grouped by model, in their order: one panel each."""
-    return [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
+    """The rows grouped by model, one panel each, the smaller model first as in the chapter's other figures (rows
+    without a size keep their order)."""
+    groups = [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
+    return sorted(groups, key=lambda g: getattr(g[0], "size", 0))
 
 
 def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),

@@ -35,13 +35,16 @@ def test_chapter_04s_bars_and_pass_at_k_give_every_model_a_panel_of_its_own():
     from helpers.plots import power
 
     rows = [_row("small", 6), _row("small", 5, on=8), _row("big", 6), _row("big", 5)]
+    for r in rows:
+        r.size = 2e9 if r.model == "small" else 1e9  # sizes decide the panels' order, not the rows'
     for fig in (power.method_bars(rows, title="settings"), power.pass_at_k_curves(rows)):
         axes = [ax for ax in fig.axes if ax.get_title()]
-        assert [ax.get_title() for ax in axes] == ["small", "big"]
+        assert [ax.get_title() for ax in axes] == ["big", "small"]
         assert all(len(ax.get_xticks()) == 2 for ax in axes)  # two depths per model
         plt.close(fig)
     fig = power.method_bars(rows)
     labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     assert labels[-1].endswith("(hatched: on the searches' subset)") and not labels[0].endswith("subset)")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["6 (full)", "5"]
+    assert fig.axes[1].patches[-1].get_hatch() == "///" and not fig.axes[0].patches[-1].get_hatch()  # small's SMC at 5
     plt.close(fig)
