@@ -38,9 +38,11 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     and behind the curves, each named at its right end, so that lines close together neither merge nor hide a
     curve."""
     fig, ax = plt.subplots(figsize=(8.5, 3.6))
-    for i, (name, c) in enumerate(curves.items()):
-        ax.plot(c["removed"], 100 * c["saved"], "-", marker="osD^"[i % 4], ms=3.5, mfc="white" if i % 2 else None,
-                color=PALETTE[i % len(PALETTE)], zorder=3, label=f"{name} ({c['layers']} blocks)")
+    for i, (name, c) in enumerate(curves.items()):  # each later curve thinner and in its own dash, so one drawn over
+        # another (two sizes of nearly one shape) leaves the one below showing on both sides
+        ax.plot(c["removed"], 100 * c["saved"], ("-", "--", "-.", ":")[i % 4], marker="osD^"[i % 4], ms=3.5,
+                mfc="white" if i % 2 else None, lw=max(0.8, 3.2 - 0.45 * i), color=PALETTE[i % len(PALETTE)],
+                zorder=3, label=f"{name} ({c['layers']} blocks)")
     right = max(max(c["removed"]) for c in curves.values()) if curves else 1
     shares = sorted(needed.items(), key=lambda kv: kv[1])
     for j, (label, share) in enumerate(shares):
@@ -51,7 +53,7 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105), xlim=(0, right),
            title="What truncation saves (curves), and what the search needs (dotted, named on the right)")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="lower right")  # under the curves' ends, clear of the dotted lines at the top
     return finish(fig)
 
 
@@ -66,6 +68,8 @@ def accuracy_at_compute(points, front):
     depths = sorted({p.depth for p in points}, reverse=True)
     shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
     n = max(p.n_problems for p in points)
+    marked = sorted((p for p in points if p.n_problems < n), key=lambda p: (p.depth, p.flops))
+    side = {id(p): i % 2 for i, p in enumerate(marked)}  # neighbours' labels alternate right and left: none overprint
     for p in points:
         apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
@@ -76,10 +80,12 @@ def accuracy_at_compute(points, front):
                     fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
                     mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9, zorder=3)
         if apart:  # the one label a point keeps: that it is not on every problem
-            ax.annotate(f"{p.method} †", (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(6, 3),
-                        textcoords="offset points", alpha=0.6)
-    ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], color="0.15", lw=6, alpha=0.15,
-            solid_capstyle="round", zorder=1, label="Pareto front")  # a wide band under the points it joins
+            left = side[id(p)]
+            ax.annotate(f"{p.method} †", (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(-6 if left else 6, 3),
+                        ha="right" if left else "left", textcoords="offset points", alpha=0.6)
+    ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], "o-", color="0.15", lw=7, ms=18,
+            alpha=0.15, solid_capstyle="round", zorder=1,  # a wide band under the points it joins; a disc each, so
+            label="Pareto front (grey band)" if len(front) > 1 else "Pareto front (one point: grey disc)")  # one shows
     for method, marker in {**shapes, "best-of-k": "s", "majority-of-k": "D"}.items():  # the marker says the method
         ax.plot([], [], marker, color="0.3", ls="none", label=method)
     for d in depths:
