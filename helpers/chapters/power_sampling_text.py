@@ -191,6 +191,11 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
                     f"{d.describe(1)}, which is {noise}. Against sampling at T = 1 on the full model, the other "
                     f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
                     f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
+        before, after = _unfinished(full), _unfinished(best)
+        if before is not None and after is not None and after - before >= CAP_SHARE:
+            sentence += (f" At this token cap {100 * after:.0f}% of its greedy answers at {best.depth} blocks are "
+                         f"unfinished, against {100 * before:.0f}% at full depth, so part of what the cut costs here "
+                         "is the cap (the outcomes table below counts it).")
         answer = answer.strip()
         headline = (f"On {full.model}, power sampling with the model stitched to {best.depth} of its {full.n_layers} "
                     f"blocks scored {best.interval('power')} against {full.interval('greedy')} for greedy decoding "

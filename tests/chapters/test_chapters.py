@@ -867,3 +867,5 @@ def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_
     lead = power_sampling_text.answer_values(power_sampling.explain(rows))["answer_lead"]
     assert "at a token cap that leaves 60% of its greedy answers at the cut unfinished" in lead
     assert lead.count("token cap") == 1  # only the model the cap cuts
+    verdict = power_sampling_text.verdict_values(rows)["verdict"]  # the chapter's verdict says it where it is given
+    assert verdict.count("At this token cap 60% of its greedy answers at 5 blocks are unfinished, against 0%") == 1
