@@ -240,7 +240,7 @@ def matched_sentence(m: Measured) -> str:
             clear = [d for _, d in tests if d.clear]
             if len(clear) == len(tests):
                 sign = "beat" if all(d.mean > 0 for d in clear) else "lost to"
-                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {d.points()}, "
+                numbers = "; ".join(f"{label.split(',')[0].removeprefix(method + ' − ')} {d.points(1)}, "
                                     f"p = {d.p_value:.2g}" for label, d in tests)
                 parts.append(f"at {depth} blocks {name} {sign} both baselines by more than the noise ({numbers})")
             elif clear:
@@ -284,7 +284,7 @@ def majority_sentence(m: Measured) -> str:
     else:
         verdict = "can neither confirm nor contradict it: the difference stays within the noise"
     return (f"At its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
-            f"costs) is {d.describe()}: this build {verdict}.")
+            f"costs) is {d.describe(1)}: this build {verdict}.")
 
 
 FRONT_MARKDOWN = ("front_sentence", "matched_table", "matched_sentence", "majority_sentence")  # glued as Markdown
