@@ -345,10 +345,14 @@ def budgets(m: Measured, report_total: float) -> tuple[dict[str, float], dict[st
     {label: its token multiplier}) for this build's MH and SMC and the report's MH (`report_total` times)."""
     mh, smc = multiplier_values(m)["multiplier_vs_greedy"], m.smc_multipliers[m.n_layers]  # SMC against greedy on its
     # own problems, like MH's against greedy on MH's
-    multipliers = {f"MH ×{mh:.2f}": mh, f"SMC ×{smc:.2f}": smc, f"×{report_total:.1f}": report_total}
-    owner = {f"MH ×{mh:.2f}": "this build's MH", f"SMC ×{smc:.2f}": "this build's SMC",
+    n_mh = multiplier_values(m)["multiplier_problems"]
+    on = "" if m.smc_problems >= n_mh else f" (on {m.smc_problems} of the {n_mh} problems)"  # SMC on its subset: said
+    mh_label, smc_label = f"MH ×{mh:.2f}", f"SMC ×{smc:.2f}{on}"
+    multipliers = {mh_label: mh, smc_label: smc, f"×{report_total:.1f}": report_total}
+    owner = {mh_label: f"{m.model}'s full-depth MH", smc_label: f"{m.model}'s full-depth SMC",
              f"×{report_total:.1f}": "the report's MH"}
-    needs = {f"needed at {owner[label]} ×{x:.2f}": 1 - 1 / max(x, 1.0) for label, x in multipliers.items()}
+    needs = {f"needed at {owner[label]} ×{x:.2f}{on if label == smc_label else ''}": 1 - 1 / max(x, 1.0)
+             for label, x in multipliers.items()}
     return needs, multipliers
 
 
