@@ -54,23 +54,26 @@ def bars_title(searches: Searches) -> str:
 
 def results_table(rows: Sequence[DepthRow]) -> str:
     """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
-    lines = ["| model | depth | " + " | ".join(label for _, label in COLUMNS) + " | MH acceptance | tokens/sample "
-             "(greedy / MH / SMC) |", "|---" * (len(COLUMNS) + 4) + "|"]
+    seeds = rows[0].n_seeds if rows else 1
+    columns = [(key, label) for key, label in COLUMNS if not (key == "majority" and seeds <= 2)]  # of two, a tie goes
+    # to the first sample: majority is then T = 1's first seed, not a vote
+    lines = ["| model | depth | " + " | ".join(label for _, label in columns) + " | MH acceptance | tokens/sample "
+             "(greedy / MH / SMC) |", "|---" * (len(columns) + 4) + "|"]
     subsets, own = set(), own_problems(rows)
     for r in rows:
         cells = []
-        for key, _ in COLUMNS:
+        for key, _ in columns:
             on_subset = r.count(key) < r.n_problems
             subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
             cells.append(r.interval(key) + (" †" if on_subset else ""))
         lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
-    seeds = rows[0].n_seeds if rows else 1
-    lines += ["", f"Best-of-k and majority use each problem's k = {seeds} temperature-1 samples (N is MH's steps per "
-                  "block only): best-of-k keeps the "
-                  "one the model finds most likely (largest summed log-probability), majority the most frequent answer"
-                  + (" (a tie, which two samples make whenever they disagree, goes to the first sample's answer)."
-                     if seeds == 2 else " (a tie goes to the answer that came first).")]
+    lines += ["", f"Best-of-k uses each problem's k = {seeds} temperature-1 samples (N is MH's steps per block only) "
+                  "and keeps the one the model finds most likely (largest summed log-probability)"
+                  + ("; majority vote, the most frequent answer, is left out: of two samples that disagree it would "
+                     "take the first, so it would only repeat T = 1." if seeds == 2 else
+                     "." if seeds < 2 else "; majority keeps the most frequent answer (a tie goes to the answer that "
+                     "came first).")]
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
                       f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "

@@ -290,8 +290,12 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "below the full" in power_sampling_text.verdict_values(rows[:2])["verdict"]
     assert power_sampling_text.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
     table = power_sampling_text.results_table(rows).splitlines()
-    assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 11
-    assert table[-1].startswith("Best-of-k and majority use each problem's k = 1 temperature-1 samples")
+    assert len(table) == 7 and "50% [30–70]" in table[2] and table[1].count("|---") == 10  # no majority of one
+    assert table[-1].startswith("Best-of-k uses each problem's k = 1 temperature-1 samples") and "majority" not in table[0]
+    two = power_sampling_text.results_table([dataclasses.replace(r, n_seeds=2) for r in rows])
+    assert "| majority |" not in two and "it would only repeat T = 1" in two
+    three = power_sampling_text.results_table([dataclasses.replace(r, n_seeds=3) for r in rows])
+    assert "| majority |" in three and "a tie goes to the answer that came first" in three
     assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
 
 
