@@ -98,7 +98,7 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     assert list(multipliers.values()) == pytest.approx([ch.multiplier_values(m)["multiplier_vs_greedy"],
                                                         values["smc_multiplier"], 14.5])
     assert list(needs.values())[2] == pytest.approx(1 - 1 / 14.5) and all(0 <= v < 1 for v in needs.values())
-    assert list(needs)[0].startswith(f"needed at {m.model}'s full-depth MH ×")  # whose multiplier each line is
+    assert next(iter(needs)).startswith(f"needed at {m.model}'s full-depth MH ×")  # whose multiplier each line is
     subset = m.smc_problems < ch.multiplier_values(m)["multiplier_problems"]
     assert [(f"on {m.smc_problems} of the" in k) for k in multipliers] == [False, subset, False]
     from helpers.evaluation.cost import qwen25_math_configs
