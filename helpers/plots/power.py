@@ -62,10 +62,10 @@ def _by_model(rows) -> list[list]:
 
 def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
                             ("smc", "power sampling (SMC)")),
-                title: str | None = None):
+                title: str | None = None, marks: dict[str, str] | None = None):
     """Accuracy of each method at each depth, a panel per model, with 95% Wilson intervals. A method that ran on a
     subset of the problems at some depth is hatched there, and its legend entry says so: its bar is not on the same
-    problems as the others."""
+    problems as the others. `marks`: a suffix for a model's panel title (the chapter's ‡ for problems of its own)."""
     from helpers.evaluation.stats import wilson
 
     groups = _by_model(rows)
@@ -86,7 +86,7 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
                 if marked:
                     bar.set(hatch="///", edgecolor="white", alpha=0.6)
         ax.set_xticks(x, [f"{r.depth}" + (" (full)" if r.depth == r.n_layers else "") for r in mine])
-        ax.set(xlabel="blocks kept", title=mine[0].model)
+        ax.set(xlabel="blocks kept", title=mine[0].model + (marks or {}).get(mine[0].model, ""))
     axes[0, 0].set_ylabel("accuracy [%] (95% interval)")
     handles, labels = axes[0, -1].get_legend_handles_labels()
     labels = [label + (" (hatched: on the searches' subset)" if key in hatched else "")
@@ -212,10 +212,12 @@ def depth_axis(axes):
                 ax.errorbar(r.depth + shift, 100 * value, yerr=[[100 * (value - low)], [100 * (high - value)]],
                             fmt="o", ms=4, color=method_colour(key), mfc=method_colour(key) if whole else "white",
                             capsize=2, lw=1, label=label + ("" if whole else f" (first {n} problems)") if j == 0 else None)
-        if a.critical is not None:
-            ax.axvline(a.critical, color="grey", ls="--", lw=0.8)
-            ax.annotate(f"critical: {a.critical}", (a.critical, 1), xycoords=("data", "axes fraction"),
-                        xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
+        if a.critical is not None:  # a faint band behind the critical depth's points (a line would run through
+            # the middle method's interval), named above 100%
+            ax.axvspan(a.critical - 0.45, a.critical + 0.45, color="0.5", alpha=0.08, lw=0, zorder=0)
+            ax.set_ylim(top=112)  # room above 100% for the band's name, clear of every interval
+            ax.annotate(f"critical: {a.critical}", (a.critical, 106), fontsize=7, color="0.35", ha="center",
+                        va="center")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set(title=a.model, xlabel=f"blocks kept (of {a.n_layers})")
     panels[0][0].set_ylabel("accuracy (%)")

@@ -42,7 +42,8 @@ def test_chapter_04s_bars_and_pass_at_k_give_every_model_a_panel_of_its_own():
         assert [ax.get_title() for ax in axes] == ["big", "small"]
         assert all(len(ax.get_xticks()) == 2 for ax in axes)  # two depths per model
         plt.close(fig)
-    fig = power.method_bars(rows)
+    fig = power.method_bars(rows, marks={"small": " ‡", "big": ""})
+    assert [ax.get_title() for ax in fig.axes] == ["big", "small ‡"]  # a model on problems of its own, marked
     labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     assert labels[-1].endswith("(hatched: on the searches' subset)") and not labels[0].endswith("subset)")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["6 (full)", "5"]
