@@ -593,14 +593,16 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
         curve, n = dict(choice.curve), choice.curve_problems
         line = choice.sweep.collapse_fraction * curve[max(curve)] * n  # problems the critical depth must keep
         if curve.get(e.cut.depth) is not None and round(curve[e.cut.depth] * n) - line < 1:
-            close.append(f"{e.full.model} ({round(curve[e.cut.depth] * n)} of {n} against {line:g})")
+            above = "the full model: no cut at all" if e.cut.depth + 1 == e.full.n_layers else f"{e.cut.depth + 1} blocks"
+            close.append(f"{e.full.model} solves {round(curve[e.cut.depth] * n)} of {n} at its cut, where the line "
+                         f"asks {line:g}; one fewer and its critical depth would be {above}")
     if not close:
         return ""
-    return ("Each cut is chapter 03's critical depth, the shallowest at which greedy decoding keeps at least "
-            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy on chapter "
+    return ("Each cut is chapter 03's critical depth, the shallowest from which greedy decoding keeps at least "
+            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read on chapter "
             f"03's own problems. There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
-            f"problem of that line: {listed(close)}; one problem fewer would move the cut a block deeper, so the "
-            "depth each answer is read at is itself uncertain (chapter 03 gives its interval).")
+            f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
+            "(chapter 03 gives its interval).")
 
 
 def answer_values(explained: Sequence[Explained]) -> dict:

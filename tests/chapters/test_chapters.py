@@ -864,7 +864,8 @@ def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_
     rows[2].choice = rows[3].choice = DepthChoice("big", 6, (5,), 5, True, curve=((5, 9 / 16), (6, 10 / 16)),
                                                   sweep=sweep, curve_problems=16)  # 9 against 5: room to spare
     table = power_sampling_text.answer_values(power_sampling.explain(rows))["answer_table"]
-    assert "within one problem of that line: small (5 of 16 against 5);" in table and "big (" not in table
+    assert ("within one problem of that line: small solves 5 of 16 at its cut, where the line asks 5; one fewer and "
+            "its critical depth would be the full model: no cut at all.") in table and "big solves" not in table
     cut_off = [["cut off"]] * 12 + [["correct"]] * 8  # the cut ends 60% of greedy answers at the cap
     for r in rows:
         r.ends = {"greedy": [["correct"]] * 20 if r.depth == 6 or r.model == "big" else cut_off}
