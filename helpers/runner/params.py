@@ -119,6 +119,8 @@ DOMAINS: dict[str, Domain] = {
     "block_size": Domain("tokens per MH block (its range: PowerConfig)", "int", **COUNT_MAX),
     "mcmc_steps": Domain("MH steps per block (its range: PowerConfig)", "int"),
     "power_mode": Domain("the MH algorithm (its choices: PowerConfig)", "str"),
+    "mh_blocks": Domain("blocks an MH chain may run in reference mode, the published loop's block_num (0: "
+                        "max_new_tokens / block_size; its range: PowerConfig)", "int"),
     "n_seeds": Domain("samples per problem", "int", **COUNT_MAX),
     "smc_particles": Domain("SMC's particles per answer (its range: SMCConfig)", "int", **COUNT_MAX),
     "smc_block_size": Domain("tokens between SMC's resampling checks (its range: SMCConfig)", "int", **COUNT_MAX),

@@ -11,7 +11,8 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   wherever it stands (so a chain whose EOS-ending suffix was replaced by a same-length one without EOS grows
   from its own length, not to a fixed cap kB), a top-k 50 proposal, a suffix regenerated only up to the
   current length, the ratio over the proposal's length, no cut-point correction, EOS checked after each
-  block (in the generated tokens only). `helpers.samplers.toy.published_law` enumerates this loop's law.
+  block (in the generated tokens only), for `blocks` blocks (the published `block_num`; by default the length
+  over B), never past the length. `helpers.samplers.toy.published_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
 Between blocks a chain yields a checkpoint (`chain_state`): a run stopped by its budget goes on from each chain's
@@ -62,6 +63,8 @@ class PowerConfig:
     mcmc_steps: int = 10
     mode: str = "exact"
     top_k: int = 0  # reference mode only: 0 means the published 50
+    blocks: int = 0  # reference mode only: how many blocks a chain may run (the published loop's `block_num`);
+    # 0 means length / block_size, the published relation max_new_tokens = block_num * B
 
     def validate(self, target: Target | None = None) -> PowerConfig:
         """Check the settings, and with a `target`, that its length is set and holds at least one block."""
@@ -75,6 +78,12 @@ class PowerConfig:
             raise SettingError("mode", f"mode must be one of {MH_MODES}, got {self.mode!r}")
         if not is_count(self.top_k, 0):
             raise SettingError("top_k", f"top_k must be 0 or a positive integer, got {self.top_k!r}")
+        if not is_count(self.blocks, 0):
+            raise SettingError("blocks", f"blocks must be 0 or a positive integer, got {self.blocks!r}")
+        if self.mode == "exact" and self.blocks:
+            raise SettingError("blocks",
+                               "exact mode grows its chain to k * block_size at block k, so the length sets its "
+                               "blocks: use blocks=0, or mode='reference' for the published loop's block count.")
         if self.mode == "exact" and self.top_k:
             raise SettingError("top_k",
                                "exact mode samples its proposal from the full distribution: with top_k > 0 the chain "
@@ -91,7 +100,16 @@ class PowerConfig:
         if self.mode == "reference":  # how it grows a chain: "extend", the published loop's (B tokens from wherever
             # the chain stands); records of the earlier schedule (growth to the cap kB) stay apart
             settings["schedule"] = DECODE.revision("schedule")
+            if self.blocks:  # keyed only where set, so a chain of length / block_size blocks keeps its key
+                settings["blocks"] = self.blocks
         return settings
+
+    def n_blocks(self, length: int) -> int:
+        """How many blocks a chain of at most `length` new tokens runs: `blocks` where set (reference mode), else
+        as many as the length holds. A chain in reference mode that already holds `length` tokens grows no
+        further, but its remaining blocks still move it: under a token cap shorter than block_num * B, the
+        published loop's last blocks are what finish an answer whose ending a move replaced."""
+        return self.blocks or math.ceil(length / self.block_size)
 
     @property
     def proposal_top_k(self) -> int:
@@ -179,7 +197,7 @@ def chain_state(c: Chain, block: int) -> dict:
 def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> int:
     """Put checkpoint `state` into the fresh chain `c` and return its block; ValueError for a state that these
     settings could not have written (so a chain never goes on from a damaged or foreign checkpoint)."""
-    n_blocks = math.ceil(target.length / cfg.block_size)
+    n_blocks = cfg.n_blocks(target.length)
     block, tokens = state.get("block"), state.get("tokens")
     try:
         n = len(tokens)
@@ -212,13 +230,13 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: i
     """One MH chain as a program from block `start`: it asks the engine for a block's growth and for each move's
     proposal, and offers a checkpoint after each block but the last."""
     alpha, length = target.alpha, target.length
-    n_blocks = math.ceil(length / cfg.block_size)
+    n_blocks = cfg.n_blocks(length)
     for block in range(start, n_blocks):
         if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands
             cap = min(len(c.tokens) + cfg.block_size, length)
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
             cap = min((block + 1) * cfg.block_size, length)
-        if not ends_with_stop(c.tokens, stops):  # exact mode: EOS is absorbing
+        if not ends_with_stop(c.tokens, stops) and cap > len(c.tokens):  # exact mode: EOS is absorbing
             yield Adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
         accepted = 0
         for _ in range(cfg.mcmc_steps):

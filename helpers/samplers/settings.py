@@ -133,6 +133,7 @@ def check_engine(engine: str) -> str:
 SEARCH_PARAMETERS: dict[str, tuple[str, str]] = {
     "alpha": ("target", "alpha"),
     "block_size": ("power", "block_size"), "mcmc_steps": ("power", "mcmc_steps"), "power_mode": ("power", "mode"),
+    "mh_blocks": ("power", "blocks"),
     "smc_particles": ("smc", "particles"), "smc_block_size": ("smc", "block_size"),
     "smc_ess_threshold": ("smc", "ess_threshold"), "smc_bridge_tokens": ("smc", "bridge_tokens"),
 }

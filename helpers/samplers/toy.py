@@ -109,14 +109,16 @@ def _next_logprobs(model, ids: tuple[int, ...], temperature: float, top_k: int) 
 
 
 def reference_law(model, prompt: Sequence[int], alpha: float, block_size: int, mcmc_steps: int,
-                  max_new_tokens: int, top_k: int = 50, growth: str = "extend") -> dict[tuple[int, ...], float]:
+                  max_new_tokens: int, top_k: int = 50, growth: str = "extend",
+                  blocks: int = 0) -> dict[tuple[int, ...], float]:
     """The exact law of the published power-sampling loop (reference mode) over completions, by enumeration.
 
     Each block extends the chain by `block_size` tokens from its current length (`growth="extend"`, the published
     loop; `"cap"` grows it to (k+1)·B instead, the schedule this book's reference mode ran before), then makes
     `mcmc_steps` moves: a cut i uniform over the generated positions, a suffix from the proposal (T = 1/α, top-k)
     of at most t − i tokens, accepted with probability min(1, r), r over the proposal's length; after a block's
-    moves a chain holding EOS ends there. Every path is summed, so this is exact for a model small enough
+    moves a chain holding EOS ends there. It runs `blocks` blocks (0: max_new_tokens / B); a chain already at
+    `max_new_tokens` grows no further but is still moved. Every path is summed, so this is exact for a model small enough
     (vocabulary and `max_new_tokens` of a few tokens).
     """
     if growth not in ("extend", "cap"):
@@ -150,7 +152,7 @@ def reference_law(model, prompt: Sequence[int], alpha: float, block_size: int, m
 
     law = {(): 1.0}
     finished: dict[tuple[int, ...], float] = {}
-    for block in range(math.ceil(max_new_tokens / block_size)):
+    for block in range(blocks or math.ceil(max_new_tokens / block_size)):
         grown: dict[tuple[int, ...], float] = {}
         for x, w in law.items():
             end = len(x) + block_size if growth == "extend" else (block + 1) * block_size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.core.checks import SettingError
 from helpers.engines.reencode import ReencodeEngine
 from helpers.engines.slot import SlotEngine
 from helpers.samplers.power import PowerConfig, power_sample, run_chains
@@ -166,6 +167,47 @@ def test_reference_mode_follows_the_published_block_schedule():
     tv = tv_distance(empirical(c.tokens for c in chains), published)
     assert tv < 2 * floor, f"TV {tv:.4f} from the published loop's law, noise floor {floor:.4f}"
     assert tv_distance(empirical(c.tokens for c in chains), capped) > 3 * floor
+
+
+@pytest.mark.toy
+def test_reference_mode_runs_the_blocks_it_is_given_under_a_token_cap():
+    """With more blocks than the token cap holds (the published 16 under a shorter cap), a chain at the cap grows no
+    further but its later blocks still move it, and one whose ending a move replaced gets blocks to finish in: the
+    chains follow that loop's enumerated law, and it leaves fewer answers unfinished than the cap's own blocks."""
+    from helpers.samplers.toy import noise_floor, reference_law
+
+    model = ToyLM(vocab=4, seed=1, sharpness=1.0)
+    settings = dict(SCHEDULE, mcmc_steps=2)
+    few = reference_law(model, [1], **settings)
+    more = reference_law(model, [1], **settings, blocks=5)
+    assert sum(more.values()) == pytest.approx(1.0, abs=1e-9)
+
+    def unfinished(law):
+        return sum(w for x, w in law.items() if EOS not in x)
+
+    assert unfinished(more) < unfinished(few)
+    n = 2000
+    floor = noise_floor(more, n)
+    cfg = PowerConfig(block_size=settings["block_size"], mcmc_steps=settings["mcmc_steps"], mode="reference",
+                      blocks=5)
+    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], Target(2.0, settings["max_new_tokens"]), cfg,
+                        list(range(n)))
+    assert all(len(c.tokens) <= settings["max_new_tokens"] for c in chains)
+    tv = tv_distance(empirical(c.tokens for c in chains), more)
+    assert tv < 2 * floor, f"TV {tv:.4f} from the five-block loop's law, noise floor {floor:.4f}"
+
+
+def test_the_block_count_is_keyed_only_where_set_and_refused_where_it_cannot_hold():
+    """A chain of the cap's own blocks keeps its key; a block count set is in the key; exact mode, whose blocks the
+    length sets, refuses one with a message that says what to do, as does a count that is not one."""
+    assert "blocks" not in PowerConfig(mode="reference").as_dict()
+    assert PowerConfig(mode="reference", blocks=16).as_dict()["blocks"] == 16
+    assert PowerConfig(mode="reference", blocks=16).n_blocks(384) == 16
+    assert PowerConfig(mode="reference", block_size=192).n_blocks(384) == 2
+    with pytest.raises(SettingError, match="mode='reference'"):
+        PowerConfig(mode="exact", blocks=4).validate()
+    with pytest.raises(SettingError, match="blocks must be 0 or a positive integer"):
+        PowerConfig(mode="reference", blocks=-1).validate()
 
 
 def test_reference_mode_records_are_keyed_by_their_schedule():
