@@ -99,7 +99,9 @@ def toy_convergence(alpha: float, steps: Sequence[int], n_chains: int, seed: int
 def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     """Exercise "α = 1": MH towards p^1 = p on the toy model in both modes. The proposal is then p itself, so
     the reference ratio is exactly 1 (every move accepted), while the exact ratio keeps the cut point's length
-    correction log t_x − log t_y and rejects some moves whose proposals end longer than the state."""
+    correction log t_x − log t_y and rejects some moves whose proposals end longer than the state. The noise floor is
+    that of `n_chains` exact draws from p (the chapter's toy floor is for draws from p^α, another law); a distance
+    under twice it is read as noise, as the sampler's tests read it."""
     toy = ToyLM(vocab=3, seed=seed)
     p = exact_distributions(toy, [1], TOY_MAX_TOKENS, 1.0)["power"]
     values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
@@ -111,6 +113,9 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
         moves = [accepted for c in chains for _, accepted in c.moves]
         values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")
         values[f"ex_one_tv_{mode}"] = tv_distance(empirical(c.tokens for c in chains), p)
+        values[f"ex_one_standing_{mode}"] = ("within noise (less than twice that floor)"
+                                             if values[f"ex_one_tv_{mode}"] < 2 * values["ex_one_noise"]
+                                             else "more than twice that floor: not noise")
     return values
 
 

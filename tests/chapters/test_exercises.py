@@ -98,6 +98,8 @@ def test_at_alpha_one_reference_mh_accepts_everything_yet_only_exact_mh_samples_
     assert 0.5 < v["ex_one_acceptance_exact"] < 1.0
     assert v["ex_one_tv_exact"] < 2 * v["ex_one_noise"]
     assert v["ex_one_tv_reference"] > 4 * v["ex_one_noise"]
+    assert v["ex_one_standing_exact"].startswith("within noise")  # the solution's words follow the distances
+    assert v["ex_one_standing_reference"].endswith("not noise")
 
 
 def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():
