@@ -43,7 +43,7 @@ def accuracy_against_depth(sweep, critical: dict):
     from helpers.evaluation.stats import wilson
 
     n = len(sweep.full)
-    fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax, axc) = plt.subplots(1, 2, figsize=(10, 3.9), gridspec_kw={"width_ratios": [3, 2]})
     for method, by_depth in sweep.accuracy.items():
         d = sorted(by_depth)  # naive truncation may run at a few depths only
         acc = np.array([by_depth[x] for x in d])
@@ -67,14 +67,15 @@ def accuracy_against_depth(sweep, critical: dict):
                         va="bottom", fontsize=7, color="0.4")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="depth (blocks run)", ylabel="greedy accuracy [%] (95% band)", title=f"{sweep.model}: accuracy against depth")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.2), ncol=4, fontsize=8, frameon=False)  # below the axes: no
+    # line of the sweep runs through it
     full, d = sweep.costs[sweep.n_layers], sweep.depths
     axc.plot(d, [100 * sweep.costs[x].params_total / full.params_total for x in d], "s-", color=PALETTE[3], label="parameters")
     axc.plot(d, [100 * sweep.costs[x].flops_per_token / full.flops_per_token for x in d], "^-", color=PALETTE[4],
              label="FLOPs per token")
     axc.xaxis.set_major_locator(MaxNLocator(integer=True))
     axc.set(xlabel="depth (blocks run)", ylabel="% of the full model", title="What a depth keeps")
-    axc.legend()
+    axc.legend(loc="upper left", bbox_to_anchor=(0, -0.2), ncol=2, fontsize=8, frameon=False)
     return finish(fig)
 
 
