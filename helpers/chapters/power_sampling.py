@@ -15,6 +15,7 @@ from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
     depth_seeds,
+    per_model,
     power_subset,
     search_order,
     subset_size,
@@ -232,9 +233,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                         "best_of_n": per_problem(warm, "best_of_n"), "majority": per_problem(warm, "majority"),
                         "power": per_problem(chains), "smc": per_problem(particles)},
                 n_seeds=k,
-                outcomes={"greedy": outcome_shares(greedy), "power": outcome_shares(chains),
-                          "smc": outcome_shares(particles)},
-                ends={"greedy": ended(greedy), "power": ended(chains), "smc": ended(particles)},
+                outcomes={"greedy": outcome_shares(greedy, max_new_tokens), "power": outcome_shares(chains, max_new_tokens),
+                          "smc": outcome_shares(particles, max_new_tokens)},
+                ends={"greedy": ended(greedy, max_new_tokens), "power": ended(chains, max_new_tokens),
+                      "smc": ended(particles, max_new_tokens)},
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
                 multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm),
                 problem_ids=tuple(p.id for p in order), problem_levels=tuple(p.level for p in order),
@@ -243,11 +245,6 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 family=str(getattr(model.config, "model_type", ""))))
         del model
     return rows
-
-
-def per_model(rows: Sequence[DepthRow]) -> list[list[DepthRow]]:
-    """The rows grouped by model, in the profile's order of models (each group in its rows' order)."""
-    return [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
 
 
 def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, str, PairedDifference]]:

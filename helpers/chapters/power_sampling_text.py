@@ -94,16 +94,19 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
             shares, n = r.outcomes[method], r.count(method)
             mark = " †" if n < r.n_problems else ""
             subsets |= {(n, r.n_problems)} if mark else set()
-            finished = 1 - shares["cut off"]
+            finished = 1 - shares["cut off"] - shares["ending replaced"]
             right = f"{100 * shares['correct'] / finished:.0f}%" if finished > 0 else "none finished"
             lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
                          + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + f" | {right} |")
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
-    legend = ("Right among finished: the correct share of the samples not cut off at the token cap. Where a cut leaves "
-              "it near the full model's while 'cut off' grows, the cut's cost is mostly answers the cap ended, not "
-              "wrong ones.")
+    legend = ("Right among finished: the correct share of the samples that finished (neither cut off at the token cap "
+              "nor left with their ending replaced). Where a cut leaves it near the full model's while 'cut off' grows, "
+              "the cut's cost is mostly answers the cap ended, not wrong ones. Ending replaced: an MH chain that ended "
+              "unfinished short of the cap, because its last block's move swapped a finished ending for a proposal "
+              "that the published loop regenerates only up to the current length, and no block was left to finish "
+              "it; more blocks (`mh_blocks`) give such a chain the room to finish.")
     return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
@@ -194,8 +197,8 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
                     f"{d.describe(1)}, which is {noise}. Against sampling at T = 1 on the full model, the other "
                     f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
                     f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
-        before, after = _unfinished(full), _unfinished(best)
-        if before is not None and after is not None and after - before >= CAP_SHARE:
+        if capped := _capped(full, best):
+            before, after = capped
             sentence += (f" At this token cap {100 * after:.0f}% of its greedy answers at {best.depth} blocks are "
                          f"unfinished, against {100 * before:.0f}% at full depth, so part of what the cut costs here "
                          "is the cap (the outcomes table below counts it).")
@@ -563,6 +566,15 @@ def _unfinished(r: DepthRow) -> float | None:
     return r.outcome_shares("greedy")["cut off"] if r.ends.get("greedy") else None
 
 
+def _capped(full: DepthRow, cut: DepthRow) -> tuple[float, float] | None:
+    """(unfinished share at full depth, at the cut) where the cut's greedy answers end unfinished at the cap at least
+    `CAP_SHARE` more often than the full model's, so part of the cut's cost may be the cap; else None."""
+    before, after = _unfinished(full), _unfinished(cut)
+    if before is None or after is None or after - before < CAP_SHARE:
+        return None
+    return before, after
+
+
 def _report_note(explained: Sequence[Explained]) -> str:
     """The line under the front table that sets the report's gains beside this build's intervals, and says on how
     much that rests: other models, problems, blocks, caps and depths."""
@@ -622,9 +634,9 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d)
         cell = ""
         if ends:
-            before, after = _unfinished(e.full), _unfinished(e.cut)
-            cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
-            if after - before >= CAP_SHARE:
+            cell = f" {100 * _unfinished(e.full):.0f}% → {100 * _unfinished(e.cut):.0f}% |"
+            if capped := _capped(e.full, e.cut):
+                before, after = capped
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
                            "unfinished")
                 capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "

@@ -6,10 +6,20 @@ paired tests as a table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from helpers.data.problems import Problem, interleaved
 from helpers.evaluation.critical import DepthChoice, parse_depth
 from helpers.evaluation.stats import PairedDifference
+
+R = TypeVar("R")
+
+
+def per_model(rows: Sequence[R], by_size: bool = False) -> list[list[R]]:
+    """Rows (anything with a `model`) grouped by model, each group in its rows' order: in the profile's order of
+    models, or with `by_size` the smaller model first (by the rows' `size`), as the chapters' figures set them."""
+    groups = [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
+    return sorted(groups, key=lambda g: getattr(g[0], "size", 0)) if by_size else groups
 
 
 def search_order(problems: Sequence[Problem], search_problems: int | None) -> list[Problem]:

@@ -359,26 +359,29 @@ def majority_vote(records: Sequence[Sequence[dict]]) -> float:
     return sum(wins) / len(wins) if wins else 0.0
 
 
-OUTCOMES = ("correct", "wrong answer", "no answer", "cut off")
+OUTCOMES = ("correct", "wrong answer", "no answer", "ending replaced", "cut off")
 
 
-def outcome(record: dict) -> str:
-    """How a sample ended: correct, a wrong answer, stopped without an answer, or cut off at the token limit."""
+def outcome(record: dict, cap: int | None = None) -> str:
+    """How a sample ended: correct, a wrong answer, stopped without an answer, or unfinished. Unfinished at the token
+    limit `cap` is "cut off"; unfinished short of it is "ending replaced": an MH chain (reference mode) whose last
+    block's move swapped a finished ending for a proposal regenerated only up to the current length that had not
+    finished there, with no block left to finish it (without `cap`, every unfinished sample counts as cut off)."""
     if record["correct"]:
         return "correct"
     if not record["stopped"]:
-        return "cut off"
+        return "cut off" if cap is None or record["n_tokens"] >= cap else "ending replaced"
     return "no answer" if record["predicted"] is None else "wrong answer"
 
 
-def ended(records: Sequence[Sequence[dict]]) -> list[list[str]]:
+def ended(records: Sequence[Sequence[dict]], cap: int | None = None) -> list[list[str]]:
     """How each sample ended (`outcome`), per problem."""
-    return [[outcome(r) for r in per_problem] for per_problem in records]
+    return [[outcome(r, cap) for r in per_problem] for per_problem in records]
 
 
-def outcome_shares(records: Sequence[Sequence[dict]]) -> dict[str, float]:
+def outcome_shares(records: Sequence[Sequence[dict]], cap: int | None = None) -> dict[str, float]:
     """The share of samples (over problems and seeds) that ended each way in `OUTCOMES`."""
-    flat = [outcome(r) for per_problem in records for r in per_problem]
+    flat = [outcome(r, cap) for per_problem in records for r in per_problem]
     return {name: (flat.count(name) / len(flat) if flat else 0.0) for name in OUTCOMES}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from helpers.evaluation.comparison import per_model
 from helpers.plots.style import METHOD_COLOURS, PALETTE, finish, method_colour
 
 
@@ -53,13 +54,6 @@ def toy_distributions(tables, alpha: float, ax=None):
     return finish(fig) if own else ax
 
 
-def _by_model(rows) -> list[list]:
-    """The rows grouped by model, one panel each, the smaller model first as in the chapter's other figures (rows
-    without a size keep their order)."""
-    groups = [[r for r in rows if r.model == m] for m in dict.fromkeys(r.model for r in rows)]
-    return sorted(groups, key=lambda g: getattr(g[0], "size", 0))
-
-
 def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("power", "power sampling (MH)"),
                             ("smc", "power sampling (SMC)")),
                 title: str | None = None, marks: dict[str, str] | None = None):
@@ -68,7 +62,7 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
     problems as the others. `marks`: a suffix for a model's panel title (the chapter's ‡ for problems of its own)."""
     from helpers.evaluation.stats import wilson
 
-    groups = _by_model(rows)
+    groups = per_model(rows, by_size=True)
     fig, axes = plt.subplots(1, len(groups), figsize=(2.6 + 2.4 * len(groups), 3.4), sharey=True, squeeze=False)
     width = 0.8 / len(keys)
     hatched = set()
@@ -100,7 +94,7 @@ def method_bars(rows, keys=(("greedy", "greedy"), ("low", "low temperature"), ("
 def pass_at_k_curves(rows):
     """pass@k of temperature-1 and power sampling at each depth, a panel per model: each method in its colour, each
     depth in its line style."""
-    groups = _by_model(rows)
+    groups = per_model(rows, by_size=True)
     fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 3.2 * len(groups), 3.2), sharey=True, squeeze=False)
     for ax, mine in zip(axes[0], groups, strict=True):
         for i, r in enumerate(mine):  # a method's colour (the book's palette), a depth's line and marker

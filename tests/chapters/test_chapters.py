@@ -459,20 +459,25 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
 
     full = [[rec(True, True, "4"), rec(False, True, "5")], [rec(True, True, "2"), rec(True, True, "2")]]
     cut = [[rec(False, False, None), rec(False, True, None)], [rec(False, True, "3"), rec(True, False, "2")]]
-    assert outcome_shares(full) == {"correct": 0.75, "wrong answer": 0.25, "no answer": 0.0, "cut off": 0.0}
+    assert outcome_shares(full) == {"correct": 0.75, "wrong answer": 0.25, "no answer": 0.0, "ending replaced": 0.0,
+                                    "cut off": 0.0}
     # a correct answer counts as correct even when the sample ran to the limit
-    assert outcome_shares(cut) == {"correct": 0.25, "wrong answer": 0.25, "no answer": 0.25, "cut off": 0.25}
+    assert outcome_shares(cut) == {"correct": 0.25, "wrong answer": 0.25, "no answer": 0.25, "ending replaced": 0.0,
+                                   "cut off": 0.25}
+    short = [[{**rec(False, False, None), "n_tokens": 40}, {**rec(False, False, None), "n_tokens": 48}]]
+    assert outcome_shares(short, cap=48) == {"correct": 0.0, "wrong answer": 0.0, "no answer": 0.0,
+                                             "ending replaced": 0.5, "cut off": 0.5}  # unfinished short of the cap
     rows = [_row(6, 0.5, 0.75), _row(4, 0.0, 0.25)]
     rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full), "smc": outcome_shares(full)}
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 25% | 25% | 25% | 25% | 33% |"
-    assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 75% |"  # right among the finished ones
-    assert table[-1].startswith("Right among finished: the correct share of the samples not cut off")
+    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 25% | 25% | 25% | 0% | 25% | 33% |"
+    assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 0% | 75% |"  # right among the finished ones
+    assert table[-1].startswith("Right among finished: the correct share of the samples that finished")
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 75% |"
+    assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 0% | 75% |"
     assert "† On the first 8 problems of the 20" in table[-3]
     other = [dataclasses.replace(r, model="other") for r in rows]  # every model, each named in its rows
     assert sum(line.startswith("| other |") for line in power_sampling_text.outcomes_table(rows + other).splitlines()) == 5
