@@ -25,7 +25,7 @@ from helpers.chapters.power_sampling import (
 )
 from helpers.core.numbers import counted, listed
 from helpers.data.model_sets import on_own_problems
-from helpers.data.published import REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
+from helpers.data.published import REFERENCE_LOOP, REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
 from helpers.evaluation.comparison import (
     comparisons_table,
 )
@@ -212,10 +212,12 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
 
 def settings_values(searches: Searches, max_new_tokens: int) -> dict:
     """The search settings this build ran, glued by name for the comparison with the report's (`run_alpha`,
-    `run_steps`, `run_block`, `run_cap`, `run_mode`)."""
+    `run_steps`, `run_block`, `run_cap`, `run_mode`, `run_blocks`: the blocks an MH chain may run, beside the published
+    loop's `ref_blocks` of `ref_cap` tokens)."""
     power = searches.power
     return {"run_alpha": f"{searches.target.alpha:g}", "run_steps": power.mcmc_steps, "run_block": power.block_size,
-            "run_cap": max_new_tokens, "run_mode": power.mode}
+            "run_cap": max_new_tokens, "run_mode": power.mode, "run_blocks": power.n_blocks(max_new_tokens),
+            "ref_blocks": REFERENCE_LOOP["blocks"], "ref_cap": REFERENCE_LOOP["max_new_tokens"]}
 
 
 def depth_axis_sentence(axes) -> str:

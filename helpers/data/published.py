@@ -25,3 +25,7 @@ REPORT_IF_PROBLEMS = 100  # a size to derive an interval from, said as "if it we
 
 # The report's §4.2.4 settings: α, MH steps per block N, block size B and the mean answer length T it quotes.
 REPORT_SETTINGS: dict[str, float] = {"alpha": 2.0, "mcmc_steps": 10, "block_size": 192, "length": 679}
+
+# Karan and Du's published sampler (`mcmc_power_samp`, `block_num=16`, `max_new_tokens=3072`): the blocks an MH chain
+# may run and the new tokens they hold, 16 of 192.
+REFERENCE_LOOP: dict[str, int] = {"blocks": 16, "max_new_tokens": 3072}
