@@ -87,10 +87,16 @@ def depth_seeds(choice: DepthChoice, seeds_at: Mapping[int | str, int] | None, n
         if depth not in choice.depths:
             raise ValueError(f"seeds_at names the depth {entry!r}, which is not among the stitched depths run on "
                              f"{choice.model} ({', '.join(map(str, choice.depths)) or 'none'}); name one of them")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_seeds:
-            raise ValueError(f"seeds_at[{entry!r}] must be a number of samples from 1 to n_seeds ({n_seeds}), got {k!r}")
+        check_seed_count(entry, k, n_seeds)
         out[("stitch", depth)] = k
     return out
+
+
+def check_seed_count(entry: int | str, k: object, n_seeds: int) -> None:
+    """The one rule for `seeds_at[entry]`: a number of samples from 1 to `n_seeds` (ValueError otherwise), which the
+    runner also applies to a profile before any work starts."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_seeds:
+        raise ValueError(f"seeds_at[{entry!r}] must be a number of samples from 1 to n_seeds ({n_seeds}), got {k!r}")
 
 
 def _noise_word(d: PairedDifference) -> str:

@@ -437,7 +437,9 @@ def _check_samplers(job: Job, literal: dict) -> None:
 
 def _check_seeds_at(job: Job, literal: dict) -> None:
     """`seeds_at`: each key one of the job's `depths` as written there (so that it names a depth that runs), each
-    value a number of samples from 1 to `n_seeds`."""
+    value a number of samples from 1 to `n_seeds` (the chapters' own rule, `check_seed_count`)."""
+    from helpers.evaluation.comparison import check_seed_count
+
     value = {name: job.parameters.get(name, literal.get(name)) for name in ("seeds_at", "depths", "n_seeds")}
     seeds_at, depths, n_seeds = value["seeds_at"], value["depths"], value["n_seeds"]
     if not isinstance(seeds_at, dict):
@@ -447,9 +449,10 @@ def _check_seeds_at(job: Job, literal: dict) -> None:
         if str(entry).replace(" ", "") not in named:
             raise RunError(f"{job.stem}: seeds_at names the depth {entry!r}, which is not among its depths "
                            f"{depths!r}; name one of them as written there.")
-        if _kind(count) != "int" or not 1 <= count <= (n_seeds if isinstance(n_seeds, int) else MAX_COUNT):
-            raise RunError(f"{job.stem}: seeds_at[{entry!r}] must be a number of samples from 1 to n_seeds "
-                           f"({n_seeds}), not {count!r}.")
+        try:
+            check_seed_count(entry, count, n_seeds if _kind(n_seeds) == "int" else MAX_COUNT)
+        except ValueError as err:
+            raise RunError(f"{job.stem}: {err}.") from None
 
 
 def _check_sweep_shares(job: Job, literal: dict) -> None:
