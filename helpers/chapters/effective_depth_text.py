@@ -113,8 +113,9 @@ RULE_NAMES = {"cosine": "cosine", "kl": "KL", "overlap": "top-5 overlap"}
 def effective_depth_line(results: dict[str, ModelStudy]) -> str:
     """Each model's three effective depths in a sentence (the study's first result, before the sections explain it):
     'qwen2.5-coder-0.5b (24 blocks): cosine 13, KL 19, top-5 overlap 21.'"""
-    return ("Effective depth by each rule (the last block a rule counts as used, counted from 0 as Hu et al. count "
-            "it; chapters 02-03 count the blocks kept instead, one more): ") + "; ".join(
+    return ("Effective depth by each rule (a layer counted from 0, as Hu et al. count it: for the cosine rule the "
+            "block whose update turns, for the two lens rules the residual stream entering block l, which l blocks "
+            "produce, so chapter 02's cut points keep that same number of blocks): ") + "; ".join(
         f"{name} ({r.n_layers} blocks): " + ", ".join(
             f"{RULE_NAMES[k]} {'not reached' if r.ed['effective_depth'][k] is None else r.ed['effective_depth'][k]}"
             for k in RULES) for name, r in results.items()) + "."
