@@ -31,6 +31,7 @@ from helpers.evaluation.comparison import (
 )
 from helpers.evaluation.decodes import (
     OUTCOMES,
+    UNFINISHED,
 )
 from helpers.evaluation.decomposition import SEARCHES, TERMS
 from helpers.evaluation.levels import ROOM, LevelScan
@@ -94,19 +95,21 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
             shares, n = r.outcomes[method], r.count(method)
             mark = " †" if n < r.n_problems else ""
             subsets |= {(n, r.n_problems)} if mark else set()
-            finished = 1 - shares["cut off"] - shares["ending replaced"]
+            finished = 1 - sum(shares[o] for o in UNFINISHED)
             right = f"{100 * shares['correct'] / finished:.0f}%" if finished > 0 else "none finished"
             lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
                          + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + f" | {right} |")
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
-    legend = ("Right among finished: the correct share of the samples that finished (neither cut off at the token cap "
-              "nor left with their ending replaced). Where a cut leaves it near the full model's while 'cut off' grows, "
-              "the cut's cost is mostly answers the cap ended, not wrong ones. Ending replaced: an MH chain that ended "
-              "unfinished short of the cap, because its last block's move swapped a finished ending for a proposal "
-              "that the published loop regenerates only up to the current length, and no block was left to finish "
-              "it; more blocks (`mh_blocks`) give such a chain the room to finish.")
+    legend = ("Each sample is counted once. Cut off: unfinished at the token cap. Ending replaced: an MH chain that "
+              "ended unfinished short of the cap, because its last block's move swapped a finished ending for a "
+              "proposal that the published loop regenerates only up to the current length, and no block was left to "
+              "finish it (more blocks, `mh_blocks`, give it room). The other three columns are the finished samples, "
+              "so 'correct' can sit below the accuracy elsewhere, which credits an unfinished answer whose text "
+              "already holds the right number. Right among finished: correct over the finished samples. Where a cut "
+              "leaves it near the full model's while 'cut off' grows, the cut's cost is mostly answers the cap ended, "
+              "not wrong ones.")
     return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
@@ -131,8 +134,8 @@ def _failure(mine: Sequence[DepthRow]) -> str:
     f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
     where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
-    return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples are correct, against "
-            f"{100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
+    return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples finish with the right "
+            f"answer, against {100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
             f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
             f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
             f"{100 * c['no answer']:.0f}%).")
@@ -564,8 +567,8 @@ CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this mu
 
 
 def _unfinished(r: DepthRow) -> float | None:
-    """The share of greedy answers cut off at the token cap unfinished (None where the row keeps no endings)."""
-    return r.outcome_shares("greedy")["cut off"] if r.ends.get("greedy") else None
+    """The share of greedy answers left unfinished, right or wrong (None where the row keeps no endings)."""
+    return sum(r.outcome_shares("greedy")[o] for o in UNFINISHED) if r.ends.get("greedy") else None
 
 
 def _capped(full: DepthRow, cut: DepthRow) -> tuple[float, float] | None:
@@ -637,8 +640,8 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         cell = ""
         if ends:
             cell = f" {100 * _unfinished(e.full):.0f}% → {100 * _unfinished(e.cut):.0f}% |"
-            if capped := _capped(e.full, e.cut):
-                before, after = capped
+            if shares := _capped(e.full, e.cut):
+                before, after = shares
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
                            "unfinished")
                 capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "

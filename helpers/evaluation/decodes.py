@@ -363,15 +363,20 @@ OUTCOMES = ("correct", "wrong answer", "no answer", "ending replaced", "cut off"
 
 
 def outcome(record: dict, cap: int | None = None) -> str:
-    """How a sample ended: correct, a wrong answer, stopped without an answer, or unfinished. Unfinished at the token
-    limit `cap` is "cut off"; unfinished short of it is "ending replaced": an MH chain (reference mode) whose last
-    block's move swapped a finished ending for a proposal regenerated only up to the current length that had not
-    finished there, with no block left to finish it (without `cap`, every unfinished sample counts as cut off)."""
-    if record["correct"]:
-        return "correct"
+    """How a sample ended. An unfinished sample is "cut off" where it ran to the token limit `cap`, "ending replaced"
+    where it ended short of it: an MH chain (reference mode) whose last block's move swapped a finished ending for a
+    proposal regenerated only up to the current length that had not finished there, with no block left to finish
+    it (without `cap`, every unfinished sample counts as cut off). A sample that finished is "correct", a "wrong
+    answer" or "no answer". Unfinished comes first: an unfinished answer the grader credits (its text already holds
+    the right number) is counted as unfinished here, so "correct" is right among the finished, never the cap's."""
     if not record["stopped"]:
         return "cut off" if cap is None or record["n_tokens"] >= cap else "ending replaced"
+    if record["correct"]:
+        return "correct"
     return "no answer" if record["predicted"] is None else "wrong answer"
+
+
+UNFINISHED = ("ending replaced", "cut off")
 
 
 def ended(records: Sequence[Sequence[dict]], cap: int | None = None) -> list[list[str]]:

@@ -385,7 +385,8 @@ def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
     assert "on the first 8" not in verdict  # the verdict is the headline, on every problem; the full depth's search,
     # on its subset, is the decomposition's († there)
     failure = power_sampling_text.failure_sentence([full, cut])
-    assert failure.startswith("On toy, at 4 blocks 50% of power samples are correct, against 100% at the full 6 on the 8 "
+    assert failure.startswith("On toy, at 4 blocks 50% of power samples finish with the right answer, against 100% at the "
+                              "full 6 on the 8 "
                               "problems where both ran")
 
 
@@ -461,9 +462,9 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     cut = [[rec(False, False, None), rec(False, True, None)], [rec(False, True, "3"), rec(True, False, "2")]]
     assert outcome_shares(full) == {"correct": 0.75, "wrong answer": 0.25, "no answer": 0.0, "ending replaced": 0.0,
                                     "cut off": 0.0}
-    # a correct answer counts as correct even when the sample ran to the limit
-    assert outcome_shares(cut) == {"correct": 0.25, "wrong answer": 0.25, "no answer": 0.25, "ending replaced": 0.0,
-                                   "cut off": 0.25}
+    # an unfinished answer counts as unfinished even where the grader credits it: "correct" is among the finished
+    assert outcome_shares(cut) == {"correct": 0.0, "wrong answer": 0.25, "no answer": 0.25, "ending replaced": 0.0,
+                                   "cut off": 0.5}
     short = [[{**rec(False, False, None), "n_tokens": 40}, {**rec(False, False, None), "n_tokens": 48}]]
     assert outcome_shares(short, cap=48) == {"correct": 0.0, "wrong answer": 0.0, "no answer": 0.0,
                                              "ending replaced": 0.5, "cut off": 0.5}  # unfinished short of the cap
@@ -472,9 +473,9 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 25% | 25% | 25% | 0% | 25% | 33% |"
+    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 0% | 25% | 25% | 0% | 50% | 0% |"
     assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 0% | 75% |"  # right among the finished ones
-    assert table[-1].startswith("Right among finished: the correct share of the samples that finished")
+    assert table[-1].startswith("Each sample is counted once. Cut off: unfinished at the token cap.")
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
     table = power_sampling_text.outcomes_table(rows).splitlines()
     assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 0% | 75% |"
@@ -484,8 +485,8 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     both = power_sampling_text.failure_sentence(rows + other)  # every model's failures, by name, the moral once
     assert "On toy, at 4" in both and "On other, at 4" in both and both.count("cannot add the ones") == 1
     sentence = power_sampling_text.failure_sentence(rows)
-    assert "On toy, at 4 blocks 25% of power samples are correct, against 75% at the full 6" in sentence
-    assert "'no answer', from 0% to 25%" in sentence  # a tie goes to the first in OUTCOMES' order
+    assert "On toy, at 4 blocks 0% of power samples finish with the right answer, against 75% at the full 6" in sentence
+    assert "'cut off', from 0% to 50%" in sentence
     assert "no truncated depth" in power_sampling_text.failure_sentence(rows[:1]).lower()
 
 
