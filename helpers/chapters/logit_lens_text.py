@@ -108,11 +108,13 @@ def report_comparison(study: LensStudy) -> str:
     """Where the first model's KL rule settles, set beside the report's and Hu et al.'s Qwen2.5-Math numbers."""
     s = study.summary[0]
     ratio = s["ratio_kl"]
-    relation = ("earlier in relative depth than" if ratio < 0.78 else "at a similar relative depth to" if ratio <= 0.9
+    low, high = (21 + 1) / 28, (25 + 1) / 28  # the report's layers 21-25 of 28, in Hu et al.'s (l + 1) / L
+    relation = ("earlier in relative depth than" if ratio < low else "at a similar relative depth to" if ratio <= high
                 else "later in relative depth than")
-    return (f"For {s['model']} the KL rule settles at ratio {ratio:.2f}, {relation} the Qwen2.5-Math models "
-            f"(0.82 and 0.86 in Hu et al.; layers 21–25 of 28, ratio 0.75–0.89, in the report); the overlap rule "
-            f"gives {s['ratio_overlap']:.2f} against 0.86 and 0.89.")
+    return (f"For {s['model']} the KL rule settles at ratio (ED + 1) / L = {ratio:.2f}, {relation} the Qwen2.5-Math "
+            f"models (0.82 and 0.86 in Hu et al.; the report's drop at layers 21–25 of 28 is {low:.2f}–{high:.2f} in "
+            f"the same convention, 0.75–0.89 as l / L); the overlap rule gives {s['ratio_overlap']:.2f} against 0.86 "
+            "and 0.89.")
 
 
 def size_values(contrast: SizeContrast | None) -> dict:
