@@ -295,10 +295,18 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     tests = {"power": [("power − best-of-4, both at 6", noise), ("power − majority-of-4, both at 6", borderline)],
              "SMC": []}
     monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m, method="power": tests[method])
-    m = SimpleNamespace(matched_k={6: 4}, n_layers=6)
+    m = SimpleNamespace(matched_k={6: 4}, n_layers=6, points=[])
     sentence = cost_benefit_text.matched_sentence(m)
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
     assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
+
+    def point(method, accuracy, matched, n=16):  # greedy scored 0.5 on the first 16, 0.4 on all 20
+        return SimpleNamespace(method=method, depth=6, accuracy=accuracy, matched=matched, n_problems=n,
+                               accuracy_on=lambda k: 0.5 if k == 16 else 0.4)
+
+    m.points = [point("greedy", 0.4, False, 20), point("majority-of-4", 0.69, True), point("best-of-4", 0.3, True)]
+    assert ("the most accurate of them, majority-of-4 at 6 blocks, scored 69%, above full-depth greedy's 50% on the "
+            "same 16 problems") in cost_benefit_text.matched_sentence(m)  # never called weaker than greedy unmeasured
 
 
 def test_a_depth_off_the_headline_is_searched_on_fewer_seeds_and_chapter_05_reads_them(tiny_dir, tmp_path,
