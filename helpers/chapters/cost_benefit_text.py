@@ -290,16 +290,17 @@ def majority_sentence(m: Measured) -> str:
     d = tests[0]
     k = m.matched_k[m.n_layers]
     if d.clear and d.mean < 0:
-        verdict = "agrees with it: majority vote beats MH by more than the noise"
+        verdict = "points the same way: majority vote beats MH by more than the noise"
     elif d.clear:
-        verdict = "differs from it: here MH beats majority vote by more than the noise"
+        verdict = "points the other way: here MH beats majority vote by more than the noise"
     elif d.borderline:
-        verdict = ("can neither confirm nor contradict it: the difference is borderline (the interval and the paired "
-                   "test disagree)")
+        verdict = ("cannot say which way its own comparison points: the difference is borderline (the interval and the "
+                   "paired test disagree)")
     else:
-        verdict = "can neither confirm nor contradict it: the difference stays within the noise"
+        verdict = "cannot say which way its own comparison points: the difference stays within the noise"
     return (f"At its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
-            f"costs) is {d.describe(1)}: this build {verdict}.")
+            f"costs) is {d.describe(1)}: under its own settings, not the study's (temperature-1 votes, alpha and N "
+            f"as above, these problems), this build {verdict}.")
 
 
 FRONT_MARKDOWN = ("front_sentence", "matched_table", "matched_sentence", "majority_sentence")  # glued as Markdown

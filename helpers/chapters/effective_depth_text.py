@@ -30,7 +30,8 @@ def cosine_values(r: ModelStudy) -> dict:
     ed = r.ed["effective_depth"]["cosine"]
     sentence = ("The averaged cosine never turns from negative to non-negative, so the cosine rule finds no "
                 "effective depth on this model." if ed is None else
-                f"Its last turn from negative to non-negative is at layer **{ed}** (ratio (ED+1)/L = "
+                f"Its last turn from negative to non-negative comes after layer **{ed}**, the last negative layer before it "
+                f"(ratio (ED+1)/L = "
                 f"{r.ed['ratio']['cosine']:.2f}).")
     return {"n_negative": negative_cosines(r), "ed_cos": ed, "cos_sentence": sentence}
 

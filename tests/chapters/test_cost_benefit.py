@@ -215,8 +215,8 @@ def test_searches_on_a_subset_run_where_the_plan_says_and_chapter_05_reads_them(
 
 
 @pytest.mark.parametrize(("mean", "low", "high", "p", "word"), [
-    (-0.07, -0.12, -0.02, 0.01, "agrees with it"), (0.07, 0.02, 0.12, 0.01, "differs from it"),
-    (-0.07, -0.2, 0.05, 0.3, "neither confirm nor contradict")])
+    (-0.07, -0.12, -0.02, 0.01, "points the same way"), (0.07, 0.02, 0.12, 0.01, "points the other way"),
+    (-0.07, -0.2, 0.05, 0.3, "cannot say which way")])
 def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p, word, monkeypatch):
     from types import SimpleNamespace
 
