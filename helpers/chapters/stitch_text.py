@@ -309,7 +309,10 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
     its critical depth need (`choose_cap`), and a sentence that says what the sweep's cap did to them; `length_cap`
     (the study's cap, glued as the page states it; 0 where none ran)."""
     if not studies:
-        return {"lengths_table": "This build ran no length study (length_cap is not set).", "lengths_sentence": "",
+        return {"lengths_table": "This build ran no length study (length_cap is not set).",
+                "lengths_sentence": ("**This build ran no length study**: its profile sets no `length_cap` (the "
+                                     "`full-long` profile runs one). The section above says what the study does; "
+                                     "the figure and table here are empty."),
                 "lengths_cap": float("nan"), "length_cap": length_cap or 0}
     cap = next(iter(studies.values())).cap
     caps = sorted({sweep_cap, cap} | {c for c in CAP_CANDIDATES if c < cap})
