@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from helpers.evaluation.comparison import per_model
-from helpers.plots.style import METHOD_COLOURS, PALETTE, finish, method_colour
+from helpers.plots.style import METHOD_COLOURS, finish, method_colour
 
 
 def toy_convergence(result):
@@ -154,7 +154,7 @@ def decomposition(explained, report: dict[str, float] | None = None):
                 d, hollow = part.terms[term], part.on_subset(term)
                 if term == "cut_cost" and i > 0:
                     continue  # greedy's alone: the same for every search, drawn once
-                colour = "0.35" if term == "cut_cost" else PALETTE[i]
+                colour = method_colour("greedy" if term == "cut_cost" else key)  # the book's one colour per method
                 ax.errorbar(100 * d.mean, yy + (0 if term == "cut_cost" else 0.15 - 0.3 * i),
                             xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]], fmt="o", color=colour,
                             mfc="white" if hollow else colour, capsize=3,
