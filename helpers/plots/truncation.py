@@ -56,15 +56,17 @@ def accuracy_against_depth(sweep, critical: dict):
                         capsize=3, label=method)
     first = next(iter(sweep.accuracy.values()))
     ax.axhline(100 * first[sweep.n_layers], color="grey", ls=":", label="full model")
-    if critical.get("stitch") is not None:
-        ax.axvline(critical["stitch"], color=TRUNCATION_COLOURS["stitch"], ls="--", lw=1)
-        ax.annotate(f"critical depth {critical['stitch']}", (critical["stitch"], 0.95), xycoords=("data", "axes fraction"),
-                    rotation=90, ha="right", va="top", fontsize=8, color=TRUNCATION_COLOURS["stitch"])
+    marks: dict[int, str] = {}  # named on a top axis, where no curve or line of the panel runs through the names
     for cut in sweep.cuts:  # chapter 02's rule on this chapter's problems: where the lens says to cut
         if min(sweep.depths) <= cut <= sweep.n_layers:
             ax.axvline(cut, color="0.5", ls=":", lw=1)
-            ax.annotate("lens cut point", (cut, 0.05), xycoords=("data", "axes fraction"), rotation=90, ha="right",
-                        va="bottom", fontsize=7, color="0.4")
+            marks[cut] = "lens cut"
+    if critical.get("stitch") is not None:
+        ax.axvline(critical["stitch"], color=TRUNCATION_COLOURS["stitch"], ls="--", lw=1)
+        marks[critical["stitch"]] = "critical" if critical["stitch"] not in marks else "critical = lens cut"
+    if marks:
+        top = ax.secondary_xaxis("top")
+        top.set_xticks(list(marks), list(marks.values()), fontsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="depth (blocks run)", ylabel="greedy accuracy [%] (95% band)", title=f"{sweep.model}: accuracy against depth")
     ax.legend(loc="upper left", bbox_to_anchor=(0, -0.2), ncol=4, fontsize=8, frameon=False)  # below the axes: no
