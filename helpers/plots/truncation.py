@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, TRUNCATION_COLOURS, finish, no_figure
 
@@ -30,9 +30,14 @@ def truncation_agreement(sweep):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     first = next(iter(sweep.agreement.values()))
     ax2.axhline(np.exp(first[sweep.n_layers]["nll_full"]), color="grey", ls=":", label="full model")
-    ax1.set(xlabel="depth (blocks run)", ylabel="KL(truncated ‖ full) [nats]", yscale="symlog",
-            title="Distance from the full model")
+    ax1.set(xlabel="depth (blocks run)", ylabel="KL(truncated ‖ full) [nats]", title="Distance from the full model")
+    ax1.set_yscale("symlog", linthresh=0.01)  # 0 at full depth, then decades: a tick per decade, named plainly
+    top = max((v["kl"] for by_depth in sweep.agreement.values() for v in by_depth.values()), default=1.0)
+    ax1.set_yticks([0] + [10.0 ** e for e in range(-2, int(np.ceil(np.log10(max(top, 0.01)))) + 1)])
+    ax1.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax2.set(xlabel="depth (blocks run)", ylabel="perplexity", yscale="log", title="Perplexity of the full model's solutions")
+    for axis in (ax2.yaxis.set_major_formatter, ax2.yaxis.set_minor_formatter):  # 3, 4, 6, 10, not 6 × 10⁰
+        axis(FuncFormatter(lambda v, _: f"{v:g}"))
     ax1.legend()
     ax2.legend()
     return finish(fig)
