@@ -12,46 +12,43 @@ from helpers.plots.style import PALETTE, finish, no_figure, token_label
 
 
 def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
-                title: str | None = None):
+                title: str | None = None, paired: bool = False):
     """KL(layer || final) and top-5 overlap per layer for each model, with the spread across problems.
 
     `curves[model]` holds 'kl' and 'overlap' arrays of shape [problems, layers]; the line is the mean over
     problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
     different depths share one axis of relative depth l / L, as one would compare a 24- and a 30-block model.
+    `paired`: the curves come in pairs of one model (its generated then its gold text), drawn in the model's colour,
+    solid then dashed.
     """
     relative = len({np.asarray(c["kl"]).shape[1] for c in curves.values()}) > 1
-    fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.4))
-    span = max(np.asarray(c["kl"]).shape[1] for c in curves.values()) if curves else 1
-    placed: dict[int, list[float]] = {id(ax_kl): [], id(ax_ov): []}  # the marks labelled so far, per axis
+    fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.9))
     for i, (name, c) in enumerate(curves.items()):
-        colour = PALETTE[i % len(PALETTE)]
+        colour = PALETTE[(i // 2 if paired else i) % len(PALETTE)]
+        style = "--" if paired and i % 2 else "-"
         n_taps = np.asarray(c["kl"]).shape[1]
         scale = 1 / n_taps if relative else 1
+        mine = {label: layer for label, layer in (marks or {}).get(name, {}).items() if layer is not None and layer >= 0}
+        named = name + (f" (L = {n_taps})" if relative else "") + "".join(f"; {label}" for label in mine)
         for ax, key in ((ax_kl, "kl"), (ax_ov, "overlap")):
             values = np.asarray(c[key])
             layers = np.arange(values.shape[1]) * scale
-            ax.plot(layers, values.mean(0), color=colour, lw=1.8, label=f"{name} (L = {n_taps})" if relative else name)
+            ax.plot(layers, values.mean(0), style, color=colour, lw=1.8, label=named if ax is ax_kl else None)
             if values.shape[0] > 1:
                 lo, hi = np.percentile(values, [10, 90], axis=0)
                 ax.fill_between(layers, lo, hi, color=colour, alpha=0.18, lw=0)
-        for label, layer in (marks or {}).get(name, {}).items():
-            if layer is not None and layer >= 0:
-                ax = ax_kl if "KL" in label else ax_ov
-                x = layer * scale
-                near = sum(abs(x - x0) < (0.06 if relative else 0.06 * span) for x0 in placed[id(ax)])
-                placed[id(ax)].append(x)
-                ax.axvline(x, color=colour, ls="--", lw=1)
-                ax.annotate(label, (x, 0.95 - 0.34 * near), xycoords=("data", "axes fraction"), rotation=90,
-                            ha="right", va="top", fontsize=8, color=colour)  # a label near another steps down
+        for label, layer in mine.items():  # named in the legend, not on the panel, where marks of several models
+            (ax_kl if "KL" in label else ax_ov).axvline(layer * scale, color=colour, ls="--", lw=1)  # would collide
     xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
     ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
     ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
     ax_ov.axhline(0.3, color="grey", lw=0.8, ls=":")
-    if len(curves) > 1:
-        ax_kl.legend()
+    fig.legend(loc="lower center", ncol=2, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.01))
     if title:
         fig.suptitle(title)
-    return finish(fig)
+    fig.tight_layout(rect=(0, 0.06 * (1 + (len(curves) - 1) // 2), 1, 1))
+    plt.close(fig)
+    return fig
 
 
 def size_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
@@ -113,4 +110,4 @@ def gold_curves(both_texts: Mapping[str, Mapping[str, np.ndarray]]):
     """`lens_curves` over generated and gold solutions, or a note where the problem set has no worked solutions."""
     if not both_texts:
         return no_figure("This problem set has no worked solutions to read the lens over.")
-    return lens_curves(both_texts)
+    return lens_curves(both_texts, paired=True)
