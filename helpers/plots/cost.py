@@ -37,7 +37,7 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share), drawn faint
     and behind the curves, each named at its right end, so that lines close together neither merge nor hide a
     curve."""
-    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    fig, ax = plt.subplots(figsize=(8.5, 4.1))
     for i, (name, c) in enumerate(curves.items()):  # each later curve thinner and in its own dash, so one drawn over
         # another (two sizes of nearly one shape) leaves the one below showing on both sides
         ax.plot(c["removed"], 100 * c["saved"], ("-", "--", "-.", ":")[i % 4], marker="osD^"[i % 4], ms=3.5,
@@ -45,15 +45,19 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
                 zorder=3, label=f"{name} ({c['layers']} blocks)")
     right = max(max(c["removed"]) for c in curves.values()) if curves else 1
     shares = sorted(needed.items(), key=lambda kv: kv[1])
-    for j, (label, share) in enumerate(shares):
+    placed: list[float] = []  # each name at its line's height, or raised just clear of the name below, with a leader
+    for label, share in shares:
+        y = max(100 * share, placed[-1] + 6.0) if placed else 100 * share
+        placed.append(y)
         ax.axhline(100 * share, color="0.45", ls=":", lw=0.9, zorder=1)
         ax.annotate(f"{label}: {100 * share:.0f}%", (1.0, 100 * share), xycoords=("axes fraction", "data"),
-                    xytext=(4, 9 * (j - (len(shares) - 1) / 2)), textcoords="offset points", fontsize=7,
-                    va="center", color="0.3", annotation_clip=False)
+                    xytext=(1.03, y), textcoords=("axes fraction", "data"), fontsize=7, va="center", color="0.3",
+                    annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6} if y != 100 * share else None)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105), xlim=(0, right),
            title="What truncation saves (curves), and what the search needs (dotted, named on the right)")
-    ax.legend(fontsize=7, loc="lower right")  # under the curves' ends, clear of the dotted lines at the top
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=3, frameon=False)  # below: covers nothing
     return finish(fig)
 
 
