@@ -95,7 +95,7 @@ def pass_at_k_curves(rows):
     """pass@k of temperature-1 and power sampling at each depth, a panel per model: each method in its colour, each
     depth in its line style."""
     groups = per_model(rows, by_size=True)
-    fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 3.2 * len(groups), 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 3.2 * len(groups), 3.9), sharey=True, squeeze=False)
     for ax, mine in zip(axes[0], groups, strict=True):
         for i, r in enumerate(mine):  # a method's colour (the book's palette), a depth's line and marker
             style = ("-o", "--s", ":^", "-.v")[i % 4]
@@ -105,7 +105,7 @@ def pass_at_k_curves(rows):
                         label=f"{label}, {r.depth} blocks")
             ax.set_xticks(ks)
         ax.set(xlabel="k", title=mine[0].model)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)  # below: covers no point
     axes[0, 0].set_ylabel("pass@k [%]")
     return finish(fig)
 
