@@ -168,4 +168,10 @@ def map_values(maps: LinearMaps) -> dict:
                     f"relative depth {gap:.2f} away from its own, on average (0 = exactly equal relative depth; one "
                     f"block of {pair[1]} is {1 / lt:.3f} of its depth), from {maps.train_tokens} training tokens for "
                     f"{maps.input_dims} input dimensions.")
+        blocks = gap * lt
+        sentence += (f" That is about {blocks:.0f} blocks of {pair[1]}, " + (
+            "close to the equal-relative-depth diagonal Csordás et al. find across sizes." if blocks <= 2 else
+            "off the equal-relative-depth diagonal Csordás et al. find across sizes. This build cannot tell whether "
+            f"these models differ or the fit is too small a sample: {maps.train_tokens / maps.input_dims:.1f} training "
+            "tokens per input dimension (`map_tokens` raises it)."))
     return {"map_tokens_train": maps.train_tokens, "map_gap": gap, "map_sentence": sentence}
