@@ -66,7 +66,8 @@ def tied_sentence(name: str, tied: bool) -> str:
     upstream = "The published checkpoint ties them, but its" if entry.tied_upstream else "Its"
     return (f"{runs}. {upstream} GGUF file stores the output matrix as a tensor of its own, quantized to "
             f"{head['output']} where the token embedding is {head['embedding']}, so the two differ by their rounding "
-            "and the loader keeps both.")
+            "and the loader keeps both. Rounded apart they are still nearly one matrix, so the artefact remains: the "
+            "lens at layer 0 still predicts the current token, wherever the curve's maximum lies.")
 
 
 def level_table(study: LensStudy) -> str:
