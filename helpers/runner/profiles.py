@@ -4,6 +4,7 @@ its base, each notebook's own parameters, and `-p key=value` overrides.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +219,16 @@ def notebook_parameters(stem: str) -> dict:
     if not found:
         raise RunError(f"notebooks/{stem}.ipynb has no cell tagged 'parameters'.")
     return {name: spec.get("default") for name, spec in found.items()}
+
+
+def times_the_machine(stem: str) -> bool:
+    """Whether a chapter times the models in the build itself, as its notebook's metadata declares
+    (`{"search_versus_depth": {"times_the_machine": true}}`): the runner then runs it with the machine to itself."""
+    path = NOTEBOOKS / f"{stem}.ipynb"
+    if not path.is_file():
+        return False
+    meta = json.loads(path.read_text()).get("metadata", {}).get("search_versus_depth", {})
+    return meta.get("times_the_machine") is True
 
 
 def contains_itself(value, _path: tuple[int, ...] = ()) -> bool:

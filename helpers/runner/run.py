@@ -21,7 +21,7 @@ from helpers.runner.installs import check_models, model_cache
 from helpers.runner.params import check_engines
 from helpers.runner.pdf import build_pdf
 from helpers.runner.planning import job_models, plan
-from helpers.runner.profiles import CHAPTERS, Job, RunError, load_profile, toc_chapters
+from helpers.runner.profiles import CHAPTERS, Job, RunError, load_profile, times_the_machine, toc_chapters
 from helpers.runner.run_config import previous_chapters, time_table, write_run_config
 from helpers.runner.typed_numbers import check_build
 
@@ -57,22 +57,18 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
         return _run(profile, jobs, out_root, build, strict, budget, at_once=book_jobs() if guarded else 1)
 
 
-RUNS_ALONE = {"06_precision"}  # chapters that time the models in the build itself: they run with the machine to
-# themselves, after the others
-
-
 def _execute_together(profile: str, jobs: list[Job], out_root: Path, timeout: float | None, strict: bool,
                       at_once: int) -> None:
     """Execute `jobs` `at_once` at a time, each in a process of its own (a kernel's environment is its process's)
     with its share of the cores as its threads, in book order as workers free up; then, one at a time with every
-    core, the chapters that time something (`RUNS_ALONE`), whose measurements another chapter beside them would
+    core, the chapters that time something (their notebooks say so: `times_the_machine`), whose measurements another chapter beside them would
     slow. Each job comes back with its time and what its kernel reused; the first failure stops the rest and is
     raised as `execute` raised it."""
     import concurrent.futures
     import multiprocessing
 
-    together = [i for i, job in enumerate(jobs) if job.stem not in RUNS_ALONE]
-    alone = [i for i, job in enumerate(jobs) if job.stem in RUNS_ALONE]
+    alone = [i for i, job in enumerate(jobs) if times_the_machine(job.stem)]
+    together = [i for i in range(len(jobs)) if i not in alone]
     print(f"[run] {len(together)} chapters ({profile}), {at_once} at a time: the build reads a complete release and "
           f"computes nothing ({env.BOOK_JOBS}=1 runs them in turn)" + (f"; then {', '.join(jobs[i].stem for i in alone)}"
                                                                        " alone, which times the models" if alone else ""),
