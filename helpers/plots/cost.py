@@ -63,20 +63,15 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
 
 def accuracy_at_compute(points, front):
     """Accuracy (95% Wilson interval) against generation FLOPs per answer for every method and depth; the
-    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines; faded markers
-    labelled †: points on the searches' subset of the problems, which the front leaves out. The marker's
-    shape names the method (a legend entry each), so no point needs a label of its own."""
+    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines; faded markers:
+    points on the searches' subset of the problems, which the front leaves out (the legend's † entry). Marker, colour
+    and fade say all a point is, so no point carries a label that could crowd its neighbours."""
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(9.5, 4.2))
     depths = sorted({p.depth for p in points}, reverse=True)
     shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
     n = max(p.n_problems for p in points)
-    clusters: dict[tuple, list] = {}  # labelled points at one depth and about one height, in order of cost
-    for p in sorted((p for p in points if p.n_problems < n), key=lambda p: p.flops):
-        clusters.setdefault((p.depth, round(100 * p.accuracy / 6)), []).append(p)
-    place = {id(p): (i % 2 == 0, 3 + 9 * (i // 2)) for group in clusters.values() for i, p in enumerate(group)}
-    # within a cluster the labels alternate left and right of their points, each pair a line higher: none overprint
     for p in points:
         apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
         colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
@@ -86,10 +81,6 @@ def accuracy_at_compute(points, front):
         ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
                     fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
                     mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9, zorder=3)
-        if apart:  # the one label a point keeps: that it is not on every problem
-            left, up = place[id(p)]
-            ax.annotate(f"{p.method} †", (p.flops / 1e9, 100 * p.accuracy), fontsize=6, xytext=(-6 if left else 6, up),
-                        ha="right" if left else "left", textcoords="offset points", alpha=0.6)
     ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], "o-", color="0.15", lw=7, ms=18,
             alpha=0.15, solid_capstyle="round", zorder=1,  # a wide band under the points it joins; a disc each, so
             label="Pareto front (grey band)" if len(front) > 1 else "Pareto front (one point: grey disc)")  # one shows
