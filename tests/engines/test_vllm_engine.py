@@ -228,7 +228,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     monkeypatch.setattr(precision, "_chosen", precision.chosen())  # restored after the test
     precision.use(p["dtype"])  # as the notebook does: without it, 'auto' is bfloat16 on CPUs that compute it
     problems = load_problems(p["dataset"], n=p["n_problems"], levels=p["levels"], seed=p["seed"])
-    searches = Searches.from_parameters({"smc_bridge_tokens": 0, **p})  # the notebook's default where the profile
+    searches = Searches.from_parameters({"smc_bridge_tokens": 0, "mh_blocks": 0, **p})  # the notebook's default where the profile
     # sets none
     rows = compare_methods(p["models"], problems, p["depths"], searches, n_seeds=p["n_seeds"],
                            max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"],

@@ -38,8 +38,8 @@ def test_every_sampler_refuses_a_bad_length(length):
             make()
 
 
-NOTEBOOK = dict(alpha=4.0, block_size=8, mcmc_steps=2, power_mode="exact", smc_particles=4, smc_block_size=8,
-                smc_ess_threshold=0.5, smc_bridge_tokens=0)  # a notebook's parameters, by their names
+NOTEBOOK = dict(alpha=4.0, block_size=8, mcmc_steps=2, power_mode="exact", mh_blocks=0, smc_particles=4,
+                smc_block_size=8, smc_ess_threshold=0.5, smc_bridge_tokens=0)  # a notebook's parameters, by their names
 
 
 def test_the_proposal_temperature_is_one_over_alpha_everywhere():
