@@ -200,8 +200,8 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
                     f"{d.describe(1)}, which is {noise}. Against sampling at T = 1 on the full model, the other "
                     f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
                     f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
-        if capped := _capped(full, best):
-            before, after = capped
+        before, after = _unfinished(full), _unfinished(best)
+        if _capped(before, after):
             sentence += (f" At this token cap {100 * after:.0f}% of its greedy answers at {best.depth} blocks are "
                          f"unfinished, against {100 * before:.0f}% at full depth, so part of what the cut costs here "
                          "is the cap (the outcomes table below counts it).")
@@ -571,13 +571,10 @@ def _unfinished(r: DepthRow) -> float | None:
     return sum(r.outcome_shares("greedy")[o] for o in UNFINISHED) if r.ends.get("greedy") else None
 
 
-def _capped(full: DepthRow, cut: DepthRow) -> tuple[float, float] | None:
-    """(unfinished share at full depth, at the cut) where the cut's greedy answers end unfinished at the cap at least
-    `CAP_SHARE` more often than the full model's, so part of the cut's cost may be the cap; else None."""
-    before, after = _unfinished(full), _unfinished(cut)
-    if before is None or after is None or after - before < CAP_SHARE:
-        return None
-    return before, after
+def _capped(before: float | None, after: float | None) -> bool:
+    """Whether the cut's greedy answers end unfinished (`after`) at least `CAP_SHARE` more often than the full model's
+    (`before`, both `_unfinished`), so part of the cut's cost may be the cap."""
+    return before is not None and after is not None and after - before >= CAP_SHARE
 
 
 def _report_note(explained: Sequence[Explained]) -> str:
@@ -639,9 +636,9 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d)
         cell = ""
         if ends:
-            cell = f" {100 * _unfinished(e.full):.0f}% → {100 * _unfinished(e.cut):.0f}% |"
-            if shares := _capped(e.full, e.cut):
-                before, after = shares
+            before, after = _unfinished(e.full), _unfinished(e.cut)
+            cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
+            if _capped(before, after):
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
                            "unfinished")
                 capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "

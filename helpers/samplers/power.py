@@ -12,7 +12,7 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   from its own length, not to a fixed cap kB), a top-k 50 proposal, a suffix regenerated only up to the
   current length, the ratio over the proposal's length, no cut-point correction, EOS checked after each
   block (in the generated tokens only), for `blocks` blocks (the published `block_num`; by default the length
-  over B), never past the length. `helpers.samplers.toy.published_law` enumerates this loop's law.
+  over B), never past the length. `helpers.samplers.toy.reference_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
 Between blocks a chain yields a checkpoint (`chain_state`): a run stopped by its budget goes on from each chain's
