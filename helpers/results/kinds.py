@@ -78,7 +78,8 @@ _AGAIN = "helpers.evaluation.audit_studies:"  # where the audit's ways to comput
 # bfloat16's scores in float32 on the one-query path; `helpers.samplers.settings.engine_key`).
 _SAMPLERS = {"draw": "inverse-cdf", "schedule": "extend", "resampling": "systematic"}
 DECODE = Kind("decode", ("helpers.evaluation.decodes",), "helpers.evaluation.decodes:record_shape", audit="decode",
-              revisions={**_SAMPLERS, "attention": {"bfloat16": 2}})
+              revisions={**_SAMPLERS, "attention": {"bfloat16": 2},
+                         "at_cap": "ends"})  # a chain of a set block count ends a block at the length (power.py)
 LOGIT_LENS = Kind("logit_lens", ("helpers.interp.studies",), "helpers.interp.studies:LENS_SHAPE",
                   tolerance=2e-3,  # float32 passes, batched alike: rounding only
                   bfloat16_tolerance=0.03,  # the appendix's lens, computed where bfloat16 is emulated

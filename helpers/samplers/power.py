@@ -12,7 +12,9 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   from its own length, not to a fixed cap kB), a top-k 50 proposal, a suffix regenerated only up to the
   current length, the ratio over the proposal's length, no cut-point correction, EOS checked after each
   block (in the generated tokens only), for `blocks` blocks (the published `block_num`; by default the length
-  over B), never past the length. `helpers.samplers.toy.reference_law` enumerates this loop's law.
+  over B), never past the length. A chain that ends a block at the length without EOS ends there, as the
+  published loop's chains do when its length is block_num * B: under a shorter cap, the blocks it could no
+  longer grow in would only move it in place. `helpers.samplers.toy.reference_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
 Between blocks a chain yields a checkpoint (`chain_state`): a run stopped by its budget goes on from each chain's
@@ -100,15 +102,17 @@ class PowerConfig:
         if self.mode == "reference":  # how it grows a chain: "extend", the published loop's (B tokens from wherever
             # the chain stands); records of the earlier schedule (growth to the cap kB) stay apart
             settings["schedule"] = DECODE.revision("schedule")
-            if self.blocks:  # keyed only where set, so a chain of length / block_size blocks keeps its key
+            if self.blocks:  # keyed only where set, so a chain of length / block_size blocks keeps its key (it
+                # reaches the length only in its last block, so the rule for a chain at the length never moves it)
                 settings["blocks"] = self.blocks
+                settings["at_cap"] = DECODE.revision("at_cap")
         return settings
 
     def n_blocks(self, length: int) -> int:
-        """How many blocks a chain of at most `length` new tokens runs: `blocks` where set (reference mode), else
-        as many as the length holds. A chain in reference mode that already holds `length` tokens grows no
-        further, but its remaining blocks still move it: under a token cap shorter than block_num * B, the
-        published loop's last blocks are what finish an answer whose ending a move replaced."""
+        """How many blocks a chain of at most `length` new tokens may run: `blocks` where set (reference mode),
+        else as many as the length holds. Under a token cap shorter than block_num * B, the published loop's later
+        blocks are what finish an answer whose ending a move replaced (it stands below the length and grows
+        again); a chain that ends a block at the length without EOS ends there (`_chain`)."""
         return self.blocks or math.ceil(length / self.block_size)
 
     @property
@@ -213,7 +217,7 @@ def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set
               and len(moves) == block * cfg.mcmc_steps
               and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 and isinstance(a, bool)
                       for i, a in moves)
-              and not (cfg.mode == "reference" and any(t in stops for t in tokens)))
+              and not (cfg.mode == "reference" and (n >= target.length or any(t in stops for t in tokens))))
         if ok:
             c.generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
     except (KeyError, TypeError, ValueError, RuntimeError):
@@ -260,6 +264,8 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: i
         if cfg.mode == "reference" and any(tok in stops for tok in c.tokens):
             end = next(k for k, tok in enumerate(c.tokens) if tok in stops) + 1
             c.tokens, c.logp, c.logq = c.tokens[:end], c.logp[:end], c.logq[:end]
+            break
+        if cfg.mode == "reference" and len(c.tokens) >= length:  # at the length without EOS: no block can grow it
             break
         if block + 1 < n_blocks:
             yield Checkpoint(chain_state(c, block + 1))

@@ -117,8 +117,8 @@ def reference_law(model, prompt: Sequence[int], alpha: float, block_size: int, m
     loop; `"cap"` grows it to (k+1)·B instead, the schedule this book's reference mode ran before), then makes
     `mcmc_steps` moves: a cut i uniform over the generated positions, a suffix from the proposal (T = 1/α, top-k)
     of at most t − i tokens, accepted with probability min(1, r), r over the proposal's length; after a block's
-    moves a chain holding EOS ends there. It runs `blocks` blocks (0: max_new_tokens / B); a chain already at
-    `max_new_tokens` grows no further but is still moved. Every path is summed, so this is exact for a model small enough
+    moves a chain holding EOS ends there, and so does one at `max_new_tokens` tokens. It runs `blocks` blocks
+    (0: max_new_tokens / B). Every path is summed, so this is exact for a model small enough
     (vocabulary and `max_new_tokens` of a few tokens).
     """
     if growth not in ("extend", "cap"):
@@ -174,7 +174,7 @@ def reference_law(model, prompt: Sequence[int], alpha: float, block_size: int, m
                         moved[x] = moved.get(x, 0.0) + move * (1.0 - accept)
             law = moved
         for x, w in list(law.items()):
-            if EOS in x:
+            if EOS in x or len(x) >= max_new_tokens:
                 finished[x] = finished.get(x, 0.0) + w
                 del law[x]
     for x, w in law.items():

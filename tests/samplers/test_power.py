@@ -171,9 +171,10 @@ def test_reference_mode_follows_the_published_block_schedule():
 
 @pytest.mark.toy
 def test_reference_mode_runs_the_blocks_it_is_given_under_a_token_cap():
-    """With more blocks than the token cap holds (the published 16 under a shorter cap), a chain at the cap grows no
-    further but its later blocks still move it, and one whose ending a move replaced gets blocks to finish in: the
-    chains follow that loop's enumerated law, and it leaves fewer answers unfinished than the cap's own blocks."""
+    """With more blocks than the token cap holds (the published 16 under a shorter cap), a chain whose ending a move
+    replaced gets blocks to finish in, and one that ends a block at the cap without EOS ends there: the chains follow
+    that loop's enumerated law, it leaves fewer answers unfinished than the cap's own blocks, and no chain makes
+    more moves than the blocks it could grow in."""
     from helpers.samplers.toy import noise_floor, reference_law
 
     model = ToyLM(vocab=4, seed=1, sharpness=1.0)
@@ -193,6 +194,11 @@ def test_reference_mode_runs_the_blocks_it_is_given_under_a_token_cap():
     chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], Target(2.0, settings["max_new_tokens"]), cfg,
                         list(range(n)))
     assert all(len(c.tokens) <= settings["max_new_tokens"] for c in chains)
+    cap_blocks = settings["max_new_tokens"] // settings["block_size"]
+    at_cap = [c for c in chains if len(c.tokens) == settings["max_new_tokens"] and EOS not in c.tokens]
+    assert any(len(c.acceptance) < 5 for c in at_cap)  # at the cap without EOS, a chain ends with its block
+    assert any(len(c.acceptance) > cap_blocks for c in chains)  # the later blocks ran, for chains below the cap
+    assert all(len(c.moves) == settings["mcmc_steps"] * len(c.acceptance) for c in chains)
     tv = tv_distance(empirical(c.tokens for c in chains), more)
     assert tv < 2 * floor, f"TV {tv:.4f} from the five-block loop's law, noise floor {floor:.4f}"
 
@@ -202,6 +208,8 @@ def test_the_block_count_is_keyed_only_where_set_and_refused_where_it_cannot_hol
     length sets, refuses one with a message that says what to do, as does a count that is not one."""
     assert "blocks" not in PowerConfig(mode="reference").as_dict()
     assert PowerConfig(mode="reference", blocks=16).as_dict()["blocks"] == 16
+    assert "at_cap" not in PowerConfig(mode="reference").as_dict()  # the rule cannot move a chain of the cap's blocks
+    assert PowerConfig(mode="reference", blocks=16).as_dict()["at_cap"] == "ends"  # records before the rule stay apart
     assert PowerConfig(mode="reference", blocks=16).n_blocks(384) == 16
     assert PowerConfig(mode="reference", block_size=192).n_blocks(384) == 2
     with pytest.raises(SettingError, match="mode='reference'"):
