@@ -66,8 +66,9 @@ def tied_sentence(name: str, tied: bool) -> str:
     upstream = "The published checkpoint ties them, but its" if entry.tied_upstream else "Its"
     return (f"{runs}. {upstream} GGUF file stores the output matrix as a tensor of its own, quantized to "
             f"{head['output']} where the token embedding is {head['embedding']}, so the two differ by their rounding "
-            "and the loader keeps both. Rounded apart they are still nearly one matrix, so the artefact remains: the "
-            "lens at layer 0 still predicts the current token, wherever the curve's maximum lies.")
+            "and the loader keeps both. They are two roundings of one matrix, so the argument above holds up to that "
+            "rounding; this build does not measure how often the lens at layer 0 reads back the current token, and "
+            "the curve's peak below is what shows whether the artefact does.")
 
 
 def level_table(study: LensStudy) -> str:

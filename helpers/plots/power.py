@@ -178,11 +178,12 @@ AXIS_METHODS = (("greedy", "greedy"), ("low", "low temperature"), ("temperature"
                 ("smc", "SMC"))
 
 
-def depth_axis(axes):
+def depth_axis(axes, marks: dict[str, str] | None = None):
     """The report's Figure 2 across depth: per model (a panel each, smaller first), accuracy against blocks kept,
     chapter 03's stitched greedy curve where it ran on these problems (a line with its 95% band), this chapter's
     methods at each depth it searched (points with 95% Wilson intervals, side by side), and the critical depth (a
-    dashed line). A method on a subset of the problems at some depth is drawn hollow there."""
+    faint band). A method on a subset of the problems at some depth is drawn hollow there. `marks`: a suffix for a
+    model's panel title, as in `method_bars`."""
     from helpers.evaluation.stats import wilson
 
     fig, panels = plt.subplots(1, len(axes), figsize=(4.2 * len(axes), 3.4), squeeze=False, sharey=True)
@@ -213,7 +214,7 @@ def depth_axis(axes):
             ax.annotate(f"critical: {a.critical}", (a.critical, 106), fontsize=7, color="0.35", ha="center",
                         va="center")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-        ax.set(title=a.model, xlabel=f"blocks kept (of {a.n_layers})")
+        ax.set(title=a.model + (marks or {}).get(a.model, ""), xlabel=f"blocks kept (of {a.n_layers})")
     panels[0][0].set_ylabel("accuracy (%)")
     handles, labels = {}, {}
     for ax in panels[0]:  # one legend under the panels, each entry once, clear of the points
