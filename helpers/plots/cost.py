@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from helpers.plots.style import PALETTE, finish
+from helpers.plots.style import PALETTE, finish, model_colour
 
 
 def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Sequence[dict] | None = None,
@@ -41,7 +41,7 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     for i, (name, c) in enumerate(curves.items()):  # each later curve thinner and in its own dash, so one drawn over
         # another (two sizes of nearly one shape) leaves the one below showing on both sides
         ax.plot(c["removed"], 100 * c["saved"], ("-", "--", "-.", ":")[i % 4], marker="osD^"[i % 4], ms=3.5,
-                mfc="white" if i % 2 else None, lw=max(0.8, 3.2 - 0.45 * i), color=PALETTE[i % len(PALETTE)],
+                mfc="white" if i % 2 else None, lw=max(0.8, 3.2 - 0.45 * i), color=model_colour(name, i),
                 zorder=3, label=f"{name} ({c['layers']} blocks)")
     right = max(max(c["removed"]) for c in curves.values()) if curves else 1
     shares = sorted(needed.items(), key=lambda kv: kv[1])

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.plots.style import PALETTE, finish, no_figure, token_label
+from helpers.plots.style import finish, model_colour, no_figure, token_label
 
 
 def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[str, Mapping[str, int]] | None = None,
@@ -18,14 +18,17 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     `curves[model]` holds 'kl' and 'overlap' arrays of shape [problems, layers]; the line is the mean over
     problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
     different depths share one axis of relative depth l / L, as one would compare a 24- and a 30-block model.
-    `paired`: the curves come in pairs of one model (its generated then its gold text), drawn in the model's colour,
-    solid then dashed.
+    `paired`: the curves come in pairs of one model (its generated then its gold text, named "model · text"), drawn
+    in the model's colour, solid then dashed. Each model has its colour of the book (`style.model_colour`), and each
+    later model a thinner line, so that one drawn over another of nearly its shape leaves the one below showing.
     """
     relative = len({np.asarray(c["kl"]).shape[1] for c in curves.values()}) > 1
     fig, (ax_kl, ax_ov) = plt.subplots(1, 2, figsize=(10, 3.9))
     for i, (name, c) in enumerate(curves.items()):
-        colour = PALETTE[(i // 2 if paired else i) % len(PALETTE)]
+        rank = i // 2 if paired else i
+        colour = model_colour(name.split(" · ")[0], rank)
         style = "--" if paired and i % 2 else "-"
+        width = max(1.0, 2.8 - 0.6 * rank)
         n_taps = np.asarray(c["kl"]).shape[1]
         scale = 1 / n_taps if relative else 1
         mine = {label: layer for label, layer in (marks or {}).get(name, {}).items() if layer is not None and layer >= 0}
@@ -33,7 +36,8 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
         for ax, key in ((ax_kl, "kl"), (ax_ov, "overlap")):
             values = np.asarray(c[key])
             layers = np.arange(values.shape[1]) * scale
-            ax.plot(layers, values.mean(0), style, color=colour, lw=1.8, label=named if ax is ax_kl else None)
+            ax.plot(layers, values.mean(0), style, color=colour, lw=width, label=named if ax is ax_kl else None,
+                    zorder=3 + rank)
             if values.shape[0] > 1:
                 lo, hi = np.percentile(values, [10, 90], axis=0)
                 ax.fill_between(layers, lo, hi, color=colour, alpha=0.18, lw=0)
@@ -58,7 +62,7 @@ def size_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     counted), with each model's effective depths dashed."""
     fig, (ax_rel, ax_abs) = plt.subplots(1, 2, figsize=(10, 3.4))
     for i, (name, c) in enumerate(curves.items()):
-        colour = PALETTE[i % len(PALETTE)]
+        colour = model_colour(name, i)
         kl = np.asarray(c["kl"])
         n_taps = kl.shape[1]
         for ax, scale in ((ax_rel, 1 / n_taps), (ax_abs, 1)):

@@ -19,6 +19,18 @@ ROW_METHODS = {"low": "low_temperature"}  # a comparison row's short keys (`help
 TRUNCATION_COLOURS = {"stitch": "#3a3a3a", "naive": "#a0522d"}
 
 
+# One colour per model, in every figure that tells models apart, none of them a method's: the embedded models by
+# name, any other model (a hub checkpoint, a user's folder) from MODEL_SPARE in the order the figure meets it.
+MODEL_COLOURS = {"smollm2-135m": "#8c564b", "gemma-3-270m": "#b5179e", "qwen2.5-coder-0.5b": "#7a7a14",
+                 "qwen2.5-coder-1.5b": "#111111"}
+MODEL_SPARE = ("#e07b00", "#4c9ed9", "#7f7f7f", "#2ca02c")
+
+
+def model_colour(name: str, order: int = 0) -> str:
+    """The colour of a model in every figure: its own where the book names one, else the `order`-th spare."""
+    return MODEL_COLOURS.get(name, MODEL_SPARE[order % len(MODEL_SPARE)])
+
+
 def method_colour(key: str) -> str:
     """The colour of a decoding method, by its name or a comparison row's key for it."""
     return METHOD_COLOURS[ROW_METHODS.get(key, key)]

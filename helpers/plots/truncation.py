@@ -9,7 +9,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from helpers.plots.style import METHOD_COLOURS, METHOD_LABELS, PALETTE, TRUNCATION_COLOURS, finish, no_figure
+from helpers.plots.style import (
+    METHOD_COLOURS,
+    METHOD_LABELS,
+    PALETTE,
+    TRUNCATION_COLOURS,
+    finish,
+    model_colour,
+    no_figure,
+)
 
 
 def _contiguous(depths: list[int]) -> bool:
@@ -96,11 +104,12 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
         removed = [s.n_layers - x for x in d]
         acc = np.array([s.accuracy[method][x] for x in d])
         lo, hi = np.array([wilson(a * n, n) for a in acc]).T
-        ax.plot(removed, 100 * acc, "o-", color=PALETTE[i], label=f"{name} ({s.n_layers} blocks)")
-        ax.fill_between(removed, 100 * lo, 100 * hi, color=PALETTE[i], alpha=0.12, lw=0)
+        colour = model_colour(name, i)
+        ax.plot(removed, 100 * acc, "o-", color=colour, label=f"{name} ({s.n_layers} blocks)")
+        ax.fill_between(removed, 100 * lo, 100 * hi, color=colour, alpha=0.12, lw=0)
         c = critical.get(name)
         if c is not None:
-            ax.axvline(s.n_layers - c + 0.04 * i, color=PALETTE[i], ls="--", lw=1)
+            ax.axvline(s.n_layers - c + 0.04 * i, color=colour, ls="--", lw=1)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
            title="How many blocks each model can lose (dashed: critical depth)")

@@ -49,3 +49,27 @@ def test_chapter_04s_bars_and_pass_at_k_give_every_model_a_panel_of_its_own():
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["6 (full)", "5"]
     assert fig.axes[1].patches[-1].get_hatch() == "///" and not fig.axes[0].patches[-1].get_hatch()  # small's SMC at 5
     plt.close(fig)
+
+
+def test_a_model_has_one_colour_in_every_figure_and_it_is_no_methods():
+    import matplotlib.pyplot as plt
+
+    from helpers.models.registry import KNOWN_MODELS
+    from helpers.plots import cost
+
+    colours = {name: style.model_colour(name) for name in KNOWN_MODELS}
+    assert len(set(colours.values())) == len(colours)  # each embedded model its own
+    assert not set(colours.values()) & set(style.METHOD_COLOURS.values())  # a model's line never reads as a method
+    assert style.model_colour("someone/else", 1) not in colours.values()  # another model takes a spare
+
+    kl = {"kl": np.ones((2, 7)), "overlap": np.ones((2, 7))}
+    order = ["qwen2.5-coder-1.5b", "gemma-3-270m"]
+    for fig in (lens.lens_curves({name: kl for name in order}), lens.lens_curves({name: kl for name in order[::-1]}),
+                lens.gold_curves({f"{name} · {text}": kl for name in order for text in ("generated", "gold")})):
+        drawn = {line.get_label().split(" (")[0].split(" · ")[0]: line.get_color() for line in fig.axes[0].lines}
+        assert drawn == {name: colours[name] for name in order}  # the same whichever comes first
+        plt.close(fig)
+    curves = {name: {"removed": np.arange(3), "saved": np.linspace(0, 0.2, 3), "layers": 3} for name in order}
+    fig = cost.flops_saved(curves, {})
+    assert [line.get_color() for line in fig.axes[0].lines[:2]] == [colours[name] for name in order]
+    plt.close(fig)
