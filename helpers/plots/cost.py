@@ -35,29 +35,37 @@ def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Seque
 def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
     """Share of FLOPs per token saved against blocks removed, per model; dotted lines: the saving a power sampler
     needs to cost no more than full-depth greedy, at each token multiplier in `needed` (label → share), drawn faint
-    and behind the curves, each named at its right end, so that lines close together neither merge nor hide a
-    curve."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.1))
-    for i, (name, c) in enumerate(curves.items()):  # each later curve thinner and in its own dash, so one drawn over
-        # another (two sizes of nearly one shape) leaves the one below showing on both sides
-        ax.plot(c["removed"], 100 * c["saved"], ("-", "--", "-.", ":")[i % 4], marker="osD^"[i % 4], ms=3.5,
-                mfc="white" if i % 2 else None, lw=max(0.8, 3.2 - 0.45 * i), color=model_colour(name, i),
-                zorder=3, label=f"{name} ({c['layers']} blocks)")
+    and behind the curves and named together in one list inside the panel, so that lines a point apart neither merge
+    their names nor squeeze the panel. Models whose curves coincide (one architecture under two names) share one line
+    and one legend entry; each later line is thinner, so one drawn over another of nearly its shape leaves it showing."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.3))
+    groups: list[tuple[list[str], Mapping]] = []  # curves that coincide, drawn once
+    for name, c in curves.items():
+        same = next((g for g in groups if len(g[1]["removed"]) == len(c["removed"])
+                     and np.allclose(g[1]["saved"], c["saved"], atol=1e-4)), None)
+        if same:
+            same[0].append(name)
+        else:
+            groups.append(([name], c))
+    for i, (names, c) in enumerate(groups):
+        ax.plot(c["removed"], 100 * c["saved"], ("-", "--", "-.", ":")[i % 4], marker="osD^v"[i % 5], ms=3.5,
+                mfc="white" if i % 2 else None, lw=max(0.8, 4.2 - 1.1 * i), color=model_colour(names[0], i),
+                zorder=3, label=" = ".join(names) + f" ({c['layers']} blocks)")
     right = max(max(c["removed"]) for c in curves.values()) if curves else 1
-    shares = sorted(needed.items(), key=lambda kv: kv[1])
-    placed: list[float] = []  # each name at its line's height, or raised just clear of the name below, with a leader
-    for label, share in shares:
-        y = max(100 * share, placed[-1] + 6.0) if placed else 100 * share
-        placed.append(y)
+    shares = sorted(needed.items(), key=lambda kv: -kv[1])
+    for _, share in shares:
         ax.axhline(100 * share, color="0.45", ls=":", lw=0.9, zorder=1)
-        ax.annotate(f"{label}: {100 * share:.0f}%", (1.0, 100 * share), xycoords=("axes fraction", "data"),
-                    xytext=(1.03, y), textcoords=("axes fraction", "data"), fontsize=7, va="center", color="0.3",
-                    annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6} if y != 100 * share else None)
+    if shares:  # one list at the left, where every curve is still low: under the lines, or above them if they are low
+        low, high = 100 * shares[-1][1], 100 * shares[0][1]
+        below = low > 50
+        ax.text(0.02, low - 3 if below else high + 3,
+                "\n".join(["the search needs (dotted):"] + [f"{label}: {100 * share:.0f}%" for label, share in shares]),
+                transform=ax.get_yaxis_transform(), fontsize=7, color="0.3", va="top" if below else "bottom",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5}, zorder=4)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel="blocks removed", ylabel="FLOPs per token saved [%]", ylim=(0, 105), xlim=(0, right),
-           title="What truncation saves (curves), and what the search needs (dotted, named on the right)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=3, frameon=False)  # below: covers nothing
+           title="What truncation saves (curves), and what the search needs (dotted)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=2, frameon=False)  # below: covers nothing
     return finish(fig)
 
 

@@ -69,7 +69,15 @@ def test_a_model_has_one_colour_in_every_figure_and_it_is_no_methods():
         drawn = {line.get_label().split(" (")[0].split(" · ")[0]: line.get_color() for line in fig.axes[0].lines}
         assert drawn == {name: colours[name] for name in order}  # the same whichever comes first
         plt.close(fig)
-    curves = {name: {"removed": np.arange(3), "saved": np.linspace(0, 0.2, 3), "layers": 3} for name in order}
+    curves = {name: {"removed": np.arange(3), "saved": np.linspace(0, 0.1 * (i + 1), 3), "layers": 3}
+              for i, name in enumerate(order)}
     fig = cost.flops_saved(curves, {})
     assert [line.get_color() for line in fig.axes[0].lines[:2]] == [colours[name] for name in order]
+    plt.close(fig)
+    twin = {"removed": np.arange(3), "saved": np.linspace(0, 0.3, 3), "layers": 3}  # one architecture, two names
+    fig = cost.flops_saved({**curves, "A": twin, "B": dict(twin)}, {"needs x": 0.9, "needs y": 0.91})
+    labels = [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")]
+    assert labels[-1] == "A = B (3 blocks)" and len(labels) == 3  # the coinciding pair drawn once
+    listed = [t.get_text() for t in fig.axes[0].texts]
+    assert len(listed) == 1 and "needs y: 91%" in listed[0] and "needs x: 90%" in listed[0]  # named once, together
     plt.close(fig)
