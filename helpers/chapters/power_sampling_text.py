@@ -732,9 +732,10 @@ def base_models(rows: Sequence[DepthRow]) -> list[str]:
 
 def premise_sentence(rows: Sequence[DepthRow]) -> str:
     """The report's premise tested on this build: each base model's sharpness at full depth beside the
-    instruction-tuned models' range, what MH gained over greedy and over T = 1 there and at its cut, and whether the
-    two steps of the premise (a base model is less sharp; so the search gains on it) showed. Sharpness is compared
-    across models, each on its own problems; gains only within a model, where they pair."""
+    instruction-tuned models' range, what MH gained over greedy, T = 1 and low temperature there (each beside the
+    instruction-tuned models' gains) and at its cut, and whether the two steps of the premise (a base model is less
+    sharp; so the search gains on it) showed. Sharpness is compared across models, each on its own problems; gains
+    are tested only within a model, where they pair, and set beside other models' as point estimates."""
     full = {r.model: r for r in rows if r.sharp and r.depth == r.n_layers}
     base = base_models(rows)
     tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
@@ -744,57 +745,58 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
     sentences = []
     for m in base:
         f = full[m]
-        vs_greedy, vs_warm = f.paired("power", other_key="greedy"), f.paired("power", other_key="temperature")
         text = (f"The base model, {m}, gives its greedy answer in {100 * f.sharp.agreement:.0f}% of its T = 1 answers "
                 f"at full depth, at {f.sharp.entropy:.3f} nats per token")
         if tuned:
-            text += (f", where the instruction-tuned models give it in "
-                     f"{_range([100 * t.sharp.agreement for t in tuned], '.0f')}% at "
-                     f"{_range([t.sharp.entropy for t in tuned], '.3f')} nats (each on its own problems)")
-        vs_low = f.paired("power", other_key="low")
-        text += (f"; there MH − greedy is {vs_greedy.points(1)} ({vs_greedy.standing()}), MH − T = 1 is "
-                 f"{vs_warm.points(1)} ({vs_warm.standing()}) and MH − low temperature is {vs_low.points(1)} "
-                 f"({vs_low.standing()})")
-        cut = [r for r in rows if r.model == m and r.depth < r.n_layers and r.count("power")]
-        if cut:
-            c = min(cut, key=lambda r: r.depth)
-            d = c.paired("power", other_key="greedy")
-            text += f", and at {c.depth} of {c.n_layers} blocks MH − greedy is {d.points(1)} ({d.standing()})"
-        sentences.append(text + ".")
-        if tuned:
             less = all(f.sharp.agreement < t.sharp.agreement and f.sharp.entropy > t.sharp.entropy for t in tuned)
             more = all(f.sharp.agreement > t.sharp.agreement and f.sharp.entropy < t.sharp.entropy for t in tuned)
-            sharp = ("less sharp than every instruction-tuned model, as the premise expects" if less else
-                     "sharper than every instruction-tuned model, against the premise's expectation" if more else
-                     "neither sharper nor less sharp than all of the instruction-tuned models")
-            gain = ("the search gained on it more than its noise at full depth" if vs_greedy.clear and vs_greedy.mean > 0
-                    else "the search's gain on it at full depth is not larger than its noise")
-            sentences.append(f"On these two measures {m} is {sharp}, and {gain}.")
-            sentences.append(_premise_gains(f, tuned))
+            sharp = ("less sharp than every one of them, as the premise expects" if less else
+                     "sharper than every one of them, against the premise's expectation" if more else
+                     "neither sharper nor less sharp than all of them")
+            text += (f", where the instruction-tuned models give it in "
+                     f"{_range([100 * t.sharp.agreement for t in tuned], '.0f')}% at "
+                     f"{_range([t.sharp.entropy for t in tuned], '.3f')} nats (each on its own problems): on these two "
+                     f"measures it is {sharp}")
+        sentences.append(text + ".")
+        sentences.append(_premise_gains(f, tuned, [r for r in rows if r.model == m and r.depth < r.n_layers
+                                                   and r.count("power")]))
     return " ".join(sentences)
 
 
-def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow]) -> str:
-    """The premise's prediction read from the search's gains at full depth: the base model's MH − greedy (the report's
-    comparison), MH − T = 1 and MH − low temperature beside the instruction-tuned models' (point estimates: gains of
-    different models on different problems do not pair, so no test compares them)."""
-    def gain(r: DepthRow, other: str) -> float:
-        return 100 * r.paired("power", other_key=other).mean
+PREMISE_GAINS = (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature"))
 
-    parts, sides = [], []
-    for other, name in (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature")):
-        mine, theirs = gain(base, other), [gain(t, other) for t in tuned]
-        side = "above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs) else "within"
-        sides.append(side)
-        where = {"above": "above every instruction-tuned model's", "below": "below every instruction-tuned model's",
-                 "within": "within the instruction-tuned models'"}[side]
-        parts.append(f"{name}, {mine:+.1f} points, is {where} ({_range(theirs, '+.1f')})")
-    verdict = ("as the premise predicts for a less sharp model" if set(sides) == {"above"} else
-               "against the premise's prediction" if set(sides) == {"below"} else
+
+def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[DepthRow]) -> str:
+    """The premise's prediction read from the search's gains at full depth: the base model's MH − greedy (the report's
+    comparison), MH − T = 1 and MH − low temperature, each paired within it and set beside the instruction-tuned
+    models' (point estimates: gains of different models on different problems do not pair, so no test compares
+    them), and its MH − greedy at its deepest cut (`cut`: its truncated rows)."""
+    parts, sides = [], {}
+    for other, name in PREMISE_GAINS:
+        d = base.paired("power", other_key=other)
+        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        mine = 100 * d.mean
+        if theirs:
+            sides[name] = ("above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs)
+                           else "within")
+        parts.append(f"{name} {d.points(1)} ({d.standing()}" + (f"; theirs {_range(theirs, '+.1f')})" if theirs else ")"))
+    text = "At full depth its gains are " + listed(parts)
+    if cut:
+        c = min(cut, key=lambda r: r.depth)
+        d = c.paired("power", other_key="greedy")
+        text += f"; at {c.depth} of {c.n_layers} blocks MH − greedy is {d.points(1)} ({d.standing()})"
+    if not sides:
+        return text + "."
+    grouped = {side: [name.removeprefix("MH − ") for name, s in sides.items() if s == side]
+               for side in ("above", "within", "below")}
+    whose = {"above": "above every instruction-tuned model's", "within": "within the instruction-tuned models'",
+             "below": "below every instruction-tuned model's"}
+    where = "; ".join(f"{whose[side]} against {listed(names)}" for side, names in grouped.items() if names)
+    verdict = ("as the premise predicts for a less sharp model" if set(sides.values()) == {"above"} else
+               "against the premise's prediction" if set(sides.values()) == {"below"} else
                "so the three do not agree on the premise's prediction")
-    return (f"Set beside the instruction-tuned models' gains at full depth, the base model's {listed(parts)}: "
-            f"{verdict} (a point estimate each, on each model's own problems: no test sets one model's gain against "
-            "another's).")
+    return (f"{text}. Its gains at full depth lie {where}: {verdict} (point estimates across models, each on its own "
+            "problems: no test sets one model's gain against another's).")
 
 
 def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> dict:
@@ -856,25 +858,18 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
 
 
 def pass_sentence(rows: Sequence[DepthRow]) -> str:
-    """What the pass@k figure shows for each model: at each depth, how much each sampler's pass@k rose from k = 1 to
-    the largest k, and whether power sampling's rose less than T = 1's (the sign of collapsed diversity), as far as
-    so few samples can say."""
+    """What the pass@k figure shows: at which depths power sampling's pass@k rose less than T = 1's from k = 1 to the
+    largest k (the sign of collapsed diversity), as far as so few samples can say; the figure gives each rise."""
     groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows)]
     groups = [g for g in groups if g]
     if not groups:
         return "With one sample per problem there is no pass@k beyond k = 1 to compare."
     k = len(groups[0][0].pass_at_k["power"])
-    parts, less = [], {}
-    for mine in groups:
-        said = []
-        for r in sorted(mine, key=lambda r: -r.depth):
-            rise = {m: 100 * (r.pass_at_k[m][-1] - r.pass_at_k[m][0]) for m in ("temperature", "power")}
-            less[(r.model, r.depth)] = rise["power"] < rise["temperature"]
-            said.append(f"at {r.depth} blocks T = 1 rises by {rise['temperature']:.0f} points and power sampling by "
-                        f"{rise['power']:.0f}")
-        parts.append("; ".join(said) if len(groups) == 1 else
-                     f"{'on' if not parts else 'On'} {mine[0].model}, " + "; ".join(said))
+    less = {(r.model, r.depth): (r.pass_at_k["power"][-1] - r.pass_at_k["power"][0])
+            < (r.pass_at_k["temperature"][-1] - r.pass_at_k["temperature"][0])
+            for mine in groups for r in sorted(mine, key=lambda r: -r.depth)}
     lower = [key for key, x in less.items() if x]
+
     def places(keys: list[tuple[str, int]], unit: str = "") -> str:  # depths alone where one model ran
         return listed([str(d) for _, d in keys]) + unit if len(groups) == 1 else listed([f"{m} at {d}" for m, d in keys])
 
@@ -885,5 +880,5 @@ def pass_sentence(rows: Sequence[DepthRow]) -> str:
                f"power sampling's pass@k rises less than T = 1's at {places(lower, ' blocks')} and not at "
                f"{places([key for key in less if key not in lower])}: these few samples show no consistent sign "
                "either way")
-    return (f"From k = 1 to k = {k}, " + ". ".join(parts) + f". So {verdict}. With {k} samples per problem this is "
-            "the curve's first step only, where the claim it tests concerns the whole curve.")
+    return (f"From k = 1 to k = {k}, {verdict} (the figure gives each rise). With {k} samples per problem this is the "
+            "curve's first step only, where the claim it tests concerns the whole curve.")

@@ -694,23 +694,21 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     assert values["premise_base_models"] == 1
     assert sentence.startswith("The base model, gemma-3-270m, gives its greedy answer in 50% of its T = 1 answers at "
                                "full depth, at 0.600 nats per token, where the instruction-tuned models give it in 90% "
-                               "at 0.050 nats (each on its own problems); there MH − greedy is +0.0 points [")
-    assert "MH − T = 1 is +40.0 points [" in sentence  # greedy 50%, T = 1 10% on the same 20 problems
-    assert "and at 5 of 6 blocks MH − greedy is +5.0 points [" in sentence
-    assert "gemma-3-270m is less sharp than every instruction-tuned model, as the premise expects, and the search's " \
-        "gain on it at full depth is not larger than its noise." in sentence
-    assert "MH − low temperature is +0.0 points [" in sentence
-    assert sentence.endswith("Set beside the instruction-tuned models' gains at full depth, the base model's "
-                             "MH − greedy, +0.0 points, is within the instruction-tuned models' (+0.0), MH − T = 1, "
-                             "+40.0 points, is below every instruction-tuned model's (+70.0) and MH − low "
-                             "temperature, +0.0 points, is within the instruction-tuned models' (+0.0): so the three do "
-                             "not agree on the premise's prediction (a point estimate each, on each model's own "
+                               "at 0.050 nats (each on its own problems): on these two measures it is less sharp than "
+                               "every one of them, as the premise expects. At full depth its gains are MH − greedy "
+                               "+0.0 points [")
+    assert "MH − T = 1 +40.0 points [" in sentence and "; theirs +70.0)" in sentence  # greedy 50%, T = 1 10%
+    assert "; at 5 of 6 blocks MH − greedy is +5.0 points [" in sentence
+    assert "MH − low temperature +0.0 points [" in sentence
+    assert sentence.endswith("Its gains at full depth lie within the instruction-tuned models' against greedy and low "
+                             "temperature; below every instruction-tuned model's against T = 1: so the three do not "
+                             "agree on the premise's prediction (point estimates across models, each on its own "
                              "problems: no test sets one model's gain against another's).")
     rows[0].sharp = Sharpness(0.95, 0.01, 40, 400)
-    assert "is sharper than every instruction-tuned model, against the premise's expectation" in \
+    assert "it is sharper than every one of them, against the premise's expectation" in \
         power_sampling_text.premise_sentence(rows)
     rows[0].sharp = Sharpness(0.95, 0.2, 40, 400)
-    assert "is neither sharper nor less sharp than all" in power_sampling_text.premise_sentence(rows)
+    assert "it is neither sharper nor less sharp than all of them" in power_sampling_text.premise_sentence(rows)
     tuned = [r for r in rows if r.model.startswith("qwen")]
     assert power_sampling_text.premise_sentence(tuned).startswith("No base model ran in this build")
     assert power_sampling_text.sharpness_values(tuned)["premise_base_models"] == 0
@@ -790,16 +788,14 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
     assert "all the same" not in precision_text.speed_values(c)["dtype_speed_sentence"]
 
 
-def test_the_pass_at_k_sentence_says_how_much_each_sampler_rose_and_what_that_suggests():
+def test_the_pass_at_k_sentence_says_where_the_search_rose_less_and_what_that_suggests():
     both = [dataclasses.replace(r, pass_at_k={"temperature": [0.4, 0.6], "power": [0.5, 0.55]}) for r in _two_sizes()]
     sentence = power_sampling_text.pass_sentence(both)  # every model, each by name
-    assert sentence.startswith("From k = 1 to k = 2, on small, at 6 blocks T = 1 rises by 20 points and power sampling by 5")
-    assert "5. On big, at 6 blocks" in sentence  # a sentence per model
-    assert "rises less than T = 1's at every depth" in sentence
+    assert sentence.startswith("From k = 1 to k = 2, power sampling's pass@k rises less than T = 1's at every depth")
     both[3] = dataclasses.replace(both[3], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
-    assert "and not at big at 5:" in power_sampling_text.pass_sentence(both)
+    assert "rises less than T = 1's at small at 6, small at 5 and big at 6 and not at big at 5:" in \
+        power_sampling_text.pass_sentence(both)
     rows = both[:2]  # one model: its depths alone
-    assert power_sampling_text.pass_sentence(rows).startswith("From k = 1 to k = 2, at 6 blocks T = 1 rises by 20")
     rows[1] = dataclasses.replace(rows[1], pass_at_k={"temperature": [0.4, 0.5], "power": [0.4, 0.6]})
     assert "rises less than T = 1's at 6 blocks and not at 5: these few samples show no consistent sign" in \
         power_sampling_text.pass_sentence(rows)
