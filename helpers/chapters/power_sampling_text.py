@@ -134,11 +134,10 @@ def _failure(mine: Sequence[DepthRow]) -> str:
     f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
     where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
+    others = ", ".join(f"{o}: {100 * f[o]:.0f}% → {100 * c[o]:.0f}%" for o in ("cut off", "no answer") if o != worst)
     return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples finish with the right "
             f"answer, against {100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
-            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples (cut off: "
-            f"{100 * f['cut off']:.0f}% → {100 * c['cut off']:.0f}%, no answer: {100 * f['no answer']:.0f}% → "
-            f"{100 * c['no answer']:.0f}%).")
+            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples ({others}).")
 
 
 UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart
