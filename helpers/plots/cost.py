@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from helpers.plots.style import PALETTE, finish, model_colour
+from helpers.plots.style import finish, method_colour, model_colour
 
 
 def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Sequence[dict] | None = None,
@@ -17,14 +17,15 @@ def token_counts(panels: Mapping[str, Mapping[str, np.ndarray]], measured: Seque
     """Decoded tokens per answer against its length: plain decoding, the report's formula and the exact schedule
     (reference and exact mode), one panel per setting; `measured` power records as dots on `measured_panel`."""
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), squeeze=False)
+    mh = method_colour("power")  # every count but plain decoding's is MH's: its colour, a line style each
     for ax, (title, c) in zip(axes[0], panels.items(), strict=True):
-        ax.plot(c["length"], c["plain"], color="0.5", lw=1.2, label="plain decoding (T)")
-        ax.plot(c["length"], c["formula"], color=PALETTE[1], lw=1.8, label="report: T + N·T²/(4B)")
-        ax.plot(c["length"], c["reference"], color=PALETTE[0], lw=1.8, label="exact count, reference mode")
-        ax.plot(c["length"], c["exact"], color=PALETTE[3], lw=1.4, ls="--", label="exact count, exact mode")
+        ax.plot(c["length"], c["plain"], color=method_colour("greedy"), lw=1.2, label="plain decoding (T)")
+        ax.plot(c["length"], c["formula"], color=mh, lw=1.6, ls=":", label="report: T + N·T²/(4B)")
+        ax.plot(c["length"], c["reference"], color=mh, lw=1.8, label="exact count, reference mode")
+        ax.plot(c["length"], c["exact"], color=mh, lw=1.4, ls="--", label="exact count, exact mode")
         if measured and title == measured_panel:
             ax.scatter([r["n_tokens"] for r in measured], [r["decoded_tokens"] for r in measured], s=12,
-                       color=PALETTE[2], edgecolor="0.3", lw=0.4, zorder=3, label="measured chains")
+                       color="white", edgecolor=mh, lw=0.7, zorder=3, label="measured chains (reference mode)")
         ax.set(xlabel="answer length T [tokens]", ylabel="decoded tokens per answer", title=title)
     axes[0][0].legend(fontsize=7)
     if measured_panel:
@@ -71,35 +72,37 @@ def flops_saved(curves: Mapping[str, Mapping], needed: Mapping[str, float]):
 
 def accuracy_at_compute(points, front):
     """Accuracy (95% Wilson interval) against generation FLOPs per answer for every method and depth; the
-    Pareto front as a line. Colour: depth; marker: method; hollow markers: compute-matched baselines; faded markers:
+    Pareto front as a line. Colour: method (the book's one colour per method); marker: depth; hollow markers:
+    compute-matched baselines; faded markers:
     points on the searches' subset of the problems, which the front leaves out (the legend's † entry). Marker, colour
     and fade say all a point is, so no point carries a label that could crowd its neighbours."""
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(9.5, 4.2))
     depths = sorted({p.depth for p in points}, reverse=True)
-    shapes = {"greedy": "o", "low temp.": "v", "T=1": "^", "power": "*", "SMC": "P"}
+    shapes = ("o", "D", "s", "^", "v")  # full depth first
     n = max(p.n_problems for p in points)
     for p in points:
         apart = p.n_problems < n  # on the searches' subset: off the front, faded and marked
-        colour = PALETTE[depths.index(p.depth) % len(PALETTE)]
-        kind = p.method.split("-")[0]
-        marker = shapes.get(p.method, {"best": "s", "majority": "D"}.get(kind, "x"))
+        colour = _point_colour(p.method)
+        marker = shapes[depths.index(p.depth) % len(shapes)]
         lo, hi = wilson(p.accuracy * p.n_problems, p.n_problems)
         ax.errorbar(p.flops / 1e9, 100 * p.accuracy, yerr=[[100 * (p.accuracy - lo)], [100 * (hi - p.accuracy)]],
-                    fmt=marker, ms=11 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
+                    fmt=marker, ms=9 if p.method in ("power", "SMC") else 6, color=colour, capsize=2, lw=0.7,
                     mfc="white" if p.matched else colour, alpha=0.35 if apart else 0.9, zorder=3)
     ax.plot([p.flops / 1e9 for p in front], [100 * p.accuracy for p in front], "o-", color="0.15", lw=7, ms=18,
             alpha=0.15, solid_capstyle="round", zorder=1,  # a wide band under the points it joins; a disc each, so
             label="Pareto front (grey band)" if len(front) > 1 else "Pareto front (one point: grey disc)")  # one shows
-    for method, marker in {**shapes, "best-of-k": "s", "majority-of-k": "D"}.items():  # the marker says the method
-        ax.plot([], [], marker, color="0.3", ls="none", label=method)
-    for d in depths:
-        ax.plot([], [], "o", color=PALETTE[depths.index(d) % len(PALETTE)], label=f"{d} blocks")
-    ax.plot([], [], "s", mfc="white", color="0.4", label="compute-matched")
+    named = {p.method.split("-")[0] + "-of-k" if "-of-" in p.method else p.method: p.method for p in points}
+    for label, method in named.items():  # the colour says the method, as in every figure
+        ax.plot([], [], "s", color=_point_colour(method), ls="none", label=label)
+    for d in depths:  # the marker says the depth
+        ax.plot([], [], shapes[depths.index(d) % len(shapes)], color="0.3", ls="none", label=f"{d} blocks")
+    ax.plot([], [], "o", mfc="white", color="0.4", ls="none", label="hollow: compute-matched")
     k = min(p.n_problems for p in points)
     if k < n:
-        ax.plot([], [], "P", color="0.4", alpha=0.35, label=f"† faded: on the first {k} of {n} problems (off the front)")
+        ax.plot([], [], "o", color="0.4", alpha=0.35, ls="none",
+                label=f"† faded: on the first {k} of {n} problems (off the front)")
     ax.set_xscale("log")
     ax.set(xlabel="generation GFLOPs per answer (log scale)", ylabel="accuracy [%] (95% interval)",
            title="Accuracy at equal compute")
@@ -107,10 +110,20 @@ def accuracy_at_compute(points, front):
     return finish(fig)
 
 
+POINT_METHODS = {"greedy": "greedy", "low temp.": "low_temperature", "T=1": "temperature", "power": "power",
+                 "SMC": "smc", "best": "best_of_n", "majority": "majority"}  # chapter 05's point names, by method
+
+
+def _point_colour(method: str) -> str:
+    """The book's colour of a chapter 05 point's method ('best-of-4' is best-of-n's), grey for one it does not name."""
+    key = POINT_METHODS.get(method) or POINT_METHODS.get(method.split("-")[0])
+    return method_colour(key) if key else "0.5"
+
+
 def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float = 0.0, ax=None):
     """Cost of power sampling on the stitched model relative to full-depth greedy, against the kept depth, for
-    each setting (label → {'length', 'block_size', 'mcmc_steps', 'multiplier'}: `net_cost_settings`); below the line
-    at 1 the trade pays."""
+    each setting (label → {'length', 'block_size', 'mcmc_steps', 'multiplier'}: `net_cost_settings`), each in MH's
+    colour and a line style of its own; below the line at 1 the trade pays."""
     from helpers.evaluation.cost import Shape, net_cost_ratio
 
     own = ax is None
@@ -121,7 +134,8 @@ def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float
     for i, (label, s) in enumerate(settings.items()):
         ratio = [net_cost_ratio(config, int(d), int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"]), context)
                  for d in depths]
-        ax.plot(depths, ratio, color=PALETTE[i % len(PALETTE)], lw=1.8, label=f"{label}: ×{s['multiplier']:.2f} tokens")
+        ax.plot(depths, ratio, ("-", "--", ":", "-.")[i % 4], color=method_colour("power"), lw=max(1.0, 2.4 - 0.7 * i),
+                label=f"{label}: ×{s['multiplier']:.2f} tokens")  # every setting is MH's: its colour, a style each
     ax.axhline(1.0, color="0.3", lw=1, ls="--", label="full-depth greedy")
     ax.set_yscale("log")
     ax.set(xlabel="blocks kept", ylabel="cost / full-depth greedy", title="Net cost of searching on a shallower model")
