@@ -436,6 +436,42 @@ class DepthAxis:
     curve_problems: int
     rows: tuple[DepthRow, ...]
     why: str = ""  # why chapter 03's curve is not drawn ('' where it is)
+    sweep_subset: SweepSubset | None = None  # where chapter 03 swept a part of these problems: which, and how easy
+
+
+@dataclass(frozen=True)
+class SweepSubset:
+    """Chapter 03's sweep ran on a part of this chapter's problems (the first ones of each level): how many, and full-
+    depth greedy accuracy there and on all of this chapter's problems, so a page can say how much easier they are."""
+
+    n: int
+    of: int
+    full_greedy: float  # on the sweep's problems
+    full_greedy_all: float  # on all of this chapter's
+
+    def describe(self) -> str:
+        """'the first 16 of these 100 problems, where full-depth greedy scores 62% against 41% on all 100'."""
+        return (f"the first {self.n} of these {self.of} problems, where full-depth greedy scores "
+                f"{100 * self.full_greedy:.0f}% against {100 * self.full_greedy_all:.0f}% on all {self.of}")
+
+
+def sweep_subset(mine: Sequence[DepthRow], choice) -> SweepSubset | None:
+    """Where chapter 03's stored sweep (`choice.sweep`) ran on some of this chapter's problems and not all: which share,
+    and how easy it was for the full model's greedy decoding; None where it ran all of them, others, or none."""
+    from helpers.data.model_sets import problem_sets
+
+    full = next((r for r in mine if r.depth == r.n_layers and r.scores.get("greedy")), None)
+    if choice is None or choice.sweep is None or full is None:
+        return None
+    sweep = choice.sweep
+    theirs = {p.id for p in problem_sets([full.model], sweep.dataset, n=sweep.n_problems, levels=sweep.levels,
+                                         seed=sweep.seed)[full.model]}
+    ours = list(full.problem_ids)
+    if not theirs < set(ours):
+        return None
+    scores = full.scores["greedy"]
+    inside = [s for pid, s in zip(ours, scores, strict=True) if pid in theirs]
+    return SweepSubset(len(inside), len(ours), float(np.mean(inside)), float(np.mean(scores)))
 
 
 def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> list[DepthAxis]:
@@ -456,13 +492,17 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
             theirs = problem_sets([model], sweep.dataset, n=sweep.n_problems, levels=sweep.levels, seed=sweep.seed)[model]
             same = (sorted(p.id for p in theirs) == sorted(mine[0].problem_ids) and sweep.max_new_tokens == max_new_tokens
                     and sweep.shots == shots)
+            part = sweep_subset(mine, choice)
             if same:
                 curve = dict(choice.curve)
+            elif part is not None and sweep.max_new_tokens == max_new_tokens:
+                why = f"chapter 03 swept {part.describe()}"
             else:
                 why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
                        f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
-                             choice.curve_problems if curve else 0, mine, why))
+                             choice.curve_problems if curve else 0, mine, why,
+                             sweep_subset(mine, choice) if choice is not None else None))
     return out
 
 

@@ -22,6 +22,7 @@ from helpers.chapters.power_sampling import (
     per_model,
     report_gains,
     size_contrast,
+    sweep_subset,
 )
 from helpers.core.numbers import counted, listed
 from helpers.data.model_sets import on_own_problems
@@ -236,6 +237,11 @@ def depth_axis_sentence(axes) -> str:
     if reasons:
         text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; for ".join(
             f"{listed(models)} ({why})" for why, models in reasons.items()) + ": only this chapter's depths are.")
+    parts = [a.sweep_subset for a in axes if a.sweep_subset is not None]
+    if parts:
+        easier = all(p.full_greedy > p.full_greedy_all for p in parts)
+        text += (f" So {'each' if len(parts) > 1 else 'the'} critical depth was read on part of the problems it is "
+                 "then tested on" + (", and on their easier part" if easier else "") + ".")
     return text
 
 
@@ -597,7 +603,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
     """The note under the front table where a model's cut is chapter 03's critical depth and sits within one problem
     of the collapse line on the problems chapter 03 read it on: one problem either way would move the cut ("" where
     none does, or the depths were not chosen so)."""
-    close = []
+    close, read = [], []
     for e in explained:
         choice = e.cut.choice
         if choice is None or not choice.relative or choice.critical != e.cut.depth or not choice.curve \
@@ -609,11 +615,16 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             above = "the full model: no cut at all" if e.cut.depth + 1 == e.full.n_layers else f"{e.cut.depth + 1} blocks"
             close.append(f"{e.full.model} solves {round(curve[e.cut.depth] * n)} of {n} at its cut, where the line "
                          f"asks {line:g}; one fewer and its critical depth would be {above}")
+            part = sweep_subset([e.full, e.cut], choice)
+            if part is not None:
+                read.append(f"{e.full.model}'s on {part.describe()}")
     if not close:
         return ""
+    where = ("on chapter 03's own problems" if not read else
+             "on chapter 03's problems (" + "; ".join(read) + ")")
     return ("Each cut is chapter 03's critical depth, the shallowest from which greedy decoding keeps at least "
-            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read on chapter "
-            f"03's own problems. There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
+            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
+            f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
             "(chapter 03 gives its interval).")
 

@@ -853,6 +853,16 @@ def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_se
     assert not [line for line in depth_axis(longer).axes[0].get_lines() if line.get_label().startswith("greedy, ch")]
     bare = power_sampling.depth_axes([dataclasses.replace(r, choice=None) for r in rows], max_new_tokens=160, shots=2)
     assert bare[0].why == "chapter 03 stored no sweep of it under this build's settings"
+    first = {p.id for p in problem_sets(["toy"], "arithmetic", n=4, levels=[1, 2], seed=0)["toy"]}  # 4 per level
+    part = dataclasses.replace(choice, sweep=dataclasses.replace(sweep, n_problems=4), curve_problems=8)
+    easy = [dataclasses.replace(r, choice=part, scores={**r.scores, "greedy": [float(i in first) for i in ids]})
+            for r in rows]  # the full model solves exactly the sweep's problems
+    axes = power_sampling.depth_axes(easy, max_new_tokens=160, shots=2)
+    assert axes[0].curve == {} and axes[0].sweep_subset == power_sampling.SweepSubset(8, 20, 1.0, 0.4)
+    assert power_sampling_text.depth_axis_sentence(axes) == (
+        "Chapter 03's sweep is not drawn for toy (chapter 03 swept the first 8 of these 20 problems, where full-depth "
+        "greedy scores 100% against 40% on all 20): only this chapter's depths are. So the critical depth was read on "
+        "part of the problems it is then tested on, and on their easier part.")
 
 
 def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_shares_the_verdict():
