@@ -525,9 +525,15 @@ def why_sentence(e: Explained) -> str:
     power = e.parts["power"]
     where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
              else "")
+    greedy_left, power_left = _unfinished(e.cut), _unfinished(e.cut, "power")
+    finishing = ""
+    if t["recovery"].mean > 0 and _capped(power_left, greedy_left):  # MH's answers finish more often under the cap
+        finishing = (f" (where {100 * power_left:.0f}% of MH's samples are unfinished at the cap against "
+                     f"{100 * greedy_left:.0f}% of greedy's answers: part of that gain is answers that now finish, "
+                     "not reasoning recovered)")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
-            f"{term(t['recovery'], power.on_subset('recovery'))} at the cut and by "
+            f"{term(t['recovery'], power.on_subset('recovery'))} at the cut{finishing} and by "
             f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
             f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. In its "
             f"place, sampling at low temperature (T = 1/α, the cheap way to sharpen) moves it by "
@@ -571,9 +577,10 @@ CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this mu
 # has a cost the cap may have made: the front page says so
 
 
-def _unfinished(r: DepthRow) -> float | None:
-    """The share of greedy answers left unfinished, right or wrong (None where the row keeps no endings)."""
-    return sum(r.outcome_shares("greedy")[o] for o in UNFINISHED) if r.ends.get("greedy") else None
+def _unfinished(r: DepthRow, key: str = "greedy") -> float | None:
+    """The share of a method's samples left unfinished, right or wrong (None where the row keeps none of its
+    endings)."""
+    return sum(r.outcome_shares(key)[o] for o in UNFINISHED) if r.ends.get(key) else None
 
 
 def _capped(before: float | None, after: float | None) -> bool:

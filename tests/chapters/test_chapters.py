@@ -524,6 +524,21 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert "helps more where depth was removed is larger than its noise on none" in summary
 
 
+def test_a_gain_at_the_cut_made_of_answers_that_now_finish_under_the_cap_is_said_to_be_so():
+    """Greedy leaves half its answers at the cut unfinished and MH a tenth: MH's +5 points there is said to be partly
+    answers that now finish; without the endings, or with MH as unfinished as greedy, the paragraph says nothing."""
+    rows = _two_sizes()
+    ends = {"greedy": [["cut off"]] * 10 + [["correct"]] * 10, "power": [["cut off"]] * 2 + [["correct"]] * 18}
+    rows[1] = dataclasses.replace(rows[1], ends=ends)
+    why = power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
+    assert ("at the cut (where 10% of MH's samples are unfinished at the cap against 50% of greedy's answers: part of "
+            "that gain is answers that now finish, not reasoning recovered) and by") in why
+    rows[1] = dataclasses.replace(rows[1], ends={**ends, "power": ends["greedy"]})
+    assert "now finish" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
+    rows[1] = dataclasses.replace(rows[1], ends={})
+    assert "now finish" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
+
+
 def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_the_figure():
     """MH at the smaller model's full depth on its first 8 problems only: the gain at full depth and the mechanism
     pair over those 8, and every place that shows them says so."""
