@@ -9,6 +9,7 @@ from helpers.chapters.logit_lens import (
     LensStudy,
     SizeContrast,
 )
+from helpers.core.numbers import counted, listed
 from helpers.evaluation.stats import percent_with_interval
 from helpers.interp.lens import (
     lens_cut_points,
@@ -53,7 +54,33 @@ def exercise_values(study: LensStudy, kl_fraction: float, overlap_threshold: flo
                                            kl_fraction=EXERCISE_FRACTION),
             "ex_threshold": EXERCISE_THRESHOLD, "ex_fraction": EXERCISE_FRACTION, "ex_ed_overlap": layer_name(ed_ov),
             "ex_ed_kl": layer_name(ed_kl), "ex_ed_overlap_chapter": layer_name(first["ed_overlap"]),
-            "ex_ed_kl_chapter": layer_name(first["ed_kl"]), "ex_tied": tied_sentence(first["model"], first["tied"])}
+            "ex_ed_kl_chapter": layer_name(first["ed_kl"]),
+            "ex_tied": tied_sentence(first["model"], first["tied"]) + " " + artefact_sentence(study)}
+
+
+def artefact_sentence(study: LensStudy) -> str:
+    """What this build shows of the layer-0 artefact: how often the explorer's lens at layer 0 (the first model's, as
+    the token figure draws it) predicts the current token, where that model's KL curve peaks, and which models' curves
+    peak at the embedding, the only ones whose KL rule the artefact sets."""
+    peaks = {s["model"]: s["kl_max_layer"] for s in study.summary}
+    first = study.summary[0]["model"]
+    at_embedding = [m for m, layer in peaks.items() if layer == 0]
+    text = ""
+    ex = study.explorer
+    if ex is not None and ex.get("top_tokens"):
+        reads = sum(top[0] == token for token, top in zip(ex["tokens"], ex["top_tokens"][0], strict=True))
+        text = (f"In the token figure ({first}), the lens at layer 0 predicts the current token at {reads} of "
+                f"{counted(len(ex['tokens']), 'position')}. ")
+    text += f"The KL curve of {first} peaks at layer {peaks[first]}"
+    text += (", so there the artefact sets its KL rule." if peaks[first] == 0 else
+             ", inside the network, where the middle layers' KL is larger still, so there the artefact does not set "
+             "its KL rule.")
+    others = [m for m in at_embedding if m != first]
+    if others:
+        text += f" It does where a curve peaks at the embedding: {listed(others)}."
+    elif peaks[first] != 0:
+        text += " No model's curve in this build peaks at the embedding."
+    return text
 
 
 def tied_sentence(name: str, tied: bool) -> str:
@@ -67,8 +94,7 @@ def tied_sentence(name: str, tied: bool) -> str:
     return (f"{runs}. {upstream} GGUF file stores the output matrix as a tensor of its own, quantized to "
             f"{head['output']} where the token embedding is {head['embedding']}, so the two differ by their rounding "
             "and the loader keeps both. They are two roundings of one matrix, so the argument above holds up to that "
-            "rounding; this build does not measure how often the lens at layer 0 reads back the current token, and "
-            "the curve's peak below is what shows whether the artefact does.")
+            "rounding.")
 
 
 def level_table(study: LensStudy) -> str:

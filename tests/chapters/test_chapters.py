@@ -428,6 +428,15 @@ def test_lens_result_values_and_tables():
     assert logit_lens_text.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
                                                                 "generated text was read.")
     assert "earlier in relative depth than" in logit_lens_text.report_comparison(study)
+    assert logit_lens_text.artefact_sentence(study) == "The KL curve of m peaks at layer 0, so there the artefact sets " \
+        "its KL rule."
+    other = {**study.summary[0], "model": "n", "kl_max_layer": 0}
+    inside = dataclasses.replace(study, summary=[{**study.summary[0], "kl_max_layer": 2}, other],
+                                 explorer={"tokens": ["a", "b", "c"], "top_tokens": [[["a"], ["x"], ["c"]], [["b"]] * 3]})
+    assert logit_lens_text.artefact_sentence(inside) == (
+        "In the token figure (m), the lens at layer 0 predicts the current token at 2 of 3 positions. The KL curve of "
+        "m peaks at layer 2, inside the network, where the middle layers' KL is larger still, so there the artefact "
+        "does not set its KL rule. It does where a curve peaks at the embedding: n.")
 
 
 def test_glued_values_are_read_back_from_an_executed_notebook(tmp_path):
