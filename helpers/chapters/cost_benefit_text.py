@@ -201,8 +201,8 @@ def front_sentence(points: Sequence[Point]) -> str:
     parts = [f"{p.method} at {p.depth} blocks ({significant(p.flops / 1e9)} GFLOPs, {percent_with_interval(p.accuracy, p.n_problems)})"
              for p in front]
     power_on = sorted({p.method for p in front if p.method in ("power", "SMC")})
-    text = (f"Cheapest first, among the methods run on all {counted(front[0].n_problems, 'problem')}, those that "
-            "beat every cheaper one are: " + "; ".join(parts) + ". ")
+    text = (f"On {front[0].model}, cheapest first, among the methods run on all {counted(front[0].n_problems, 'problem')}, "
+            "those that beat every cheaper one are: " + "; ".join(parts) + ". ")
     names = {("power",): "Power sampling", ("SMC",): "Power sampling (SMC)", ("SMC", "power"): "Power sampling, "
              "by MH and by SMC,"}
     text += (f"{names[tuple(power_on)]} is on this front." if power_on else

@@ -64,14 +64,21 @@ def lens_values(r: ModelStudy) -> dict:
 
 
 def erasure_values(r: ModelStudy) -> dict:
-    """The last boundary at which erasing a context token still moves the answer, per probe."""
+    """The last boundary at which erasing a context token still moves the answer, per probe (`erasure_fact_said`:
+    the fact probe's, said in words where it is −1, no boundary at all)."""
     last_use = erasure_reach(r)
-    return {"erasure_arith": last_use[0], "erasure_fact": last_use[-1], "erasure_threshold": ERASURE_THRESHOLD}
+    fact = last_use[-1]
+    return {"erasure_arith": last_use[0], "erasure_fact": fact, "erasure_threshold": ERASURE_THRESHOLD,
+            "erasure_fact_said": "none, not even the embedding (−1)" if fact == -1 else str(fact)}
 
 
-def ig_values(r: ModelStudy, ig_steps: int) -> dict:
-    """The share of the arithmetic probe's attribution (first component) that lies in the first half."""
-    return {"ig_early": ig_early_share(r), "ig_steps": ig_steps}
+def ig_values(r: ModelStudy, ig_steps: int, probe_stride: int) -> dict:
+    """The share of the arithmetic probe's attribution (first component) that lies in the first half, and the
+    sentence that says which rows the two probe figures leave blank (none where every boundary ran)."""
+    blank = ("" if probe_stride == 1 else
+             f"Rows left blank in this figure and the erasure figure were not computed in this profile: it runs the "
+             f"probes at one boundary in {probe_stride} (`probe_stride`).")
+    return {"ig_early": ig_early_share(r), "ig_steps": ig_steps, "blank_rows": blank}
 
 
 def depth_values(r: ModelStudy, n_problems: int) -> dict:

@@ -686,7 +686,7 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         lead = f"**{word}, at {sizes}:** {clause}."
     else:
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
-        opening = (f"**No {noun} this build ran shows it:** " if all(word != "Yes" for word, _ in answers) else
+        opening = (f"**No {noun} this build searched shows it:** " if all(word != "Yes" for word, _ in answers) else
                    f"**The answer depends on the {noun}:** ")
         lead = opening + "; ".join(f"on {e.full.model}, {word.lower()}: {clause}"
                                    for e, (word, clause) in zip(explained, answers, strict=True)) + "."

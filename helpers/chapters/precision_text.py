@@ -32,7 +32,8 @@ def comparison_values(c: DtypeComparison) -> dict:
         f"{percent_with_interval(acc['bfloat16'], n)} in bfloat16: a paired difference of {diff.describe()}, "
         f"{verdict}. " + (f"The two greedy decodes are identical token for token on {n - len(differing)} of "
                           f"{counted(n, 'problem')}; where they differ, the first differing token is at position "
-                          f"{int(median(differing))} (median). " if differing else
+                          f"{int(median(differing))}" + (" (median)" if len(differing) > 1 else "") + ". " if differing
+                          else
                           f"The two greedy decodes are identical token for token on "
                           f"{'the one problem' if n == 1 else f'all {n} problems'}. ")
         + f"The logit lens's KL per layer moves by at most "

@@ -4,8 +4,8 @@ The policy for `dtype="auto"`: bfloat16 on a CUDA GPU that computes it natively;
 measurement on this machine found the book's engine faster in it for this model (`python -m helpers bench dtype
 --model M` measures both formats and records them here, `record_measurement`), float32 everywhere else. Without
 native support PyTorch emulates bfloat16, at several times float32's cost; with it, the matrix units do more work
-per cycle, but a whole decoding step is not faster for that alone (the appendix measures it), so native support is
-not taken for speed unmeasured. "float32" or "bfloat16" override the policy (a profile's or notebook's `dtype`
+per cycle, but a whole decoding step need not be faster in proportion (the appendix measures it), so native support
+is not taken for speed unmeasured. "float32" or "bfloat16" override the policy (a profile's or notebook's `dtype`
 parameter, `-p dtype=...`, or `--dtype` on the command line).
 
 Whatever the weights' type, log-probabilities, Metropolis–Hastings ratios, KL divergences and statistics are

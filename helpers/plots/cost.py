@@ -105,7 +105,7 @@ def accuracy_at_compute(points, front):
                 label=f"† faded: on the first {k} of {n} problems (off the front)")
     ax.set_xscale("log")
     ax.set(xlabel="generation GFLOPs per answer (log scale)", ylabel="accuracy [%] (95% interval)",
-           title="Accuracy at equal compute")
+           title=f"Accuracy at equal compute: {points[0].model}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return finish(fig)
 

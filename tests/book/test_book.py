@@ -140,7 +140,7 @@ def test_cost_chapter_answers_its_three_questions(built_book):
     assert "the formula gives 8.84 extra tokens" in text and "The exact count of the same schedule is 13.5" in text
     assert re.search(r"a power-sampled answer decoded \d+ tokens on average", text)
     assert re.search(r"saves \d+\.\d% of its FLOPs per token", text)
-    assert "Cheapest first, among the methods run on all 3 problems, those that beat every cheaper one are" in text
+    assert "cheapest first, among the methods run on all 3 problems, those that beat every cheaper one are" in text
 
 
 @pytest.mark.book

@@ -572,7 +572,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     small = power_sampling_text.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
     big = power_sampling_text.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
     assert small != big  # -5 points on 20 problems is within its noise; -30 is not
-    assert values["answer_lead"].startswith("**No size this build ran shows it:** on small, too close to call: ")
+    assert values["answer_lead"].startswith("**No size this build searched shows it:** on small, too close to call: ")
     assert "; on big, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
     table = values["answer_table"].splitlines()
     assert table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
@@ -649,7 +649,7 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
     sharp = [dataclasses.replace(r, sharp=Sharpness(0.5, 0.5, 40, 400)) for r in every]
     sharpness = power_sampling_text.sharpness_values(sharp)["sharpness_table"]
     assert "| base ‡ | " in sharpness and sharpness.endswith(note)
-    assert values["answer_lead"].startswith(("**No model this build ran shows it:**", "**No, at all 3 models:**",
+    assert values["answer_lead"].startswith(("**No model this build searched shows it:**", "**No, at all 3 models:**",
                                              "**Too close to call, at all 3 models:**"))
     table = power_sampling_text.decomposition_values(power_sampling.explain(every))["decomposition_table"]
     assert "| base ‡, cut to 5 of 6 blocks |" in table and table.endswith(note)
