@@ -911,3 +911,21 @@ def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_
     assert lead.count("token cap") == 1  # only the model the cap cuts
     verdict = power_sampling_text.verdict_values(rows)["verdict"]  # the chapter's verdict says it where it is given
     assert verdict.count("At this token cap 60% of its greedy answers at 5 blocks are unfinished, against 0%") == 1
+
+
+def test_the_halves_contributions_are_read_by_their_median_blocks_too_so_one_spike_cannot_make_a_drop():
+    """Layer 2's massive activation lifts the first half's mean to 1.3 times the second's; its median block writes
+    as much as the second half's, and the sentence says the drop is not there. A drop in every block is said to hold."""
+    from types import SimpleNamespace
+
+    from helpers.chapters import effective_depth
+
+    def study(rc):
+        return SimpleNamespace(curves={"rc_layer": np.array(rc)}, n_layers=len(rc), info=SimpleNamespace(name="m"),
+                               maxima={"rc_mlp": np.ones(len(rc))})
+
+    spiked = effective_depth.contributions(study([9.0, 0.4, 2.0, 0.4, 0.4, 0.41, 0.4, 0.42, 0.4, 0.4, 0.39, 0.3]))
+    assert spiked["rc_ratio"] > 1.2 and spiked["rc_median_ratio"] == pytest.approx(1.0)
+    assert "does not write clearly less" in spiked["rc_verdict"]
+    dropped = effective_depth.contributions(study([9.0, 0.8, 0.8, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4, 0.4, 0.4, 0.3]))
+    assert "writes clearly less here too" in dropped["rc_verdict"] and "2.00" in dropped["rc_verdict"]
