@@ -354,11 +354,18 @@ def _relative(x: float, y: float) -> str:
 
 
 def time_table(points: Sequence[Point]) -> str:
-    """Per method and depth: tokens decoded and prefilled per answer, seconds per answer, decoded tokens/s."""
-    lines = ["| method | depth | samples per answer | decoded tokens | prefilled tokens | seconds | decoded tokens/s |",
-             "|---|---|---|---|---|---|---|"]
+    """Per method and depth: the problems it ran on, tokens decoded and prefilled per answer, seconds per answer,
+    decoded tokens/s; a row on the searches' subset is marked (†), as everywhere."""
+    lines = ["| method | depth | problems | samples per answer | decoded tokens | prefilled tokens | seconds | "
+             "decoded tokens/s |", "|---|---|---|---|---|---|---|---|"]
+    n = max((p.n_problems for p in points), default=0)
     for p in sorted(points, key=lambda p: (-p.depth, p.flops)):
         rate = p.tokens / p.seconds if p.seconds else float("nan")
-        lines.append(f"| {p.method} | {p.depth}/{p.n_layers} | {p.samples} | {p.tokens:.0f} | {p.prefill:.0f} | "
-                     f"{p.seconds:.2f} | {rate:.0f} |")
+        mark = " †" if p.n_problems < n else ""
+        lines.append(f"| {p.method}{mark} | {p.depth}/{p.n_layers} | {p.n_problems} | {p.samples} | {p.tokens:.0f} | "
+                     f"{p.prefill:.0f} | {p.seconds:.2f} | {rate:.0f} |")
+    k = min((p.n_problems for p in points), default=0)
+    if k < n:
+        lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset): its costs are means "
+                      "over those problems only."]
     return "\n".join(lines)

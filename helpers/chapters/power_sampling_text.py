@@ -68,8 +68,11 @@ def results_table(rows: Sequence[DepthRow]) -> str:
             on_subset = r.count(key) < r.n_problems
             subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
             cells.append(r.interval(key) + (" †" if on_subset else ""))
+        marks = {key: " †" if r.count(key) < r.n_problems else "" for key in ("greedy", "power", "smc")}  # a cost
+        # on the searches' subset is marked as its accuracy is
         lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
-                     + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f} / {r.tokens_power:.0f} / {r.tokens_smc:.0f} |")
+                     + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f}{marks['greedy']} / {r.tokens_power:.0f}"
+                       f"{marks['power']} / {r.tokens_smc:.0f}{marks['smc']} |")
     lines += ["", f"Best-of-k uses each problem's k = {seeds} temperature-1 samples (N is MH's steps per block only) "
                   "and keeps the one the model finds most likely (largest summed log-probability)"
                   + ("; majority vote, the most frequent answer, is left out: of two samples that disagree it would "

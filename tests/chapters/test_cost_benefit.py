@@ -164,6 +164,15 @@ def test_a_point_on_the_searches_subset_stays_off_the_front_and_is_compared_on_i
     assert any("first 4 of 10 problems" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
+def test_the_time_table_marks_a_row_on_the_searches_subset():
+    smc = ch.Point("m", 3, 4, "SMC", 1.0, [1.0] * 4, 1, 2.0, 0.0, 0.0, 2.0)
+    table = cost_benefit_text.time_table([_point("greedy", 1.0, 0.5), smc]).splitlines()
+    assert table[0].startswith("| method | depth | problems |")
+    assert table[2].startswith("| greedy | 4/4 | 10 |") and table[3].startswith("| SMC † | 3/4 | 4 |")
+    assert table[-1].startswith("† On the first 4 problems of the 10")
+    assert "†" not in cost_benefit_text.time_table([_point("greedy", 1.0, 0.5)])
+
+
 def test_report_arithmetic_is_glued_with_both_counts():
     values = ch.report_arithmetic().glue_values()
     assert values["report_formula"] == pytest.approx(8.84, abs=0.005)
