@@ -19,6 +19,8 @@ from helpers.chapters.effective_depth import (
     next_layer_error,
 )
 from helpers.chapters.exercises import kl_below, layer_name, rerun_command
+from helpers.core.numbers import counted, listed
+from helpers.data.arithmetic import LEVELS
 from helpers.data.published import PUBLISHED_TABLE1
 from helpers.interp.depth import (
     effective_depths,
@@ -182,3 +184,17 @@ def map_values(maps: LinearMaps) -> dict:
             f"these models differ or the fit is too small a sample: {maps.train_tokens / maps.input_dims:.1f} training "
             "tokens per input dimension (`map_tokens` raises it)."))
     return {"map_tokens_train": maps.train_tokens, "map_gap": gap, "map_sentence": sentence}
+
+
+def skip_scope(problems) -> str:
+    """Which problems the layer-skip heat-maps average over, and, for generated arithmetic, how many operations each
+    answer takes: on single-step problems the future effects cannot show how a multi-step computation is spread."""
+    text = f"The skip figures average over {counted(len(problems), 'problem')} ({listed([p.id for p in problems])})"
+    if not problems or not all(p.id.startswith("arith-") and p.level in LEVELS for p in problems):
+        return text + "."
+    steps = sorted({LEVELS[p.level].n_ops for p in problems})
+    text += f", whose answers take {listed([str(s) for s in steps])} operation{'s' if steps != [1] else ''}"
+    if max(steps) <= 1:
+        return text + (": single-step problems, so these figures show how a skip moves a one-step computation, not "
+                       "how a multi-step one is spread over the depth, as the papers' problems can.")
+    return text + "."

@@ -929,3 +929,15 @@ def test_the_halves_contributions_are_read_by_their_median_blocks_too_so_one_spi
     assert "does not write clearly less" in spiked["rc_verdict"]
     dropped = effective_depth.contributions(study([9.0, 0.8, 0.8, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4, 0.4, 0.4, 0.3]))
     assert "writes clearly less here too" in dropped["rc_verdict"] and "2.00" in dropped["rc_verdict"]
+
+
+def test_the_skip_figures_say_which_problems_they_average_and_whether_those_have_several_steps():
+    from helpers.chapters import effective_depth_text
+
+    one = [Problem("arith-L1-0-0", "q", "1", level=1), Problem("arith-L2-0-0", "q", "2", level=2)]
+    assert effective_depth_text.skip_scope(one) == (
+        "The skip figures average over 2 problems (arith-L1-0-0 and arith-L2-0-0), whose answers take 1 operation: "
+        "single-step problems, so these figures show how a skip moves a one-step computation, not how a multi-step "
+        "one is spread over the depth, as the papers' problems can.")
+    assert effective_depth_text.skip_scope([Problem("arith-L5-0-0", "q", "1", level=5)]).endswith("take 3 operations.")
+    assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures average over 1 problem (gsm-1)."
