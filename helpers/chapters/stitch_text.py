@@ -275,6 +275,32 @@ def methods_values(s: Sweep) -> dict:
     return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
 
 
+def summary_sentence(s: Sweep, collapse_fraction: float) -> str:
+    """The chapter's result for its first model in a few words of its own, not the sections' sentences again: how far
+    stitch-and-preserve can cut it while greedy keeps its share, with the critical depth's interval, and whether naive
+    truncation was told apart from it."""
+    if "stitch" not in s.accuracy or not s.accuracy["stitch"].get(s.n_layers):
+        return f"{s.model} solves none of these problems at full depth, so this chapter names no depth to cut it to."
+    cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+    if cs is None:
+        return f"{s.model} keeps no depth at its share of full-depth accuracy, so this chapter names no cut."
+    removed = s.n_layers - cs
+    text = (f"On {s.model}, stitch-and-preserve keeps at least {100 * collapse_fraction:.0f}% of full-depth greedy "
+            f"accuracy down to {cs} of {s.n_layers} blocks"
+            + (f", {counted(removed, 'block')} removed" if removed else ": not one block can go"))
+    found = critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs.get("stitch", {}).items()},
+                              collapse_fraction) if s.outputs.get("stitch") else None
+    if found is not None and found[0] != found[1]:
+        text += f", with a 95% interval of {found[0]} to {found[1]} blocks"
+    text += "."
+    diffs = method_differences(s)
+    if diffs:
+        clear = [d for d, x in diffs.items() if x.clear]
+        text += (" Naive truncation differs from it by more than the noise at " + _listed(clear) + " blocks." if clear
+                 else f" Naive truncation is not told apart from it at any of the {len(diffs)} depths where both ran.")
+    return text
+
+
 REPORT_REMOVABLE = (2 / 28, 3 / 28)  # with power sampling, the report's models recover at 25-26 of 28 layers
 
 

@@ -941,3 +941,14 @@ def test_the_skip_figures_say_which_problems_they_average_and_whether_those_have
         "one is spread over the depth, as the papers' problems can.")
     assert effective_depth_text.skip_scope([Problem("arith-L5-0-0", "q", "1", level=5)]).endswith("take 3 operations.")
     assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures average over 1 problem (gsm-1)."
+
+
+def test_chapter_03s_summary_says_its_result_in_words_of_its_own():
+    s = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.3, 6: 0.5})
+    summary = stitch_text.summary_sentence(s, 0.5)
+    assert summary.startswith("On toy, stitch-and-preserve keeps at least 50% of full-depth greedy accuracy down to 5 "
+                              "of 6 blocks, 1 block removed")
+    assert summary.endswith("Naive truncation is not told apart from it at any of the 3 depths where both ran.")
+    assert summary not in stitch_text.critical_values(s, 0.5, 10)["critical_sentence"]
+    none = _sweep({5: 0.0, 6: 0.0}, {5: 0.0, 6: 0.0})
+    assert "solves none of these problems" in stitch_text.summary_sentence(none, 0.5)
