@@ -13,7 +13,7 @@ from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.precision import FORMATS
 
-MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary")  # the values glued as Markdown
+MARKDOWN = ("dtype_sentence", "dtype_speed_sentence", "dtype_speed_summary", "dtype_summary")  # the values glued as Markdown
 
 
 def comparison_values(c: DtypeComparison) -> dict:
@@ -53,8 +53,22 @@ def comparison_values(c: DtypeComparison) -> dict:
         "dtype_kl_max_gap": gap, "dtype_kl_max_gap_layer": gap_at,
         "dtype_critical_float32": critical_depth_text(crit["float32"]),
         "dtype_critical_bfloat16": critical_depth_text(crit["bfloat16"]),
-        "dtype_sentence": sentence, **speed_values(c),
+        "dtype_sentence": sentence, "dtype_summary": summary_sentence(c), **speed_values(c),
     }
+
+
+def summary_sentence(c: DtypeComparison) -> str:
+    """The appendix's answer in a sentence of its own (the result paragraph gives the numbers): whether greedy
+    accuracy, the decodes and the critical depth moved with the format."""
+    diff, crit, n = c.difference(), c.critical(), c.n_problems
+    differing = len(c.divergences())
+    depth = ("the same critical depth in both" if crit["float32"] == crit["bfloat16"] else
+             f"critical depths of {critical_depth_text(crit['float32'])} and {critical_depth_text(crit['bfloat16'])}")
+    return (f"On {counted(n, 'problem')} of {c.model}, computing in bfloat16 rather than float32 moved greedy accuracy "
+            f"by {diff.points(1)} ({diff.standing()}), changed the decode of {differing} of them, and gave {depth}: "
+            + ("on these problems neither greedy accuracy nor the critical depth moves with the format beyond its "
+               "noise." if not diff.clear and crit["float32"] == crit["bfloat16"] else
+               "the format moves a number here, as the result above details."))
 
 
 def speed_values(c: DtypeComparison) -> dict:

@@ -224,7 +224,9 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     assert "float32" in values["dtype_sentence"] and "bfloat16" in values["dtype_sentence"]
     all_same = values["dtype_identical"] == 2  # no decode differs: no "first differing token at position 0"
     assert ("identical token for token on all 2 problems" in values["dtype_sentence"]) == all_same
-    assert ("(median)" in values["dtype_sentence"]) == (not all_same)
+    assert ("(median)" in values["dtype_sentence"]) == (values["dtype_identical"] == 0)  # a median of two or more
+    assert values["dtype_summary"].startswith("On 2 problems of ") and values["dtype_summary"] not in \
+        values["dtype_sentence"]  # the summary in words of its own
     assert "| blocks | float32 | bfloat16 |" in precision_text.sweep_table(c)
     if windowed:
         return
