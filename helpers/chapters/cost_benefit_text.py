@@ -127,6 +127,10 @@ def savings_values(m: Measured, configs: dict, multipliers: dict[str, float],
             sentence += (f" Stitched to {even} blocks, it answers {percent_with_interval(m.break_even_accuracy, m.points[0].n_problems)} "
                          "of the same problems greedily.")
     values["break_even_sentence"] = sentence
+    values["break_even_summary"] = (f"no depth of {m.model} lets MH break even with full-depth greedy decoding"
+                                    if even is None else
+                                    f"MH breaks even with full-depth greedy decoding only on {m.model} cut to {even} "
+                                    f"of its {L} blocks or fewer")
     values["savings_table"] = savings_table(configs, m.context, multipliers, {x.model: x.context for x in measured})
     return values
 
@@ -258,6 +262,34 @@ def matched_sentence(m: Measured) -> str:
     return " ".join(out) + _strongest_matched(m)
 
 
+def matched_summary(m: Measured) -> str:
+    """The compute-matched comparison in a clause for the chapter's summary: at which depths MH beat, or lost to, both
+    budget-matched baselines by more than the noise (the section's sentence gives each test)."""
+    beat, lost, depths = [], [], []
+    tests_all = matched_comparisons(m, "power")
+    for depth in sorted(m.matched_k, reverse=True):
+        tests = [d for label, d in tests_all if label.endswith(f"both at {depth}")]
+        if not tests:
+            continue
+        depths.append(depth)
+        if all(d.clear and d.mean > 0 for d in tests):
+            beat.append(depth)
+        elif all(d.clear and d.mean < 0 for d in tests):
+            lost.append(depth)
+    if not depths:
+        return "no compute-matched baseline was run"
+    said = []
+    if beat:
+        said.append(f"beat both at {' and '.join(map(str, beat))} blocks")
+    if lost:
+        said.append(f"lost to both at {' and '.join(map(str, lost))} blocks")
+    rest = [d for d in depths if d not in beat and d not in lost]
+    if rest:
+        said.append(f"was not told apart from them{' elsewhere' if said else ''} by more than the noise"
+                    + ("" if said else f" at {' or '.join(map(str, rest))} blocks"))
+    return "given its budget in best-of-k and majority-of-k samples, MH " + " and ".join(said)
+
+
 def _strongest_matched(m: Measured) -> str:
     """Where the most accurate budget-matched baseline stands against full-depth greedy on its own problems: the
     baselines draw at temperature 1, so whether voting over many draws beats one greedy answer is the build's to say."""
@@ -310,7 +342,8 @@ def front_values(m: Measured) -> dict:
     """The equal-compute section's glued values: the Pareto front's sentence, the matched table and verdict,
     and the comparison with the small-model study of majority voting."""
     return {"front_sentence": front_sentence(m.points), "matched_table": matched_table(m),
-            "matched_sentence": matched_sentence(m), "matched_k": m.matched_k[m.n_layers],
+            "matched_sentence": matched_sentence(m), "matched_summary": matched_summary(m),
+            "matched_k": m.matched_k[m.n_layers],
             "majority_sentence": majority_sentence(m)}
 
 

@@ -312,6 +312,14 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     sentence = cost_benefit_text.matched_sentence(m)
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
     assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
+    assert cost_benefit_text.matched_summary(m) == ("given its budget in best-of-k and majority-of-k samples, MH was "
+                                                    "not told apart from them by more than the noise at 6 blocks")
+    clear = PairedDifference(0.3, 0.1, 0.5, 16, 6, 0, 0.01)
+    tests["power"] = [("power − best-of-4, both at 6", clear), ("power − majority-of-4, both at 6", clear)]
+    assert cost_benefit_text.matched_summary(m).endswith("MH beat both at 6 blocks")
+    tests["power"] = []
+    assert cost_benefit_text.matched_summary(m) == "no compute-matched baseline was run"
+    tests["power"] = [("power − best-of-4, both at 6", noise), ("power − majority-of-4, both at 6", borderline)]
 
     def point(method, accuracy, matched, n=16):  # greedy scored 0.5 on the first 16, 0.4 on all 20
         return SimpleNamespace(method=method, depth=6, accuracy=accuracy, matched=matched, n_problems=n,
