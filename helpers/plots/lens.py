@@ -42,7 +42,10 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
                 lo, hi = np.percentile(values, [10, 90], axis=0)
                 ax.fill_between(layers, lo, hi, color=colour, alpha=0.18, lw=0)
         for label, layer in mine.items():  # named in the legend, not on the panel, where marks of several models
-            (ax_kl if "KL" in label else ax_ov).axvline(layer * scale, color=colour, ls="--", lw=1)  # would collide
+            ax = ax_kl if "KL" in label else ax_ov  # would collide; a triangle at the top, one row per model, shows
+            ax.axvline(layer * scale, color=colour, ls="--", lw=1)  # each of two lines that fall on one depth
+            ax.plot([layer * scale], [1.0 - 0.05 * rank], "v", color=colour, ms=5, transform=ax.get_xaxis_transform(),
+                    clip_on=False)
     xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
     ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
     ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")

@@ -108,11 +108,11 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
         ax.plot(removed, 100 * acc, "o-", color=colour, label=f"{name} ({s.n_layers} blocks)")
         ax.fill_between(removed, 100 * lo, 100 * hi, color=colour, alpha=0.12, lw=0)
         c = critical.get(name)
-        if c is not None:
-            ax.axvline(s.n_layers - c + 0.04 * i, color=colour, ls="--", lw=1)
+        if c is not None and c in s.accuracy[method]:  # a ring on the point itself: lines at one depth would merge
+            ax.plot(s.n_layers - c, 100 * s.accuracy[method][c], "o", ms=14, mfc="none", mec=colour, mew=1.6)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
-           title="How many blocks each model can lose (dashed: critical depth)")
+           title="How many blocks each model can lose (ring: critical depth)")
     ax.legend()
     return finish(fig)
 
