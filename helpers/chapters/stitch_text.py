@@ -275,6 +275,16 @@ def methods_values(s: Sweep) -> dict:
     return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
 
 
+COMPARISON_MARKDOWN = ("methods_table", "methods_sentence", "report_sentence", "summary_sentence")
+
+
+def comparison_values(s: Sweep, collapse_fraction: float) -> dict:
+    """The first model's two cuts compared (`methods_values`), its removable share set beside the report's, and the
+    chapter's summary: the values glued after the methods' table (`COMPARISON_MARKDOWN` are Markdown)."""
+    return {**methods_values(s), "report_sentence": report_sentence(s, collapse_fraction),
+            "summary_sentence": summary_sentence(s, collapse_fraction)}
+
+
 def summary_sentence(s: Sweep, collapse_fraction: float) -> str:
     """The chapter's result for its first model in a few words of its own, not the sections' sentences again: how far
     stitch-and-preserve can cut it while greedy keeps its share, with the critical depth's interval, and whether naive
