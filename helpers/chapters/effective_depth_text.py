@@ -76,8 +76,8 @@ def erasure_values(r: ModelStudy) -> dict:
 
 def ig_values(r: ModelStudy, ig_steps: int, probe_stride: int) -> dict:
     """The share of the arithmetic probe's attribution (first component) that lies in the first half, and the
-    sentence that says which rows the two probe figures leave blank (none where every boundary ran)."""
-    blank = ("" if probe_stride == 1 else
+    sentence that says which rows the two probe figures leave blank, or that none is."""
+    blank = ("Every boundary was computed, as in the papers." if probe_stride == 1 else
              f"Rows left blank in this figure and the erasure figure were not computed in this profile: it runs the "
              f"probes at one boundary in {probe_stride} (`probe_stride`).")
     return {"ig_early": ig_early_share(r), "ig_steps": ig_steps, "blank_rows": blank}
