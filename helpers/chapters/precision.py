@@ -26,6 +26,7 @@ from helpers.core.checks import is_count
 from helpers.data.problems import Problem, interleaved
 from helpers.data.prompts import build_prompt
 from helpers.data.sequences import solution_sequence
+from helpers.evaluation.critical import CriticalDepthMissing, SweepSettings, stored_sweep
 from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depths, solve
 from helpers.evaluation.format_speed import SpeedTable, time_model
 from helpers.evaluation.stats import PairedDifference, paired_difference
@@ -55,6 +56,8 @@ class DtypeComparison:
     auto: str = "float32"  # the format `dtype: auto` takes for this model on this machine
     auto_reason: str = ""  # why, in words (`helpers.models.precision.describe`)
     speed_asked: int | None = None  # the prompts the timing was asked for (`speed_rows`), before the cap cut them
+    chapter03: tuple[int | None, int] | None = None  # chapter 03's stored critical depth of this model in float32 and
+    # the problems it read it on (None: chapter 03 stored none under this build's settings)
 
     @property
     def n_problems(self) -> int:
@@ -117,14 +120,16 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Sequence[Problem], *, max_new_tokens: int,
                    shots: int, batch_size: int, n_lens: int, span: int, collapse_fraction: float = 0.5,
                    emulated_problems: int | None = None, native: bool | None = None,
-                   native_problems: int | None = None, speed_rows: int | None = 16) -> DtypeComparison:
+                   native_problems: int | None = None, speed_rows: int | None = 16,
+                   critical_sweep: SweepSettings | dict | None = None) -> DtypeComparison:
     """Run `name` in each dtype: greedy on `problems`, the lens on the first `n_lens` float32 solutions, and the
     stitched sweep of the last `span` depths on `sweep_problems`.
 
     Where bfloat16 is emulated (`native` False; by default, asked of the device the model loads on), at most
     `emulated_problems` of each problem set run, in both dtypes (None: all of them); where it is native, at most
     `native_problems` (a released build sets both alike, so that every machine reads the same records). Each
-    format's speed is measured on `speed_rows` prompts (None: not measured), at most as many as that cap."""
+    format's speed is measured on `speed_rows` prompts (None: not measured), at most as many as that cap. Where
+    chapter 03 stored this model's critical depth under `critical_sweep`, it is read back beside this sweep's."""
     if not problems or not sweep_problems:
         raise ValueError("compare_dtypes needs at least one problem for the accuracy and one for the sweep")
     for label, cap in (("emulated_problems", emulated_problems), ("native_problems", native_problems)):
@@ -147,11 +152,13 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     if speed_rows is not None and cap is not None:
         speed_rows = min(speed_rows, cap)  # a cap that cuts the comparison cuts its timing too
     correct, tokens, kl, sweep, speeds = {}, {}, {}, {}, {}
-    items = None
+    items, chapter03 = None, None
     n_layers = 0
     for dtype in FORMATS:
         model, tokenizer, info = load_model(name, dtype=dtype)
         n_layers = info.n_layers
+        if dtype == "float32" and critical_sweep is not None:
+            chapter03 = _chapter03(model, name, critical_sweep)
         records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
         correct[dtype] = [bool(r["correct"]) for r in records]
         tokens[dtype] = [list(r["tokens"]) for r in records]
@@ -172,6 +179,17 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     speed = SpeedTable(name, SPEED_TOKENS, {speed_rows: speeds}) if speeds else None
     device = default_device()
     return DtypeComparison(name, n_layers, correct, tokens, kl, sweep, len(sweep_problems), collapse_fraction,
-                           native, planned, speed, auto_name(device, name), describe(device, name), speed_asked)
+                           native, planned, speed, auto_name(device, name), describe(device, name), speed_asked,
+                           chapter03)
+
+
+def _chapter03(model, name: str, critical_sweep: SweepSettings | dict) -> tuple[int | None, int] | None:
+    """Chapter 03's stored critical depth of `model` and its problem count, or None where it stored none."""
+    settings = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
+    try:
+        record = stored_sweep(model, settings.for_model(name))
+    except CriticalDepthMissing:
+        return None
+    return record["depth"], record["n_problems"]
 
 

@@ -40,9 +40,7 @@ def comparison_values(c: DtypeComparison) -> dict:
         f"{gap:.3f} nats (at block input {gap_at}, where float32 reads {kl_there:.3f}), "
         f"and on the sweep's {counted(c.n_sweep, 'problem')} the critical stitched depth is "
         f"{critical_depth_text(crit['float32'])} in float32 and {critical_depth_text(crit['bfloat16'])} "
-        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)} Chapter 03 finds its critical "
-        "depth on a sweep of its own problems, so where that sweep ran other or more problems the two need not agree: "
-        "one problem can move a depth across the rule's line.")
+        f"in bfloat16{' (the same)' if same_crit else ''}.{_critical_clause(c, crit)} " + _chapter03_clause(c, crit))
     return {
         "dtype_model": c.model, "dtype_n_problems": n, "dtype_planned_problems": c.planned[0],
         "dtype_acc_float32": 100 * acc["float32"], "dtype_acc_bfloat16": 100 * acc["bfloat16"],
@@ -144,6 +142,20 @@ def exercise_values(c: DtypeComparison, profile: str) -> dict:
             "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
             "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
             "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}
+
+
+def _chapter03_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
+    """This sweep's float32 critical depth beside chapter 03's for the same model, where chapter 03 stored one: equal,
+    or apart, and why two sweeps of other problems can part."""
+    why = "one problem can move a depth across the rule's line"
+    if c.chapter03 is None:
+        return (f"Chapter 03 finds its critical depth on a sweep of its own problems, so the two need not agree: {why}.")
+    depth, n = c.chapter03
+    if depth == crit["float32"]:
+        return f"Chapter 03 reads the same critical depth, {critical_depth_text(depth)}, on its own {n} problems."
+    return (f"Chapter 03 reads {critical_depth_text(depth)} for {c.model} on its own {n} problems: the two sweeps "
+            f"disagree, because {why} and they read different problems, and a depth named by the critical depth is "
+            "that fragile.")
 
 
 def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:

@@ -309,3 +309,19 @@ def test_differing_critical_depths_are_explained_by_their_counts():
     assert (values["dtype_critical_float32"], values["dtype_critical_bfloat16"]) == (23, 24)
     assert "solves 5 of 16 problems in float32 and 4 in bfloat16" in values["dtype_sentence"]
     assert "differ by 1 problem(s)" in values["dtype_sentence"] and values["dtype_identical"] == 1
+
+
+def test_the_appendix_sets_its_critical_depth_beside_chapter_03s_where_that_is_stored():
+    from types import SimpleNamespace
+
+    from helpers.chapters import precision_text
+
+    c = SimpleNamespace(model="m", chapter03=(23, 16))
+    assert precision_text._chapter03_clause(c, {"float32": 24, "bfloat16": 24}) == (
+        "Chapter 03 reads 23 for m on its own 16 problems: the two sweeps disagree, because one problem can move a "
+        "depth across the rule's line and they read different problems, and a depth named by the critical depth is "
+        "that fragile.")
+    assert precision_text._chapter03_clause(c, {"float32": 23, "bfloat16": 24}).startswith(
+        "Chapter 03 reads the same critical depth, 23, on its own 16 problems.")
+    c.chapter03 = None
+    assert "need not agree" in precision_text._chapter03_clause(c, {"float32": 23, "bfloat16": 23})
