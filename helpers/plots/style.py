@@ -31,6 +31,11 @@ def model_colour(name: str, order: int = 0) -> str:
     return MODEL_COLOURS.get(name, MODEL_SPARE[order % len(MODEL_SPARE)])
 
 
+# Shades for the parts of a block (attention, MLP, the whole block) in chapter 01's bars: greys, so that no part reads
+# as a decoding method
+PART_SHADES = ("#5a5a5a", "#9e9e9e", "#d6d6d6")
+
+
 def method_colour(key: str) -> str:
     """The colour of a decoding method, by its name or a comparison row's key for it."""
     return METHOD_COLOURS[ROW_METHODS.get(key, key)]
@@ -93,7 +98,8 @@ def token_label(token: str, width: int = 7) -> str:
 
 def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | None = None, ax=None,
                ylim: tuple[float, float] | None = None):
-    """Overlapping bars per layer, one series per label, the smallest bar drawn in front (the papers' style)."""
+    """Overlapping bars per layer, one series per label in a shade of `PART_SHADES`, the smallest bar drawn in front
+    (the papers' style); a bar the axis cuts is named by its value above the axis."""
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=(6.5, 3.0))
@@ -102,16 +108,17 @@ def layer_bars(series: Mapping[str, Sequence[float]], ylabel: str, title: str | 
     for l in range(n):
         order = sorted(values, key=lambda k: -abs(values[k][l]))  # largest at the back
         for z, key in enumerate(order):
-            colour = PALETTE[list(values).index(key) % len(PALETTE)]
-            ax.bar(l, values[key][l], width=0.9, color=colour, zorder=2 + z, label=key if l == 0 else None)
+            colour = PART_SHADES[list(values).index(key) % len(PART_SHADES)]
+            ax.bar(l, values[key][l], width=0.9, color=colour, edgecolor="white", lw=0.4, zorder=2 + z,
+                   label=key if l == 0 else None)
     ax.set(xlabel="layer index l", ylabel=ylabel, xlim=(-0.6, n - 0.4))
     if ylim:
         ax.set_ylim(*ylim)
         for l in range(n):  # a bar the axis cuts says so, with its value
             top = max(values[k][l] for k in values)
             if top > ylim[1]:
-                ax.annotate(f"↑ {top:.3g}", (l, ylim[1]), xytext=(0, -2), textcoords="offset points", ha="center",
-                            va="top", fontsize=7, zorder=20)
+                ax.annotate(f"↑{top:.3g}", (l, ylim[1]), xytext=(0, 2), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=6.5, zorder=20, annotation_clip=False)
     ax.axhline(0, color="black", lw=0.6, zorder=10)
     ax.legend(fontsize=8)
     if title:
