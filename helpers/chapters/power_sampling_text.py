@@ -528,12 +528,13 @@ def why_sentence(e: Explained) -> str:
     power = e.parts["power"]
     where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
              else "")
-    greedy_left, power_left = _unfinished(e.cut), _unfinished(e.cut, "power")
     finishing = ""
-    if t["recovery"].mean > 0 and _capped(power_left, greedy_left):  # MH's answers finish more often under the cap
-        finishing = (f" (where {100 * power_left:.0f}% of MH's samples are unfinished at the cap against "
-                     f"{100 * greedy_left:.0f}% of greedy's answers: part of that gain is answers that now finish, "
-                     "not reasoning recovered)")
+    if t["recovery"].mean > 0 and e.cut.ends.get("power") and e.cut.ends.get("greedy"):
+        finished = 100 * (e.cut.outcome_shares("power")["correct"] - e.cut.outcome_shares("greedy")["correct"])
+        if finished <= 50 * t["recovery"].mean:  # at most half the gain is answers that finished right
+            finishing = (f" (of which {finished:+.1f} points are answers that finished with the right answer; the rest "
+                         "are unfinished answers the grader credits with the number they had written when the cap "
+                         "ended them, so most of that gain is not reasoning recovered)")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut{finishing} and by "

@@ -533,19 +533,20 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert "helps more where depth was removed is larger than its noise on none" in summary
 
 
-def test_a_gain_at_the_cut_made_of_answers_that_now_finish_under_the_cap_is_said_to_be_so():
-    """Greedy leaves half its answers at the cut unfinished and MH a tenth: MH's +5 points there is said to be partly
-    answers that now finish; without the endings, or with MH as unfinished as greedy, the paragraph says nothing."""
+def test_a_gain_at_the_cut_made_of_unfinished_answers_the_grader_credits_is_said_to_be_so():
+    """MH gains 5 points at the cut, but as many of its finished answers are right as greedy's: the gain is unfinished
+    answers the grader credited, and the paragraph says so; where the finished answers carry it, or without the
+    endings, it says nothing."""
     rows = _two_sizes()
-    ends = {"greedy": [["cut off"]] * 10 + [["correct"]] * 10, "power": [["cut off"]] * 2 + [["correct"]] * 18}
+    ends = {"greedy": [["correct"]] * 8 + [["cut off"]] * 12, "power": [["correct"]] * 8 + [["cut off"]] * 12}
     rows[1] = dataclasses.replace(rows[1], ends=ends)
     why = power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
-    assert ("at the cut (where 10% of MH's samples are unfinished at the cap against 50% of greedy's answers: part of "
-            "that gain is answers that now finish, not reasoning recovered) and by") in why
-    rows[1] = dataclasses.replace(rows[1], ends={**ends, "power": ends["greedy"]})
-    assert "now finish" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
+    assert ("at the cut (of which +0.0 points are answers that finished with the right answer; the rest are unfinished "
+            "answers the grader credits") in why
+    rows[1] = dataclasses.replace(rows[1], ends={**ends, "power": [["correct"]] * 9 + [["cut off"]] * 11})
+    assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])  # +5 of +5
     rows[1] = dataclasses.replace(rows[1], ends={})
-    assert "now finish" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
+    assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
 
 
 def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_the_figure():
