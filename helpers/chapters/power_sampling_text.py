@@ -190,11 +190,9 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
         d = best.paired("power", full, "greedy")
         warm = best.paired("power", full, "temperature")
         outcome = "above" if b > g else "equal to" if b == g else "below"
-        noise = ("larger than its noise (the 95% interval excludes zero and the paired test rejects), so the data "
-                 "support it" if d.clear else
-                 "borderline (the interval and the paired test disagree): the direction is suggestive, but "
-                 f"{d.n} problems cannot settle it" if d.borderline else
-                 "within its noise: its 95% interval holds zero, so these problems cannot tell the two apart")
+        noise = ("larger than its noise" if d.clear else
+                 f"borderline: the direction is suggestive, but {d.n} problems cannot settle it" if d.borderline else
+                 "within its noise: these problems cannot tell the two apart")  # the words defined once, above
         word, clause = answer_of(b < g, d)
         answer = f"{word}: on this model {clause}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
@@ -237,6 +235,18 @@ def depth_axis_sentence(axes) -> str:
             reasons.setdefault(a.why, []).append(a.model)
     text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + listed(drawn) + "."
             if drawn else "")
+    apart = [a for a in axes if not a.curve]
+    shared = {(a.sweep_subset.n, a.sweep_subset.of) for a in apart if a.sweep_subset is not None}
+    if len(apart) > 1 and len(shared) == 1 and all(a.sweep_subset is not None and a.why.startswith("chapter 03 swept the first")
+                                                  for a in apart):  # one reason for every model: said once
+        (n, of), = shared
+        text += (" " if text else "") + (
+            f"Chapter 03's sweep is not drawn: for {listed([a.model for a in apart])} it ran on the first {n} of these "
+            f"{of} problems, where full-depth greedy scores "
+            + listed([f"{100 * a.sweep_subset.full_greedy:.0f}%" for a in apart]) + " against "
+            + listed([f"{100 * a.sweep_subset.full_greedy_all:.0f}%" for a in apart]) + f" on all {of}, in that "
+            "order; only this chapter's depths are drawn.")
+        reasons = {}
     if reasons:
         text += (" " if text else "") + ("Chapter 03's sweep is not drawn for " + "; for ".join(
             f"{listed(models)} ({why})" for why, models in reasons.items()) + ": only this chapter's depths are.")
@@ -382,7 +392,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, {sweep.model}'s MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
-             f"proposal alone, up to the reference mode's top-50 cut): {d.describe()}, {_verdict_word(d)}. ")
+             f"proposal alone): {d.describe()}, {_verdict_word(d)}. ")
     subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
     return {**values, "steps_sentence": first + subset + values["steps_sentence"],

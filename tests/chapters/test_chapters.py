@@ -953,3 +953,19 @@ def test_chapter_03s_summary_says_its_result_in_words_of_its_own():
     assert summary not in stitch_text.critical_values(s, 0.5, 10)["critical_sentence"]
     none = _sweep({5: 0.0, 6: 0.0}, {5: 0.0, 6: 0.0})
     assert "solves none of these problems" in stitch_text.summary_sentence(none, 0.5)
+
+
+def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_problems():
+    from types import SimpleNamespace
+
+    from helpers.chapters.power_sampling import SweepSubset
+
+    def axis(model, easy):
+        part = SweepSubset(16, 100, easy, 0.4)
+        return SimpleNamespace(model=model, curve={}, sweep_subset=part, why=f"chapter 03 swept {part.describe()}")
+
+    sentence = power_sampling_text.depth_axis_sentence([axis("a", 0.5), axis("b", 0.6)])
+    assert sentence == ("Chapter 03's sweep is not drawn: for a and b it ran on the first 16 of these 100 problems, "
+                        "where full-depth greedy scores 50% and 60% against 40% and 40% on all 100, in that order; only "
+                        "this chapter's depths are drawn. So each critical depth was read on part of the problems it is "
+                        "then tested on, and on their easier part.")
