@@ -55,7 +55,8 @@ def lens_values(r: ModelStudy) -> dict:
     """The lens section's numbers, and whether its KL rule is anchored on the embedding in this build (a peak at
     layer 0), said in the words the peak supports."""
     peak, height = kl_peak(r)
-    hu = "Hu et al. report that artefact for R1-Distill-1.5B on GSM8K (effective depth 1)"
+    hu = ("Hu et al. list an effective depth of 1 for R1-Distill-1.5B on GSM8K, which such a peak would explain "
+          "(the reading is this book's, not theirs)")
     anchor = (f"With the peak at layer 0, the half-maximum rule is anchored on the embedding; {hu}. It makes the KL "
               "rule the least reliable of the three here." if peak == 0 else
               f"With the peak at layer {peak}, past the embedding, the half-maximum rule is not anchored on it here; "

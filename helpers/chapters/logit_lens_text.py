@@ -130,7 +130,7 @@ def gold_comparison(study: LensStudy, kl_fraction: float, overlap_threshold: flo
     ed_kl, ed_ov, _ = lens_cut_points(study.gold_curves[first["model"]], kl_fraction, overlap_threshold)
     return both, (f"On the gold solutions the effective depths are layer {ed_kl} (KL) and layer {ed_ov} (overlap), "
                   f"against {first['ed_kl']} and {first['ed_overlap']} on the model's own solutions. Chapter 01's "
-                  "lens reads gold text too, but over every position of its own problems, prompt included, so its "
+                  "lens reads gold text too, but over every position, prompt included, of fewer problems, so its "
                   "effective depth on gold text need not equal this one, read over the solutions' positions only.")
 
 

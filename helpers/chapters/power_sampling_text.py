@@ -543,8 +543,8 @@ def why_sentence(e: Explained) -> str:
         finished = 100 * (e.cut.outcome_shares("power")["correct"] - e.cut.outcome_shares("greedy")["correct"])
         if finished <= 50 * t["recovery"].mean:  # at most half the gain is answers that finished right
             finishing = (f" (of which {finished:+.1f} points are answers that finished with the right answer; the rest "
-                         "are unfinished answers the grader credits with the number they had written when the cap "
-                         "ended them, so most of that gain is not reasoning recovered)")
+                         "are unfinished answers, cut off at the cap or with an ending a move replaced, that the grader "
+                         "credits with the number they hold, so most of that gain is not reasoning recovered)")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut{finishing} and by "
@@ -647,7 +647,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
             f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
-            "(chapter 03 gives its interval).")
+            "(chapter 03 gives the first model's interval).")
 
 
 def answer_values(explained: Sequence[Explained]) -> dict:
@@ -700,7 +700,7 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         lead = f"**{word}, at {sizes}:** {clause}."
     else:
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
-        opening = (f"**No {noun} this build searched shows it:** " if all(word != "Yes" for word, _ in answers) else
+        opening = (f"**No {noun} this build searched shows search winning back what the cut costs:** " if all(word != "Yes" for word, _ in answers) else
                    f"**The answer depends on the {noun}:** ")
         lead = opening + "; ".join(f"on {e.full.model}, {word.lower()}: {clause}"
                                    for e, (word, clause) in zip(explained, answers, strict=True)) + "."

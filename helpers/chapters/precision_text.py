@@ -153,9 +153,9 @@ def _chapter03_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:
     depth, n = c.chapter03
     if depth == crit["float32"]:
         return f"Chapter 03 reads the same critical depth, {critical_depth_text(depth)}, on its own {n} problems."
-    return (f"Chapter 03 reads {critical_depth_text(depth)} for {c.model} on its own {n} problems: the two sweeps "
-            f"disagree, because {why} and they read different problems, and a depth named by the critical depth is "
-            "that fragile.")
+    return (f"Chapter 03 reads {critical_depth_text(depth)} for {c.model} on its own {n} problems, this sweep "
+            f"{critical_depth_text(crit['float32'])} on {c.n_sweep}: the two disagree because {why}, and a depth named "
+            "by the critical depth is that fragile.")
 
 
 def _critical_clause(c: DtypeComparison, crit: dict[str, int | None]) -> str:

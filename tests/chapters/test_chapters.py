@@ -542,7 +542,7 @@ def test_a_gain_at_the_cut_made_of_unfinished_answers_the_grader_credits_is_said
     rows[1] = dataclasses.replace(rows[1], ends=ends)
     why = power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
     assert ("at the cut (of which +0.0 points are answers that finished with the right answer; the rest are unfinished "
-            "answers the grader credits") in why
+            "answers, cut off at the cap or with an ending a move replaced, that the grader credits") in why
     rows[1] = dataclasses.replace(rows[1], ends={**ends, "power": [["correct"]] * 9 + [["cut off"]] * 11})
     assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])  # +5 of +5
     rows[1] = dataclasses.replace(rows[1], ends={})
@@ -573,7 +573,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     small = power_sampling_text.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
     big = power_sampling_text.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
     assert small != big  # -5 points on 20 problems is within its noise; -30 is not
-    assert values["answer_lead"].startswith("**No size this build searched shows it:** on small, too close to call: ")
+    assert values["answer_lead"].startswith("**No size this build searched shows search winning back what the cut costs:** on small, too close to call: ")
     assert "; on big, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
     table = values["answer_table"].splitlines()
     assert table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
@@ -650,7 +650,7 @@ def test_a_model_on_problems_of_its_own_is_marked_and_never_paired_as_a_size():
     sharp = [dataclasses.replace(r, sharp=Sharpness(0.5, 0.5, 40, 400)) for r in every]
     sharpness = power_sampling_text.sharpness_values(sharp)["sharpness_table"]
     assert "| base ‡ | " in sharpness and sharpness.endswith(note)
-    assert values["answer_lead"].startswith(("**No model this build searched shows it:**", "**No, at all 3 models:**",
+    assert values["answer_lead"].startswith(("**No model this build searched shows search winning back what the cut costs:**", "**No, at all 3 models:**",
                                              "**Too close to call, at all 3 models:**"))
     table = power_sampling_text.decomposition_values(power_sampling.explain(every))["decomposition_table"]
     assert "| base ‡, cut to 5 of 6 blocks |" in table and table.endswith(note)

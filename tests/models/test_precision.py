@@ -316,11 +316,10 @@ def test_the_appendix_sets_its_critical_depth_beside_chapter_03s_where_that_is_s
 
     from helpers.chapters import precision_text
 
-    c = SimpleNamespace(model="m", chapter03=(23, 16))
+    c = SimpleNamespace(model="m", chapter03=(23, 16), n_sweep=8)
     assert precision_text._chapter03_clause(c, {"float32": 24, "bfloat16": 24}) == (
-        "Chapter 03 reads 23 for m on its own 16 problems: the two sweeps disagree, because one problem can move a "
-        "depth across the rule's line and they read different problems, and a depth named by the critical depth is "
-        "that fragile.")
+        "Chapter 03 reads 23 for m on its own 16 problems, this sweep 24 on 8: the two disagree because one problem "
+        "can move a depth across the rule's line, and a depth named by the critical depth is that fragile.")
     assert precision_text._chapter03_clause(c, {"float32": 23, "bfloat16": 24}).startswith(
         "Chapter 03 reads the same critical depth, 23, on its own 16 problems.")
     c.chapter03 = None
