@@ -485,6 +485,7 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
         mine = tuple(sorted((r for r in rows if r.model == model), key=lambda r: -r.depth))
         choice = next((r.choice for r in mine if r.choice is not None), None)
         curve, why = {}, ""
+        part = sweep_subset(mine, choice) if choice is not None else None  # once: it generates chapter 03's problems
         if choice is None or not choice.curve or choice.sweep is None:
             why = "chapter 03 stored no sweep of it under this build's settings"
         else:
@@ -492,7 +493,6 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
             theirs = problem_sets([model], sweep.dataset, n=sweep.n_problems, levels=sweep.levels, seed=sweep.seed)[model]
             same = (sorted(p.id for p in theirs) == sorted(mine[0].problem_ids) and sweep.max_new_tokens == max_new_tokens
                     and sweep.shots == shots)
-            part = sweep_subset(mine, choice)
             if same:
                 curve = dict(choice.curve)
             elif part is not None and sweep.max_new_tokens == max_new_tokens:
@@ -501,8 +501,7 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
                 why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
                        f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
-                             choice.curve_problems if curve else 0, mine, why,
-                             sweep_subset(mine, choice) if choice is not None else None))
+                             choice.curve_problems if curve else 0, mine, why, part))
     return out
 
 
