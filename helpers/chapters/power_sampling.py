@@ -24,6 +24,7 @@ from helpers.evaluation.cost import model_cost, model_size, token_multiplier
 from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
 from helpers.evaluation.decodes import (
     OUTCOMES,
+    UNFINISHED,
     best_of_n,
     cost_per_problem,
     ended,
@@ -424,6 +425,55 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
 
 
 @dataclass(frozen=True)
+class LongerCap:
+    """Greedy decoding at full depth and at the headline's cut once more, on the same problems and shots, under a
+    longer token cap: how much of the cut's cost at the chapter's cap is answers the cap cut off."""
+
+    model: str
+    n_layers: int
+    depth: int
+    cap: int  # the longer cap
+    short: int  # the chapter's own cap, the rows'
+    full: tuple[float, ...]  # per-problem greedy scores at full depth, in the rows' problem order
+    cut: tuple[float, ...]  # and at the cut
+    full_unfinished: float  # share of greedy answers unfinished at the longer cap
+    cut_unfinished: float
+
+    def cost(self) -> PairedDifference:
+        """The cut's cost to greedy decoding under the longer cap, paired by problem."""
+        return paired_difference(list(self.cut), list(self.full))
+
+
+def longer_cap(rows: Sequence[DepthRow], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
+               cap: int | None, *, max_new_tokens: int, shots: int, seed: int, batch_size: int,
+               engine: str = "slot") -> list[LongerCap]:
+    """`LongerCap` of every model with a cut (`headline_rows`), smaller first; none without `cap`. Greedy decodes
+    under a cap longer than `max_new_tokens`, at the rows' full and cut depths, on their problems in their order:
+    stored like every decode, so the greedy records of chapter 03's sweep at that cap are read, not recomputed."""
+    if cap is None:
+        return []
+    if cap <= max_new_tokens:
+        raise ValueError(f"longer_cap ({cap}) must exceed max_new_tokens ({max_new_tokens}): it reads the cut's cost "
+                         "again under a longer cap; use None to skip it")
+    greedy = {"greedy": DecodeSettings("greedy", max_new_tokens=cap, shots=shots, seed=seed)}  # as chapter_settings
+    out = []
+    for cut, full in headline_rows(rows):
+        if cut is full:
+            continue
+        mine = {p.id: p for p in problems_of(problems, full.model)}
+        order = [mine[pid] for pid in full.problem_ids]
+        model, tokenizer, _ = load_model(full.model)
+        runs = sample_at_depths(model, tokenizer, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
+                                n_seeds=1, batch_size=batch_size, engine=engine)
+        at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
+        share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
+        out.append(LongerCap(full.model, full.n_layers, cut.depth, cap, max_new_tokens, tuple(per_problem(at_full)),
+                             tuple(per_problem(at_cut)), *share))
+        del model
+    return out
+
+
+@dataclass(frozen=True)
 class DepthAxis:
     """One model's accuracy against blocks kept, as the report's Figure 2 draws it: chapter 03's stitched greedy
     curve, where it ran on this chapter's problems and settings (`curve`, else empty and `why` says so), and this
@@ -437,6 +487,7 @@ class DepthAxis:
     rows: tuple[DepthRow, ...]
     why: str = ""  # why chapter 03's curve is not drawn ('' where it is)
     sweep_subset: SweepSubset | None = None  # where chapter 03 swept a part of these problems: which, and how easy
+    subset_only: bool = False  # the curve is not drawn only because chapter 03 swept a part of these problems
 
 
 @dataclass(frozen=True)
@@ -484,7 +535,7 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
     for model in by_size(rows):
         mine = tuple(sorted((r for r in rows if r.model == model), key=lambda r: -r.depth))
         choice = next((r.choice for r in mine if r.choice is not None), None)
-        curve, why = {}, ""
+        curve, why, subset_only = {}, "", False
         part = sweep_subset(mine, choice) if choice is not None else None  # once: it generates chapter 03's problems
         if choice is None or not choice.curve or choice.sweep is None:
             why = "chapter 03 stored no sweep of it under this build's settings"
@@ -496,12 +547,12 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
             if same:
                 curve = dict(choice.curve)
             elif part is not None and sweep.max_new_tokens == max_new_tokens:
-                why = f"chapter 03 swept {part.describe()}"
+                why, subset_only = f"chapter 03 swept {part.describe()}", True
             else:
                 why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
                        f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
-                             choice.curve_problems if curve else 0, mine, why, part))
+                             choice.curve_problems if curve else 0, mine, why, part, subset_only))
     return out
 
 

@@ -12,6 +12,7 @@ from helpers.chapters.common_text import levels_text
 from helpers.chapters.power_sampling import (
     DepthRow,
     Explained,
+    LongerCap,
     StepsSweep,
     best_truncation,
     by_size,
@@ -157,17 +158,79 @@ ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and wha
 }
 
 
-def answer_of(below: bool, d: PairedDifference) -> tuple[str, str]:
+CAPPED = ("Not at this cap", "power sampling falls short of the full model at a token cap that cuts off the cut "
+                              "model's answers, and under a longer cap the cut itself costs greedy decoding no more "
+                              "than its noise")  # a "no" that a longer cap undoes
+
+
+def answer_of(below: bool, d: PairedDifference, check: LongerCap | None = None, capped: bool = False) -> tuple[str, str]:
     """The answer's word and clause for one model, from whether the search at the cut scored below full-depth greedy
-    and where their paired difference stands against its noise (`ANSWERS`: the one owner of these words)."""
-    return ANSWERS[(below, "clear" if d.clear else "borderline" if d.borderline else "noise")]
+    and where their paired difference stands against its noise (`ANSWERS`: the one owner of these words). A "no"
+    (or "probably not") becomes `CAPPED` where the cut ends many more answers unfinished at the cap (`capped`) and
+    greedy decoding under a longer cap (`check`) shows no cost of the cut larger than its noise."""
+    word, clause = ANSWERS[(below, "clear" if d.clear else "borderline" if d.borderline else "noise")]
+    if below and (d.clear or d.borderline) and capped and check is not None and not _costs(check):
+        return CAPPED
+    return word, clause
 
 
-def verdict_values(rows: Sequence[DepthRow]) -> dict:
+def _costs(check: LongerCap) -> bool:
+    """Whether the cut costs greedy decoding more than its noise under the longer cap."""
+    d = check.cost()
+    return d.clear and d.mean < 0
+
+
+def cap_clause(check: LongerCap, before: float, after: float) -> str:
+    """What the longer cap says of one capped model, for its answer: its unfinished shares at both caps and the cut's
+    cost to greedy decoding under the longer one."""
+    d = check.cost()
+    return (f"at {check.short} tokens {100 * after:.0f}% of its greedy answers at the cut are unfinished, against "
+            f"{100 * before:.0f}% at full depth; under {check.cap} tokens {100 * check.cut_unfinished:.0f}% are, and the "
+            f"cut costs greedy decoding {d.points(1)}, {d.standing()} (p {_p(d)}), "
+            + ("but the search was not run under that cap" if not _costs(check) else
+               "so the cap is not the whole of the cut's cost"))
+
+
+def cap_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap]) -> dict:
+    """The longer cap's table (each model's unfinished shares and the cut's cost to greedy decoding at both caps,
+    paired over the same problems) and a sentence read from it; empty where no longer cap ran."""
+    if not checks:
+        return {"cap_table": "", "cap_sentence": ""}
+    short = checks[0].short
+    lines = [f"| model | blocks kept | greedy unfinished at {short} tokens, full → cut | at "
+             f"{checks[0].cap} tokens | cut's cost at {short} tokens [95% interval] | at {checks[0].cap} "
+             "tokens |", "|---|---|---|---|---|---|"]
+    said = []
+    for c in checks:
+        cut = next(r for r in rows if r.model == c.model and r.depth == c.depth)
+        full = next(r for r in rows if r.model == c.model and r.depth == r.n_layers)
+        gap, long = cut.paired("greedy", full, "greedy"), c.cost()
+        before, after = _unfinished(full), _unfinished(cut)
+        shares = f"{100 * before:.0f}% → {100 * after:.0f}%" if before is not None and after is not None else "—"
+        lines.append(f"| {c.model} | {c.depth} of {c.n_layers} | {shares} | {100 * c.full_unfinished:.0f}% → "
+                     f"{100 * c.cut_unfinished:.0f}% | {gap.points(1, unit='')}, {gap.standing()} | {long.points(1, unit='')}, "
+                     f"{long.standing()} |")
+        if gap.clear and gap.mean < 0 and not _costs(c):
+            said.append(f"on {c.model} the cut's cost of {gap.points(0)} at {short} tokens becomes "
+                        f"{long.points(0)} under {c.cap}, {long.standing()}: the cap made most of it")
+        elif _costs(c):
+            said.append(f"on {c.model} the cut costs more than its noise under both caps ({long.points(0)} under "
+                        f"{c.cap})")
+        else:
+            said.append(f"on {c.model} the cut's cost is {gap.standing()} at {short} tokens and {long.standing()} "
+                        f"under {c.cap}")
+    sentence = (f"Greedy decoding again under {checks[0].cap} tokens, on the same problems: " + "; ".join(said)
+                + ". Only greedy decoding ran under the longer cap.")
+    return {"cap_table": "\n".join(lines), "cap_sentence": sentence}
+
+
+def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> dict:
     """The chapter's answer for every model (a paragraph where one ran, a list item each where several did): its best
     power-sampled truncation against its full-depth greedy, with the paired interval that says whether the difference
-    is more than noise. `answer` and `headline` are the first model's, which the front page falls back on."""
-    verdicts = [_verdict(mine) for mine in per_model(rows)]
+    is more than noise, and where a longer cap (`checks`, `longer_cap`) ran, what it says of the cut's cost. `answer`
+    and `headline` are the first model's, which the front page falls back on."""
+    check = {c.model: c for c in checks}
+    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows)]
     first = verdicts[0]
     if len(verdicts) == 1:
         sentence = first["sentence"]
@@ -177,8 +240,8 @@ def verdict_values(rows: Sequence[DepthRow]) -> dict:
             "answer": first["answer"], "headline": first["headline"]}
 
 
-def _verdict(mine: Sequence[DepthRow]) -> dict:
-    """One model's verdict for `verdict_values`, from its rows."""
+def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None) -> dict:
+    """One model's verdict for `verdict_values`, from its rows and its longer cap's greedy decodes (`check`)."""
     full = next(r for r in mine if r.depth == r.n_layers)
     best = best_truncation(mine, "power")
     g, p = full.accuracy["greedy"], full.accuracy["power"]
@@ -190,19 +253,20 @@ def _verdict(mine: Sequence[DepthRow]) -> dict:
         d = best.paired("power", full, "greedy")
         warm = best.paired("power", full, "temperature")
         outcome = "above" if b > g else "equal to" if b == g else "below"
-        noise = ("larger than its noise" if d.clear else
-                 f"borderline: the direction is suggestive, but {d.n} problems cannot settle it" if d.borderline else
-                 "within its noise: these problems cannot tell the two apart")  # the words defined once, above
-        word, clause = answer_of(b < g, d)
+        noise = d.standing()  # the words the chapter's reading note defines
+        before, after = _unfinished(full), _unfinished(best)
+        check = check if check is not None and check.depth == best.depth else None
+        word, clause = answer_of(b < g, d, check, _capped(before, after))
         answer = f"{word}: on this model {clause}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.describe(1)}, which is {noise}. Against sampling at T = 1 on the full model, the other "
-                    f"reading of the report's \"full baseline\" ({full.interval('temperature')}), it is "
-                    f"{warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
-        before, after = _unfinished(full), _unfinished(best)
-        if _capped(before, after):
+                    f"{d.describe(1)}, {noise}. Against T = 1 sampling at full depth ({full.interval('temperature')}), "
+                    f"it is {warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
+        if _capped(before, after) and check is not None:
+            said = cap_clause(check, before, after)
+            sentence += f" {said[0].upper()}{said[1:]}."
+        elif _capped(before, after):
             sentence += (f" At this token cap {100 * after:.0f}% of its greedy answers at {best.depth} blocks are "
                          f"unfinished, against {100 * before:.0f}% at full depth, so part of what the cut costs here "
                          "is the cap (the outcomes table below counts it).")
@@ -237,8 +301,7 @@ def depth_axis_sentence(axes) -> str:
             if drawn else "")
     apart = [a for a in axes if not a.curve]
     shared = {(a.sweep_subset.n, a.sweep_subset.of) for a in apart if a.sweep_subset is not None}
-    if len(apart) > 1 and len(shared) == 1 and all(a.sweep_subset is not None and a.why.startswith("chapter 03 swept the first")
-                                                  for a in apart):  # one reason for every model: said once
+    if len(apart) > 1 and len(shared) == 1 and all(a.subset_only for a in apart):  # one reason for all: said once
         (n, of), = shared
         text += (" " if text else "") + (
             f"Chapter 03's sweep is not drawn: for {listed([a.model for a in apart])} it ran on the first {n} of these "
@@ -380,6 +443,10 @@ def sweep_glue(sweep: StepsSweep) -> dict:
     return {**values, "steps_sentence": sentence}
 
 
+TOP_50 = (", but for the reference proposal's cut to the 50 likeliest tokens, which low-temperature sampling does "
+          "not make")  # the published proposal's top-k (`PowerConfig.proposal_top_k`)
+
+
 def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     """"Does N matter?" answered on the headline set first (MH at the chapter's N against low temperature, the
     proposal alone, at the sweep's depth, on every problem), then the sweep's values, measured on its subset."""
@@ -392,7 +459,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, {sweep.model}'s MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
-             f"proposal alone): {d.describe()}, {_verdict_word(d)}. ")
+             f"proposal alone{TOP_50 if sweep.mode == 'reference' else ''}): {d.describe()}, {_verdict_word(d)}. ")
     subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
     return {**values, "steps_sentence": first + subset + values["steps_sentence"],
@@ -400,7 +467,7 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
 
 
 def _verdict_word(d: PairedDifference) -> str:
-    return d.standing("within its noise: these problems cannot tell the two apart")
+    return d.standing()  # the words the chapter's reading note defines
 
 
 def depth_sentence(rows: Sequence[DepthRow]) -> str:
@@ -440,11 +507,12 @@ def _on_own(rows: Sequence[DepthRow]) -> dict[str, DepthRow | None]:
     return {m: r if own[m] else None for m, r in last.items()}
 
 
-def size_values(rows: Sequence[DepthRow]) -> dict:
+def size_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> dict:
     """The report's contrast between sizes, in numbers: for each of the two smallest models (`by_size`), power
     sampling at its deepest truncation against its own full-depth greedy decoding, paired over the problems, and the
     difference between those two differences with its paired bootstrap interval and test (the problems are the
-    same for both models, `size_pair`); with each critical depth as a share of its model's depth."""
+    same for both models, `size_pair`); with each critical depth as a share of its model's depth, and, where a cut
+    leaves many answers unfinished at the cap, what the longer cap (`checks`) says of the cuts' costs."""
     contrast = size_contrast(rows)
     if contrast is None:
         which = ("one model" if len(by_size(rows)) == 1 else
@@ -464,7 +532,7 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
                        f"size_{tag}_share": 100 * cut.depth / full.n_layers,
                        f"size_{tag}_difference": round(100 * d.mean, 1)})
     dd, n = contrast.gap, contrast.gap.n
-    word = dd.standing("within its noise: these problems cannot tell the two sizes' answers apart")
+    word = dd.standing()
     small_share, large_share = (f"{values[f'size_{t}_share']:.0f}%" for t in ("small", "large"))
     shares = (f"Both models were searched at {small_share} of their depth." if small_share == large_share else
               f"Each model was searched at {small_share} and {large_share} of its depth.")
@@ -473,9 +541,26 @@ def size_values(rows: Sequence[DepthRow]) -> dict:
     gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
            f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
     sentence = (f"{gap} (paired over the same {counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} "
-                f"{_report_sizes()}")
+                + _sizes_capped(contrast.rows, checks) + _report_sizes())
     headline = f"{short[1]} {gap}, {dd.standing()}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
+
+
+def _sizes_capped(pairs, checks: Sequence[LongerCap]) -> str:
+    """Where a size's cut leaves many more greedy answers unfinished at the cap (`_capped`), the sentence that says so
+    and gives both cuts' costs to greedy decoding under the longer cap, which the contrast rests on ('' otherwise)."""
+    longer = {c.model: c for c in checks}
+    capped = [(cut, full) for cut, full in pairs if cut is not full and _capped(_unfinished(full), _unfinished(cut))]
+    if not capped:
+        return ""
+    said = listed([f"{100 * _unfinished(cut):.0f}% of {full.model}'s greedy answers at its cut" for cut, full in capped])
+    text = f"Both differences are read at a cap that leaves {said} unfinished"
+    known = [longer[full.model] for cut, full in pairs if full.model in longer and longer[full.model].depth == cut.depth]
+    if len(known) == len(pairs):
+        text += (f"; under {known[0].cap} tokens the two cuts cost greedy decoding "
+                 + listed([f"{c.cost().points(1)} ({c.model}, {c.cost().standing()})" for c in known])
+                 + " (the longer-cap table below)")
+    return text + ". "
 
 
 TERM_NAMES = {"cut_cost": "the cut (greedy at the cut − greedy full)",
@@ -526,9 +611,10 @@ def _mechanism(d: PairedDifference) -> str:
     return "within its noise: these problems cannot tell whether search helps more where depth was removed"
 
 
-def why_sentence(e: Explained) -> str:
+def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
     """One model's answer explained in one paragraph: the cut's cost, MH's recovery at the cut and gain at full depth,
-    their difference, and low temperature's two gains beside them."""
+    their difference, and low temperature's two gains beside them; with the longer cap's greedy decodes (`check`), the
+    cut's cost under that cap too."""
     t, low = e.parts["power"].terms, e.parts["low"].terms
 
     def term(d: PairedDifference, on_subset: bool) -> str:
@@ -545,8 +631,10 @@ def why_sentence(e: Explained) -> str:
             finishing = (f" (of which {finished:+.1f} points are answers that finished with the right answer; the rest "
                          "are unfinished answers, cut off at the cap or with an ending a move replaced, that the grader "
                          "credits with the number they hold, so most of that gain is not reasoning recovered)")
+    longer = (f", and under {check.cap} tokens by {check.cost().points(1)}, {check.cost().standing()}"
+              if check is not None and check.depth == e.cut.depth else "")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
-            f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}. Power sampling moves it by "
+            f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}{longer}. Power sampling moves it by "
             f"{term(t['recovery'], power.on_subset('recovery'))} at the cut{finishing} and by "
             f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
             f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. In its "
@@ -591,10 +679,10 @@ CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this mu
 # has a cost the cap may have made: the front page says so
 
 
-def _unfinished(r: DepthRow, key: str = "greedy") -> float | None:
-    """The share of a method's samples left unfinished, right or wrong (None where the row keeps none of its
+def _unfinished(r: DepthRow) -> float | None:
+    """The share of a row's greedy answers left unfinished, right or wrong (None where the row keeps none of its
     endings)."""
-    return sum(r.outcome_shares(key)[o] for o in UNFINISHED) if r.ends.get(key) else None
+    return sum(r.outcome_shares("greedy")[o] for o in UNFINISHED) if r.ends.get("greedy") else None
 
 
 def _capped(before: float | None, after: float | None) -> bool:
@@ -624,7 +712,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
     """The note under the front table where a model's cut is chapter 03's critical depth and sits within one problem
     of the collapse line on the problems chapter 03 read it on: one problem either way would move the cut ("" where
     none does, or the depths were not chosen so)."""
-    close, read = [], []
+    close, read, parts = [], [], []
     for e in explained:
         choice = e.cut.choice
         if choice is None or not choice.relative or choice.critical != e.cut.depth or not choice.curve \
@@ -639,8 +727,15 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             part = sweep_subset([e.full, e.cut], choice)
             if part is not None:
                 read.append(f"{e.full.model}'s on {part.describe()}")
+                parts.append((e.full.model, part))
     if not close:
         return ""
+    if len(parts) > 1 and len({(p.n, p.of) for _, p in parts}) == 1:  # one subset for every model: said once
+        n, of = parts[0][1].n, parts[0][1].of
+        read = [f"the first {n} of these {of} problems, where full-depth greedy scores "
+                + listed([f"{100 * p.full_greedy:.0f}%" for _, p in parts]) + " against "
+                + listed([f"{100 * p.full_greedy_all:.0f}%" for _, p in parts]) + f" on all {of} ("
+                + listed([model for model, _ in parts]) + ", in that order)"]
     where = ("on chapter 03's own problems" if not read else
              "on chapter 03's problems (" + "; ".join(read) + ")")
     return ("Each cut is chapter 03's critical depth, the shallowest from which greedy decoding keeps at least "
@@ -650,28 +745,39 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             "(chapter 03 gives the first model's interval).")
 
 
-def answer_values(explained: Sequence[Explained]) -> dict:
+def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> dict:
     """The front page's answer at every size: a lead that every model's own answer supports (or one per model where
     they differ), a table with a row per model, and why, from the decomposition. Glued as `answer_lead`,
-    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`."""
+    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`,
+    and from `longer_cap`'s `checks` where a longer cap ran (`answer_of`)."""
     if not explained:
-        return {"answer_lead": "", "answer_table": "", "answer_why": ""}
+        return {"answer_lead": "", "answer_table": "", "answer_why": "", "answer_summary": "no cut was searched"}
     ends = all(_unfinished(r) is not None for e in explained for r in (e.full, e.cut))
     lines = ["| model | blocks kept | power sampling (MH) at the cut | greedy at full depth | MH − greedy [95% interval], "
              "against its noise | T = 1 at full depth | MH − T = 1 [95% interval], against its noise |"
              + (" greedy answers unfinished at the cap, full → cut |" if ends else ""),
              "|---|---|---|---|---|---|---|" + ("---|" if ends else "")]
     answers, own, capped = [], own_problems([e.full for e in explained]), []
+    longer = {c.model: c for c in checks}
     for e in explained:
         d = e.parts["power"].terms["headline"]
-        word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d)
+        before, after = _unfinished(e.full), _unfinished(e.cut)
+        check = longer.get(e.full.model)
+        check = check if check is not None and check.depth == e.cut.depth else None
+        word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d, check,
+                                 _capped(before, after))
         cell = ""
         if ends:
-            before, after = _unfinished(e.full), _unfinished(e.cut)
             cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
-            if _capped(before, after):
+            if _capped(before, after) and check is not None:
+                d_long = check.cost()
+                clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut unfinished "
+                           f"(under {check.cap} tokens the cut costs greedy decoding {d_long.points(1)}, "
+                           f"{d_long.standing()})")
+            elif _capped(before, after):
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
                            "unfinished")
+            if _capped(before, after):
                 capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "
                               f"{100 * before:.0f}% at full depth")
         answers.append((word, clause))
@@ -691,7 +797,8 @@ def answer_values(explained: Sequence[Explained]) -> dict:
         notes += ["", "The cut ends more answers unfinished at the token cap: " + "; ".join(capped) + ". Part of what "
                   "the cut costs there may be answers the cap cut off rather than reasoning the blocks took away: the "
                   "share right among the answers that finished (chapter 04's outcomes table) and a longer cap tell "
-                  "the two apart."]
+                  "the two apart" + (f"; chapter 04 decodes greedily again under {checks[0].cap} tokens to say how much"
+                                     if checks else "") + "."]
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
         noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
@@ -704,8 +811,12 @@ def answer_values(explained: Sequence[Explained]) -> dict:
                    f"**The answer depends on the {noun}:** ")
         lead = opening + "; ".join(f"on {e.full.model}, {word.lower()}: {clause}"
                                    for e, (word, clause) in zip(explained, answers, strict=True)) + "."
+    summary = ("the answer, model by model, is " + listed([f"{word.lower()} on {e.full.model}" for e, (word, _) in
+                                                          zip(explained, answers, strict=True)])
+               + " (the front page and the verdict above give each clause)")
     return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
-            "answer_why": " ".join(why_sentence(e) for e in explained)}
+            "answer_why": " ".join(why_sentence(e, longer.get(e.full.model)) for e in explained),
+            "answer_summary": summary}
 
 
 def sharpness_values(rows: Sequence[DepthRow]) -> dict:
@@ -866,16 +977,17 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
     return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
 
 
-PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "smc_sentence", "smc_table",
-         "depth_sentence", "size_sentence", "size_headline", "decomposition_table", "decomposition_sentence",
-         "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence", "premise_sentence",
-         "levels_table", "levels_sentence", "pass_sentence")
+PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
+         "smc_sentence", "smc_table", "depth_sentence", "size_sentence", "size_headline", "decomposition_table",
+         "decomposition_sentence", "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence",
+         "premise_sentence", "levels_table", "levels_sentence", "pass_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
-                 levels: Sequence[int] | None = None) -> dict:
+                 levels: Sequence[int] | None = None, checks: Sequence[LongerCap] = ()) -> dict:
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
-    two-size contrast's numbers and the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones)."""
+    two-size contrast's numbers, the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones) and the
+    longer cap's greedy decodes (`checks`)."""
     explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
     tests = comparisons(rows)
     return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
@@ -883,8 +995,8 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows), **smc_values(rows, searches),
             "smc_table": smc_table(rows),
-            "depth_sentence": depth_sentence(rows), **size_values(rows), **decomposition_values(explained),
-            **answer_values(explained), **sharpness_values(rows), **level_values(scans, levels),
+            "depth_sentence": depth_sentence(rows), **size_values(rows, checks), **decomposition_values(explained),
+            **answer_values(explained, checks), **cap_values(rows, checks), **sharpness_values(rows), **level_values(scans, levels),
             "pass_sentence": pass_sentence(rows), **report_values()}
 
 

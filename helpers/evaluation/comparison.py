@@ -104,7 +104,8 @@ def _noise_word(d: PairedDifference) -> str:
 
 
 def comparisons_table(tests: Sequence[tuple[str, PairedDifference]], model: str | Sequence[str] | None = None) -> str:
-    """The paired tests as a Markdown table: difference in points with its 95% interval, the permutation test; with
+    """The paired tests as a Markdown table: difference in points with its 95% interval (its ends in whole points, as
+    the prose gives them), the permutation test; with
     `model` (one name for every test, or one per test), a first column that names the model each ran on."""
     models = [model] * len(tests) if isinstance(model, str) else list(model) if model is not None else None
     if models is not None and len(models) != len(tests):
@@ -114,6 +115,6 @@ def comparisons_table(tests: Sequence[tuple[str, PairedDifference]], model: str 
              "larger than its noise? |", rule + "|---|---|---|---|---|"]
     for i, (label, d) in enumerate(tests):
         lines.append((f"| {models[i]} " if models else "") +
-                     f"| {label} | {100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | {d.better} / "
+                     f"| {label} | {d.points(1, unit='')} | {d.better} / "
                      f"{d.worse} / {d.n} | {d.p_value:.2g} | {_noise_word(d)} |")
     return "\n".join(lines)

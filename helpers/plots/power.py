@@ -135,6 +135,9 @@ def steps_sweep(sweep):
     return finish(fig)
 
 
+REPORT_FAMILIES = ("qwen2",)  # the architectures (config.model_type) of the report's Qwen2.5-Math models
+
+
 def decomposition(explained, report: dict[str, float] | None = None):
     """Each model's answer taken apart (`helpers.chapters.power_sampling.explain`): per term, MH's and low
     temperature's paired difference in points with its 95% bootstrap interval, one panel per model, smaller first. A
@@ -147,6 +150,7 @@ def decomposition(explained, report: dict[str, float] | None = None):
     fig, axes = plt.subplots(1, len(explained), figsize=(4.6 * len(explained) + 1.2, 3.8), sharex=True,
                              squeeze=False)
     y = np.arange(len(TERMS))[::-1]
+    marked = False  # the report's marks in the legend once
     for ax, e in zip(axes[0], explained, strict=True):
         for i, (key, label) in enumerate(SEARCHES):
             part = e.parts[key]
@@ -159,16 +163,21 @@ def decomposition(explained, report: dict[str, float] | None = None):
                             xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]], fmt="o", color=colour,
                             mfc="white" if hollow else colour, capsize=3,
                             label=label if term == TERMS[1] else "greedy decoding" if term == "cut_cost" else None)
-        if report:
+        if report and e.full.family in REPORT_FAMILIES:  # the report's Qwen2.5 gains, on Qwen2.5 panels only
             for j, (name, points) in enumerate(report.items()):
                 ax.plot(points, y[-1], marker="x" if j == 0 else "+", ms=9, color="0.35", ls="none",
-                        label=f"report, {name}" if ax is axes[0][0] else None)
+                        label=f"report, {name}" if not marked else None)
+            marked = True
         ax.axvline(0, color="0.4", lw=0.8)
         ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") for t in TERMS], fontsize=8)
         ax.set_title(f"{e.full.model}: {e.cut.depth} of {e.full.n_layers} blocks", fontsize=9)
         ax.set_xlabel("paired difference [points] (95% interval)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    seen: dict[str, object] = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=len(seen), fontsize=8,
+               bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     plt.close(fig)
     return fig

@@ -108,6 +108,8 @@ DOMAINS: dict[str, Domain] = {
                              null="every problem"),
     "length_cap": Domain("the length study's longest answer, in new tokens", "int", **COUNT_MAX,
                          null="no length study"),
+    "longer_cap": Domain("a longer token cap under which greedy decoding at full depth and at each cut runs again",
+                         "int", **COUNT_MAX, null="not run"),
     "n_agreement": Domain("problems the agreement with the full model is measured on", "int", **COUNT_MAX),
     "n_examples": Domain("example completions shown", "int", **COUNT_MAX),
     "collapse_fraction": Domain("critical depth: from here on accuracy stays above this share of the full "
@@ -413,6 +415,7 @@ def check_job(job: Job, defaults: dict) -> None:
     _check_depths(job, literal)
     _check_seeds_at(job, literal)
     _check_sweep_shares(job, literal)
+    _check_longer_cap(job, literal)
     _check_context(job, literal)
     _check_samplers(job, literal)
 
@@ -468,6 +471,14 @@ def _check_sweep_shares(job: Job, literal: dict) -> None:
     if isinstance(length, int) and isinstance(cap, int) and length < cap:
         raise RunError(f"{job.stem}: length_cap {length} is below max_new_tokens {cap}: the length study says what "
                        "the chapter's own cap does to the answers, so it must decode at least that far.")
+
+
+def _check_longer_cap(job: Job, literal: dict) -> None:
+    """Chapter 04's longer cap reads the cut's cost again beyond the chapter's own cap: it must lie beyond it."""
+    longer, cap = (job.parameters.get(name, literal.get(name)) for name in ("longer_cap", "max_new_tokens"))
+    if isinstance(longer, int) and isinstance(cap, int) and longer <= cap:
+        raise RunError(f"{job.stem}: longer_cap {longer} is not above max_new_tokens {cap}: it decodes greedy answers "
+                       "again under a longer cap than the chapter's; give a larger one, or null to skip it.")
 
 
 def _check_depths(job: Job, literal: dict) -> None:

@@ -113,20 +113,24 @@ def test_stitch_against_naive_is_paired_per_depth():
     assert list(diffs) == [5, 4]  # truncated depths only, deepest first
     assert diffs[4].clear and diffs[4].mean == pytest.approx(0.8)
     assert diffs[5].mean == 0 and not diffs[5].clear and diffs[5].better == 2 and diffs[5].worse == 2
-    values = stitch_text.methods_values(s)
+    values = stitch_text.methods_values([s])
     table = values["methods_table"].splitlines()
     assert len(table) == 4 and table[3].startswith("| 4/6 | 80% [49–94] | 0% [0–28] | +80 [+50, +100]")
     assert "clearly more accurate than naive truncation at 1 of the 2 truncated depths (4)" in values["methods_sentence"]
     assert "clearly less accurate at 0," in values["methods_sentence"]
+    other = dataclasses.replace(s, model="other")  # every model's two cuts, each row named, each model a sentence
+    both = stitch_text.methods_values([s, other])
+    assert [line.split(" | ")[0] for line in both["methods_table"].splitlines()[2:]] == ["| toy"] * 2 + ["| other"] * 2
+    assert both["methods_sentence"].count("clearly more accurate") == 2 and "On other's 10 problems" in both["methods_sentence"]
     s.outputs = {"stitch": s.outputs["stitch"]}
-    assert stitch_text.methods_values(s)["methods_sentence"] == ""
+    assert stitch_text.methods_values([s])["methods_sentence"] == ""
 
 
 def test_where_no_depth_separates_the_methods_the_sentence_says_so_in_words():
     s = _sweep({4: 0.4, 5: 0.4, 6: 0.8}, {4: 0.4, 5: 0.4, 6: 0.8})
     same = [{"correct": i < 4, "text": ""} for i in range(10)]
     s.outputs = {"stitch": {4: same, 5: same, 6: same}, "naive": {4: same, 5: same, 6: same}}
-    sentence = stitch_text.methods_values(s)["methods_sentence"]
+    sentence = stitch_text.methods_values([s])["methods_sentence"]
     assert "no truncated depth of the 2 separates" in sentence and "at 0 of" not in sentence
 
 
@@ -282,10 +286,10 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     values = power_sampling_text.verdict_values(rows)
     assert values["full_greedy"] == 50 and values["full_power"] == pytest.approx(55)
     assert "stitched 4-block model scored 50% [30–70], equal to the full 6-block model's greedy 50%" in values["verdict"]
-    assert "+0.0 points [+0, +0]" in values["verdict"] and "cannot tell the two apart" in values["verdict"]
+    assert "+0.0 points [+0, +0]" in values["verdict"] and "p = 1), within its noise." in values["verdict"]
     assert values["verdict"].startswith("Too close to call")
-    assert "Against sampling at T = 1 on the full model, the other reading of the report's \"full baseline\" " \
-           "(10% [3–30]), it is +40.0 points [" in values["verdict"]  # 50% at 4 blocks − T = 1's 10% at 6
+    assert "Against T = 1 sampling at full depth (10% [3–30]), it is +40.0 points [" in values["verdict"]  # 50% at 4
+    # blocks − T = 1's 10% at 6
     assert "times the tokens" not in values["verdict"]  # what the search costs is chapter 05's, priced once there
     assert "below the full" in power_sampling_text.verdict_values(rows[:2])["verdict"]
     assert power_sampling_text.verdict_values(rows[:1])["verdict"] == "No truncated depth was tested."
@@ -589,6 +593,46 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."  # the report's gains: the note's, for scale
+
+
+def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
+    """The big model's cut costs 30 points at its cap, where it leaves 40% of its greedy answers unfinished (none at
+    full depth). Under a longer cap where the cut costs nothing, its "no" is the cap's, in the front page's answer,
+    the chapter's verdict and the cap table; where the cut still costs 30 points there, the "no" stands."""
+    rows = _two_sizes()
+    rows = [dataclasses.replace(r, ends={"greedy": [["cut off" if i < 8 and r.depth == 5 else "correct"]
+                                                    for i in range(20)]}) for r in rows]
+    same = power_sampling.LongerCap("big", 6, 5, 384, 160, tuple(_scores(0.8)), tuple(_scores(0.75)), 0.0, 0.05)
+    explained = power_sampling.explain(rows)
+    values = power_sampling_text.answer_values(explained, [same])
+    assert "on big, not at this cap: power sampling falls short of the full model at a token cap" in values["answer_lead"]
+    assert ("at a token cap that leaves 40% of its greedy answers at the cut unfinished (under 384 tokens the cut costs "
+            "greedy decoding -5.0 points [") in values["answer_lead"]
+    assert ("cutting to 5 of 6 blocks moves greedy decoding's accuracy by -30.0 points [-50, -10] (larger than its "
+            "noise), and under 384 tokens by -5.0 points [") in values["answer_why"]
+    verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
+    assert "* **big.** Not at this cap: on this model" in verdict
+    assert ("At 160 tokens 40% of its greedy answers at the cut are unfinished, against 0% at full depth; under 384 "
+            "tokens 5% are, and the cut costs greedy decoding -5.0 points [") in verdict
+    assert "but the search was not run under that cap." in verdict
+    cap = power_sampling_text.cap_values(rows, [same])
+    assert cap["cap_table"].splitlines()[2].startswith("| big | 5 of 6 | 0% → 40% | 0% → 5% | -30.0 [")
+    assert "on big the cut's cost of -30 points [" in cap["cap_sentence"] and "the cap made most of it" in cap["cap_sentence"]
+    costly = dataclasses.replace(same, cut=tuple(_scores(0.5)))  # the cut costs 30 points under the longer cap too
+    values = power_sampling_text.answer_values(explained, [costly])
+    assert "on big, no: " in values["answer_lead"] and "larger than its noise)" in values["answer_lead"]
+    assert "so the cap is not the whole of the cut's cost." in power_sampling_text.verdict_values(rows, [costly])["verdict"]
+    assert "costs more than its noise under both caps" in power_sampling_text.cap_values(rows, [costly])["cap_sentence"]
+    assert power_sampling_text.cap_values(rows, []) == {"cap_table": "", "cap_sentence": ""}  # none ran: nothing said
+    small = dataclasses.replace(same, model="small", full=tuple(_scores(0.5)), cut=tuple(_scores(0.45)))
+    sizes = power_sampling_text.size_values(rows, [small, same])["size_sentence"]  # the size contrast, capped too
+    assert ("Both differences are read at a cap that leaves 40% of small's greedy answers at its cut and 40% of big's "
+            "greedy answers at its cut unfinished; under 384 tokens the two cuts cost greedy decoding -5.0 points [") in sizes
+    assert "Both differences" in power_sampling_text.size_values(rows, [same])["size_sentence"]
+    assert "under 384 tokens" not in power_sampling_text.size_values(rows, [same])["size_sentence"]  # one of two read
+    assert power_sampling.longer_cap(rows, {}, None, max_new_tokens=160, shots=0, seed=0, batch_size=1) == []
+    with pytest.raises(ValueError, match="must exceed max_new_tokens"):
+        power_sampling.longer_cap(rows, {}, 160, max_new_tokens=160, shots=0, seed=0, batch_size=1)
 
 
 def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside_the_searchs_gain():
@@ -919,17 +963,21 @@ def test_the_halves_contributions_are_read_by_their_median_blocks_too_so_one_spi
     as much as the second half's, and the sentence says the drop is not there. A drop in every block is said to hold."""
     from types import SimpleNamespace
 
-    from helpers.chapters import effective_depth
+    from helpers.chapters import effective_depth_text
 
     def study(rc):
         return SimpleNamespace(curves={"rc_layer": np.array(rc)}, n_layers=len(rc), info=SimpleNamespace(name="m"),
                                maxima={"rc_mlp": np.ones(len(rc))})
 
-    spiked = effective_depth.contributions(study([9.0, 0.4, 2.0, 0.4, 0.4, 0.41, 0.4, 0.42, 0.4, 0.4, 0.39, 0.3]))
+    spiked = effective_depth_text.contribution_values(study([9.0, 0.4, 2.0, 0.4, 0.4, 0.41, 0.4, 0.42, 0.4, 0.4, 0.39,
+                                                             0.3]))
     assert spiked["rc_ratio"] > 1.2 and spiked["rc_median_ratio"] == pytest.approx(1.0)
     assert "does not write clearly less" in spiked["rc_verdict"]
-    dropped = effective_depth.contributions(study([9.0, 0.8, 0.8, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4, 0.4, 0.4, 0.3]))
+    assert spiked["rc_summary"] == "but its median block only 1.00 times less, so a few early layers carry the mean"
+    dropped = effective_depth_text.contribution_values(study([9.0, 0.8, 0.8, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4, 0.4, 0.4,
+                                                              0.3]))
     assert "writes clearly less here too" in dropped["rc_verdict"] and "2.00" in dropped["rc_verdict"]
+    assert dropped["rc_summary"] == "and its median block clearly less too"
 
 
 def test_the_skip_figures_say_which_problems_they_average_and_whether_those_have_several_steps():
@@ -962,7 +1010,8 @@ def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_probl
 
     def axis(model, easy):
         part = SweepSubset(16, 100, easy, 0.4)
-        return SimpleNamespace(model=model, curve={}, sweep_subset=part, why=f"chapter 03 swept {part.describe()}")
+        return SimpleNamespace(model=model, curve={}, sweep_subset=part, why=f"chapter 03 swept {part.describe()}",
+                               subset_only=True)
 
     sentence = power_sampling_text.depth_axis_sentence([axis("a", 0.5), axis("b", 0.6)])
     assert sentence == ("Chapter 03's sweep is not drawn: for a and b it ran on the first 16 of these 100 problems, "

@@ -780,6 +780,15 @@ def test_chapter_03s_settings_that_contradict_each_other_are_refused_before_work
         plan("smoke", override, only="03_stitch_and_preserve")
 
 
+def test_a_longer_cap_that_is_not_longer_is_refused_before_work():
+    from helpers.runner.planning import plan
+    from helpers.runner.profiles import RunError
+
+    with pytest.raises(RunError, match="longer_cap 48 is not above max_new_tokens 48"):
+        plan("smoke", {"longer_cap": 48, "max_new_tokens": 48}, only="04_power_sampling")
+    assert plan("smoke", {"longer_cap": 96}, only="04_power_sampling")  # longer: accepted
+
+
 def test_a_profiles_base_file_is_found_beside_the_profile_not_in_the_working_folder(tmp_path, monkeypatch):
     from helpers.runner.profiles import RunError, load_profile
 
