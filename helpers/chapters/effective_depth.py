@@ -184,20 +184,16 @@ CLEAR_DROP = 1.2  # the first half's median block writes at least this many time
 
 def contributions(r: ModelStudy) -> dict:
     """Mean block contribution in each half, the same for each half's median block (a mean one layer's massive
-    activation can carry, a median it cannot), the first and last block, the largest MLP spike, and `rc_verdict`,
-    the sentence that says whether the second half writes clearly less by the medians."""
+    activation can carry, a median it cannot), the first and last block and the largest MLP spike
+    (`effective_depth_text.contribution_values` adds the words)."""
     c, L = r.curves, r.n_layers
     half = L // 2
     first, second = float(c["rc_layer"][1:half].mean()), float(c["rc_layer"][half:L - 1].mean())
     median_first, median_second = float(np.median(c["rc_layer"][1:half])), float(np.median(c["rc_layer"][half:L - 1]))
     ratio = median_first / median_second
-    verdict = (f"By each half's median block, which one layer's spike cannot move, the ratio is {ratio:.2f}, so the "
-               "second half writes clearly less here too." if ratio >= CLEAR_DROP else
-               f"By each half's median block, which one layer's spike cannot move, the ratio is {ratio:.2f}: on this "
-               "model the second half does not write clearly less, and the mean's ratio rests on a few early layers.")
     spike_layer = int(np.argmax(r.maxima["rc_mlp"]))
     return {"rc_first": first, "rc_second": second, "rc_ratio": first / second, "rc_median_ratio": ratio,
-            "rc_verdict": verdict, "rc_last": float(c["rc_layer"][-1]),
+            "rc_last": float(c["rc_layer"][-1]),
             "rc_zero": float(c["rc_layer"][0]), "half": half, "half_last": half - 1, "second_last": L - 2,
             "spike_layer": spike_layer, "spike": float(r.maxima["rc_mlp"][spike_layer]), "n_layers": L,
             "model": r.info.name}

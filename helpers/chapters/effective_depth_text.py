@@ -6,10 +6,12 @@ which knows nothing of these words).
 from __future__ import annotations
 
 from helpers.chapters.effective_depth import (
+    CLEAR_DROP,
     ERASURE_THRESHOLD,
     RULES,
     LinearMaps,
     ModelStudy,
+    contributions,
     depth_trend,
     erasure_reach,
     ig_early_share,
@@ -84,16 +86,39 @@ def ig_values(r: ModelStudy, ig_steps: int, probe_stride: int) -> dict:
     return {"ig_early": ig_early_share(r), "ig_steps": ig_steps, "blank_rows": blank}
 
 
+def contribution_values(r: ModelStudy) -> dict:
+    """`contributions` with `rc_verdict`, the sentence that says whether the second half writes clearly less by the
+    medians, and `rc_summary`, the same verdict as a clause for the chapter's summary."""
+    values = contributions(r)
+    ratio = values["rc_median_ratio"]
+    clear = ratio >= CLEAR_DROP
+    verdict = (f"By each half's median block, which one layer's spike cannot move, the ratio is {ratio:.2f}, so the "
+               "second half writes clearly less here too." if clear else
+               f"By each half's median block, which one layer's spike cannot move, the ratio is {ratio:.2f}: on this "
+               "model the second half does not write clearly less, and the mean's ratio rests on a few early layers.")
+    summary = ("and its median block clearly less too" if clear else
+               f"but its median block only {ratio:.2f} times less, so a few early layers carry the mean")
+    return {**values, "rc_verdict": verdict, "rc_summary": summary}
+
+
+FLAT_SPREAD = 0.1  # the depth score varies less than this over the levels: flat, as Hu et al. report it
+
+
 def depth_values(r: ModelStudy, n_problems: int) -> dict:
-    """The trend of the depth score over difficulty levels, as a sentence."""
+    """The trend of the depth score over difficulty levels, as a sentence, and as a clause for the summary."""
     trend = depth_trend(r)
     if trend is not None:
         slope, low, high, levels = trend
         sentence = (f"The score moves by {slope:+.3f} per level (least-squares slope), between "
                     f"{low:.2f} and {high:.2f} over levels {levels[0]}–{levels[-1]}.")
+        summary = (f"harder problems use no clearly deeper computation: across levels {levels[0]}–{levels[-1]} the "
+                   f"depth score stays within {high - low:.2f}" if high - low < FLAT_SPREAD else
+                   f"the depth score spans {high - low:.2f} across levels {levels[0]}–{levels[-1]}")
     else:
         sentence = "Only one difficulty level was run, so there is no trend to read."
-    return {"depth_trend": sentence, "depth_n": n_problems}
+        summary = "one difficulty level ran, so difficulty says nothing here"
+    return {"depth_trend": sentence, "depth_summary": summary, "depth_n": n_problems}
+
 
 
 EXERCISE_FRACTIONS = (0.25, 0.75)  # the KL rule's fraction in exercise "other fractions"

@@ -107,7 +107,16 @@ def speed_values(c: DtypeComparison) -> dict:
                                                                      "given under *How to read this*."}
 
 
-EXERCISE_COLLAPSE = 0.8  # the critical-depth rule's share in exercise "a stricter rule in both formats"
+EXERCISE_SHARES = {"stricter": 0.8, "looser": 0.25}  # the critical-depth rule's share in exercise "another rule in
+# both formats": a stricter one where the critical depth lies below the full model, else a looser one, so that the
+# answer can move
+
+
+def exercise_rule(c: DtypeComparison) -> str:
+    """'stricter' or 'looser': the rule the exercise asks about, the one under which the critical depths can move
+    (a critical depth at the full model cannot rise, one at the sweep's shallowest depth cannot fall)."""
+    crit = [d for d in c.critical().values() if d is not None]
+    return "looser" if crit and min(crit) == c.n_layers else "stricter"
 
 
 EXERCISE_LOGIT = 20.0  # a typical top logit, in exercise "how close is a tie?"
@@ -134,13 +143,16 @@ def scope_sentence(c: DtypeComparison) -> str:
 
 def exercise_values(c: DtypeComparison, profile: str) -> dict:
     """What the exercises' solutions quote: bfloat16's spacing and what it means for a logit of 20, and the
-    critical depths under a stricter share (read from the sweep, as a re-run with that parameter would)."""
+    critical depths under another share, one that can move them (`exercise_rule`; read from the sweep, as a re-run
+    with that parameter would)."""
     eps, bits, spacing = bfloat16_spacing(EXERCISE_LOGIT)
-    strict = c.critical(EXERCISE_COLLAPSE)
-    return {"rerun_command": rerun_command(profile, "06_precision", collapse_fraction=EXERCISE_COLLAPSE),
+    rule = exercise_rule(c)
+    share = EXERCISE_SHARES[rule]
+    strict = c.critical(share)
+    return {"rerun_command": rerun_command(profile, "06_precision", collapse_fraction=share),
             "ex_eps": eps, "ex_bits": bits, "ex_logit": EXERCISE_LOGIT,
-            "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2,
-            "ex_collapse": EXERCISE_COLLAPSE, "ex_critical_float32": critical_depth_text(strict["float32"]),
+            "ex_logit_spacing": float(spacing), "ex_logit_error": float(spacing) / 2, "ex_rule": rule,
+            "ex_collapse": share, "ex_critical_float32": critical_depth_text(strict["float32"]),
             "ex_critical_bfloat16": critical_depth_text(strict["bfloat16"])}
 
 

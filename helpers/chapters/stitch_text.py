@@ -245,43 +245,51 @@ def models_values(sweeps: dict[str, Sweep], collapse_fraction: float) -> dict:
             "models_sentence": models_sentence(sweeps, collapse_fraction)}
 
 
-def methods_values(s: Sweep) -> dict:
-    """Does re-attaching the last block beat dropping it? A table per depth and a sentence that claims a
-    difference only where the paired interval and the paired test agree."""
-    diffs = method_differences(s)
-    if not diffs:
+def methods_values(sweeps: Sequence[Sweep]) -> dict:
+    """Does re-attaching the last block beat dropping it? A table per model and depth (a model column where there are
+    several) and a sentence per model that claims a difference only where the paired interval and the paired test
+    agree."""
+    many = len(sweeps) > 1
+    rows = [("| model " if many else "") + "| depth | stitch | naive | stitch − naive [95% interval] | paired test p | "
+            "larger than its noise? |", "|---" * (6 + many) + "|"]
+    sentences = []
+    for s in sweeps:
+        diffs = method_differences(s)
+        if not diffs:
+            continue
+        n = len(s.full)
+        for d, diff in diffs.items():
+            word = "yes" if diff.clear else "borderline" if diff.borderline else "no"
+            rows.append((f"| {s.model} " if many else "") +
+                        f"| {d}/{s.n_layers} | {percent_with_interval(s.accuracy['stitch'][d], n)} | "
+                        f"{percent_with_interval(s.accuracy['naive'][d], n)} | {diff.points(0, unit='')} | "
+                        f"{diff.p_value:.2g} | {word} |")
+        better = [d for d, x in diffs.items() if x.clear and x.mean > 0]
+        worse = [d for d, x in diffs.items() if x.clear and x.mean < 0]
+
+        def listed(depths: list[int]) -> str:
+            return f" ({', '.join(map(str, depths))})" if depths else ""
+
+        if better or worse:
+            sentences.append(f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive "
+                             f"truncation at {len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly "
+                             f"less accurate at {len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+        else:  # "more accurate at 0 of the 3 depths, less accurate at 0" says nothing a reader can use
+            sentences.append(f"On {s.model}'s {n} problems, no truncated depth of the {len(diffs)} separates "
+                             "stitch-and-preserve from naive truncation by more than the noise of these problems.")
+    if not sentences:
         return {"methods_table": "Only one truncation method was run.", "methods_sentence": ""}
-    n = len(s.full)
-    rows = ["| depth | stitch | naive | stitch − naive [95% interval] | paired test p | larger than its noise? |",
-            "|---" * 6 + "|"]
-    for d, diff in diffs.items():
-        word = "yes" if diff.clear else "borderline" if diff.borderline else "no"
-        rows.append(f"| {d}/{s.n_layers} | {percent_with_interval(s.accuracy['stitch'][d], n)} | "
-                    f"{percent_with_interval(s.accuracy['naive'][d], n)} | {100 * diff.mean:+.0f} "
-                    f"[{100 * diff.low:+.0f}, {100 * diff.high:+.0f}] | {diff.p_value:.2g} | {word} |")
-    better = [d for d, x in diffs.items() if x.clear and x.mean > 0]
-    worse = [d for d, x in diffs.items() if x.clear and x.mean < 0]
-
-    def listed(depths: list[int]) -> str:
-        return f" ({', '.join(map(str, depths))})" if depths else ""
-
-    if better or worse:
-        sentence = (f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive truncation "
-                    f"at {len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly less accurate at "
-                    f"{len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
-    else:  # "more accurate at 0 of the 3 depths, less accurate at 0" says nothing a reader can use
-        sentence = (f"On {s.model}'s {n} problems, no truncated depth of the {len(diffs)} separates stitch-and-preserve "
-                    "from naive truncation by more than the noise of these problems.")
-    return {"methods_table": "\n".join(rows), "methods_sentence": sentence}
+    return {"methods_table": "\n".join(rows), "methods_sentence": " ".join(sentences)}
 
 
 COMPARISON_MARKDOWN = ("methods_table", "methods_sentence", "report_sentence", "summary_sentence")
 
 
-def comparison_values(s: Sweep, collapse_fraction: float) -> dict:
-    """The first model's two cuts compared (`methods_values`), its removable share set beside the report's, and the
-    chapter's summary: the values glued after the methods' table (`COMPARISON_MARKDOWN` are Markdown)."""
-    return {**methods_values(s), "report_sentence": report_sentence(s, collapse_fraction),
+def comparison_values(s: Sweep, collapse_fraction: float, sweeps: Sequence[Sweep] = ()) -> dict:
+    """Every model's two cuts compared (`methods_values` of `sweeps`, the first model `s` alone where empty), the
+    first model's removable share set beside the report's, and the chapter's summary: the values glued after the
+    methods' table (`COMPARISON_MARKDOWN` are Markdown)."""
+    return {**methods_values(list(sweeps) or [s]), "report_sentence": report_sentence(s, collapse_fraction),
             "summary_sentence": summary_sentence(s, collapse_fraction)}
 
 

@@ -44,8 +44,8 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
         for label, layer in mine.items():  # named in the legend, not on the panel, where marks of several models
             ax = ax_kl if "KL" in label else ax_ov  # would collide; a triangle at the top, one row per model, shows
             ax.axvline(layer * scale, color=colour, ls="--", lw=1)  # each of two lines that fall on one depth
-            ax.plot([layer * scale], [1.0 - 0.05 * rank], "v", color=colour, ms=5, transform=ax.get_xaxis_transform(),
-                    clip_on=False)
+            ax.plot([layer * scale], [0.96 - 0.06 * rank], "v", color=colour, ms=6, transform=ax.get_xaxis_transform(),
+                    clip_on=False, zorder=10)  # inside the frame: a row per model, none cut by the top edge
     xlabel = "relative depth l / L (input of block l)" if relative else "layer l (input of block l)"
     ax_kl.set(xlabel=xlabel, ylabel="KL(layer ‖ final) [nats]", title="Logit-lens KL")
     ax_ov.set(xlabel=xlabel, ylabel="top-5 overlap", ylim=(0, 1.02), title="Top-5 overlap")
