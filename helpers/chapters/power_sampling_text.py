@@ -139,10 +139,12 @@ def _failure(mine: Sequence[DepthRow]) -> str:
     f, c = full.outcome_shares("power"), cut.outcome_shares("power", k)
     worst = max(OUTCOMES[1:], key=lambda o: c[o] - f[o])
     where = f" on the {counted(k, 'problem')} where both ran" if k < cut.count("power") else ""
-    others = ", ".join(f"{o}: {100 * f[o]:.0f}% → {100 * c[o]:.0f}%" for o in ("cut off", "no answer") if o != worst)
+    others = ", ".join(f"{o}: {100 * f[o]:.0f}% → {100 * c[o]:.0f}%" for o in ("cut off", "no answer")
+                       if o != worst and f"{100 * f[o]:.0f}{100 * c[o]:.0f}" != "00")  # a failure that never occurs: unsaid
     return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples finish with the right "
             f"answer, against {100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
-            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples ({others}).")
+            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples" + (f" ({others})." if others
+                                                                                          else "."))
 
 
 UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart
@@ -184,10 +186,10 @@ def cap_clause(check: LongerCap, before: float, after: float) -> str:
     """What the longer cap says of one capped model, for its answer: its unfinished shares at both caps and the cut's
     cost to greedy decoding under the longer one."""
     d = check.cost()
-    return (f"at {check.short} tokens {100 * after:.0f}% of its greedy answers at the cut are unfinished, against "
-            f"{100 * before:.0f}% at full depth; under {check.cap} tokens {100 * check.cut_unfinished:.0f}% are, and the "
-            f"cut costs greedy decoding {d.points(1)}, {d.standing()} (p {_p(d)}), "
-            + ("but the search was not run under that cap" if not _costs(check) else
+    return (f"at {check.short} tokens the cut leaves {100 * after:.0f}% of greedy answers unfinished ({100 * before:.0f}% "
+            f"at full depth); under {check.cap} tokens ({100 * check.cut_unfinished:.0f}%) it costs greedy decoding "
+            f"{d.points(1)}, {d.standing()}, "
+            + ("and the search was not run there" if not _costs(check) else
                "so the cap is not the whole of the cut's cost"))
 
 
@@ -261,7 +263,7 @@ def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None) -> dict:
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.describe(1)}, {noise}. Against T = 1 sampling at full depth ({full.interval('temperature')}), "
+                    f"{d.points(1)} (p {_p(d)}), {noise}. Against T = 1 sampling at full depth ({full.interval('temperature')}), "
                     f"it is {warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
         if _capped(before, after) and check is not None:
             said = cap_clause(check, before, after)
@@ -430,7 +432,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
                 f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = {best}: "
                 f"{percent_with_interval(at[best], sweep.n_problems)}; the figure gives each). N = {top} spent "
                 f"{cost[top]:.0f} decoded tokens per answer against {cost[base]:.0f} for N = {base}; the paired "
-                f"difference N = {top} − N = {base} is {d.describe()}, {_verdict_word(d)}.")
+                f"difference N = {top} − N = {base} is {d.points()} (p {_p(d)}), {_verdict_word(d)}.")
     values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
               "steps_difference": round(100 * d.mean, 1)}
     if sweep.other_mode is not None:
@@ -438,7 +440,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
         sentence += (f" The {sweep.other_mode} mode at the chapter's N = {sweep.chapter_steps} scored "
                      f"{percent_with_interval(sweep.other_accuracy, len(sweep.other_scores))} for "
                      f"{sweep.other_tokens:.0f} decoded tokens per answer; {sweep.other_mode} − {sweep.mode} is "
-                     f"{o.describe()}, {_verdict_word(o)}.")
+                     f"{o.points()} (p {_p(o)}), {_verdict_word(o)}.")
         values["mode_difference"] = round(100 * o.mean, 1)
     return {**values, "steps_sentence": sentence}
 
@@ -459,7 +461,8 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, {sweep.model}'s MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
-             f"proposal alone{TOP_50 if sweep.mode == 'reference' else ''}): {d.describe()}, {_verdict_word(d)}. ")
+             f"proposal alone{TOP_50 if sweep.mode == 'reference' else ''}): {d.points()} (p {_p(d)}), "
+             f"{_verdict_word(d)}. ")
     subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
     return {**values, "steps_sentence": first + subset + values["steps_sentence"],

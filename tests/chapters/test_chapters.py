@@ -612,9 +612,9 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
             "noise), and under 384 tokens by -5.0 points [") in values["answer_why"]
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
     assert "* **big.** Not at this cap: on this model" in verdict
-    assert ("At 160 tokens 40% of its greedy answers at the cut are unfinished, against 0% at full depth; under 384 "
-            "tokens 5% are, and the cut costs greedy decoding -5.0 points [") in verdict
-    assert "but the search was not run under that cap." in verdict
+    assert ("At 160 tokens the cut leaves 40% of greedy answers unfinished (0% at full depth); under 384 tokens (5%) it "
+            "costs greedy decoding -5.0 points [") in verdict
+    assert "and the search was not run there." in verdict
     cap = power_sampling_text.cap_values(rows, [same])
     assert cap["cap_table"].splitlines()[2].startswith("| big | 5 of 6 | 0% → 40% | 0% → 5% | -30.0 [")
     assert "on big the cut's cost of -30 points [" in cap["cap_sentence"] and "the cap made most of it" in cap["cap_sentence"]
