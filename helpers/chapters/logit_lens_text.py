@@ -118,20 +118,26 @@ def summary_table(study: LensStudy) -> str:
                       "|---|---|---|---|---|---|---|", *rows])
 
 
-def gold_comparison(study: LensStudy, kl_fraction: float, overlap_threshold: float) -> tuple[dict, str]:
-    """(curves of both texts by label, the sentence comparing their effective depths) for the first model."""
+def gold_comparison(study: LensStudy, kl_fraction: float, overlap_threshold: float) -> tuple[dict, dict]:
+    """(curves of both texts by label, {'gold_sentence': the sentence comparing their effective depths,
+    'gold_summary': the same in a clause for the summary}) for the first model."""
     if not study.gold_curves:
-        return {}, "This problem set has no gold solutions, so only generated text was read."
+        none = "This problem set has no gold solutions, so only generated text was read."
+        return {}, {"gold_sentence": none, "gold_summary": none}
     both = {}
     for name, gold in study.gold_curves.items():
         both[f"{name} · generated"] = study.curves[name]
         both[f"{name} · gold"] = gold
     first = study.summary[0]
     ed_kl, ed_ov, _ = lens_cut_points(study.gold_curves[first["model"]], kl_fraction, overlap_threshold)
-    return both, (f"On the gold solutions the effective depths are layer {ed_kl} (KL) and layer {ed_ov} (overlap), "
-                  f"against {first['ed_kl']} and {first['ed_overlap']} on the model's own solutions. Chapter 01's "
-                  "lens reads gold text too, but over every position, prompt included, of fewer problems, so its "
-                  "effective depth on gold text need not equal this one, read over the solutions' positions only.")
+    sentence = (f"On the gold solutions the effective depths are layer {ed_kl} (KL) and layer {ed_ov} (overlap), "
+                f"against {first['ed_kl']} and {first['ed_overlap']} on the model's own solutions. Chapter 01's "
+                "lens reads gold text too, but over every position, prompt included, of fewer problems, so its "
+                "effective depth on gold text need not equal this one, read over the solutions' positions only.")
+    same = (ed_kl, ed_ov) == (first["ed_kl"], first["ed_overlap"])
+    summary = ("Read on the gold solutions instead, both rules land on the same layers." if same else
+               f"Read on the gold solutions instead, the rules land on layers {ed_kl} and {ed_ov}.")
+    return both, {"gold_sentence": sentence, "gold_summary": summary}
 
 
 def report_comparison(study: LensStudy) -> str:

@@ -429,8 +429,8 @@ def test_lens_result_values_and_tables():
     levels = logit_lens_text.level_table(study).splitlines()
     assert levels[0] == "| model | level 1 | level 3 | cut off at the token limit |"
     assert levels[2] == "| m | 50% [9–91] | 0% [0–79] | 1 of 3 |"
-    assert logit_lens_text.gold_comparison(study, 0.5, 0.3) == ({}, "This problem set has no gold solutions, so only "
-                                                                "generated text was read.")
+    none = "This problem set has no gold solutions, so only generated text was read."
+    assert logit_lens_text.gold_comparison(study, 0.5, 0.3) == ({}, {"gold_sentence": none, "gold_summary": none})
     assert "earlier in relative depth than" in logit_lens_text.report_comparison(study)
     assert logit_lens_text.artefact_sentence(study) == "The KL curve of m peaks at layer 0, so there the artefact sets " \
         "its KL rule."
