@@ -94,7 +94,9 @@ def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_cha
     four = full["04_power_sampling"]
     assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
     assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
-    mine = ("profile", "models", "map_models", "map_tokens", "model_levels")
+    mine = ("profile", "models", "map_models", "map_tokens", "model_levels",
+            "length_cap")  # full adds chapter 03's length study, read from released decodes; default runs none
+    assert full["03_stitch_and_preserve"]["length_cap"] == 1024 and default["03_stitch_and_preserve"]["length_cap"] is None
     for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B and the base model in 02-03
         assert {k: v for k, v in full[stem].items() if k not in mine} == \
             {k: v for k, v in default[stem].items() if k not in mine}
