@@ -772,7 +772,11 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
         cell = ""
         if ends:
             cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
-            if _capped(before, after) and check is not None:
+            if _capped(before, after) and check is not None and (word, clause) == CAPPED:  # the clause says it: the
+                d_long = check.cost()  # numbers alone
+                clause += (f" (at {check.short} tokens {100 * after:.0f}% of its greedy answers at the cut are "
+                           f"unfinished; under {check.cap}, the cut costs greedy decoding {d_long.points(1)})")
+            elif _capped(before, after) and check is not None:
                 d_long = check.cost()
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut unfinished "
                            f"(under {check.cap} tokens the cut costs greedy decoding {d_long.points(1)}, "

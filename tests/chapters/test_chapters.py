@@ -606,8 +606,10 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     explained = power_sampling.explain(rows)
     values = power_sampling_text.answer_values(explained, [same])
     assert "on big, not at this cap: power sampling falls short of the full model at a token cap" in values["answer_lead"]
-    assert ("at a token cap that leaves 40% of its greedy answers at the cut unfinished (under 384 tokens the cut costs "
-            "greedy decoding -5.0 points [") in values["answer_lead"]
+    assert ("under a longer cap the cut itself costs greedy decoding no more than its noise (at 160 tokens 40% of its "
+            "greedy answers at the cut are unfinished; under 384, the cut costs greedy decoding -5.0 points [") \
+        in values["answer_lead"]  # the clause says what the cap did once, the numbers after it
+    assert values["answer_lead"].count("token cap") == 2  # small's clause, and big's: never twice in one clause
     assert ("cutting to 5 of 6 blocks moves greedy decoding's accuracy by -30.0 points [-50, -10] (larger than its "
             "noise), and under 384 tokens by -5.0 points [") in values["answer_why"]
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
