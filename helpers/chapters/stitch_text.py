@@ -380,7 +380,9 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
         clauses.append(f"{name} at {a.critical} of {a.n_layers} blocks leaves {100 * at_sweep.unfinished:.0f}% of its "
                        f"greedy answers unfinished at {sweep_cap} new tokens and {100 * at_cap.unfinished:.0f}% at "
                        f"{cap}, and needs a cap of {needs[name]}")
-    sentence = ("At its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
+    counts = {len(a.records[("greedy", a.critical)]) for a in studies.values()}
+    on = f"On this chapter's {counted(counts.pop(), 'problem')}, at" if len(counts) == 1 else "At"
+    sentence = (f"{on} its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
     legend = (f"An unfinished answer is counted as looping when at least {100 * LOOP_SHARE:.0f}% of the 8-token sequences "

@@ -832,6 +832,8 @@ def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_ans
                                  box={("greedy", 6): BoxStop(20, 0, 0, 0, 1000, 0)})
     values = stitch_text.lengths_values({"m": study}, 128)
     assert values["lengths_cap"] == 160
+    assert values["lengths_sentence"].startswith("On this chapter's 20 problems, at its critical depth, m at 5 of 6 "
+                                                 "blocks")  # its own problems, said: chapter 04's are others
     assert ("m at 5 of 6 blocks leaves 50% of its greedy answers unfinished at 128 new tokens and 10% at 256, and "
             "needs a cap of 160") in values["lengths_sentence"]
     table = values["lengths_table"].splitlines()
