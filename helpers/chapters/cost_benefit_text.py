@@ -73,7 +73,7 @@ def exercise_values(m: Measured, profile: str) -> dict:
     predicted = predicted_tokens(m, steps)
     v = multiplier_values(m)
     which = ("the report's N = 10" if steps == int(REPORT_SETTINGS["mcmc_steps"]) else
-             f"N = {steps}, fewer steps than the report's 10")
+             f"N = {steps}")
     return {"rerun_command": rerun_command(profile, "04_power_sampling", mcmc_steps=steps),
             "ex_steps": steps, "ex_steps_which": which, "ex_build_steps": cfg.mcmc_steps, "ex_predicted": predicted,
             "ex_build_predicted": v["predicted_tokens"], "ex_length": v["power_length"],

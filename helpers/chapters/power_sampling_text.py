@@ -161,8 +161,8 @@ ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and wha
 
 
 CAPPED = ("Not at this cap", "power sampling falls short of the full model at a token cap that cuts off the cut "
-                              "model's answers, and under a longer cap the cut itself costs greedy decoding no more "
-                              "than its noise")  # a "no" that a longer cap undoes
+                              "model's answers, and under a longer cap, where only greedy decoding ran, the cut's own "
+                              "cost is within its noise: the search there is not yet measured")  # a "no" that a longer cap undoes
 
 
 def answer_of(below: bool, d: PairedDifference, check: LongerCap | None = None, capped: bool = False) -> tuple[str, str]:
@@ -219,8 +219,8 @@ def cap_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap]) -> dict:
             said.append(f"on {c.model} the cut costs more than its noise under both caps ({long.points(0)} under "
                         f"{c.cap})")
         else:
-            said.append(f"on {c.model} the cut's cost is {gap.standing()} at {short} tokens and {long.standing()} "
-                        f"under {c.cap}")
+            said.append(f"on {c.model} the cut's cost is {gap.points(0)} at {short} tokens ({gap.standing()}) and "
+                        f"{long.points(0)} under {c.cap} ({long.standing()}): the cap made little of it")
     sentence = (f"Greedy decoding again under {checks[0].cap} tokens, on the same problems: " + "; ".join(said)
                 + ". Only greedy decoding ran under the longer cap.")
     return {"cap_table": "\n".join(lines), "cap_sentence": sentence}
@@ -563,6 +563,10 @@ def _sizes_capped(pairs, checks: Sequence[LongerCap]) -> str:
         text += (f"; under {known[0].cap} tokens the two cuts cost greedy decoding "
                  + listed([f"{c.cost().points(1)} ({c.model}, {c.cost().standing()})" for c in known])
                  + " (the longer-cap table below)")
+        short = [cut.paired("greedy", full, "greedy").mean for cut, full in pairs]
+        long = [c.cost().mean for c in known]
+        if (short[1] - short[0]) * (long[1] - long[0]) < 0:
+            text += ", so which size the cut costs more reverses with the cap"
     return text + ". "
 
 
@@ -708,7 +712,9 @@ def _report_note(explained: Sequence[Explained]) -> str:
         f"the MH − greedy {of(held)[4:]} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
     return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens and "
             f"answers of about 679 on average, at the depths its lens chose: not this build's models, problems or "
-            f"settings, so they are set beside these intervals for scale only ({verdict}).")
+            f"settings, so they are set beside these intervals for scale only ({verdict}). Read literally, its "
+            "\"Layer 26\" keeps all 28 blocks, and its gains are then search on the uncut model, chapter 04's "
+            "*search at full depth* term.")
 
 
 def _knife_edge(explained: Sequence[Explained]) -> str:
@@ -943,7 +949,7 @@ def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[Dept
     where = "; ".join(f"{whose[side]} against {listed(names)}" for side, names in grouped.items() if names)
     verdict = ("as the premise predicts for a less sharp model" if set(sides.values()) == {"above"} else
                "against the premise's prediction" if set(sides.values()) == {"below"} else
-               "so the three do not agree on the premise's prediction")
+               "so the three comparisons do not agree on the premise's prediction")
     return (f"{text}. Its gains at full depth lie {where}: {verdict} (point estimates across models, each on its own "
             "problems: no test sets one model's gain against another's).")
 

@@ -606,8 +606,9 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     explained = power_sampling.explain(rows)
     values = power_sampling_text.answer_values(explained, [same])
     assert "on big, not at this cap: power sampling falls short of the full model at a token cap" in values["answer_lead"]
-    assert ("under a longer cap the cut itself costs greedy decoding no more than its noise (at 160 tokens 40% of its "
-            "greedy answers at the cut are unfinished; under 384, the cut costs greedy decoding -5.0 points [") \
+    assert ("under a longer cap, where only greedy decoding ran, the cut's own cost is within its noise: the search "
+            "there is not yet measured (at 160 tokens 40% of its greedy answers at the cut are unfinished; under 384, "
+            "the cut costs greedy decoding -5.0 points [") \
         in values["answer_lead"]  # the clause says what the cap did once, the numbers after it
     assert values["answer_lead"].count("token cap") == 2  # small's clause, and big's: never twice in one clause
     assert ("cutting to 5 of 6 blocks moves greedy decoding's accuracy by -30.0 points [-50, -10] (larger than its "
@@ -773,7 +774,7 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
     assert "; at 5 of 6 blocks MH − greedy is +5.0 points [" in sentence
     assert "MH − low temperature +0.0 points [" in sentence
     assert sentence.endswith("Its gains at full depth lie within the instruction-tuned models' against greedy and low "
-                             "temperature; below every instruction-tuned model's against T = 1: so the three do not "
+                             "temperature; below every instruction-tuned model's against T = 1: so the three comparisons do not "
                              "agree on the premise's prediction (point estimates across models, each on its own "
                              "problems: no test sets one model's gain against another's).")
     rows[0].sharp = Sharpness(0.95, 0.01, 40, 400)
