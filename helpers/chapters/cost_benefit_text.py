@@ -292,10 +292,10 @@ def _matched_verdicts(m: Measured) -> tuple[list[int], list[int], list[int]]:
     return beat, lost, rest
 
 
-def _matched_clause(m: Measured) -> str:
-    """One model's compute-matched verdict as a clause ('beat both at 23 blocks and was not told apart from them
-    elsewhere by more than the noise'); '' where it ran no matched baseline."""
-    beat, lost, rest = _matched_verdicts(m)
+def _matched_clause(verdicts: tuple[list[int], list[int], list[int]]) -> str:
+    """One model's compute-matched verdict (`_matched_verdicts`) as a clause ('beat both at 23 blocks and was not told
+    apart from them elsewhere by more than the noise'); '' where it ran no matched baseline."""
+    beat, lost, rest = verdicts
     said = []
     if beat:
         said.append(f"beat both at {' and '.join(map(str, beat))} blocks")
@@ -311,12 +311,13 @@ def matched_summary(ms: Sequence[Measured]) -> str:
     """The compute-matched comparison in a clause for the chapter's summary: for each model that ran the baselines,
     at which depths MH beat, or lost to, both budget-matched baselines by more than the noise (the section's
     sentence gives each test)."""
-    said = [(m.model, c) for m in ms if (c := _matched_clause(m))]
+    verdicts = {m.model: _matched_verdicts(m) for m in ms}  # each model's paired tests, once
+    said = [(m.model, c) for m in ms if (c := _matched_clause(verdicts[m.model]))]
     if not said:
         return "no compute-matched baseline was run"
     if len(said) == 1 and len(ms) == 1:
         return "given its budget in best-of-k and majority-of-k samples, MH " + said[0][1]
-    if len(said) > 1 and not any(_matched_verdicts(m)[0] or _matched_verdicts(m)[1] for m in ms):
+    if len(said) > 1 and not any(beat or lost for beat, lost, _ in verdicts.values()):
         return ("given its budget in best-of-k and majority-of-k samples, MH was not told apart from them by more than "
                 f"the noise at any depth of {listed([model for model, _ in said])}")
     return "given its budget in best-of-k and majority-of-k samples, MH " + "; ".join(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -439,8 +440,10 @@ class LongerCap:
     full_unfinished: float  # share of greedy answers unfinished at the longer cap
     cut_unfinished: float
 
+    @cached_property
     def cost(self) -> PairedDifference:
-        """The cut's cost to greedy decoding under the longer cap, paired by problem."""
+        """The cut's cost to greedy decoding under the longer cap, paired by problem (one bootstrap, read by every
+        sentence that states it)."""
         return paired_difference(list(self.cut), list(self.full))
 
 

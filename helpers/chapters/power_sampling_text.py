@@ -178,14 +178,14 @@ def answer_of(below: bool, d: PairedDifference, check: LongerCap | None = None, 
 
 def _costs(check: LongerCap) -> bool:
     """Whether the cut costs greedy decoding more than its noise under the longer cap."""
-    d = check.cost()
+    d = check.cost
     return d.clear and d.mean < 0
 
 
 def cap_clause(check: LongerCap, before: float, after: float) -> str:
     """What the longer cap says of one capped model, for its answer: its unfinished shares at both caps and the cut's
     cost to greedy decoding under the longer one."""
-    d = check.cost()
+    d = check.cost
     return (f"at {check.short} tokens the cut leaves {100 * after:.0f}% of greedy answers unfinished ({100 * before:.0f}% "
             f"at full depth); under {check.cap} tokens ({100 * check.cut_unfinished:.0f}%) it costs greedy decoding "
             f"{d.points(1)}, {d.standing()}, "
@@ -206,7 +206,7 @@ def cap_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap]) -> dict:
     for c in checks:
         cut = next(r for r in rows if r.model == c.model and r.depth == c.depth)
         full = next(r for r in rows if r.model == c.model and r.depth == r.n_layers)
-        gap, long = cut.paired("greedy", full, "greedy"), c.cost()
+        gap, long = cut.paired("greedy", full, "greedy"), c.cost
         before, after = _unfinished(full), _unfinished(cut)
         shares = f"{100 * before:.0f}% → {100 * after:.0f}%" if before is not None and after is not None else "—"
         lines.append(f"| {c.model} | {c.depth} of {c.n_layers} | {shares} | {100 * c.full_unfinished:.0f}% → "
@@ -561,10 +561,10 @@ def _sizes_capped(pairs, checks: Sequence[LongerCap]) -> str:
     known = [longer[full.model] for cut, full in pairs if full.model in longer and longer[full.model].depth == cut.depth]
     if len(known) == len(pairs):
         text += (f"; under {known[0].cap} tokens the two cuts cost greedy decoding "
-                 + listed([f"{c.cost().points(1)} ({c.model}, {c.cost().standing()})" for c in known])
+                 + listed([f"{c.cost.points(1)} ({c.model}, {c.cost.standing()})" for c in known])
                  + " (the longer-cap table below)")
         short = [cut.paired("greedy", full, "greedy").mean for cut, full in pairs]
-        long = [c.cost().mean for c in known]
+        long = [c.cost.mean for c in known]
         if (short[1] - short[0]) * (long[1] - long[0]) < 0:
             text += ", so which size the cut costs more reverses with the cap"
     return text + ". "
@@ -638,7 +638,7 @@ def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
             finishing = (f" (of which {finished:+.1f} points are answers that finished with the right answer; the rest "
                          "are unfinished answers, cut off at the cap or with an ending a move replaced, that the grader "
                          "credits with the number they hold, so most of that gain is not reasoning recovered)")
-    longer = (f", and under {check.cap} tokens by {check.cost().points(1)}, {check.cost().standing()}"
+    longer = (f", and under {check.cap} tokens by {check.cost.points(1)}, {check.cost.standing()}"
               if check is not None and check.depth == e.cut.depth else "")
     return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
             f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}{longer}. Power sampling moves it by "
@@ -779,11 +779,11 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
         if ends:
             cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
             if _capped(before, after) and check is not None and (word, clause) == CAPPED:  # the clause says it: the
-                d_long = check.cost()  # numbers alone
+                d_long = check.cost  # numbers alone
                 clause += (f" (at {check.short} tokens {100 * after:.0f}% of its greedy answers at the cut are "
                            f"unfinished; under {check.cap}, the cut costs greedy decoding {d_long.points(1)})")
             elif _capped(before, after) and check is not None:
-                d_long = check.cost()
+                d_long = check.cost
                 clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut unfinished "
                            f"(under {check.cap} tokens the cut costs greedy decoding {d_long.points(1)}, "
                            f"{d_long.standing()})")
