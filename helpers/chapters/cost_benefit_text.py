@@ -41,26 +41,18 @@ from helpers.evaluation.stats import percent_with_interval
 from helpers.samplers.power import PowerConfig
 
 
-def multiplier_sentence(m: Measured) -> str:
-    v = multiplier_values(m)
-    return (f"On {m.model} at its full {m.n_layers} blocks, a power-sampled answer decoded "
-            f"{v['measured_tokens']:.0f} tokens on average, rejected proposals included, for an answer of "
-            f"{v['power_length']:.0f} tokens: {v['multiplier_vs_own']:.2f} times its own length and "
-            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer at the same depth on the same "
-            f"{counted(v['multiplier_problems'], 'problem')} ({v['greedy_tokens']:.0f} tokens). The exact count "
-            f"of the block schedule, evaluated at each answer's own length, predicts {v['predicted_tokens']:.0f} "
-            f"tokens; the report's formula predicts {v['formula_tokens']:.0f}.")
-
-
 def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
-    """`multiplier_values`, the sentence that states them and the build's N, as the token-count section glues
-    them, with how far the measured tokens lie from the exact count (`count_gap`, in percent of the count)."""
+    """`multiplier_values` and the build's N, as the token-count section glues them (its sentence is the notebook's,
+    around them: the model and its blocks, `multiplier_model` and `multiplier_layers`, and the problems counted in
+    words, `multiplier_count`), with how far the measured tokens lie from the exact count (`count_gap`, in percent of
+    the count)."""
     n, theirs = power.mcmc_steps, int(REPORT_SETTINGS["mcmc_steps"])
     clause = (f"with N = {n} MH steps per block, as the report did" if n == theirs else
               f"with N = {n} MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
     v = multiplier_values(m)
     gap = 100 * (v["measured_tokens"] / v["predicted_tokens"] - 1) if v["predicted_tokens"] else 0.0
-    return {**v, "multiplier_sentence": multiplier_sentence(m), "build_steps": n, "steps_clause": clause,
+    return {**v, "multiplier_model": m.model, "multiplier_layers": m.n_layers,
+            "multiplier_count": counted(v["multiplier_problems"], "problem"), "build_steps": n, "steps_clause": clause,
             "count_gap": abs(gap), "count_gap_side": "above" if gap >= 0 else "below"}
 
 
@@ -171,6 +163,24 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
     return f"{text[0].upper()}{text[1:]}: {tail}."
 
 
+def cost_lead(costs: Sequence[SizeCost]) -> str:
+    """The front page's first sentence: what the search cost against what the truncation saved, as ranges over the
+    sizes where every size gives one verdict (`cost_answer`, size by size, where they differ)."""
+    verdicts = dict.fromkeys(c.relation for c in costs)
+    if len(costs) < 2 or len(verdicts) > 1:
+        return cost_answer(costs)
+
+    def span(values: list[float], fmt: str) -> str:
+        low, high = format(min(values), fmt), format(max(values), fmt)
+        return low if low == high else f"{low}–{high}"
+
+    return (f"At every size this build priced, the search costs {next(iter(verdicts))} the truncation saves: a "
+            f"power-sampled answer at the cut decoded {span([c.multiplier for c in costs], '.1f')} times the tokens of "
+            f"the full model's greedy answer, while the blocks removed saved {span([100 * c.saved for c in costs], '.0f')}% "
+            f"of the FLOPs per token, against the {span([100 * c.needed for c in costs], '.0f')}% breaking even would "
+            "need (chapter 05 prices each size).")
+
+
 def size_cost_values(measured: Sequence[Measured]) -> dict:
     """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
     model's unembedding share (the comparison with the report quotes it)."""
@@ -189,11 +199,11 @@ def size_cost_values(measured: Sequence[Measured]) -> dict:
                      "at no size do the blocks this build removed save what the search costs.")
     first = size_cost(measured[0])
     return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,
-            "cost_answer": answer, "build_model": first.model,
+            "cost_answer": answer, "cost_lead": cost_lead(costs), "build_model": first.model,
             "build_unembedding": 100 * first.unembedding}
 
 
-SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glued as Markdown
+SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer", "cost_lead")  # glued as Markdown
 
 
 def _restricted(p: Point, k: int) -> str:

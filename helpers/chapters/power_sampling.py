@@ -12,7 +12,6 @@ from helpers.core.numbers import counted
 from helpers.data.problems import Problem, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
 from helpers.data.sources import load_problems
-from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
     depth_seeds,
@@ -48,13 +47,12 @@ from helpers.evaluation.stats import (
     percent_with_interval,
 )
 from helpers.evaluation.toy_study import TOY_MAX_TOKENS, stored_toy_curves
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
-from helpers.models.truncation import at_depth
-from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
 from helpers.samplers.target import MH_MODES, Target
-from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
+from helpers.samplers.toy import ToyLM, exact_distributions, tv_distance
 
 EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
 
@@ -104,22 +102,40 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     the reference ratio is exactly 1 (every move accepted), while the exact ratio keeps the cut point's length
     correction log t_x − log t_y and rejects some moves whose proposals end longer than the state. The noise floor is
     that of `n_chains` exact draws from p (the chapter's toy floor is for draws from p^α, another law); a distance
-    under twice it is read as noise, as the sampler's tests read it."""
-    toy = ToyLM(vocab=3, seed=seed)
-    p = exact_distributions(toy, [1], TOY_MAX_TOKENS, 1.0)["power"]
-    values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
-              "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
+    under twice it is read as noise, as the sampler's tests read it. The chains are the toy study's at α = 1, stored
+    and released like its curves."""
+    stored = stored_toy_curves(1.0, [steps], n_chains, seed, [], acceptance=True)
+    values = {"ex_one_steps": steps, "ex_one_chains": n_chains, "ex_one_noise": stored["noise"]}
     for mode in MH_MODES:
-        cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
-        chains = run_chains(make_engine("reencode", toy), [[1]] * n_chains, [EOS], Target(1.0, TOY_MAX_TOKENS), cfg,
-                            list(range(n_chains)))
-        moves = [accepted for c in chains for _, accepted in c.moves]
-        values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")
-        values[f"ex_one_tv_{mode}"] = tv_distance(empirical(c.tokens for c in chains), p)
+        accepted = stored["acceptance"][mode][0]
+        values[f"ex_one_acceptance_{mode}"] = float("nan") if accepted is None else accepted
+        values[f"ex_one_tv_{mode}"] = stored["tv"][mode][0]
         values[f"ex_one_standing_{mode}"] = ("within noise (less than twice that floor)"
                                              if values[f"ex_one_tv_{mode}"] < 2 * values["ex_one_noise"]
                                              else "more than twice that floor: not noise")
     return values
+
+
+@dataclass(frozen=True)
+class LongerCap:
+    """Greedy decoding at full depth and at the headline's cut once more, on the same problems and shots, under a
+    longer token cap: how much of the cut's cost at the chapter's cap is answers the cap cut off."""
+
+    model: str
+    n_layers: int
+    depth: int
+    cap: int  # the longer cap
+    short: int  # the chapter's own cap, the rows'
+    full: tuple[float, ...]  # per-problem greedy scores at full depth, in the rows' problem order
+    cut: tuple[float, ...]  # and at the cut
+    full_unfinished: float  # share of greedy answers unfinished at the longer cap
+    cut_unfinished: float
+
+    @cached_property
+    def cost(self) -> PairedDifference:
+        """The cut's cost to greedy decoding under the longer cap, paired by problem (one bootstrap, read by every
+        sentence that states it)."""
+        return paired_difference(list(self.cut), list(self.full))
 
 
 @dataclass
@@ -151,6 +167,7 @@ class DepthRow:
     problem_levels: tuple[int | None, ...] = ()  # each problem's level, in order (the prose names them)
     costs: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # power, smc -> tokens, seconds -> per
     # problem, the mean per sample (`cost_per_problem`): costs set side by side on the same problems
+    longer: LongerCap | None = None  # at the headline's cut, greedy again under `compare_methods`' longer cap
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -185,7 +202,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
                     critical_sweep: SweepSettings | dict | None = None,
-                    seeds_at: Mapping[int | str, int] | None = None) -> list[DepthRow]:
+                    seeds_at: Mapping[int | str, int] | None = None, longer_cap: int | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-k, majority), power sampling by MH and by SMC at every
     depth.
 
@@ -197,21 +214,27 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
     names (`search_limits`); `seeds_at` gives a depth fewer samples per problem than `n_seeds` (`depth_seeds`, e.g.
     {'critical-1': 1}). `problems` is one list for every model, or each model's own
-    (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem.
+    (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem. With
+    `longer_cap`, greedy decoding runs again under that longer cap at each model's full depth and headline cut
+    (`headline_row`), in the same pass over the model, and the cut's row carries it (`longer`, `longer_caps`): how
+    much of the cut's cost is answers the chapter's cap cut off.
     """
+    if longer_cap is not None and longer_cap <= max_new_tokens:
+        raise ValueError(f"longer_cap ({longer_cap}) must exceed max_new_tokens ({max_new_tokens}): it reads the cut's "
+                         "cost again under a longer cap; use None to skip it")
     size = subset_size(search_problems, power_subsets)
     rows = []
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     for name in models:
         order = search_order(problems_of(problems, name), size)
-        model, tokenizer, info = load_model(name)
-        n_layers = info.n_layers
+        model = load_model(name)
+        n_layers = model.n_layers
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
         plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
         seeds = depth_seeds(choice, seeds_at, n_seeds)
-        decoded = sample_at_depths(model, tokenizer, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
+        decoded = sample_at_depths(model, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                    seeds=seeds, batch_size=batch_size, engine=engine)
         for variant, runs in decoded.items():
             depth, k = variant[1], seeds.get(variant, n_seeds)
@@ -245,6 +268,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 costs={key: {"tokens": cost_per_problem(runs[name]), "seconds": cost_per_problem(runs[name], "seconds")}
                        for key, name in (("power", "power"), ("smc", "smc"))},
                 family=str(getattr(model.config, "model_type", ""))))
+        cut, full = headline_row(rows, name)
+        if longer_cap is not None and cut is not full:
+            cut.longer = _longer_cap(model, order, cut, full, longer_cap, max_new_tokens=max_new_tokens,
+                                     shots=shots, seed=seed, batch_size=batch_size, engine=engine)
         del model
     return rows
 
@@ -302,9 +329,10 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
         raise ValueError(f"steps must be a non-empty list of integers of at least 0 (MH steps per block), got "
                          f"{steps!r}")
     subset = search_order(problems, search_problems)[:search_problems]
-    model, tokenizer, info = load_model(model_name)
-    depth = info.n_layers - 1 if depth is None else depth
-    m = at_depth(model, depth)
+    model = load_model(model_name)
+    n_layers = model.n_layers
+    depth = n_layers - 1 if depth is None else depth
+    m = model.at_depth(depth)
 
     power = searches.power
     ordered = sorted(set(steps) | {power.mcmc_steps})
@@ -312,12 +340,12 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     other = ("reference" if power.mode == "exact" else "exact") if other_mode and power.mcmc_steps > 0 else None
     if other:
         configs[other] = replace(power, mode=other, top_k=0)
-    runs = sample_methods(m, tokenizer, subset, {
+    runs = sample_methods(m, subset, {
         name: DecodeSettings("power", max_new_tokens, shots, seed, target=searches.target, power=cfg)
         for name, cfg in configs.items()},
         n_seeds=n_seeds, batch_size=batch_size, engine=engine)  # one engine run for every N
     keep = [n for n in ordered if n in steps]
-    sweep = StepsSweep(model_name, depth, info.n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
+    sweep = StepsSweep(model_name, depth, n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
                        [tokens_per_problem(runs[n]) for n in keep], {n: per_problem(runs[n]) for n in ordered},
                        len(subset), n_seeds, power.mode, power.mcmc_steps)
     if other:
@@ -425,55 +453,24 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
     return out
 
 
-@dataclass(frozen=True)
-class LongerCap:
-    """Greedy decoding at full depth and at the headline's cut once more, on the same problems and shots, under a
-    longer token cap: how much of the cut's cost at the chapter's cap is answers the cap cut off."""
-
-    model: str
-    n_layers: int
-    depth: int
-    cap: int  # the longer cap
-    short: int  # the chapter's own cap, the rows'
-    full: tuple[float, ...]  # per-problem greedy scores at full depth, in the rows' problem order
-    cut: tuple[float, ...]  # and at the cut
-    full_unfinished: float  # share of greedy answers unfinished at the longer cap
-    cut_unfinished: float
-
-    @cached_property
-    def cost(self) -> PairedDifference:
-        """The cut's cost to greedy decoding under the longer cap, paired by problem (one bootstrap, read by every
-        sentence that states it)."""
-        return paired_difference(list(self.cut), list(self.full))
+def longer_caps(rows: Sequence[DepthRow]) -> list[LongerCap]:
+    """`LongerCap` of every model with a cut (`headline_rows`), smaller first, where `compare_methods` decoded under a
+    longer cap ([] where it did not)."""
+    return [cut.longer for cut, full in headline_rows(rows) if cut is not full and cut.longer is not None]
 
 
-def longer_cap(rows: Sequence[DepthRow], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
-               cap: int | None, *, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-               engine: str = "slot") -> list[LongerCap]:
-    """`LongerCap` of every model with a cut (`headline_rows`), smaller first; none without `cap`. Greedy decodes
-    under a cap longer than `max_new_tokens`, at the rows' full and cut depths, on their problems in their order:
-    stored like every decode, so the greedy records of chapter 03's sweep at that cap are read, not recomputed."""
-    if cap is None:
-        return []
-    if cap <= max_new_tokens:
-        raise ValueError(f"longer_cap ({cap}) must exceed max_new_tokens ({max_new_tokens}): it reads the cut's cost "
-                         "again under a longer cap; use None to skip it")
+def _longer_cap(model: ModelHandle, order: Sequence[Problem], cut: DepthRow, full: DepthRow, cap: int, *,
+                max_new_tokens: int, shots: int, seed: int, batch_size: int, engine: str) -> LongerCap:
+    """Greedy decodes of one model under `cap`, longer than `max_new_tokens`, at its full depth and its headline cut,
+    on the rows' problems in their order: stored like every decode, so the greedy records of chapter 03's sweep at
+    that cap are read, not recomputed."""
     greedy = {"greedy": DecodeSettings("greedy", max_new_tokens=cap, shots=shots, seed=seed)}  # as chapter_settings
-    out = []
-    for cut, full in headline_rows(rows):
-        if cut is full:
-            continue
-        mine = {p.id: p for p in problems_of(problems, full.model)}
-        order = [mine[pid] for pid in full.problem_ids]
-        model, tokenizer, _ = load_model(full.model)
-        runs = sample_at_depths(model, tokenizer, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
-                                n_seeds=1, batch_size=batch_size, engine=engine)
-        at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
-        share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
-        out.append(LongerCap(full.model, full.n_layers, cut.depth, cap, max_new_tokens, tuple(per_problem(at_full)),
-                             tuple(per_problem(at_cut)), *share))
-        del model
-    return out
+    runs = sample_at_depths(model, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
+                            n_seeds=1, batch_size=batch_size, engine=engine)
+    at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
+    share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
+    return LongerCap(full.model, full.n_layers, cut.depth, cap, max_new_tokens, tuple(per_problem(at_full)),
+                     tuple(per_problem(at_cut)), *share)
 
 
 @dataclass(frozen=True)
@@ -586,10 +583,10 @@ def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]]
     pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)  # one for all
     scans = []
     for name in named:
-        model, tokenizer, info = load_model(name)
-        runs = sample_at_depths(model, tokenizer, pool, greedy, [("stitch", info.n_layers)], n_seeds=1,
+        model = load_model(name)
+        runs = sample_at_depths(model, pool, greedy, [("stitch", model.n_layers)], n_seeds=1,
                                 batch_size=batch_size, engine=engine)
-        scans.append(level_scan(name, pool, runs[("stitch", info.n_layers)]["greedy"], model_levels[name]))
+        scans.append(level_scan(name, pool, runs[("stitch", model.n_layers)]["greedy"], model_levels[name]))
         del model
     return scans
 

@@ -187,14 +187,14 @@ def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp
     from helpers.data.sources import load_problems
     from helpers.evaluation.decodes import DecodeSettings, sample
     from helpers.models.loading import load_model
-    from helpers.models.truncation import truncate
 
-    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
-    model = model if depth is None else truncate(model, depth, "stitch")
+    handle = load_model("smollm2-135m", device="cpu", dtype="float32")
+    handle = handle if depth is None else handle.at_depth(depth, "stitch")
+    model, tokenizer = handle.module, handle.tokenizer
     problems = load_problems("arithmetic", n=1, levels=[1, 2, 3, 4], seed=0)
     settings = DecodeSettings("greedy", max_new_tokens=48, shots=2)
-    ours = sample(model, tokenizer, problems, settings, engine="vllm", root=tmp_path, progress=False)
-    theirs = sample(model, tokenizer, problems, settings, root=tmp_path, progress=False)
+    ours = sample(handle, problems, settings, engine="vllm", root=tmp_path, progress=False)
+    theirs = sample(handle, problems, settings, root=tmp_path, progress=False)
     from helpers.data.prompts import build_prompt
 
     for problem, a, b in zip(problems, ours, theirs, strict=True):
@@ -239,7 +239,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.models.loading import load_model
     from helpers.samplers.settings import chapter_settings
 
-    model = load_model(str(folder))[0]  # the dtype the chapter used
+    model = load_model(str(folder))  # the dtype the chapter used
     settings = chapter_settings(searches, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
     for s in settings.values():  # every decode stored under vLLM's key, none under the slot engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()
@@ -271,9 +271,13 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
 
     saved = []
     run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)),
-                 on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"])))
+                 on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"], state["step"],
+                                                                       state["grown"])))
     assert sorted(done) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
-    assert sorted(saved) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each chain, after each block but its last
+    assert sorted(s[:3] for s in saved if not s[4]) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each
+    # chain, after each block but its last; within each block, after its growth and after its first move
+    assert sorted(s for s in saved if s[4]) == [(0, i, b, step, True) for i in (0, 1) for b in range(T)
+                                                for step in (0, 1)]
     assert json.loads(log.read_text().splitlines()[-1])["tokens"] >= 3 * T
     monkeypatch.setattr(budget, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
     done.clear()
