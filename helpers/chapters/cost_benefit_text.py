@@ -171,6 +171,24 @@ def cost_answer(costs: Sequence[SizeCost]) -> str:
     return f"{text[0].upper()}{text[1:]}: {tail}."
 
 
+def cost_lead(costs: Sequence[SizeCost]) -> str:
+    """The front page's first sentence: what the search cost against what the truncation saved, as ranges over the
+    sizes where every size gives one verdict (`cost_answer`, size by size, where they differ)."""
+    verdicts = dict.fromkeys(c.relation for c in costs)
+    if len(costs) < 2 or len(verdicts) > 1:
+        return cost_answer(costs)
+
+    def span(values: list[float], fmt: str) -> str:
+        low, high = format(min(values), fmt), format(max(values), fmt)
+        return low if low == high else f"{low}–{high}"
+
+    return (f"At every size this build priced, the search costs {next(iter(verdicts))} the truncation saves: a "
+            f"power-sampled answer at the cut decoded {span([c.multiplier for c in costs], '.1f')} times the tokens of "
+            f"the full model's greedy answer, while the blocks removed saved {span([100 * c.saved for c in costs], '.0f')}% "
+            f"of the FLOPs per token, against the {span([100 * c.needed for c in costs], '.0f')}% breaking even would "
+            "need (chapter 05 prices each size).")
+
+
 def size_cost_values(measured: Sequence[Measured]) -> dict:
     """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
     model's unembedding share (the comparison with the report quotes it)."""
@@ -189,11 +207,11 @@ def size_cost_values(measured: Sequence[Measured]) -> dict:
                      "at no size do the blocks this build removed save what the search costs.")
     first = size_cost(measured[0])
     return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,
-            "cost_answer": answer, "build_model": first.model,
+            "cost_answer": answer, "cost_lead": cost_lead(costs), "build_model": first.model,
             "build_unembedding": 100 * first.unembedding}
 
 
-SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer")  # glued as Markdown
+SIZE_MARKDOWN = ("size_cost_table", "size_cost_sentence", "cost_answer", "cost_lead")  # glued as Markdown
 
 
 def _restricted(p: Point, k: int) -> str:

@@ -122,6 +122,28 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     return values
 
 
+@dataclass(frozen=True)
+class LongerCap:
+    """Greedy decoding at full depth and at the headline's cut once more, on the same problems and shots, under a
+    longer token cap: how much of the cut's cost at the chapter's cap is answers the cap cut off."""
+
+    model: str
+    n_layers: int
+    depth: int
+    cap: int  # the longer cap
+    short: int  # the chapter's own cap, the rows'
+    full: tuple[float, ...]  # per-problem greedy scores at full depth, in the rows' problem order
+    cut: tuple[float, ...]  # and at the cut
+    full_unfinished: float  # share of greedy answers unfinished at the longer cap
+    cut_unfinished: float
+
+    @cached_property
+    def cost(self) -> PairedDifference:
+        """The cut's cost to greedy decoding under the longer cap, paired by problem (one bootstrap, read by every
+        sentence that states it)."""
+        return paired_difference(list(self.cut), list(self.full))
+
+
 @dataclass
 class DepthRow:
     """Every method's accuracy and cost for one model at one depth."""
@@ -151,6 +173,7 @@ class DepthRow:
     problem_levels: tuple[int | None, ...] = ()  # each problem's level, in order (the prose names them)
     costs: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # power, smc -> tokens, seconds -> per
     # problem, the mean per sample (`cost_per_problem`): costs set side by side on the same problems
+    longer: LongerCap | None = None  # at the headline's cut, greedy again under `compare_methods`' longer cap
 
     def count(self, key: str) -> int:
         """Problems the method `key` ran on (all of them, or the first `search_problems`)."""
@@ -185,7 +208,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
                     critical_sweep: SweepSettings | dict | None = None,
-                    seeds_at: Mapping[int | str, int] | None = None) -> list[DepthRow]:
+                    seeds_at: Mapping[int | str, int] | None = None, longer_cap: int | None = None) -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-k, majority), power sampling by MH and by SMC at every
     depth.
 
@@ -197,8 +220,14 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     runs on that many problems only, and MH at the full depth of a model named in `power_subsets` on as many as it
     names (`search_limits`); `seeds_at` gives a depth fewer samples per problem than `n_seeds` (`depth_seeds`, e.g.
     {'critical-1': 1}). `problems` is one list for every model, or each model's own
-    (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem.
+    (`helpers.data.model_sets.problem_sets`): rows of models on the same problems pair problem by problem. With
+    `longer_cap`, greedy decoding runs again under that longer cap at each model's full depth and headline cut
+    (`headline_row`), in the same pass over the model, and the cut's row carries it (`longer`, `longer_caps`): how
+    much of the cut's cost is answers the chapter's cap cut off.
     """
+    if longer_cap is not None and longer_cap <= max_new_tokens:
+        raise ValueError(f"longer_cap ({longer_cap}) must exceed max_new_tokens ({max_new_tokens}): it reads the cut's "
+                         "cost again under a longer cap; use None to skip it")
     size = subset_size(search_problems, power_subsets)
     rows = []
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
@@ -245,6 +274,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 costs={key: {"tokens": cost_per_problem(runs[name]), "seconds": cost_per_problem(runs[name], "seconds")}
                        for key, name in (("power", "power"), ("smc", "smc"))},
                 family=str(getattr(model.config, "model_type", ""))))
+        cut, full = headline_row(rows, name)
+        if longer_cap is not None and cut is not full:
+            cut.longer = _longer_cap(model, tokenizer, order, cut, full, longer_cap, max_new_tokens=max_new_tokens,
+                                     shots=shots, seed=seed, batch_size=batch_size, engine=engine)
         del model
     return rows
 
@@ -425,55 +458,24 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
     return out
 
 
-@dataclass(frozen=True)
-class LongerCap:
-    """Greedy decoding at full depth and at the headline's cut once more, on the same problems and shots, under a
-    longer token cap: how much of the cut's cost at the chapter's cap is answers the cap cut off."""
-
-    model: str
-    n_layers: int
-    depth: int
-    cap: int  # the longer cap
-    short: int  # the chapter's own cap, the rows'
-    full: tuple[float, ...]  # per-problem greedy scores at full depth, in the rows' problem order
-    cut: tuple[float, ...]  # and at the cut
-    full_unfinished: float  # share of greedy answers unfinished at the longer cap
-    cut_unfinished: float
-
-    @cached_property
-    def cost(self) -> PairedDifference:
-        """The cut's cost to greedy decoding under the longer cap, paired by problem (one bootstrap, read by every
-        sentence that states it)."""
-        return paired_difference(list(self.cut), list(self.full))
+def longer_caps(rows: Sequence[DepthRow]) -> list[LongerCap]:
+    """`LongerCap` of every model with a cut (`headline_rows`), smaller first, where `compare_methods` decoded under a
+    longer cap ([] where it did not)."""
+    return [cut.longer for cut, full in headline_rows(rows) if cut is not full and cut.longer is not None]
 
 
-def longer_cap(rows: Sequence[DepthRow], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
-               cap: int | None, *, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-               engine: str = "slot") -> list[LongerCap]:
-    """`LongerCap` of every model with a cut (`headline_rows`), smaller first; none without `cap`. Greedy decodes
-    under a cap longer than `max_new_tokens`, at the rows' full and cut depths, on their problems in their order:
-    stored like every decode, so the greedy records of chapter 03's sweep at that cap are read, not recomputed."""
-    if cap is None:
-        return []
-    if cap <= max_new_tokens:
-        raise ValueError(f"longer_cap ({cap}) must exceed max_new_tokens ({max_new_tokens}): it reads the cut's cost "
-                         "again under a longer cap; use None to skip it")
+def _longer_cap(model, tokenizer, order: Sequence[Problem], cut: DepthRow, full: DepthRow, cap: int, *,
+                max_new_tokens: int, shots: int, seed: int, batch_size: int, engine: str) -> LongerCap:
+    """Greedy decodes of one model under `cap`, longer than `max_new_tokens`, at its full depth and its headline cut,
+    on the rows' problems in their order: stored like every decode, so the greedy records of chapter 03's sweep at
+    that cap are read, not recomputed."""
     greedy = {"greedy": DecodeSettings("greedy", max_new_tokens=cap, shots=shots, seed=seed)}  # as chapter_settings
-    out = []
-    for cut, full in headline_rows(rows):
-        if cut is full:
-            continue
-        mine = {p.id: p for p in problems_of(problems, full.model)}
-        order = [mine[pid] for pid in full.problem_ids]
-        model, tokenizer, _ = load_model(full.model)
-        runs = sample_at_depths(model, tokenizer, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
-                                n_seeds=1, batch_size=batch_size, engine=engine)
-        at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
-        share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
-        out.append(LongerCap(full.model, full.n_layers, cut.depth, cap, max_new_tokens, tuple(per_problem(at_full)),
-                             tuple(per_problem(at_cut)), *share))
-        del model
-    return out
+    runs = sample_at_depths(model, tokenizer, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
+                            n_seeds=1, batch_size=batch_size, engine=engine)
+    at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
+    share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
+    return LongerCap(full.model, full.n_layers, cut.depth, cap, max_new_tokens, tuple(per_problem(at_full)),
+                     tuple(per_problem(at_cut)), *share)
 
 
 @dataclass(frozen=True)

@@ -63,14 +63,15 @@ def results_table(rows: Sequence[DepthRow]) -> str:
     lines = ["| model | depth | " + " | ".join(label for _, label in columns) + " | MH acceptance | tokens/sample "
              "(greedy / MH / SMC) |", "|---" * (len(columns) + 4) + "|"]
     subsets, own = set(), own_problems(rows)
-    for r in rows:
+    order = by_size(rows)
+    for r in sorted(rows, key=lambda r: order.index(r.model)):  # smaller first, as the figures are (stable by depth)
         cells = []
         for key, _ in columns:
             on_subset = r.count(key) < r.n_problems
             subsets |= {(r.count(key), r.n_problems)} if on_subset else set()
             cells.append(r.interval(key) + (" †" if on_subset else ""))
-        marks = {key: " †" if r.count(key) < r.n_problems else "" for key in ("greedy", "power", "smc")}  # a cost
-        # on the searches' subset is marked as its accuracy is
+        marks = {key: "†" if r.count(key) < r.n_problems else "" for key in ("greedy", "power", "smc")}  # a cost
+        # on the searches' subset is marked as its accuracy is, on its own number
         lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f}{marks['greedy']} / {r.tokens_power:.0f}"
                        f"{marks['power']} / {r.tokens_smc:.0f}{marks['smc']} |")
@@ -82,15 +83,16 @@ def results_table(rows: Sequence[DepthRow]) -> str:
                      "came first).")]
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
-                      f"every other cell is on all {n}. Compare a † cell with another † cell, or read the paired "
-                      "differences below, which pair each method only over the problems both ran."]
+                      f"every other cell is on all {n} (in the tokens column, the one number a † follows). Compare "
+                      "a † cell with another † cell, or read the paired differences below, which pair each method "
+                      "only over the problems both ran."]
     return "\n".join(lines + own_problems_note(rows))
 
 
 def outcomes_table(rows: Sequence[DepthRow]) -> str:
     """How greedy and power-sampled answers end at each depth of every model, and how often those that finished
     (not cut off at the token cap) are right: where the failures are, and how much of a cut's cost the cap made."""
-    mine = [r for m in dict.fromkeys(r.model for r in rows) for r in rows if r.model == m and r.outcomes]
+    mine = [r for m in by_size(rows) for r in rows if r.model == m and r.outcomes]  # smaller first, as the figures
     own = own_problems(mine)
     lines = ["| model | depth | method | problems | " + " | ".join(OUTCOMES) + " | right among finished |",
              "|---" * (len(OUTCOMES) + 5) + "|"]
@@ -229,7 +231,7 @@ def cap_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap]) -> dict:
 def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> dict:
     """The chapter's answer for every model (a paragraph where one ran, a list item each where several did): its best
     power-sampled truncation against its full-depth greedy, with the paired interval that says whether the difference
-    is more than noise, and where a longer cap (`checks`, `longer_cap`) ran, what it says of the cut's cost. `answer`
+    is more than noise, and where a longer cap (`checks`, `longer_caps`) ran, what it says of the cut's cost. `answer`
     and `headline` are the first model's, which the front page falls back on."""
     check = {c.model: c for c in checks}
     verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows)]
@@ -259,7 +261,7 @@ def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None) -> dict:
         before, after = _unfinished(full), _unfinished(best)
         check = check if check is not None and check.depth == best.depth else None
         word, clause = answer_of(b < g, d, check, _capped(before, after))
-        answer = f"{word}: on this model {clause}. "
+        answer = f"{word}: on this model {clause}{fragile(d)}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
@@ -619,45 +621,89 @@ def _mechanism(d: PairedDifference) -> str:
 
 
 def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
-    """One model's answer explained in one paragraph: the cut's cost, MH's recovery at the cut and gain at full depth,
-    their difference, and low temperature's two gains beside them; with the longer cap's greedy decodes (`check`), the
-    cut's cost under that cap too."""
+    """One model's answer explained in two sentences: the cut's cost (and, with the longer cap's greedy decodes
+    `check`, its cost under that cap), MH's recovery at the cut and gain at full depth, their difference, and low
+    temperature's two gains beside them (chapter 04's decomposition gives each term's interval and p)."""
     t, low = e.parts["power"].terms, e.parts["low"].terms
+    power = e.parts["power"]
 
-    def term(d: PairedDifference, on_subset: bool) -> str:
-        where = f", on the first {counted(d.n, 'problem')}" if on_subset else ""
+    def term(key: str) -> str:
+        d = t[key]
+        where = f", on the first {counted(d.n, 'problem')}" if power.on_subset(key) else ""
         return f"{d.points(1)} ({d.standing()}{where})"
 
-    power = e.parts["power"]
     where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
              else "")
-    finishing = ""
-    if t["recovery"].mean > 0 and e.cut.ends.get("power") and e.cut.ends.get("greedy"):
-        finished = 100 * (e.cut.outcome_shares("power")["correct"] - e.cut.outcome_shares("greedy")["correct"])
-        if finished <= 50 * t["recovery"].mean:  # at most half the gain is answers that finished right
-            finishing = (f" (of which {finished:+.1f} points are answers that finished with the right answer; the rest "
-                         "are unfinished answers, cut off at the cap or with an ending a move replaced, that the grader "
-                         "credits with the number they hold, so most of that gain is not reasoning recovered)")
-    longer = (f", and under {check.cap} tokens by {check.cost.points(1)}, {check.cost.standing()}"
+    finished = credited_gain(e)
+    finishing = "" if finished is None else (f", of which {finished:+.1f} points are answers that finished right (the "
+                                             "rest are unfinished answers the grader credits with a number they hold, "
+                                             "not reasoning recovered)")
+    longer = (f", and under {check.cap} tokens {check.cost.points(1)} ({check.cost.standing()})"
               if check is not None and check.depth == e.cut.depth else "")
-    return (f"On {e.full.model}, cutting to {e.cut.depth} of {e.full.n_layers} blocks moves greedy decoding's accuracy "
-            f"by {term(t['cut_cost'], power.on_subset('cut_cost'))}{longer}. Power sampling moves it by "
-            f"{term(t['recovery'], power.on_subset('recovery'))} at the cut{finishing} and by "
-            f"{term(t['full_gain'], power.on_subset('full_gain'))} at full depth; the difference, "
-            f"{t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), is {_mechanism(t['mechanism'])}. In its "
-            f"place, sampling at low temperature (T = 1/α, the cheap way to sharpen) moves it by "
-            f"{low['recovery'].points(1)} at the cut and {low['full_gain'].points(1)} at full depth.")
+    return (f"On {e.full.model}, the cut to {e.cut.depth} of {e.full.n_layers} blocks costs greedy decoding "
+            f"{term('cut_cost')}{longer}; against greedy decoding at the same depth, power sampling moves accuracy by "
+            f"{term('recovery')} at the cut{finishing} and by {term('full_gain')} at full depth, a difference of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}"
+            f"{where}), {_mechanism(t['mechanism'])} (low temperature: {low['recovery'].points(0)} at the cut, "
+            f"{low['full_gain'].points(0)} at full depth).")
 
 
-def decomposition_summary(explained: Sequence[Explained]) -> str:
+CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a term read at a cap that cuts answers off, and of a gain
+# made mostly of unfinished answers the grader credits
+MARKS = {CAP_MARK: "read at a token cap that leaves many of the cut's answers unfinished",
+         CREDIT_MARK: "mostly unfinished answers the grader credits with a number they hold"}
+
+
+def credited_gain(e: Explained) -> float | None:
+    """Where MH's gain at the cut is positive and at most half of it is answers that finished right (the rest being
+    unfinished answers the grader credits with a number they hold), the points that finished right; else None."""
+    gain = e.parts["power"].terms["recovery"].mean
+    if gain <= 0 or not e.cut.ends.get("power") or not e.cut.ends.get("greedy"):
+        return None
+    finished = 100 * (e.cut.outcome_shares("power")["correct"] - e.cut.outcome_shares("greedy")["correct"])
+    return finished if finished <= 50 * gain else None
+
+
+def caveats(explained: Sequence[Explained]) -> dict[str, dict[str, str]]:
+    """The limits a term's reading carries, as Figure 4.5 marks them ({model: {term: mark}}): the cut's cost and the
+    headline where the cut ends many more greedy answers unfinished at the token cap (`CAP_MARK`), the search's gain
+    at the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`)."""
+    marks: dict[str, dict[str, str]] = {}
+    for e in explained:
+        mine = {}
+        if _capped(_unfinished(e.full), _unfinished(e.cut)):
+            mine |= {"cut_cost": CAP_MARK, "headline": CAP_MARK}
+        if credited_gain(e) is not None:
+            mine["recovery"] = CREDIT_MARK
+        if mine:
+            marks[e.full.model] = mine
+    return marks
+
+
+def decomposition_summary(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> str:
     """The decomposition read across the models, in words its intervals support: on which models each of MH's terms
-    is larger than its noise (the table beside it gives the numbers, and the front page each model's paragraph)."""
+    is larger than its noise (the table beside it gives the numbers, and the front page each model's paragraph), with
+    the limit each such reading carries where it carries one (`caveats`): the cut's cost at a cap that cuts answers
+    off (and, with the longer cap's greedy decodes `checks`, that cost under the longer cap), a gain at the cut made
+    mostly of answers the grader credits unfinished."""
     if not explained:
         return "No truncated depth ran, so there is no cut to take apart."
+    marks, longer = caveats(explained), {c.model: c for c in checks}
+
+    def limit(e: Explained, term: str) -> str:
+        mark = marks.get(e.full.model, {}).get(term)
+        if mark == CAP_MARK:
+            check = longer.get(e.full.model)
+            under = (f"; under {check.cap} tokens {check.cost.points(0)}, {check.cost.standing()}"
+                     if check is not None and check.depth == e.cut.depth else "")
+            return f" (at a cap that leaves {100 * _unfinished(e.cut):.0f}% of its greedy answers at the cut unfinished{under})"
+        if mark == CREDIT_MARK:
+            return (f" (of which {credited_gain(e):+.1f} points finished right; the rest is unfinished answers the "
+                    "grader credits)")
+        return ""
 
     def where(term: str, key: str = "power", sign: int = 0) -> str:
-        hits = [e.full.model for e in explained if e.parts[key].terms[term].clear
-                and (sign == 0 or sign * e.parts[key].terms[term].mean > 0)]
+        hits = [e.full.model + (limit(e, term) if key == "power" else "") for e in explained
+                if e.parts[key].terms[term].clear and (sign == 0 or sign * e.parts[key].terms[term].mean > 0)]
         return listed(hits)
 
     n = counted(len(explained), "model")
@@ -669,12 +715,12 @@ def decomposition_summary(explained: Sequence[Explained]) -> str:
             f"on {where('recovery', 'low', 1)}.")
 
 
-def decomposition_values(explained: Sequence[Explained]) -> dict:
+def decomposition_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> dict:
     """The decomposition's glued table and sentences (Markdown), and each model's terms in points, named by the model
     (`dec_qwen2_5_coder_0_5b_power_cut_cost`: a name that means the same model in every build, for `glued-diff`),
     from `explain`."""
     values = {"decomposition_table": decomposition_table(explained),
-              "decomposition_sentence": decomposition_summary(explained)}
+              "decomposition_sentence": decomposition_summary(explained, checks)}
     for e in explained:
         name = re.sub(r"\W", "_", e.full.model)
         for key, _ in SEARCHES:
@@ -754,11 +800,50 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             "(chapter 03 gives the first model's interval).")
 
 
+def fragile(d: PairedDifference) -> str:
+    """A clause for an answer whose interval ends at zero in whole points (its word would change with one problem
+    either way), or ""."""
+    end = d.high if abs(d.high) < abs(d.low) else d.low
+    if d.clear or abs(100 * end) >= 0.5:
+        return ""
+    return f"; its interval ends at {100 * end:+.0f} points, so one problem either way could change this word"
+
+
+def provisional(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> str:
+    """The paragraph under the answer's lead that says which answers the token cap leaves provisional: the unfinished
+    shares of each model whose cut ends many more greedy answers unfinished (`_capped`), and what greedy decoding
+    under the longer cap (`checks`) says of the cut's cost there ("" where the cap cut no model's answers)."""
+    longer = {c.model: c for c in checks}
+    capped, costs = [], []
+    for e in explained:
+        before, after = _unfinished(e.full), _unfinished(e.cut)
+        if not _capped(before, after):
+            continue
+        capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks "
+                      f"({100 * before:.0f}% at full depth)")
+        check = longer.get(e.full.model)
+        if check is not None and check.depth == e.cut.depth:
+            costs.append(f"{check.cost.points(1)} on {e.full.model} ({check.cost.standing()}; "
+                         f"{100 * check.cut_unfinished:.0f}% unfinished)")
+    if not capped:
+        return ""
+    cap = next(iter(longer.values())).short if longer else None
+    text = (f"These words are provisional where the cap cuts answers off: {'at ' + str(cap) + ' tokens ' if cap else ''}"
+            f"the cut leaves unfinished {listed(capped)}, and the search is graded through the same window.")
+    if costs:
+        text += (f" Under {checks[0].cap} tokens, where only greedy decoding ran, the cut costs greedy decoding "
+                 f"{listed(costs)}; how the search fares under that cap this build does not measure.")
+    else:
+        text += " No longer cap ran in this build to say how much of the cut's cost is the cap's."
+    return text
+
+
 def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> dict:
-    """The front page's answer at every size: a lead that every model's own answer supports (or one per model where
-    they differ), a table with a row per model, and why, from the decomposition. Glued as `answer_lead`,
-    `answer_table` and `answer_why` (Markdown), which `helpers.runner.front` sets on the front page; from `explain`,
-    and from `longer_cap`'s `checks` where a longer cap ran (`answer_of`)."""
+    """The front page's answer at every size: a lead that every model's own answer supports (or one line per model
+    where they differ) and what the token cap leaves provisional (`provisional`), a table with a row per model, and
+    why, from the decomposition. Glued as `answer_lead`, `answer_table` and `answer_why` (Markdown), which
+    `helpers.runner.front` sets on the front page; from `explain`, and from `longer_caps`' `checks` where a longer cap
+    ran (`answer_of`)."""
     if not explained:
         return {"answer_lead": "", "answer_table": "", "answer_why": "", "answer_summary": "no cut was searched"}
     ends = all(_unfinished(r) is not None for e in explained for r in (e.full, e.cut))
@@ -766,7 +851,7 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
              "against its noise | T = 1 at full depth | MH − T = 1 [95% interval], against its noise |"
              + (" greedy answers unfinished at the cap, full → cut |" if ends else ""),
              "|---|---|---|---|---|---|---|" + ("---|" if ends else "")]
-    answers, own, capped = [], own_problems([e.full for e in explained]), []
+    answers, own = [], own_problems([e.full for e in explained])
     longer = {c.model: c for c in checks}
     for e in explained:
         d = e.parts["power"].terms["headline"]
@@ -775,26 +860,9 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
         check = check if check is not None and check.depth == e.cut.depth else None
         word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d, check,
                                  _capped(before, after))
-        cell = ""
-        if ends:
-            cell = f" {100 * before:.0f}% → {100 * after:.0f}% |"
-            if _capped(before, after) and check is not None and (word, clause) == CAPPED:  # the clause says it: the
-                d_long = check.cost  # numbers alone
-                clause += (f" (at {check.short} tokens {100 * after:.0f}% of its greedy answers at the cut are "
-                           f"unfinished; under {check.cap}, the cut costs greedy decoding {d_long.points(1)})")
-            elif _capped(before, after) and check is not None:
-                d_long = check.cost
-                clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut unfinished "
-                           f"(under {check.cap} tokens the cut costs greedy decoding {d_long.points(1)}, "
-                           f"{d_long.standing()})")
-            elif _capped(before, after):
-                clause += (f", at a token cap that leaves {100 * after:.0f}% of its greedy answers at the cut "
-                           "unfinished")
-            if _capped(before, after):
-                capped.append(f"{100 * after:.0f}% of {e.full.model}'s greedy answers at {e.cut.depth} blocks against "
-                              f"{100 * before:.0f}% at full depth")
-        answers.append((word, clause))
+        answers.append((word, clause + fragile(d)))
         warm = e.cut.paired("power", e.full, "temperature")
+        cell = f" {100 * before:.0f}% → {100 * after:.0f}% |" if ends else ""
         lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
                      f"{e.full.interval('greedy')} | {d.points(1)}, {d.standing()} (p {_p(d)}) | "
                      f"{e.full.interval('temperature')} | {warm.points(1)}, {warm.standing()} (p {_p(warm)}) |{cell}")
@@ -806,28 +874,23 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
     edge = _knife_edge(explained)
     if edge:
         notes += ["", edge]
-    if capped:
-        notes += ["", "The cut ends more answers unfinished at the token cap: " + "; ".join(capped) + ". Part of what "
-                  "the cut costs there may be answers the cap cut off rather than reasoning the blocks took away: the "
-                  "share right among the answers that finished (chapter 04's outcomes table) and a longer cap tell "
-                  "the two apart" + (f"; chapter 04 decodes greedily again under {checks[0].cap} tokens to say how much"
-                                     if checks else "") + "."]
+    noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
     if len(set(answers)) == 1:
         (word, clause), = set(answers)
-        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
         sizes = f"the one {noun} this build ran" if len(explained) == 1 else \
             f"both {noun}s" if len(explained) == 2 else f"all {len(explained)} {noun}s"
         lead = f"**{word}, at {sizes}:** {clause}."
     else:
-        noun = "size" if len({(e.full.family, post_training(e.full.model)) for e in explained}) == 1 else "model"
-        opening = (f"**No {noun} this build searched shows search winning back what the cut costs:** " if all(word != "Yes" for word, _ in answers) else
-                   f"**The answer depends on the {noun}:** ")
-        lead = opening + "; ".join(f"on {e.full.model}, {word.lower()}: {clause}"
-                                   for e, (word, clause) in zip(explained, answers, strict=True)) + "."
+        opening = (f"**No {noun} this build searched shows search winning back what the cut costs:**"
+                   if all(word != "Yes" for word, _ in answers) else f"**The answer depends on the {noun}:**")
+        lead = opening + "\n\n" + "\n".join(f"* **{e.full.model}**, {word.lower()}: {clause}."
+                                           for e, (word, clause) in zip(explained, answers, strict=True))
+    caveat = provisional(explained, checks)
     summary = ("the answer, model by model, is " + listed([f"{word.lower()} on {e.full.model}" for e, (word, _) in
                                                           zip(explained, answers, strict=True)])
                + " (the front page and the verdict above give each clause)")
-    return {"answer_lead": lead, "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
+    return {"answer_lead": lead + (f"\n\n{caveat}" if caveat else ""),
+            "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
             "answer_why": " ".join(why_sentence(e, longer.get(e.full.model)) for e in explained),
             "answer_summary": summary}
 
@@ -839,7 +902,7 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
     mine = [r for m in by_size(rows) for r in sorted((r for r in rows if r.model == m and r.sharp), key=lambda r: -r.depth)]
     if not mine:
         return {"sharpness_table": "*No T = 1 decodes ran, so there is nothing to measure sharpness with.*",
-                "sharpness_sentence": "", "premise_sentence": "", "premise_base_models": 0}
+                "sharpness_sentence": "", "premise_sentence": "", "premise_summary": "", "premise_base_models": 0}
     lines = ["| model | kind | depth | T=1 = greedy | nats/token | MH accepts | low T − T=1 | MH − greedy [95%] |",
              "|---|---|---|---|---|---|---|---|"]
     gains, own = [], own_problems(mine)
@@ -870,7 +933,8 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
                     f"its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}).")
     return {"sharpness_table": "\n".join(lines + own_problems_note(mine)), "sharpness_sentence": sentence,
-            "premise_sentence": premise_sentence(rows), "premise_base_models": len(base_models(mine))}
+            "premise_sentence": premise_sentence(rows), "premise_summary": premise_summary(rows),
+            "premise_base_models": len(base_models(mine))}
 
 
 def _range(values: Sequence[float], fmt: str) -> str:
@@ -903,45 +967,54 @@ def premise_sentence(rows: Sequence[DepthRow]) -> str:
         text = (f"The base model, {m}, gives its greedy answer in {100 * f.sharp.agreement:.0f}% of its T = 1 answers "
                 f"at full depth, at {f.sharp.entropy:.3f} nats per token")
         if tuned:
-            less = all(f.sharp.agreement < t.sharp.agreement and f.sharp.entropy > t.sharp.entropy for t in tuned)
-            more = all(f.sharp.agreement > t.sharp.agreement and f.sharp.entropy < t.sharp.entropy for t in tuned)
-            sharp = ("less sharp than every one of them, as the premise expects" if less else
-                     "sharper than every one of them, against the premise's expectation" if more else
-                     "neither sharper nor less sharp than all of them")
             text += (f", where the instruction-tuned models give it in "
                      f"{_range([100 * t.sharp.agreement for t in tuned], '.0f')}% at "
                      f"{_range([t.sharp.entropy for t in tuned], '.3f')} nats (each on its own problems): on these two "
-                     f"measures it is {sharp}")
+                     f"measures it is {_sharper(f, tuned)}")
         sentences.append(text + ".")
         sentences.append(_premise_gains(f, tuned, [r for r in rows if r.model == m and r.depth < r.n_layers
                                                    and r.count("power")]))
     return " ".join(sentences)
 
 
+def premise_summary(rows: Sequence[DepthRow]) -> str:
+    """The premise's test in one sentence per base model, for the front page (`premise_sentence` gives the numbers):
+    how sharp it is beside the instruction-tuned models and where its gains at full depth lie beside theirs ("" where
+    no base model or no instruction-tuned model ran)."""
+    full = {r.model: r for r in rows if r.sharp and r.depth == r.n_layers}
+    tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
+    if not tuned:
+        return ""
+    said = []
+    for m in base_models(rows):
+        where, verdict = _premise_reading(full[m], tuned)
+        said.append(f"Here {m} is one: it is {_sharper(full[m], tuned, 'the instruction-tuned models')}, and its "
+                    f"gains from search at full depth lie {where}: {verdict}.")
+    return ("The report samples base models, which the premise says are less sharp, so search gains more on them. "
+            + " ".join(said) + " Chapter 04 gives the numbers." if said else "")
+
+
+def _sharper(base: DepthRow, tuned: Sequence[DepthRow], them: str = "them") -> str:
+    """Where a base model's sharpness at full depth lies beside every instruction-tuned model's (`them`), in words."""
+    less = all(base.sharp.agreement < t.sharp.agreement and base.sharp.entropy > t.sharp.entropy for t in tuned)
+    more = all(base.sharp.agreement > t.sharp.agreement and base.sharp.entropy < t.sharp.entropy for t in tuned)
+    return (f"less sharp than every one of {them}, as the premise expects" if less else
+            f"sharper than every one of {them}, against the premise's expectation" if more else
+            f"neither sharper nor less sharp than all of {them}")
+
+
 PREMISE_GAINS = (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature"))
 
 
-def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[DepthRow]) -> str:
-    """The premise's prediction read from the search's gains at full depth: the base model's MH − greedy (the report's
-    comparison), MH − T = 1 and MH − low temperature, each paired within it and set beside the instruction-tuned
-    models' (point estimates: gains of different models on different problems do not pair, so no test compares
-    them), and its MH − greedy at its deepest cut (`cut`: its truncated rows)."""
-    parts, sides = [], {}
+def _premise_reading(base: DepthRow, tuned: Sequence[DepthRow]) -> tuple[str, str]:
+    """Where the base model's three gains at full depth lie beside the instruction-tuned models' (point estimates,
+    each model on its own problems) and what that says of the premise's prediction."""
+    sides = {}
     for other, name in PREMISE_GAINS:
-        d = base.paired("power", other_key=other)
+        mine = 100 * base.paired("power", other_key=other).mean
         theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
-        mine = 100 * d.mean
-        if theirs:
-            sides[name] = ("above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs)
-                           else "within")
-        parts.append(f"{name} {d.points(1)} ({d.standing()}" + (f"; theirs {_range(theirs, '+.1f')})" if theirs else ")"))
-    text = "At full depth its gains are " + listed(parts)
-    if cut:
-        c = min(cut, key=lambda r: r.depth)
-        d = c.paired("power", other_key="greedy")
-        text += f"; at {c.depth} of {c.n_layers} blocks MH − greedy is {d.points(1)} ({d.standing()})"
-    if not sides:
-        return text + "."
+        sides[name] = ("above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs)
+                       else "within")
     grouped = {side: [name.removeprefix("MH − ") for name, s in sides.items() if s == side]
                for side in ("above", "within", "below")}
     whose = {"above": "above every instruction-tuned model's", "within": "within the instruction-tuned models'",
@@ -950,6 +1023,27 @@ def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[Dept
     verdict = ("as the premise predicts for a less sharp model" if set(sides.values()) == {"above"} else
                "against the premise's prediction" if set(sides.values()) == {"below"} else
                "so the three comparisons do not agree on the premise's prediction")
+    return where, verdict
+
+
+def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[DepthRow]) -> str:
+    """The premise's prediction read from the search's gains at full depth: the base model's MH − greedy (the report's
+    comparison), MH − T = 1 and MH − low temperature, each paired within it and set beside the instruction-tuned
+    models' (point estimates: gains of different models on different problems do not pair, so no test compares
+    them), and its MH − greedy at its deepest cut (`cut`: its truncated rows)."""
+    parts = []
+    for other, name in PREMISE_GAINS:
+        d = base.paired("power", other_key=other)
+        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        parts.append(f"{name} {d.points(1)} ({d.standing()}" + (f"; theirs {_range(theirs, '+.1f')})" if theirs else ")"))
+    text = "At full depth its gains are " + listed(parts)
+    if cut:
+        c = min(cut, key=lambda r: r.depth)
+        d = c.paired("power", other_key="greedy")
+        text += f"; at {c.depth} of {c.n_layers} blocks MH − greedy is {d.points(1)} ({d.standing()})"
+    if not tuned:
+        return text + "."
+    where, verdict = _premise_reading(base, tuned)
     return (f"{text}. Its gains at full depth lie {where}: {verdict} (point estimates across models, each on its own "
             "problems: no test sets one model's gain against another's).")
 
@@ -993,7 +1087,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
 PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
          "smc_sentence", "smc_table", "depth_sentence", "size_sentence", "size_headline", "decomposition_table",
          "decomposition_sentence", "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence",
-         "premise_sentence", "levels_table", "levels_sentence", "pass_sentence")
+         "premise_sentence", "premise_summary", "levels_table", "levels_sentence", "pass_sentence")
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
@@ -1008,7 +1102,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows), **smc_values(rows, searches),
             "smc_table": smc_table(rows),
-            "depth_sentence": depth_sentence(rows), **size_values(rows, checks), **decomposition_values(explained),
+            "depth_sentence": depth_sentence(rows), **size_values(rows, checks), **decomposition_values(explained, checks),
             **answer_values(explained, checks), **cap_values(rows, checks), **sharpness_values(rows), **level_values(scans, levels),
             "pass_sentence": pass_sentence(rows), **report_values()}
 

@@ -138,11 +138,13 @@ def steps_sweep(sweep):
 REPORT_FAMILIES = ("qwen2",)  # the architectures (config.model_type) of the report's Qwen2.5-Math models
 
 
-def decomposition(explained, report: dict[str, float] | None = None):
+def decomposition(explained, report: dict[str, float] | None = None, marks: dict[str, dict[str, str]] | None = None,
+                  legend: dict[str, str] | None = None):
     """Each model's answer taken apart (`helpers.chapters.power_sampling.explain`): per term, MH's and low
     temperature's paired difference in points with its 95% bootstrap interval, one panel per model, smaller first. A
     term paired over a subset is drawn hollow and marked † in its label; `report` puts the report's headline
-    differences (name → points) on the headline row, for comparison."""
+    differences (name → points) on the headline row, for comparison; `marks` ({model: {term: mark}}) adds a mark to
+    a term's label, each explained under the figure by `legend` (mark → words)."""
     from helpers.evaluation.decomposition import SEARCHES, TERMS
 
     short = {"cut_cost": "the cut\n(greedy)", "recovery": "search\nat the cut", "full_gain": "search\nat full depth",
@@ -169,7 +171,9 @@ def decomposition(explained, report: dict[str, float] | None = None):
                         label=f"report, {name}" if not marked else None)
             marked = True
         ax.axvline(0, color="0.4", lw=0.8)
-        ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") for t in TERMS], fontsize=8)
+        mine = (marks or {}).get(e.full.model, {})
+        ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") + (f" {mine[t]}" if t in mine else "")
+                          for t in TERMS], fontsize=8)
         ax.set_title(f"{e.full.model}: {e.cut.depth} of {e.full.n_layers} blocks", fontsize=9)
         ax.set_xlabel("paired difference [points] (95% interval)")
     seen: dict[str, object] = {}
@@ -178,7 +182,11 @@ def decomposition(explained, report: dict[str, float] | None = None):
             seen.setdefault(label, handle)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=len(seen), fontsize=8,
                bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    used = {m for mine in (marks or {}).values() for m in mine.values()}
+    notes = "   ".join(f"{m} {words}" for m, words in (legend or {}).items() if m in used)
+    if notes:
+        fig.text(0.5, 0.075, notes, ha="center", fontsize=7.5, color="0.3")
+    fig.tight_layout(rect=(0, 0.11 if notes else 0.07, 1, 1))
     plt.close(fig)
     return fig
 

@@ -126,6 +126,8 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
     if not studies:
         return no_figure("This build ran no length study (length_cap is not set).")
     models = list(studies)
+    longest = max([r["n_tokens"] for a in studies.values() for records in a.records.values() for per in records
+                   for r in per if finished_within(r, a.cap)] + list(marks.values()) + [1])
     fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], models, strict=True):
         a = studies[name]
@@ -136,11 +138,13 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
             ended = 100 * (lengths[None, :] <= t[:, None]).mean(axis=1)
             ax.plot(t, ended, color=METHOD_COLOURS[method], ls="-" if depth == a.n_layers else "--", lw=1.5,
                     label=f"{METHOD_LABELS[method]}, {depth} of {a.n_layers} blocks")
-        for label, cap in marks.items():
+        for label, cap in marks.items():  # the label beside its line, low down, where the curves have risen past it
             ax.axvline(cap, color="0.4", ls=":", lw=1)
-            ax.annotate(f"{label} ({cap})", (cap, 0.03), xycoords=("data", "axes fraction"), ha="right", va="bottom",
-                        rotation=90, fontsize=8, color="0.3", xytext=(-2, 0), textcoords="offset points")
-        ax.set(xlabel="new tokens", title=name, xlim=(0, a.cap), ylim=(0, 101))
+            ax.annotate(f"{label}\n({cap})", (cap, 0.03), xycoords=("data", "axes fraction"), ha="left", va="bottom",
+                        fontsize=7, color="0.3", xytext=(3, 0), textcoords="offset points")
+        # past the longest answer that ended every curve is flat: the axis stops a little after it
+        ax.set(xlabel=f"new tokens (decoded up to {a.cap})", title=name, xlim=(0, min(a.cap, 1.15 * longest)),
+               ylim=(0, 101))
         ax.legend(fontsize=7, loc="center right")
     axes[0][0].set_ylabel("answers ended [%]")
     return finish(fig)

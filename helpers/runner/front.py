@@ -9,31 +9,34 @@ ANSWER = "answer.md"
 
 
 def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> str:
-    """The answer from chapters 04 and 05's glued values (`glued.collect` rows): chapter 04's lead (which every size
-    this build ran supports, or one clause per size), its table with a row per model and why, from the
-    decomposition; the report's premise tested, where a base model ran; then chapter 05's cost against saving at
-    each size. A build whose chapter 04 ran no truncation gives its answer and headline instead; a chapter this build
-    did not run is named as such."""
+    """The answer from chapters 04 and 05's glued values (`glued.collect` rows): first what the search costs against
+    what the truncation saves (chapter 05's `cost_lead`, the result no token cap moves), then chapter 04's lead (which
+    every size this build ran supports, or a line per model, and what the token cap leaves provisional), its table
+    with a row per model and why, from the decomposition; the report's premise in a sentence, where a base model
+    ran. A build whose chapter 04 ran no truncation gives its answer and headline instead; a chapter this build did
+    not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
     built = f"*Built with the **{profile}** profile at commit `{commit}` on {date[:10]}.*"
     answer, headline = values.get(("04_power_sampling", "answer")), values.get(("04_power_sampling", "headline"))
     if not isinstance(answer, str):
         return ("This build did not run chapter 04 (power sampling on truncated models), so it states no answer; "
                 "build the whole profile to see one. " + built + "\n")
-    second = values.get(("05_cost", "cost_answer"))  # chapter 05's sentence, at each size it priced
-    if not isinstance(second, str) or not second:
-        second = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
+    cost = next((v for v in (values.get(("05_cost", key)) for key in ("cost_lead", "cost_answer"))
+                 if isinstance(v, str) and v), None)  # chapter 05's sentence, at each size it priced
+    missing = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     lead, table, why = (values.get(("04_power_sampling", key)) for key in ("answer_lead", "answer_table", "answer_why"))
-    premise = values.get(("04_power_sampling", "premise_sentence"))
+    premise = values.get(("04_power_sampling", "premise_summary")) or values.get(("04_power_sampling", "premise_sentence"))
     premise = f"**The premise.** {premise}\n\n" if premise and values.get(("04_power_sampling", "premise_base_models")) \
         else ""  # only where a base model ran
     if all(isinstance(v, str) and v for v in (lead, table, why)):
-        return f"{lead}\n\n{table}\n\n**Why.** {why}\n\n{premise}**What it costs.** {second}\n\n{built}\n"
+        first = f"**What it costs.** {cost}\n\n" if cost else ""
+        last = "" if cost else f"{missing}\n\n"
+        return f"{first}{lead}\n\n{table}\n\n**Why.** {why}\n\n{premise}{last}{built}\n"
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
     sizes = values.get(("04_power_sampling", "size_headline"))
     if isinstance(sizes, str) and sizes:
         first += f" {sizes}"
-    return f"{first} {second}\n\n{built}\n"
+    return f"{first} {cost or missing}\n\n{built}\n"
 
 
 def write(chapters_dir: Path, rows: list[dict], profile: str, commit: str, date: str) -> Path:

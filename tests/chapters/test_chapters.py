@@ -233,6 +233,8 @@ def test_the_smaller_model_is_the_one_with_fewer_flops_per_token_even_at_equal_d
     assert (values["size_small"], values["size_large"]) == ("small", "big")
     assert values["size_headline"].startswith("On big,")
     assert [full.model for _, full in power_sampling.headline_rows(rows)] == ["small", "big"]
+    table = power_sampling_text.results_table(rows).splitlines()  # the tables run smaller first, as the figures do
+    assert [line.split(" | ")[0] for line in table[2:6]] == ["| small"] * 2 + ["| big"] * 2
 
 
 def test_the_numbers_behind_the_size_and_verdict_sentences_are_computed_without_words():
@@ -385,6 +387,7 @@ def test_numbers_from_the_searches_subset_are_marked_and_paired_on_it():
     table = power_sampling_text.results_table([full, cut])
     assert "100% [68–100] †" in table and "† On the first 8 problems of the 20" in table
     assert table.count(" † |") == 1  # one cell: the truncated row ran everything on all 20
+    assert "| 10 / 35† / 40 |" in table  # in the tokens column the mark sits on the one number it concerns
     verdict = power_sampling_text.verdict_values([full, cut])["verdict"]
     assert "on the first 8" not in verdict  # the verdict is the headline, on every problem; the full depth's search,
     # on its subset, is the decomposition's († there)
@@ -530,8 +533,9 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert len(table) == 2 + 2 * 5 and "†" not in values["decomposition_table"]
     assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
     why = power_sampling_text.answer_values(explained)["answer_why"]  # each model's paragraph: the front page's
-    assert "On small, cutting to 5 of 6 blocks moves greedy decoding's accuracy by -10.0 points" in why
-    assert "sampling at low temperature (T = 1/α, the cheap way to sharpen) moves it by" in why
+    assert "On small, the cut to 5 of 6 blocks costs greedy decoding -10.0 points" in why
+    assert "against greedy decoding at the same depth, power sampling moves accuracy by +5.0 points" in why
+    assert "(low temperature: +0 points [" in why  # the cheap way to sharpen, beside it
     summary = values["decomposition_sentence"]  # the chapter reads the table across models, not number by number
     assert "-10.0" not in summary and "the cut's cost on big;" in summary  # -30 on 20 problems: larger than its noise
     assert "helps more where depth was removed is larger than its noise on none" in summary
@@ -545,10 +549,16 @@ def test_a_gain_at_the_cut_made_of_unfinished_answers_the_grader_credits_is_said
     ends = {"greedy": [["correct"]] * 8 + [["cut off"]] * 12, "power": [["correct"]] * 8 + [["cut off"]] * 12}
     rows[1] = dataclasses.replace(rows[1], ends=ends)
     why = power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
-    assert ("at the cut (of which +0.0 points are answers that finished with the right answer; the rest are unfinished "
-            "answers, cut off at the cap or with an ending a move replaced, that the grader credits") in why
+    assert ("at the cut, of which +0.0 points are answers that finished right (the rest are unfinished answers the "
+            "grader credits with a number they hold, not reasoning recovered)") in why
     rows[1] = dataclasses.replace(rows[1], ends={**ends, "power": [["correct"]] * 9 + [["cut off"]] * 11})
     assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])  # +5 of +5
+    assert power_sampling_text.caveats(power_sampling.explain(rows)) == {}  # +5 of +5 finished right: no mark
+    rows[1] = dataclasses.replace(rows[1], ends=ends)
+    assert power_sampling_text.caveats(power_sampling.explain(rows))["small"] == {"recovery": "°"}  # Figure 4.5's
+    assert ("the search's gain at the cut on small (of which +0.0 points finished right; the rest is unfinished "
+            "answers the grader credits)") not in power_sampling_text.decomposition_summary(
+                power_sampling.explain(rows))  # said only where the gain is larger than its noise: +5 of 20 is not
     rows[1] = dataclasses.replace(rows[1], ends={})
     assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])
 
@@ -568,6 +578,11 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert sum("†" in label for label in labels) == 2 and not any("†" in t.get_text()
                                                                  for t in fig.axes[1].get_yticklabels())
+    assert not fig.texts  # no mark drawn: no note under the figure
+    fig = decomposition(power_sampling.explain(rows), marks={"big": {"cut_cost": "*"}},
+                        legend=power_sampling_text.MARKS)
+    assert fig.axes[1].get_yticklabels()[0].get_text() == "the cut\n(greedy) *"
+    assert [t.get_text() for t in fig.texts] == [f"* {power_sampling_text.MARKS['*']}"]  # the unused ° unexplained
 
 
 def test_the_front_page_leads_only_with_what_every_size_supports():
@@ -577,8 +592,11 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     small = power_sampling_text.answer_of(True, power_sampling.explain(rows)[0].parts["power"].terms["headline"])
     big = power_sampling_text.answer_of(True, power_sampling.explain(rows)[1].parts["power"].terms["headline"])
     assert small != big  # -5 points on 20 problems is within its noise; -30 is not
-    assert values["answer_lead"].startswith("**No size this build searched shows search winning back what the cut costs:** on small, too close to call: ")
-    assert "; on big, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
+    assert values["answer_lead"].startswith("**No size this build searched shows search winning back what the cut "
+                                            "costs:**\n\n* **small**, too close to call: ")
+    assert "\n* **big**, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
+    assert "its interval ends at +0 points, so one problem either way could change this word" in values["answer_lead"]
+    assert "provisional" not in values["answer_lead"]  # these rows keep no endings: nothing said of the cap
     table = values["answer_table"].splitlines()
     assert table[2].startswith("| small | 5 of 6 |") and table[3].startswith("| big | 5 of 6 |")
     assert "| T = 1 at full depth | MH − T = 1 [95% interval], against its noise |" in table[0]  # both comparators
@@ -589,7 +607,10 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     cut = [dataclasses.replace(r, ends={"greedy": [["cut off" if i < 8 and r.depth == 5 else "correct"]
                                                    for i in range(20)]}) for r in rows]
     capped = power_sampling_text.answer_values(power_sampling.explain(cut))["answer_table"]
-    assert "| 0% → 40% |" in capped and "40% of small's greedy answers at 5 blocks against 0% at full depth" in capped
+    assert "| 0% → 40% |" in capped
+    lead = power_sampling_text.answer_values(power_sampling.explain(cut))["answer_lead"]  # the cap, said once: here
+    assert ("These words are provisional where the cap cuts answers off: the cut leaves unfinished 40% of small's "
+            "greedy answers at 5 blocks (0% at full depth)") in lead and "No longer cap ran in this build" in lead
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."  # the report's gains: the note's, for scale
@@ -605,14 +626,19 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     same = power_sampling.LongerCap("big", 6, 5, 384, 160, tuple(_scores(0.8)), tuple(_scores(0.75)), 0.0, 0.05)
     explained = power_sampling.explain(rows)
     values = power_sampling_text.answer_values(explained, [same])
-    assert "on big, not at this cap: power sampling falls short of the full model at a token cap" in values["answer_lead"]
+    assert "* **big**, not at this cap: power sampling falls short of the full model at a token cap" in values["answer_lead"]
     assert ("under a longer cap, where only greedy decoding ran, the cut's own cost is within its noise: the search "
-            "there is not yet measured (at 160 tokens 40% of its greedy answers at the cut are unfinished; under 384, "
-            "the cut costs greedy decoding -5.0 points [") \
-        in values["answer_lead"]  # the clause says what the cap did once, the numbers after it
-    assert values["answer_lead"].count("token cap") == 2  # small's clause, and big's: never twice in one clause
-    assert ("cutting to 5 of 6 blocks moves greedy decoding's accuracy by -30.0 points [-50, -10] (larger than its "
-            "noise), and under 384 tokens by -5.0 points [") in values["answer_why"]
+            "there is not yet measured.") in values["answer_lead"]
+    assert ("at 160 tokens the cut leaves unfinished 40% of small's greedy answers at 5 blocks (0% at full depth) and "
+            "40% of big's") in values["answer_lead"]  # the numbers once, in the paragraph that says what is provisional
+    assert ("Under 384 tokens, where only greedy decoding ran, the cut costs greedy decoding -5.0 points [-15, +0] on "
+            "big (within its noise; 5% unfinished)") in values["answer_lead"]
+    assert ("the cut to 5 of 6 blocks costs greedy decoding -30.0 points [-50, -10] (larger than its noise), and under "
+            "384 tokens -5.0 points [") in values["answer_why"]
+    summary = power_sampling_text.decomposition_summary(explained, [same])  # the across-model reading says it too
+    assert ("the cut's cost on big (at a cap that leaves 40% of its greedy answers at the cut unfinished; under 384 "
+            "tokens -5 points [-15, +0], within its noise)") in summary
+    assert power_sampling_text.caveats(explained)["big"] == {"cut_cost": "*", "headline": "*"}  # Figure 4.5's marks
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
     assert "* **big.** Not at this cap: on this model" in verdict
     assert ("At 160 tokens the cut leaves 40% of greedy answers unfinished (0% at full depth); under 384 tokens (5%) it "
@@ -623,7 +649,7 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     assert "on big the cut's cost of -30 points [" in cap["cap_sentence"] and "the cap made most of it" in cap["cap_sentence"]
     costly = dataclasses.replace(same, cut=tuple(_scores(0.5)))  # the cut costs 30 points under the longer cap too
     values = power_sampling_text.answer_values(explained, [costly])
-    assert "on big, no: " in values["answer_lead"] and "larger than its noise)" in values["answer_lead"]
+    assert "* **big**, no: " in values["answer_lead"] and "-30.0 points [" in values["answer_why"]
     assert "so the cap is not the whole of the cut's cost." in power_sampling_text.verdict_values(rows, [costly])["verdict"]
     assert "costs more than its noise under both caps" in power_sampling_text.cap_values(rows, [costly])["cap_sentence"]
     assert power_sampling_text.cap_values(rows, []) == {"cap_table": "", "cap_sentence": ""}  # none ran: nothing said
@@ -633,9 +659,12 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
             "greedy answers at its cut unfinished; under 384 tokens the two cuts cost greedy decoding -5.0 points [") in sizes
     assert "Both differences" in power_sampling_text.size_values(rows, [same])["size_sentence"]
     assert "under 384 tokens" not in power_sampling_text.size_values(rows, [same])["size_sentence"]  # one of two read
-    assert power_sampling.longer_cap(rows, {}, None, max_new_tokens=160, shots=0, seed=0, batch_size=1) == []
-    with pytest.raises(ValueError, match="must exceed max_new_tokens"):
-        power_sampling.longer_cap(rows, {}, 160, max_new_tokens=160, shots=0, seed=0, batch_size=1)
+    assert power_sampling.longer_caps(rows) == []  # no longer cap decoded: none read
+    rows[3].longer = same  # the cut's row carries what compare_methods decoded under the longer cap
+    assert power_sampling.longer_caps(rows) == [same]
+    with pytest.raises(ValueError, match="must exceed max_new_tokens"):  # said before any model loads
+        power_sampling.compare_methods(["no-such-model"], [], [5], None, n_seeds=1, max_new_tokens=160, shots=0,
+                                       seed=0, batch_size=1, longer_cap=160)
 
 
 def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside_the_searchs_gain():
@@ -782,7 +811,14 @@ def test_the_premise_sentence_sets_the_base_models_sharpness_beside_the_tuned_on
         power_sampling_text.premise_sentence(rows)
     rows[0].sharp = Sharpness(0.95, 0.2, 40, 400)
     assert "it is neither sharper nor less sharp than all of them" in power_sampling_text.premise_sentence(rows)
+    assert values["premise_summary"] == (
+        "The report samples base models, which the premise says are less sharp, so search gains more on them. "
+        "Here gemma-3-270m is one: it is less sharp than every one of the instruction-tuned models, as the premise "
+        "expects, and its gains from search at full depth lie within the instruction-tuned models' against greedy and low temperature; "
+        "below every instruction-tuned model's against T = 1: so the three comparisons do not agree on the premise's "
+        "prediction. Chapter 04 gives the numbers.")
     tuned = [r for r in rows if r.model.startswith("qwen")]
+    assert power_sampling_text.premise_summary(tuned) == ""
     assert power_sampling_text.premise_sentence(tuned).startswith("No base model ran in this build")
     assert power_sampling_text.sharpness_values(tuned)["premise_base_models"] == 0
 
@@ -957,8 +993,8 @@ def test_the_front_says_where_a_cut_sits_on_the_collapse_line_and_where_the_cap_
     for r in rows:
         r.ends = {"greedy": [["correct"]] * 20 if r.depth == 6 or r.model == "big" else cut_off}
     lead = power_sampling_text.answer_values(power_sampling.explain(rows))["answer_lead"]
-    assert "at a token cap that leaves 60% of its greedy answers at the cut unfinished" in lead
-    assert lead.count("token cap") == 1  # only the model the cap cuts
+    assert "the cut leaves unfinished 60% of small's greedy answers at 5 blocks (0% at full depth), and" in lead
+    assert "big's greedy answers" not in lead  # only the model the cap cuts
     verdict = power_sampling_text.verdict_values(rows)["verdict"]  # the chapter's verdict says it where it is given
     assert verdict.count("At this token cap 60% of its greedy answers at 5 blocks are unfinished, against 0%") == 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from helpers.plots import lens, style
 
@@ -81,3 +82,18 @@ def test_a_model_has_one_colour_in_every_figure_and_it_is_no_methods():
     listed = [t.get_text() for t in fig.axes[0].texts]
     assert len(listed) == 1 and "needs y: 91%" in listed[0] and "needs x: 90%" in listed[0]  # named once, together
     plt.close(fig)
+
+
+def test_the_lengths_figure_stops_a_little_past_the_longest_answer_that_ended_and_names_its_cap():
+    """Answers that end by 200 tokens of a 1,024-token decode: the axis ends near 230, not at 1,024 (every curve is
+    flat past the longest ending), the label says how far the decodes ran, and the cap's mark is drawn."""
+    from helpers.chapters.stitch import AnswerLengths
+    from helpers.plots.truncation import answer_lengths
+
+    ended = [[{"n_tokens": n, "stopped": "eos"}] for n in (50, 120, 200)]
+    cut_off = [[{"n_tokens": 1024, "stopped": None}]]  # unfinished at the cap
+    study = AnswerLengths("m", 6, 5, 1024, {("greedy", 6): ended, ("greedy", 5): ended + cut_off})
+    fig = answer_lengths({"m": study}, {"this chapter's cap": 160})
+    ax = fig.axes[0]
+    assert ax.get_xlim() == pytest.approx((0, 1.15 * 200)) and ax.get_xlabel() == "new tokens (decoded up to 1024)"
+    assert any(t.get_text() == "this chapter's cap\n(160)" for t in ax.texts)

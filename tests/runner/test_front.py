@@ -56,17 +56,23 @@ def test_the_banned_prose_list_catches_what_readers_saw():
         assert not caught(text), text
 
 
-def test_a_build_with_a_decomposition_shows_its_table_and_why_before_the_cost():
+def test_a_build_with_a_decomposition_leads_with_the_cost_then_its_answer_table_and_why():
+    """What the search costs against what the cut saves comes first (chapter 05's short sentence where it has one):
+    it is the result no token cap moves; then chapter 04's lead, table and why."""
     rows = [{"chapter": "04_power_sampling", "name": "answer", "value": "No: on this model ..."},
             {"chapter": "04_power_sampling", "name": "headline", "value": "On small, 30% against 40%."},
             {"chapter": "04_power_sampling", "name": "answer_lead", "value": "**No, at both sizes:** it does not."},
             {"chapter": "04_power_sampling", "name": "answer_table", "value": "| model |\n|---|\n| small |"},
             {"chapter": "04_power_sampling", "name": "answer_why", "value": "The cut costs 20 points."},
-            {"chapter": "05_cost", "name": "cost_answer", "value": "The search costs more than the cut saves."}]
+            {"chapter": "05_cost", "name": "cost_answer", "value": "On small the search costs more; on big too."}]
     text = answer_markdown(rows, **BUILT)
-    assert text.startswith("**No, at both sizes:** it does not.\n\n| model |\n|---|\n| small |\n\n**Why.** The cut "
-                           "costs 20 points.\n\n**What it costs.** The search costs more than the cut saves.")
+    assert text.startswith("**What it costs.** On small the search costs more; on big too.\n\n**No, at both sizes:** "
+                           "it does not.\n\n| model |\n|---|\n| small |\n\n**Why.** The cut costs 20 points.\n\n")
     assert "On small, 30% against 40%." not in text  # the first model's headline alone would lead with one size
+    short = [*rows, {"chapter": "05_cost", "name": "cost_lead", "value": "At every size the search costs more."}]
+    assert answer_markdown(short, **BUILT).startswith("**What it costs.** At every size the search costs more.\n\n")
+    alone = answer_markdown(rows[:5], **BUILT)  # no chapter 05: the answer first, and the missing chapter named
+    assert alone.startswith("**No, at both sizes:**") and "This build did not run chapter 05" in alone
 
 
 def test_the_premise_is_stated_on_the_front_only_where_a_base_model_ran():
@@ -74,9 +80,11 @@ def test_the_premise_is_stated_on_the_front_only_where_a_base_model_ran():
             {"chapter": "04_power_sampling", "name": "answer_lead", "value": "**No:** it does not."},
             {"chapter": "04_power_sampling", "name": "answer_table", "value": "| model |"},
             {"chapter": "04_power_sampling", "name": "answer_why", "value": "The cut costs 20 points."},
-            {"chapter": "04_power_sampling", "name": "premise_sentence", "value": "The base model, b, is sharp."},
+            {"chapter": "04_power_sampling", "name": "premise_sentence", "value": "The base model, b, is sharp: 40%."},
+            {"chapter": "04_power_sampling", "name": "premise_summary", "value": "b is sharp."},
             {"chapter": "04_power_sampling", "name": "premise_base_models", "value": 1}]
-    assert "**Why.** The cut costs 20 points.\n\n**The premise.** The base model, b, is sharp.\n\n**What it costs.**" \
-        in answer_markdown(rows, **BUILT)
+    text = answer_markdown(rows, **BUILT)
+    assert "**Why.** The cut costs 20 points.\n\n**The premise.** b is sharp.\n\n" in text  # the short form
+    assert "40%" not in text
     rows[-1]["value"] = 0
-    assert "premise" not in answer_markdown(rows, **BUILT)
+    assert "**The premise.**" not in answer_markdown(rows, **BUILT)
