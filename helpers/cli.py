@@ -67,22 +67,22 @@ def _truncate(args: argparse.Namespace) -> int:
     from helpers.data.problems import DataError
     from helpers.data.prompts import chat_ids
     from helpers.models.loading import context_length, load_model, stop_token_ids
-    from helpers.models.truncation import truncate, truncation_of
     from helpers.samplers.plain import decode
 
     if not args.prompt or not args.prompt.strip():
         raise DataError("--prompt must not be empty")
     _tokens_fit(args.max_new_tokens, context_length(args.model))  # known models: before loading anything
-    model, tokenizer, info = load_model(args.model)
+    model = load_model(args.model)
+    info, tokenizer = model.info, model.tokenizer
     _tokens_fit(args.max_new_tokens, getattr(model.config, "max_position_embeddings", None))
-    shallow = truncate(model, args.depth, args.method)
+    shallow = model.truncated(args.depth, args.method)
     if info.chat and not args.raw:
         ids = chat_ids(tokenizer, [{"role": "user", "content": args.prompt}])
     else:
         ids = tokenizer(args.prompt)["input_ids"]
-    (completion,) = decode(shallow, [ids], args.max_new_tokens, stop_token_ids(model, tokenizer))
+    (completion,) = decode(shallow.module, [ids], args.max_new_tokens, stop_token_ids(model.module, tokenizer))
     print(f"# {info.name}: {args.method} truncation to depth {args.depth} of {info.n_layers} "
-          f"(blocks {block_ranges(truncation_of(shallow)['kept_blocks'])}); {completion.decoded_tokens} tokens in "
+          f"(blocks {block_ranges(shallow.truncation.kept_blocks)}); {completion.decoded_tokens} tokens in "
           f"{completion.seconds:.1f} s")
     print(tokenizer.decode(completion.tokens, skip_special_tokens=True))
     return 0

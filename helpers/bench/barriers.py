@@ -22,7 +22,8 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
         if not is_count(value, 1):
             raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
-    model, tokenizer, info = load_model(model_name)
+    handle = load_model(model_name)
+    model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     stops, prompts, seeds = inputs(model, tokenizer, (3, 4), groups, shots, 0)
     run_smc(make_engine("slot", model), prompts[:1], stops, Target(2.0, 4), SMCConfig(particles=2, block_size=2),
             [0])  # first-call costs stay out

@@ -23,13 +23,14 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     from helpers.engines.registry import make_engine
     from helpers.models.depth_mix import DepthMix
     from helpers.models.loading import load_model
-    from helpers.models.truncation import at_depth, kept_blocks
+    from helpers.models.truncation import kept_blocks
     from helpers.samplers.plain import decode_work
     from helpers.samplers.work import run_together
 
     if not is_count(problems, 1) or not is_count(span, 1):
         raise ValueError(f"--problems and --span must be integers of at least 1, got {problems!r} and {span!r}")
-    model, tokenizer, info = load_model(model_name)
+    handle = load_model(model_name)
+    model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     L = info.n_layers
     variants = [("stitch", L)] + [(m, d) for m in ("stitch", "naive") for d in range(max(L - span, 2), L)]
     stops, prompts, _ = inputs(model, tokenizer, levels, problems, shots, seed)
@@ -39,7 +40,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
     separate: dict[tuple[str, int], list] = {}
     start = time.perf_counter()
     for method, depth in variants:
-        m = at_depth(model, depth, method)
+        m = handle.at_depth(depth, method).module
         (separate[(method, depth)],) = run_together(make_engine("slot", m), [decode_work(prompts, max_new_tokens, stops)],
                                                     stops, batch_size=problems)
     separate_seconds = time.perf_counter() - start

@@ -35,11 +35,12 @@ def bench_rows(rows: tuple[int, ...] = (1000, 4000, 16000, 64000), particles: in
                  "block_size": block_size, "prompt_tokens": prompt_tokens, "engines": {}}
     with tempfile.TemporaryDirectory(prefix="svd-bench-rows-") as tmp:
         folder = make_tiny("qwen2", Path(tmp) / "tiny", n_layers=2, hidden_size=128)
-        model, tokenizer, _ = load_model(str(folder), dtype="float32")
+        handle = load_model(str(folder), dtype="float32")
+        model = handle.module
         out["model"] = f"random Qwen2, 2 layers, hidden 128, vocabulary {model.config.vocab_size}"
         prompts, seeds = _prompts(max(rows) // particles, prompt_tokens, model.config.vocab_size)
         for name, kind in kinds.items():
-            engine = make_engine(kind, model, tokenizer)
+            engine = make_engine(kind, handle)
             run_smc(engine, prompts[:2], [], target, cfg, seeds[:2])  # first-call costs stay out
             each = {}
             for n in sorted(rows):

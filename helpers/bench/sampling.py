@@ -91,7 +91,8 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
                           for k, v in SAMPLING_TARGETS.items()},
               "models": {}}
     for name in models:
-        model, tokenizer, info = load_model(name)
+        handle = load_model(name)
+        model, tokenizer, info = handle.module, handle.tokenizer, handle.info
         report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, s, problems, shots,
                                                                              seed, levels, baseline, repeats, where,
                                                                              jobs)}
@@ -99,22 +100,22 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
             report["models"][info.name]["decode_rate_target"] = _decode_rate_verdict(
                 report["models"][info.name]["batches"])
         if "vllm" in engines:
-            report["models"][info.name]["engines"] = _bench_engines(model, tokenizer, s, problems, shots, seed,
-                                                                     levels, repeats)
+            report["models"][info.name]["engines"] = _bench_engines(handle, s, problems, shots, seed, levels, repeats)
     if "vllm" in engines:
         report["targets"].update(ENGINE_TARGET)
     return report
 
 
-def _bench_engines(model, tokenizer, s: Searches, problems, shots, seed, levels, repeats) -> dict:
+def _bench_engines(handle, s: Searches, problems, shots, seed, levels, repeats) -> dict:
     """Greedy decoding and power sampling (both modes) on the slot engine and on vLLM, side by side, each
     job from an empty vLLM prefix cache; and power sampling on vLLM again with the prompts cached ('warm')."""
     from helpers.engines.registry import make_engine, release_engines
     from helpers.samplers.plain import decode
 
-    stops, prompts, seeds = inputs(model, tokenizer, levels, max(problems), shots, seed)
+    model = handle.module
+    stops, prompts, seeds = inputs(model, handle.tokenizer, levels, max(problems), shots, seed)
     start = time.perf_counter()
-    vllm = make_engine("vllm", model, tokenizer)
+    vllm = make_engine("vllm", handle)
     out: dict = {"vllm_start_seconds": round(time.perf_counter() - start, 1), "batches": {}}
     make = {"slot": lambda: make_engine("slot", model), "vllm": lambda: vllm}
     decode(model, prompts[:2], 4, stops, temperature=s.target.temperature, seeds=seeds[:2], engine=vllm)  # warm-up

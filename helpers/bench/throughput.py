@@ -23,7 +23,8 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     from helpers.models.loading import load_model
     from helpers.samplers.plain import decode
 
-    model, tokenizer, info = load_model(model_name)
+    handle = load_model(model_name)
+    model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
     warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]
     decode(model, warm, 2, stop_ids=[])  # first-call costs (thread pools, kernels) stay out of the timings

@@ -40,7 +40,6 @@ from helpers.evaluation.critical import SweepSettings, choose_depths
 from helpers.evaluation.decodes import mean_accuracy, per_problem, sample, sample_at_depths
 from helpers.evaluation.stats import PairedDifference, paired_prefix, wilson
 from helpers.models.loading import load_model
-from helpers.models.truncation import at_depth, truncate
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import Searches, chapter_settings
 from helpers.samplers.smc import SMCConfig
@@ -196,8 +195,8 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     """
     mh_subset = power_subset(power_subsets, name)
     problems = search_order(problems_of(problems, name), subset_size(search_problems, power_subsets))
-    model, tokenizer, info = load_model(name)
-    L = info.n_layers
+    model = load_model(name)
+    L = model.n_layers
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     power, smc = searches.power, searches.smc
     common = dict(batch_size=batch_size, engine=engine)
@@ -207,7 +206,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     choice = choose_depths(model, name, L, depths, sweep)
     plan = depth_plan(L, list(choice.depths), search_problems, mh_subset)
     seeds = depth_seeds(choice, seeds_at, n_seeds)
-    by_variant = sample_at_depths(model, tokenizer, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
+    by_variant = sample_at_depths(model, problems, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                   seeds=seeds, **common)
     drawn: dict[int, int] = {}  # samples per problem at each depth
     for variant, by_method in by_variant.items():
@@ -220,7 +219,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
         if matched:
             most = max(k, smc.particles)
             mh_problems = problems[:search_problems or len(problems)]  # off the headline: the searches' subset
-            warm = sample(at_depth(model, depth), tokenizer, mh_problems, settings["temperature"], n_seeds=most, **common) \
+            warm = sample(model.at_depth(depth), mh_problems, settings["temperature"], n_seeds=most, **common) \
                 if most > drawn[depth] else runs["T=1"][:len(mh_problems)]
             runs["T=1 (k)"] = [per[:k] for per in warm]
             runs["T=1 (K)"] = [per[:smc.particles] for per in warm]
@@ -251,8 +250,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     even = break_even_depth(model.config, multipliers[L], context)
     even_accuracy = None
     if even is not None and 2 <= even < L:
-        shallow = truncate(model, even, "stitch")
-        even_accuracy = mean_accuracy(sample(shallow, tokenizer, problems, settings["greedy"], **common))
+        even_accuracy = mean_accuracy(sample(model.at_depth(even), problems, settings["greedy"], **common))
     measured = Measured(name, L, power, max_new_tokens, points,
                         {d: [r for per in runs["power"] for r in per] for d, runs in decoded.items()},
                         greedy_tokens, matched_k, context, model_cost(model.config, L, context).flops_per_token,
@@ -334,7 +332,7 @@ def build_configs(names: Sequence[str], measured: Sequence[Measured] = ()) -> di
         if name in known:
             configs[name] = known[name]
             continue
-        model, _, _ = load_model(name)
+        model = load_model(name)
         configs[name] = model.config
         del model
     return {**configs, **qwen25_math_configs()}

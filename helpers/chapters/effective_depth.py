@@ -27,8 +27,9 @@ from helpers.interp.depth import (
 from helpers.interp.erasure import mean_residual
 from helpers.interp.probes import probe_record, probe_rows, probe_unit
 from helpers.interp.skip_effects import later_layer_profile
-from helpers.models.loading import ModelInfo, load_model
-from helpers.results.identity import digest, model_identity, sequence_key
+from helpers.models.handle import ModelHandle, ModelInfo
+from helpers.models.loading import load_model
+from helpers.results.identity import digest, sequence_key
 from helpers.results.kinds import ERASURE_IG, LAYER_MAPS
 from helpers.results.store import Run
 
@@ -98,30 +99,33 @@ def study(models: Sequence[str], sel: Selection, *, seed: int, reduction: str, k
     """Run (or read from the store) every analysis of the chapter for every model."""
     results = {}
     for name in models:
-        model, tokenizer, info = load_model(name)
-        records = profiles(model, tokenizer, sel.problems)
+        model = load_model(name)
+        info = model.info
+        records = profiles(model, sel.problems)
         levels = sorted({p.level for p in sel.problems}, key=lambda v: (v is None, v))
         by_level = {lvl: effective_depths(curves([r for p, r in zip(sel.problems, records, strict=True)
                                                   if p.level == lvl], reduction), kl_fraction, overlap_threshold)
                     for lvl in levels}
-        future = {part: skip_effects_over(model, tokenizer, sel.skip, part, n_splits, seed=seed) for part in skip_parts}
-        current = skip_effects_over(model, tokenizer, sel.skip, "layer", None, seed=seed)
-        depth = depth_scores_by_level(model, tokenizer, sel.depth, depth_splits, seed=seed)
+        future = {part: skip_effects_over(model, sel.skip, part, n_splits, seed=seed) for part in skip_parts}
+        current = skip_effects_over(model, sel.skip, "layer", None, seed=seed)
+        depth = depth_scores_by_level(model, sel.depth, depth_splits, seed=seed)
         result = ModelStudy(info, records, curves(records, reduction), curves(records, "max"),
                             effective_depths(curves(records, reduction), kl_fraction, overlap_threshold), by_level,
                             future, current, depth)
-        result.probes = _probes(model, tokenizer, info, sel.problems, ig_steps, ig_components, probe_stride)
+        result.probes = _probes(model, sel.problems, ig_steps, ig_components, probe_stride)
         results[name] = result
         del model
     return results
 
 
-def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_steps: int,
-            ig_components: Sequence[str], probe_stride: int) -> list[dict]:
+def _probes(handle: ModelHandle, problems: Sequence[Problem], ig_steps: int, ig_components: Sequence[str],
+            probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
+    model, tokenizer = handle.module, handle.tokenizer
     baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
-    run = analysis_run(ERASURE_IG, model, baseline=[analysis_key(tokenizer, p) for p in problems[:10]], ig_steps=ig_steps)
-    rows = probe_rows(info.n_layers, probe_stride)
+    run = analysis_run(ERASURE_IG, handle, baseline=[analysis_key(tokenizer, p) for p in problems[:10]],
+                       ig_steps=ig_steps)
+    rows = probe_rows(handle.n_layers, probe_stride)
     out = []
     for prompt, answer in PROBES:
         ids, start = probe_sequence(tokenizer, prompt, answer)
@@ -135,7 +139,7 @@ def _probes(model, tokenizer, info: ModelInfo, problems: Sequence[Problem], ig_s
             ig = np.array(run.compute(sequence_key(probe_unit("ig", probe_stride, comp), ids, start),
                                       lambda ids=ids, start=start, comp=comp: probe_record(
                                           model, ids, start, "ig", comp, rows, ig_steps=ig_steps)))
-            ig[[l for l in range(info.n_layers) if l not in rows]] = np.nan
+            ig[[l for l in range(handle.n_layers) if l not in rows]] = np.nan
             entry[f"ig_{comp}"] = ig
         out.append(entry)
     return out
@@ -276,8 +280,9 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
     pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
     texts, first_tokenizer, identities = None, None, []
     for name in dict.fromkeys(pair):
-        model, tokenizer, _ = load_model(name)
-        identities.append(model_identity(model))
+        model = load_model(name)
+        tokenizer = model.tokenizer
+        identities.append(model.identity())
         if texts is None:
             texts, first_tokenizer = [analysis_sequence(tokenizer, p)[0] for p in pool], tokenizer
         else:

@@ -43,12 +43,13 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
     """For each model: solve, read the lens over its own (and, where given, the gold) solutions, find the cuts."""
     study = LensStudy()
     for name in models:
-        model, tokenizer, info = load_model(name)
-        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
+        model = load_model(name)
+        tokenizer, info = model.tokenizer, model.info
+        solved = solutions_and_lens(model, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size)
         study.curves[name] = solved.curves
         if all(p.solution for p in problems):
-            stop = stop_token_ids(model, tokenizer)[0]
+            stop = stop_token_ids(model.module, tokenizer)[0]
             gold = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
                                          solution_text=p.solution, stop_id=stop)) for p in problems]
             study.gold_curves[name] = lens_over_problems(model, gold)
@@ -67,7 +68,7 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
             "family": str(getattr(model.config, "model_type", name))})
         if study.explorer is None:  # the first problem the model got right, else the first problem
             pick = next((i for i, r in enumerate(solved.records) if r["correct"]), 0)
-            study.explorer = lens_table(model, tokenizer, solved.items[pick][1], solved.items[pick][2],
+            study.explorer = lens_table(model.module, tokenizer, solved.items[pick][1], solved.items[pick][2],
                                         n_positions=explorer_positions)
             study.explorer_question = problems[pick].question
         del model

@@ -12,7 +12,6 @@ from helpers.core.numbers import counted
 from helpers.data.problems import Problem, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
 from helpers.data.sources import load_problems
-from helpers.engines.registry import make_engine
 from helpers.evaluation.comparison import (
     depth_plan,
     depth_seeds,
@@ -48,13 +47,12 @@ from helpers.evaluation.stats import (
     percent_with_interval,
 )
 from helpers.evaluation.toy_study import TOY_MAX_TOKENS, stored_toy_curves
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
-from helpers.models.truncation import at_depth
-from helpers.samplers.power import PowerConfig, run_chains
 from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
 from helpers.samplers.target import MH_MODES, Target
-from helpers.samplers.toy import EOS, ToyLM, draw_exact, empirical, exact_distributions, tv_distance
+from helpers.samplers.toy import ToyLM, exact_distributions, tv_distance
 
 EXPLORER_ALPHAS = (1.0, 2.0, 4.0, 8.0)
 
@@ -104,18 +102,14 @@ def toy_alpha_one(steps: int, n_chains: int, seed: int = 0) -> dict:
     the reference ratio is exactly 1 (every move accepted), while the exact ratio keeps the cut point's length
     correction log t_x − log t_y and rejects some moves whose proposals end longer than the state. The noise floor is
     that of `n_chains` exact draws from p (the chapter's toy floor is for draws from p^α, another law); a distance
-    under twice it is read as noise, as the sampler's tests read it."""
-    toy = ToyLM(vocab=3, seed=seed)
-    p = exact_distributions(toy, [1], TOY_MAX_TOKENS, 1.0)["power"]
-    values = {"ex_one_steps": steps, "ex_one_chains": n_chains,
-              "ex_one_noise": tv_distance(empirical(draw_exact(p, n_chains, np.random.default_rng(seed))), p)}
+    under twice it is read as noise, as the sampler's tests read it. The chains are the toy study's at α = 1, stored
+    and released like its curves."""
+    stored = stored_toy_curves(1.0, [steps], n_chains, seed, [], acceptance=True)
+    values = {"ex_one_steps": steps, "ex_one_chains": n_chains, "ex_one_noise": stored["noise"]}
     for mode in MH_MODES:
-        cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
-        chains = run_chains(make_engine("reencode", toy), [[1]] * n_chains, [EOS], Target(1.0, TOY_MAX_TOKENS), cfg,
-                            list(range(n_chains)))
-        moves = [accepted for c in chains for _, accepted in c.moves]
-        values[f"ex_one_acceptance_{mode}"] = float(np.mean(moves)) if moves else float("nan")
-        values[f"ex_one_tv_{mode}"] = tv_distance(empirical(c.tokens for c in chains), p)
+        accepted = stored["acceptance"][mode][0]
+        values[f"ex_one_acceptance_{mode}"] = float("nan") if accepted is None else accepted
+        values[f"ex_one_tv_{mode}"] = stored["tv"][mode][0]
         values[f"ex_one_standing_{mode}"] = ("within noise (less than twice that floor)"
                                              if values[f"ex_one_tv_{mode}"] < 2 * values["ex_one_noise"]
                                              else "more than twice that floor: not noise")
@@ -234,13 +228,13 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     for name in models:
         order = search_order(problems_of(problems, name), size)
-        model, tokenizer, info = load_model(name)
-        n_layers = info.n_layers
+        model = load_model(name)
+        n_layers = model.n_layers
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
         plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
         seeds = depth_seeds(choice, seeds_at, n_seeds)
-        decoded = sample_at_depths(model, tokenizer, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
+        decoded = sample_at_depths(model, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
                                    seeds=seeds, batch_size=batch_size, engine=engine)
         for variant, runs in decoded.items():
             depth, k = variant[1], seeds.get(variant, n_seeds)
@@ -276,7 +270,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                 family=str(getattr(model.config, "model_type", ""))))
         cut, full = headline_row(rows, name)
         if longer_cap is not None and cut is not full:
-            cut.longer = _longer_cap(model, tokenizer, order, cut, full, longer_cap, max_new_tokens=max_new_tokens,
+            cut.longer = _longer_cap(model, order, cut, full, longer_cap, max_new_tokens=max_new_tokens,
                                      shots=shots, seed=seed, batch_size=batch_size, engine=engine)
         del model
     return rows
@@ -335,9 +329,10 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
         raise ValueError(f"steps must be a non-empty list of integers of at least 0 (MH steps per block), got "
                          f"{steps!r}")
     subset = search_order(problems, search_problems)[:search_problems]
-    model, tokenizer, info = load_model(model_name)
-    depth = info.n_layers - 1 if depth is None else depth
-    m = at_depth(model, depth)
+    model = load_model(model_name)
+    n_layers = model.n_layers
+    depth = n_layers - 1 if depth is None else depth
+    m = model.at_depth(depth)
 
     power = searches.power
     ordered = sorted(set(steps) | {power.mcmc_steps})
@@ -345,12 +340,12 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     other = ("reference" if power.mode == "exact" else "exact") if other_mode and power.mcmc_steps > 0 else None
     if other:
         configs[other] = replace(power, mode=other, top_k=0)
-    runs = sample_methods(m, tokenizer, subset, {
+    runs = sample_methods(m, subset, {
         name: DecodeSettings("power", max_new_tokens, shots, seed, target=searches.target, power=cfg)
         for name, cfg in configs.items()},
         n_seeds=n_seeds, batch_size=batch_size, engine=engine)  # one engine run for every N
     keep = [n for n in ordered if n in steps]
-    sweep = StepsSweep(model_name, depth, info.n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
+    sweep = StepsSweep(model_name, depth, n_layers, keep, [mean_accuracy(runs[n]) for n in keep],
                        [tokens_per_problem(runs[n]) for n in keep], {n: per_problem(runs[n]) for n in ordered},
                        len(subset), n_seeds, power.mode, power.mcmc_steps)
     if other:
@@ -464,13 +459,13 @@ def longer_caps(rows: Sequence[DepthRow]) -> list[LongerCap]:
     return [cut.longer for cut, full in headline_rows(rows) if cut is not full and cut.longer is not None]
 
 
-def _longer_cap(model, tokenizer, order: Sequence[Problem], cut: DepthRow, full: DepthRow, cap: int, *,
+def _longer_cap(model: ModelHandle, order: Sequence[Problem], cut: DepthRow, full: DepthRow, cap: int, *,
                 max_new_tokens: int, shots: int, seed: int, batch_size: int, engine: str) -> LongerCap:
     """Greedy decodes of one model under `cap`, longer than `max_new_tokens`, at its full depth and its headline cut,
     on the rows' problems in their order: stored like every decode, so the greedy records of chapter 03's sweep at
     that cap are read, not recomputed."""
     greedy = {"greedy": DecodeSettings("greedy", max_new_tokens=cap, shots=shots, seed=seed)}  # as chapter_settings
-    runs = sample_at_depths(model, tokenizer, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
+    runs = sample_at_depths(model, order, greedy, [("stitch", full.n_layers), ("stitch", cut.depth)],
                             n_seeds=1, batch_size=batch_size, engine=engine)
     at_full, at_cut = (runs[("stitch", d)]["greedy"] for d in (full.n_layers, cut.depth))
     share = [sum(outcome_shares(r, cap)[o] for o in UNFINISHED) for r in (at_full, at_cut)]
@@ -588,10 +583,10 @@ def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]]
     pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)  # one for all
     scans = []
     for name in named:
-        model, tokenizer, info = load_model(name)
-        runs = sample_at_depths(model, tokenizer, pool, greedy, [("stitch", info.n_layers)], n_seeds=1,
+        model = load_model(name)
+        runs = sample_at_depths(model, pool, greedy, [("stitch", model.n_layers)], n_seeds=1,
                                 batch_size=batch_size, engine=engine)
-        scans.append(level_scan(name, pool, runs[("stitch", info.n_layers)]["greedy"], model_levels[name]))
+        scans.append(level_scan(name, pool, runs[("stitch", model.n_layers)]["greedy"], model_levels[name]))
         del model
     return scans
 

@@ -349,24 +349,24 @@ def _report_sizes() -> str:
             "blocks kept; read literally it keeps all 28, as §4.11 says).")
 
 
-def acceptance_sentence(rows: Sequence[DepthRow], searches: Searches) -> str:
-    """What the chains did: the share of proposals accepted at each depth of each model, for the chosen α, B and N."""
+def acceptance_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
+    """What the chains did, for the notebook's sentence (whose frame names α, B, N and the mode, `settings_values`):
+    the share of proposals accepted at each depth of each model (`acceptance_rates`), and what that says of how far
+    the chains moved (`acceptance_reading`)."""
     groups = per_model(rows)
     rates = [(mine[0].model, ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine
                                        if r.acceptance == r.acceptance)) for mine in groups]
     rates = [(m, text) for m, text in rates if text]
     if not rates:
-        return f"With N = {searches.power.mcmc_steps} no proposal was made, so the chains never moved."
+        return {"acceptance_rates": "no proposal was made", "acceptance_reading": "so the chains never moved"}
     lowest = min(r.acceptance for r in rows if r.acceptance == r.acceptance)
     moved = ("so the chains do move: most proposals, each regenerating a suffix of the answer, replace the "
              "current one" if lowest > 0.5 else "so the chains do move: a regenerated suffix replaces the current "
              "one in a good share of proposals" if lowest > 0.05 else "so the chains barely move and power sampling is close to "
              "plain sampling at T = 1 here")
-    power = searches.power
-    said = (f"chains accepted {rates[0][1]} of their proposals" if len(groups) == 1 else
-            "chains accepted these shares of their proposals: " + "; ".join(f"{m}, {text}" for m, text in rates))
-    return (f"With α = {searches.target.alpha:g}, B = {power.block_size} and N = {power.mcmc_steps} ({power.mode} mode) the "
-            f"{said}; {moved}.")
+    said = (f"the chains accepted {rates[0][1]} of their proposals" if len(groups) == 1 else
+            "the chains accepted these shares of their proposals: " + "; ".join(f"{m}, {text}" for m, text in rates))
+    return {"acceptance_rates": said, "acceptance_reading": moved}
 
 
 def smc_table(rows: Sequence[DepthRow]) -> str:
@@ -1084,7 +1084,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
     return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
 
 
-PROSE = ("comparisons_table", "acceptance_sentence", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
+PROSE = ("comparisons_table", "acceptance_rates", "acceptance_reading", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
          "smc_sentence", "smc_table", "depth_sentence", "size_sentence", "size_headline", "decomposition_table",
          "decomposition_sentence", "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence",
          "premise_sentence", "premise_summary", "levels_table", "levels_sentence", "pass_sentence")
@@ -1098,8 +1098,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
     explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
     tests = comparisons(rows)
     return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
-            "acceptance_sentence":
-            acceptance_sentence(rows, searches), "outcomes_table": outcomes_table(rows),
+            **acceptance_values(rows, searches), "outcomes_table": outcomes_table(rows),
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows), **smc_values(rows, searches),
             "smc_table": smc_table(rows),
             "depth_sentence": depth_sentence(rows), **size_values(rows, checks), **decomposition_values(explained, checks),

@@ -31,6 +31,7 @@ from helpers.evaluation.decodes import DecodeSettings, accuracy, sample_at_depth
 from helpers.evaluation.format_speed import SpeedTable, time_model
 from helpers.evaluation.stats import PairedDifference, paired_difference
 from helpers.interp.studies import lens_over_problems
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import default_device, load_model
 from helpers.models.precision import FORMATS, auto_name, describe, native_bfloat16
 from helpers.models.truncation import critical_depth
@@ -155,11 +156,11 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
     items, chapter03 = None, None
     n_layers = 0
     for dtype in FORMATS:
-        model, tokenizer, info = load_model(name, dtype=dtype)
-        n_layers = info.n_layers
+        model = load_model(name, dtype=dtype)
+        tokenizer, n_layers = model.tokenizer, model.n_layers
         if dtype == "float32" and critical_sweep is not None:
             chapter03 = _chapter03(model, name, critical_sweep)
-        records = solve(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
+        records = solve(model, problems, max_new_tokens=max_new_tokens, shots=shots, batch_size=batch_size)
         correct[dtype] = [bool(r["correct"]) for r in records]
         tokens[dtype] = [list(r["tokens"]) for r in records]
         if items is None:  # the lens reads the same sequences in both dtypes: the float32 model's solutions
@@ -167,14 +168,13 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
                                                solution_tokens=r["tokens"]))
                      for p, r in list(zip(problems, records, strict=True))[:n_lens]]
         kl[dtype] = lens_over_problems(model, items)["kl"]
-        swept = sample_at_depths(model, tokenizer, sweep_problems, {"greedy": DecodeSettings("greedy", max_new_tokens,
-                                                                                              shots)},
+        swept = sample_at_depths(model, sweep_problems, {"greedy": DecodeSettings("greedy", max_new_tokens, shots)},
                                  [("stitch", d) for d in range(max(n_layers - span, 2), n_layers + 1)], n_seeds=1,
                                  batch_size=batch_size)  # every depth in one engine run, as chapter 03's sweep
         sweep[dtype] = {depth: accuracy([samples[0] for samples in by_name["greedy"]])
                         for (_, depth), by_name in swept.items()}
         if speed_rows is not None:
-            speeds[dtype] = time_model(model, tokenizer, [speed_rows], SPEED_TOKENS, shots)[speed_rows]
+            speeds[dtype] = time_model(model.module, tokenizer, [speed_rows], SPEED_TOKENS, shots)[speed_rows]
         del model
     speed = SpeedTable(name, SPEED_TOKENS, {speed_rows: speeds}) if speeds else None
     device = default_device()
@@ -183,7 +183,7 @@ def compare_dtypes(name: str, problems: Sequence[Problem], sweep_problems: Seque
                            chapter03)
 
 
-def _chapter03(model, name: str, critical_sweep: SweepSettings | dict) -> tuple[int | None, int] | None:
+def _chapter03(model: ModelHandle, name: str, critical_sweep: SweepSettings | dict) -> tuple[int | None, int] | None:
     """Chapter 03's stored critical depth of `model` and its problem count, or None where it stored none."""
     settings = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     try:

@@ -15,8 +15,9 @@ from helpers.evaluation.solutions import solutions_and_lens
 from helpers.evaluation.stats import PairedDifference, paired_difference
 from helpers.interp.lens import lens_cut_points
 from helpers.interp.studies import agreement_over
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model
-from helpers.models.truncation import at_depth, critical_depth
+from helpers.models.truncation import critical_depth
 
 
 @dataclass
@@ -73,12 +74,12 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
     every = problems
     for name in models:
         problems = problems_of(every, name)
-        model, tokenizer, info = load_model(name)
-        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=max_new_tokens, shots=shots,
+        model = load_model(name)
+        info = model.info
+        solved = solutions_and_lens(model, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size, lens_per_level=lens_per_level)
         _, _, cuts = lens_cut_points(solved.curves, settings.kl_fraction, settings.overlap_threshold)
-        decode = partial(_greedy_at, model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots),
-                         batch_size)
+        decode = partial(_greedy_at, model, problems, DecodeSettings("greedy", max_new_tokens, shots), batch_size)
 
         stitched = [m for m in methods if m == "stitch"]
         if floor_fraction is not None and not depths and stitched:
@@ -105,7 +106,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
         if "stitch" in acc:
             store_critical(model, settings.for_model(name), acc["stitch"], len(problems))
         agree: dict[str, dict[int, dict]] = {m: {} for m in methods}
-        shallow = {(m, d): at_depth(model, d, m) for m, d in outputs}
+        shallow = {(m, d): model.at_depth(d, m) for m, d in outputs}
         for (method, depth), values in agreement_over(model, shallow, solved.items[:n_agreement]).items():
             agree[method][depth] = values  # the full model's distributions computed once per sequence for all
         sweeps[name] = Sweep(name, info.n_layers, cuts, chosen, acc, agree, out, solved.records,
@@ -114,11 +115,11 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
     return sweeps
 
 
-def _greedy_at(model, tokenizer, problems: Sequence[Problem], greedy: DecodeSettings, batch_size: int,
+def _greedy_at(model: ModelHandle, problems: Sequence[Problem], greedy: DecodeSettings, batch_size: int,
                variants: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict]]:
     """Each truncation's greedy record per problem, every variant in one engine run (`sample_at_depths`)."""
     return {v: [samples[0] for samples in by_name["greedy"]] for v, by_name in sample_at_depths(
-        model, tokenizer, problems, {"greedy": greedy}, variants, n_seeds=1, batch_size=batch_size).items()}
+        model, problems, {"greedy": greedy}, variants, n_seeds=1, batch_size=batch_size).items()}
 
 
 FLOOR_STEP = 3  # depths the floor sweep decodes in one engine run: a batch kept full, little decoded past the floor
@@ -215,7 +216,8 @@ def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[
         return out
     for name in models:
         mine = problems_of(problems, name)
-        model, tokenizer, info = load_model(name)
+        model = load_model(name)
+        tokenizer, info = model.tokenizer, model.info
         depth = stored_critical(model, critical.for_model(name))
         if depth is None:  # it solves none of the sweep's problems at full depth: its page says so
             del model
@@ -223,7 +225,7 @@ def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[
         settings = {"greedy": DecodeSettings("greedy", cap, shots, seed),
                     "temperature": DecodeSettings("temperature", cap, shots, seed)}
         rows = batch_size[name] if isinstance(batch_size, Mapping) else batch_size
-        decoded = sample_at_depths(model, tokenizer, mine, settings, [("stitch", info.n_layers), ("stitch", depth)],
+        decoded = sample_at_depths(model, mine, settings, [("stitch", info.n_layers), ("stitch", depth)],
                                    n_seeds=n_seeds, batch_size=rows)
         records = {(method, d): runs[method] for (_, d), runs in decoded.items() for method in settings}
 

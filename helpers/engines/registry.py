@@ -16,28 +16,35 @@ from helpers.models.depth_mix import DepthMix
 ENGINES = ("slot", "reencode", "generate", "vllm")
 
 
-def make_engine(kind: str, model, tokenizer=None) -> Engine:
-    """The engine of `kind` (see `ENGINES`) for `model`, a model or, for 'slot' and 'reencode', a depth mix (vLLM also
-    needs its tokenizer to write the checkpoint)."""
+def make_engine(kind: str, model) -> Engine:
+    """The engine of `kind` (see `ENGINES`) for `model`: a `ModelHandle`, a transformers module or, for 'slot' and
+    'reencode', a depth mix. vLLM needs the handle: it runs a checkpoint of the model, named by its identity and
+    written with its tokenizer."""
+    from helpers.models.handle import ModelHandle
+
+    if kind == "vllm":
+        if not isinstance(model, ModelHandle):
+            raise ValueError("the vllm engine runs a checkpoint of a loaded model: pass its ModelHandle (load_model), "
+                             f"not a {type(model).__name__}")
+        from helpers.engines.vllm import VLLMEngine
+
+        return VLLMEngine.for_model(model)
+    module = model.module if isinstance(model, ModelHandle) else model
     if kind == "slot":
         from helpers.engines.slot import SlotEngine
 
-        return SlotEngine(model)
+        return SlotEngine(module)
     if kind == "reencode":
         from helpers.engines.reencode import ReencodeEngine
 
-        return ReencodeEngine(model)
-    if kind == "generate" and isinstance(model, DepthMix):  # vLLM's `for_model` refuses one itself
+        return ReencodeEngine(module)
+    if kind == "generate" and isinstance(module, DepthMix):
         raise ValueError("the generate engine runs one model, not a depth mix (helpers.models.depth_mix): decode each "
                          "truncation with its own engine.")
     if kind == "generate":
         from helpers.engines.generate import GenerateEngine
 
-        return GenerateEngine(model)
-    if kind == "vllm":
-        from helpers.engines.vllm import VLLMEngine
-
-        return VLLMEngine.for_model(model, tokenizer)
+        return GenerateEngine(module)
     raise ValueError(f"engine kind must be one of {ENGINES}, got {kind!r}")
 
 

@@ -243,20 +243,19 @@ class VLLMEngine(Engine):
         self._ids = itertools.count()
 
     @classmethod
-    def for_model(cls, model, tokenizer=None, **engine_args) -> VLLMEngine:
-        """The engine for a transformers model (truncated ones included): a checkpoint of it, loaded by vLLM.
+    def for_model(cls, model, **engine_args) -> VLLMEngine:
+        """The engine for a loaded model (`ModelHandle`, truncated ones included): a checkpoint of it, loaded by vLLM.
 
         The engine is kept for the next call with the same model and the same `engine_args` (`engine_shape`), since
         starting one takes seconds to minutes; a call that differs in either starts a new one in its place.
         """
         from helpers.models.checkpoints import checkpoint
         from helpers.models.depth_mix import DepthMix
-        from helpers.results.identity import model_identity
 
         if isinstance(model, DepthMix):
             raise ValueError("vLLM runs one model per engine, not a depth mix (helpers.models.depth_mix): decode each "
                              "truncation with its own engine.")
-        folder, dtype = str(checkpoint(model, tokenizer)), model_identity(model)["dtype"]
+        folder, dtype = str(checkpoint(model)), model.identity()["dtype"]
         shape = engine_shape(folder, dtype, engine_args)
         if cls._current is not None and cls._current_shape == shape:
             return cls._current

@@ -39,9 +39,9 @@ from helpers.data.prompts import build_prompt
 from helpers.engines.kv_slots import cache_keyword
 from helpers.engines.protocol import ends_with_stop
 from helpers.evaluation.grading import extract_answer, is_equivalent
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model, stop_token_ids
-from helpers.models.truncation import at_depth
-from helpers.results.identity import key_problem, model_identity, problem_key
+from helpers.results.identity import key_problem, problem_key
 
 
 @dataclass(frozen=True)
@@ -222,19 +222,19 @@ def auditable(record: dict) -> str | None:
     return None
 
 
-def fresh_model(name: str, dtype: str) -> tuple:
-    """(model, tokenizer) of `name` in `dtype`, loaded anew: the audit's default, which holds one model at a time."""
-    return load_model(name, dtype=dtype)[:2]
+def fresh_model(name: str, dtype: str) -> ModelHandle:
+    """`name` in `dtype`, loaded anew: the audit's default, which holds one model at a time."""
+    return load_model(name, dtype=dtype)
 
 
 def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
           on_finding: Callable[[Finding], None] | None = None,
-          load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
+          load: Callable[[str, str], ModelHandle] = fresh_model) -> AuditReport:
     """Audit stored decode records (whole store lines: key, config, result); models load once per identity, and
     a model's records are taken prompt by prompt (`batch_size` completions of one prompt at most per pass). A
     progress bar (records done, failures so far, the largest deviation) shows where a long audit stands, and
     `on_finding` receives each finding as soon as it exists (so an audit stopped part-way keeps what it found).
-    `load(name, dtype)` gives a model and its tokenizer (a caller that audits many small sets may share them)."""
+    `load(name, dtype)` gives a model's handle (a caller that audits many small sets may share them)."""
     start = time.perf_counter()
     report = AuditReport()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -245,22 +245,22 @@ def audit(records: Iterable[dict], batch_size: int = 8, progress: bool = True,
             continue
         c = record["config"]
         groups[(c["model"], c["dtype"], c["depth"], c.get("truncation"))].append(record)
-    loaded: dict[tuple, tuple] = {}
+    loaded: dict[tuple, ModelHandle] = {}
     failed, largest = 0, 0.0  # running tallies for the bar, so it need not rescan every finding each batch
     with bar(total=sum(map(len, groups.values())), desc="audit", unit="record", progress=progress) as shown:
         for (name, dtype, depth, method), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
             if (name, dtype) not in loaded:
                 loaded.clear()  # one model in memory at a time
                 loaded[(name, dtype)] = load(name, dtype)
-            model, tokenizer = loaded[(name, dtype)]
-            m = at_depth(model, depth, method or "stitch")
-            identity = model_identity(m)
-            stops = set(stop_token_ids(model, tokenizer))
+            model = loaded[(name, dtype)]
+            m = model.at_depth(depth, method or "stitch")
+            identity, tokenizer = m.identity(), model.tokenizer
+            stops = set(stop_token_ids(model.module, tokenizer))
             by_prompt: dict[tuple, list[dict]] = defaultdict(list)
             for record in group:
                 by_prompt[(record["result"].get("id"), record["config"].get("shots"))].append(record)
             for same in by_prompt.values():
-                found = _audit_batch(m, tokenizer, identity, stops, same, batch_size)
+                found = _audit_batch(m.module, tokenizer, identity, stops, same, batch_size)
                 report.findings += found
                 if on_finding:
                     for f in found:

@@ -39,9 +39,10 @@ from helpers.evaluation.audit import (
     problem_from_id,
     record_label,
 )
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import stop_token_ids
-from helpers.models.truncation import at_depth, critical_depth
-from helpers.results.identity import key_name, model_identity, sequence_key
+from helpers.models.truncation import critical_depth
+from helpers.results.identity import key_name, sequence_key
 from helpers.results.kinds import KINDS, STUDIES, named
 
 IDENTITY = ("weights", "depth", "truncation", "dtype")
@@ -78,7 +79,7 @@ def split_auditable(records: Iterable[dict]) -> tuple[list[dict], Counter]:
 
 def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bool = True,
                   on_finding: Callable[[Finding], None] | None = None,
-                  load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
+                  load: Callable[[str, str], ModelHandle] = fresh_model) -> AuditReport:
     """Audit decodes and studies together: `decodes` are the released (or stored) decode records a study's
     sequences and accuracies are rebuilt from. Records that cannot be audited are counted with the reason;
     `on_finding` receives each record's finding as soon as it exists; `load` gives the models (`audit.fresh_model`)."""
@@ -96,7 +97,7 @@ def audit_records(records: Iterable[dict], decodes: Sequence[dict], progress: bo
 
 def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bool = True,
                   on_finding: Callable[[Finding], None] | None = None,
-                  load: Callable[[str, str], tuple] = fresh_model) -> AuditReport:
+                  load: Callable[[str, str], ModelHandle] = fresh_model) -> AuditReport:
     """Compute every study record again (models load once per name and number format) and compare;
     `on_finding` receives each finding as soon as it exists."""
     import time
@@ -133,13 +134,13 @@ def audit_studies(records: Sequence[dict], decodes: Sequence[dict], progress: bo
 
 @dataclass(frozen=True)
 class Context:
-    """What every recomputation may read: the model loaded for its group (model, tokenizer; None where none is
-    needed), the released greedy solutions by (model, problem) and their grades (`_greedy_grades`)."""
+    """What every recomputation may read: the model loaded for its group (None where none is needed), the released
+    greedy solutions by (model, problem) and their grades (`_greedy_grades`)."""
 
-    loaded: tuple | None
+    loaded: ModelHandle | None
     solutions: dict
     graded: dict
-    load: Callable[[str, str], tuple] = fresh_model  # for a study that loads its models itself (the linear maps)
+    load: Callable[[str, str], ModelHandle] = fresh_model  # for a study that loads its models itself (the linear maps)
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,7 @@ def _critical_again(record: dict, ctx: Context, f: Finding) -> None:
 
 
 def _probe_again(record: dict, ctx: Context, f: Finding) -> None:
-    model, tokenizer = ctx.loaded
-    f.deviation = _probe(_model_as(model, record["config"], f, "model"), tokenizer, record, f)
+    f.deviation = _probe(_model_as(ctx.loaded, record["config"], f, "model"), ctx.loaded.tokenizer, record, f)
 
 
 def _maps_again(record: dict, ctx: Context, f: Finding) -> None:
@@ -196,11 +196,11 @@ def _maps_again(record: dict, ctx: Context, f: Finding) -> None:
         f.problems.append("it names problems other than the arithmetic benchmark's")
         return
 
-    def load(name: str) -> tuple:
+    def load(name: str) -> ModelHandle:
         side = c["source"] if name == c["source"]["model"] else c["target"]
-        model, tokenizer = ctx.load(name, side["dtype"])
+        model = ctx.load(name, side["dtype"])
         _model_as(model, side, f, "source" if side is c["source"] else "target")
-        return model, tokenizer
+        return model
 
     f.deviation = _deviation(result, fit_layer_maps([c["source"]["model"], c["target"]["model"]], problems,
                                                     c["map_tokens"], load))
@@ -211,9 +211,9 @@ def _gold_again(record: dict, ctx: Context, f: Finding) -> None:
     from helpers.interp.depth import profile_one, skip_splits
     from helpers.interp.skip_effects import skip_effects
 
-    (model, tokenizer), c, pid = ctx.loaded, record["config"], _problem_id(record)
-    full = _model_as(model, c, f, "model")
-    ids, start = analysis_sequence(tokenizer, problem_from_id(pid))
+    c, pid = record["config"], _problem_id(record)
+    full = _model_as(ctx.loaded, c, f, "model")
+    ids, start = analysis_sequence(ctx.loaded.tokenizer, problem_from_id(pid))
     if sequence_key(pid, ids, start) != record["key"]:
         f.problems.append("its key does not name the gold text of the problem it names")
         return
@@ -227,7 +227,7 @@ def _gold_again(record: dict, ctx: Context, f: Finding) -> None:
 
 def _solution_read(record: dict, ctx: Context, f: Finding, model_name: str) -> tuple[list[int], int] | None:
     """The sequence a lens or agreement record read: the released greedy solution or gold text its key names."""
-    model, tokenizer = ctx.loaded
+    model, tokenizer = ctx.loaded.module, ctx.loaded.tokenizer
     found = _sequence(record["key"], _problem_id(record), model_name, tokenizer, ctx.solutions,
                       stop_token_ids(model, tokenizer)[0])
     if found is None:
@@ -240,7 +240,7 @@ def _lens_again(record: dict, ctx: Context, f: Finding) -> None:
     from helpers.interp.studies import lens_record
 
     c = record["config"]
-    full = _model_as(ctx.loaded[0], c, f, "model")
+    full = _model_as(ctx.loaded, c, f, "model")
     if found := _solution_read(record, ctx, f, c["model"]):
         f.deviation = _deviation(record["result"], lens_record(full, *found, c["k"], c["direction"]))
 
@@ -249,7 +249,7 @@ def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
     from helpers.interp.studies import agreement
 
     c = record["config"]
-    full, truncated = (_model_as(ctx.loaded[0], c[side], f, side) for side in ("full", "truncated"))
+    full, truncated = (_model_as(ctx.loaded, c[side], f, side) for side in ("full", "truncated"))
     if found := _solution_read(record, ctx, f, c["full"]["model"]):
         f.deviation = _deviation(record["result"], agreement(full, truncated, *found))
 
@@ -296,14 +296,14 @@ def _probe(model, tokenizer, record: dict, f: Finding) -> float:
     return _deviation(record["result"], probe_record(model, *found, kind, component, rows, baseline, c["ig_steps"]))
 
 
-def _model_as(model, identity: dict, f: Finding, what: str):
-    """`model` cut as `identity` says, its identity checked against the record's."""
-    cut = at_depth(model, identity["depth"], identity.get("truncation") or "stitch")
-    here = model_identity(cut)
+def _model_as(model: ModelHandle, identity: dict, f: Finding, what: str):
+    """The module of `model` cut as `identity` says, its identity checked against the record's."""
+    cut = model.at_depth(identity["depth"], identity.get("truncation") or "stitch")
+    here = cut.identity()
     for k in IDENTITY:
         if identity.get(k) != here.get(k):
             f.problems.append(f"its {what}'s {k} is {identity.get(k)!r}, the model here has {here.get(k)!r}")
-    return cut
+    return cut.module
 
 
 def _problem_id(record: dict) -> str:
@@ -382,7 +382,8 @@ def _toy(c: dict) -> dict:
     now = dict(TOY_CONVERGENCE.revisions)
     if any(c.get(k) != v for k, v in now.items()):
         raise ValueError(f"it was computed with {({k: c.get(k) for k in now})}, this code draws with {now}")
-    return toy_curves(c["alpha"], c["steps"], c["n_chains"], c["seed"], c["particles"], c["max_new_tokens"])
+    return toy_curves(c["alpha"], c["steps"], c["n_chains"], c["seed"], c["particles"], c["max_new_tokens"],
+                      bool(c.get("acceptance")))
 
 
 def _deviation(stored, computed) -> float:

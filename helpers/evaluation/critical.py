@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from helpers.data.model_sets import check_model_levels
-from helpers.results.identity import model_identity
+from helpers.models.handle import ModelHandle
 from helpers.results.kinds import CRITICAL_DEPTH
 from helpers.results.store import Run
 
@@ -84,12 +84,12 @@ OPTIONAL = ("model_levels", "floor_fraction")  # SweepSettings' fields a paramet
 KEYED_WHEN_SET = ("floor_fraction",)  # of those, the ones that decide a critical depth: in its key where set
 
 
-def critical_run(model, settings: SweepSettings) -> Run:
+def critical_run(model: ModelHandle, settings: SweepSettings) -> Run:
     """The store of `model`'s critical depth under chapter 03's `settings` (one record, unit 'stitch')."""
-    return Run(CRITICAL_DEPTH, {**model_identity(model), **settings.key()})
+    return Run(CRITICAL_DEPTH, {**model.identity(), **settings.key()})
 
 
-def store_critical(model, settings: SweepSettings, accuracy: Mapping[int, float], n_problems: int) -> int | None:
+def store_critical(model: ModelHandle, settings: SweepSettings, accuracy: Mapping[int, float], n_problems: int) -> int | None:
     """Record the stitched sweep's accuracy by depth and the critical depth it gives (chapter 03 calls this); the
     stored value, which is the one computed unless an earlier run stored it already."""
     from helpers.models.truncation import critical_depth
@@ -105,17 +105,17 @@ class CriticalDepthMissing(LookupError):
     """Chapter 03 has not stored the critical depth these depths are relative to."""
 
 
-def stored_critical(model, settings: SweepSettings) -> int | None:
+def stored_critical(model: ModelHandle, settings: SweepSettings) -> int | None:
     """`model`'s critical depth as chapter 03 stored it under `settings`; CriticalDepthMissing when it has not."""
     return stored_sweep(model, settings)["depth"]
 
 
-def stored_sweep(model, settings: SweepSettings) -> dict:
+def stored_sweep(model: ModelHandle, settings: SweepSettings) -> dict:
     """Chapter 03's stored record of `model`'s stitched sweep under `settings` (its critical depth, and the greedy
     accuracy at each depth it swept); CriticalDepthMissing when it has not stored one."""
     record = critical_run(model, settings).get("stitch")
     if record is None:
-        name = model_identity(model)["model"]
+        name = model.name
         raise CriticalDepthMissing(
             f"chapter 03 has not stored the critical depth of {name} under these settings (its problems, solution "
             f"length, depths and collapse share); run chapter 03 with {name} among its models first: "
@@ -169,7 +169,7 @@ class DepthChoice:
                 "disagree with the sweep, so the headline below is not at the critical depth.")
 
 
-def choose_depths(model, name: str, n_layers: int, depths: Sequence | None,
+def choose_depths(model: ModelHandle, name: str, n_layers: int, depths: Sequence | None,
                   settings: SweepSettings | None) -> DepthChoice:
     """Resolve `depths` (None: the depth just below the full one; entries as `parse_depth`) for one model: relative
     entries from chapter 03's stored critical depth (CriticalDepthMissing without it), fixed ones as given, each

@@ -25,9 +25,9 @@ from helpers.engines.protocol import Completion, Spent
 from helpers.engines.registry import make_engine
 from helpers.evaluation.grading import extract_answer, is_equivalent
 from helpers.models.depth_mix import DepthMix
+from helpers.models.handle import ModelHandle
 from helpers.models.loading import stop_token_ids
-from helpers.models.truncation import at_depth, truncation_of
-from helpers.results.identity import model_identity, problem_key, sample_key
+from helpers.results.identity import problem_key, sample_key
 from helpers.results.kinds import DECODE
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
@@ -77,21 +77,20 @@ def record_shape(config: dict) -> dict:
     return SMC_SHAPE if config.get("method") == "smc" else RECORD_SHAPE
 
 
-def decode_run(model, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
+def decode_run(model: ModelHandle, settings: DecodeSettings, root: Path | None = None, engine: str = "slot") -> Run:
     """The store of one model's decodes under `settings` on `engine` (see `helpers.samplers.settings`)."""
-    identity = model_identity(model)
-    device = next((p.device.type for p in model.parameters()), "cpu")
-    return Run(DECODE, {**identity, **settings.key(), **engine_key(engine, settings.samples, identity["dtype"], device)},
-               root=root)
+    identity = model.identity()
+    return Run(DECODE, {**identity, **settings.key(),
+                        **engine_key(engine, settings.samples, identity["dtype"], model.device)}, root=root)
 
 
-def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
+def sample(model: ModelHandle, problems: Sequence[Problem], settings: DecodeSettings | None = None, *, n_seeds: int = 1,
            batch_size: int = 16, progress: bool = True, root: Path | None = None, engine: str = "slot",
            **fields) -> list[list[dict]]:
     """records[problem][sample] for `settings` (or a `DecodeSettings(**fields)`: method=..., max_new_tokens=...);
     missing ones are computed in batches and stored as they finish.
 
-    The store key comes from the model (`model_identity`), the settings and the engine; records are keyed by
+    The store key comes from the model (`ModelHandle.identity`), the settings and the engine; records are keyed by
     problem content and sample index. `engine` is 'slot' (`helpers.engines.slot.SlotEngine`) or 'vllm'
     (`helpers.engines.vllm`, which runs the model from a checkpoint written for it). At most `batch_size` samples
     decode at once (SMC's counts particles, rounded to whole problems); a finished one is stored at once and its
@@ -102,28 +101,28 @@ def sample(model, tokenizer, problems: Sequence[Problem], settings: DecodeSettin
         settings = DecodeSettings(**fields)
     elif fields:
         raise ValueError(f"give the settings either as DecodeSettings or as fields, not both: {sorted(fields)}")
-    return sample_methods(model, tokenizer, problems, {settings.method: settings}, n_seeds=n_seeds,
+    return sample_methods(model, problems, {settings.method: settings}, n_seeds=n_seeds,
                           batch_size=batch_size, engine=engine, root=root, progress=progress)[settings.method]
 
 
-def sample_methods(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], *,
+def sample_methods(model: ModelHandle, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], *,
                    n_seeds: int, batch_size: int, engine: str = "slot", root: Path | None = None,
                    limits: Mapping[str, int] | None = None, progress: bool = True) -> dict[str, list[list[dict]]]:
     """records[problem][sample] for each named decode (`helpers.samplers.settings.chapter_settings`) of one model, as
     `sample` gives them: `sample_at_depths` at the model's own depth."""
-    here = ("stitch", model.config.num_hidden_layers)
-    return sample_at_depths(model, tokenizer, problems, settings, [here], n_seeds=n_seeds, batch_size=batch_size,
+    here = ("stitch", model.n_layers)
+    return sample_at_depths(model, problems, settings, [here], n_seeds=n_seeds, batch_size=batch_size,
                             engine=engine, root=root, limits={here: limits} if limits else None,
                             progress=progress)[here]
 
 
-def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
+def sample_at_depths(model: ModelHandle, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings],
                      variants: Sequence[tuple[str, int]], *, n_seeds: int, batch_size: int, engine: str = "slot",
                      root: Path | None = None, limits: Mapping[tuple[str, int], Mapping[str, int]] | None = None,
                      seeds: Mapping[tuple[str, int], int] | None = None,
                      progress: bool = True) -> dict[tuple[str, int], dict[str, list[list[dict]]]]:
     """{(method, depth): {name: records[problem][sample]}}: each named decode of `settings`, for each truncation
-    (method, depth) of `model` (`at_depth`: at full depth the model itself), as `sample` on that truncation gives
+    (method, depth) of `model` (`ModelHandle.at_depth`: at full depth the model itself), as `sample` on that truncation gives
     them and under the same store keys. The one function through which chapters 03-06 decode, so that a chapter
     reads another's records by construction. `limits[variant][name]` = k: that decode on the first k problems only;
     `seeds[variant]` = k: the sampled decodes of that truncation take its first k samples per problem, not `n_seeds`
@@ -142,7 +141,7 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
     decodes: dict[tuple[str, int], dict[str, _Decode]] = {}
     shared: dict[tuple[str, int], _Decode] = {}  # the full depth under two methods is one model, one decode
     for variant in dict.fromkeys((method, depth) for method, depth in variants):  # in order, once each
-        m = at_depth(model, variant[1], variant[0])
+        m = model.at_depth(variant[1], variant[0])
         by_name = _method_decodes(m, problems, settings, seeds.get(variant, n_seeds), limits.get(variant), root, engine)
         decodes[variant] = {name: shared.setdefault((str(d.run.path), len(d.problems), d.n_seeds), d)
                             for name, d in by_name.items()}
@@ -158,7 +157,7 @@ def sample_at_depths(model, tokenizer, problems: Sequence[Problem], settings: Ma
                 d.jobs = d.missing()  # read again under the locks
             todo = [d for d in every if d.jobs]
             if todo:
-                _decode(model, tokenizer, sorted(todo, key=_searches_first), batch_size, progress, engine)
+                _decode(model, sorted(todo, key=_searches_first), batch_size, progress, engine)
     return {v: {name: d.records() for name, d in by_name.items()} for v, by_name in decodes.items()}
 
 
@@ -168,7 +167,7 @@ def _check_counts(n_seeds: int, batch_size: int) -> None:
     check_batch_size(batch_size)
 
 
-def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], n_seeds: int,
+def _method_decodes(model: ModelHandle, problems: Sequence[Problem], settings: Mapping[str, DecodeSettings], n_seeds: int,
                     limits: Mapping[str, int] | None, root: Path | None, engine: str) -> dict[str, _Decode]:
     """One `_Decode` per named decode of `model`, `limits[name]` = k: on the first k problems only."""
     limits = dict(limits or {})
@@ -186,7 +185,8 @@ def _method_decodes(model, problems: Sequence[Problem], settings: Mapping[str, D
 class _Decode:
     """One named decode of `sample_methods`: its settings, its store, its problems and samples."""
 
-    def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict, model):
+    def __init__(self, settings: DecodeSettings, run: Run, problems: list[Problem], n_seeds: int, keys: dict,
+                 model: ModelHandle):
         self.settings, self.run, self.problems, self.n_seeds, self.keys = settings, run, problems, n_seeds, keys
         self.model = model  # the model it decodes with: the chapter's, or a truncation of it
         self.jobs: list[tuple[Problem, int]] = []  # what this call decodes, set under the store's lock
@@ -208,21 +208,22 @@ def _searches_first(d: _Decode) -> int:
     return {"power": 0, "smc": 1}.get(d.settings.method, 2)
 
 
-def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progress: bool, engine: str) -> None:
+def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, progress: bool, engine: str) -> None:
     """Decode every decode's missing (problem, sample) jobs in one engine run of `batch_size` rows, storing each
     record as it ends. Decodes on several truncations of `model` share the run through a depth mix; vLLM runs
     one model per engine, so there each truncation has a run of its own."""
     models = list({id(d.model): d.model for d in decodes}.values())
     if len(models) > 1 and check_engine(engine) == "vllm":
         for m in models:
-            _decode(m, tokenizer, [d for d in decodes if d.model is m], batch_size, progress, engine)
+            _decode(m, [d for d in decodes if d.model is m], batch_size, progress, engine)
         return
     mix = None
     if len(models) > 1:
-        n_layers = model.config.num_hidden_layers
-        variants = [(t["method"], t["depth"]) if (t := truncation_of(m)) else ("stitch", n_layers) for m in models]
-        mix = DepthMix(model, variants)
-    stops = set(stop_token_ids(model, tokenizer))
+        variants = [(m.truncation.method, m.truncation.depth) if m.truncation else ("stitch", m.n_layers)
+                    for m in models]
+        mix = DepthMix(model.module, variants)
+    tokenizer = model.tokenizer
+    stops = set(stop_token_ids(model.module, tokenizer))
     works, prompts = [], []
     for d in decodes:
         s = d.settings
@@ -260,7 +261,7 @@ def _decode(model, tokenizer, decodes: Sequence[_Decode], batch_size: int, progr
 
     try:
         with done:
-            run_together(make_engine("slot", mix) if mix else engine_for(models[0], tokenizer, engine), works, stops,
+            run_together(make_engine("slot", mix) if mix else engine_for(models[0], engine), works, stops,
                          batch_size, store, checkpoint)
     finally:
         if mix is not None:
@@ -291,15 +292,15 @@ def _checkpoints(d: _Decode, stops: set[int]) -> list[tuple[dict, Spent] | None]
     return resume
 
 
-def engine_for(model, tokenizer, engine: str = "slot"):
+def engine_for(model: ModelHandle, engine: str = "slot"):
     """The engine that runs `model`'s decodes: the book's slot engine, or vLLM on a checkpoint of it."""
-    return make_engine(check_engine(engine), model, tokenizer)
+    return make_engine(check_engine(engine), model)
 
 
-def solve(model, tokenizer, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,
+def solve(model: ModelHandle, problems: Sequence[Problem], *, max_new_tokens: int, shots: int = 0,
           batch_size: int = 16, progress: bool = True, root: Path | None = None) -> list[dict]:
     """One greedy record per problem: the completion, its answer, whether it is right, what it cost."""
-    records = sample(model, tokenizer, problems, DecodeSettings("greedy", max_new_tokens, shots), batch_size=batch_size,
+    records = sample(model, problems, DecodeSettings("greedy", max_new_tokens, shots), batch_size=batch_size,
                      progress=progress, root=root)
     return [per_problem[0] for per_problem in records]
 

@@ -66,8 +66,8 @@ def time_formats(model_name: str, rows: Sequence[int] | int = (32,), max_new_tok
     counts = check_counts(rows, max_new_tokens)
     by_format = {}
     for dtype in FORMATS:
-        model, tokenizer, _ = load_model(model_name, dtype=dtype)
-        by_format[dtype] = time_model(model, tokenizer, counts, max_new_tokens, shots)
+        model = load_model(model_name, dtype=dtype)
+        by_format[dtype] = time_model(model.module, model.tokenizer, counts, max_new_tokens, shots)
         del model
     return SpeedTable(model_name, max_new_tokens, {n: {d: by_format[d][n] for d in FORMATS} for n in counts})
 

@@ -33,17 +33,18 @@ from helpers.interp.skip_effects import (
     later_layer_profile,
     skip_effects,
 )
-from helpers.results.identity import model_identity, sequence_key
+from helpers.models.handle import ModelHandle
+from helpers.results.identity import sequence_key
 from helpers.results.kinds import DEPTH_PROFILE, DEPTH_SCORE, SKIP_EFFECTS, Kind
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
 
 COSINES = ("cos_attn", "cos_mlp", "cos_layer")
 
-def analysis_run(kind: Kind, model, root: Path | None = None, **settings) -> Run:
+def analysis_run(kind: Kind, model: ModelHandle, root: Path | None = None, **settings) -> Run:
     """The stored records of one of this chapter's analyses, keyed by the model's identity and the analysis's
     own settings; each problem is a unit keyed by the tokens it reads (`analysis_key`)."""
-    return Run(kind, {**model_identity(model), **settings}, root=root)
+    return Run(kind, {**model.identity(), **settings}, root=root)
 
 
 def analysis_key(tokenizer, problem: Problem) -> str:
@@ -76,15 +77,15 @@ def profile_one(model, ids: Sequence[int]) -> dict:
     return {name: _lists(summarise(v)) for name, v in values.items()}
 
 
-def profiles(model, tokenizer, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
+def profiles(model: ModelHandle, problems: Sequence[Problem], root: Path | None = None, progress: bool = True
              ) -> list[dict]:
     """`profile_one` for every problem's gold text, stored per problem as it finishes."""
     run = analysis_run(DEPTH_PROFILE, model, root)
-    keys = [analysis_key(tokenizer, p) for p in problems]
+    keys = [analysis_key(model.tokenizer, p) for p in problems]
     for key, p in bar(list(zip(keys, problems, strict=True)), desc="norms and lens", progress=progress):
         if key not in run:
-            ids, _ = analysis_sequence(tokenizer, p)
-            run.compute(key, lambda ids=ids: profile_one(model, ids))
+            ids, _ = analysis_sequence(model.tokenizer, p)
+            run.compute(key, lambda ids=ids: profile_one(model.module, ids))
     return [run.get(key) for key in keys]
 
 
@@ -123,26 +124,26 @@ def skip_splits(study: str, ids: Sequence[int], start: int, problem_id: str, n_s
     return [None] if n_splits is None else future_splits(len(ids), n_splits, seed=problem_seed)
 
 
-def _skip_records(model, tokenizer, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
+def _skip_records(model: ModelHandle, problems: Sequence[Problem], run: Run, part: str, n_splits: int | None,
                   seed: int, desc: str, progress: bool) -> list[SkipEffects]:
     """Skip effects per problem at its `skip_splits` for the run's study, stored as each finishes."""
     keys = []
     for p in bar(problems, desc=desc, progress=progress):
-        ids, start = analysis_sequence(tokenizer, p)
+        ids, start = analysis_sequence(model.tokenizer, p)
         keys.append(sequence_key(p.id, ids, start))
         if keys[-1] in run:
             continue
         splits = skip_splits(run.experiment, ids, start, p.id, n_splits, seed)
-        run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model, ids, part, splits).as_dict())
+        run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model.module, ids, part, splits).as_dict())
     return [SkipEffects.from_dict(run.get(key)) for key in keys]
 
 
-def skip_effects_over(model, tokenizer, problems: Sequence[Problem], part: str, n_splits: int | None,
+def skip_effects_over(model: ModelHandle, problems: Sequence[Problem], part: str, n_splits: int | None,
                       seed: int = 123, root: Path | None = None, progress: bool = True) -> list[SkipEffects]:
     """Skip effects per problem: future tokens with `n_splits` sampled split positions, or current (None)."""
     run = analysis_run(SKIP_EFFECTS, model, root, part=part, splits=n_splits if n_splits is not None else "current",
                        seed=seed)
-    return _skip_records(model, tokenizer, problems, run, part, n_splits, seed, f"skip {part}", progress)
+    return _skip_records(model, problems, run, part, n_splits, seed, f"skip {part}", progress)
 
 
 def combine(effects: Sequence[SkipEffects], over_splits: str = "max", over_prompts: str = "max"
@@ -163,7 +164,7 @@ def answer_splits(answer_start: int, T: int, n: int, seed: int, step: int = 4) -
     return sorted(answer_start + o for o in offsets[:n])
 
 
-def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_splits: int = 2, seed: int = 12345,
+def depth_scores_by_level(model: ModelHandle, problems: Sequence[Problem], n_splits: int = 2, seed: int = 12345,
                           root: Path | None = None, progress: bool = True) -> dict:
     """Future layer-skip effects with splits inside the solution, and the depth score per difficulty level.
 
@@ -172,7 +173,7 @@ def depth_scores_by_level(model, tokenizer, problems: Sequence[Problem], n_split
     divided by L − 1 so that models of different depth compare.
     """
     run = analysis_run(DEPTH_SCORE, model, root, splits=n_splits, seed=seed)
-    records = _skip_records(model, tokenizer, problems, run, "layer", n_splits, seed, "depth score", progress)
+    records = _skip_records(model, problems, run, "layer", n_splits, seed, "depth score", progress)
     out = {}
     for level, effects in by_level(list(zip(problems, records, strict=True))).items():
         matrix, output = combine(effects, "max", "mean")
@@ -204,7 +205,7 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
     problems = interleaved(load_problems(dataset, n=per_level if dataset == "arithmetic" else n, seed=seed), n)
     if not problems:
         raise DataError(f"{dataset} gave no problems")
-    model, tokenizer, info = load_model(model_name)
-    records = profiles(model, tokenizer, problems, progress=progress)
+    model = load_model(model_name)
+    records = profiles(model, problems, progress=progress)
     report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
-    return {"model": info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}
+    return {"model": model.info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}

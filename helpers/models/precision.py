@@ -10,7 +10,7 @@ parameter, `-p dtype=...`, or `--dtype` on the command line).
 
 Whatever the weights' type, log-probabilities, Metropolis–Hastings ratios, KL divergences and statistics are
 computed in float32 from the logits. The type the model ran in is part of every stored run's identity
-(`helpers.results.identity.model_identity`), so a float32 run never reuses bfloat16 records or the reverse.
+(`helpers.models.handle.ModelHandle.identity`), so a float32 run never reuses bfloat16 records or the reverse.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ Depth = the number of transformer blocks the model runs.
 The truncated model is a new module tree whose parameters are the original tensors (no copy). Only the
 bookkeeping is new: block and attention objects that carry their new position (the KV cache indexes
 layers by it), their own hook tables, and a config whose layer count and per-layer lists match. The
-original model is never modified and stays usable side by side.
+original model is never modified and stays usable side by side. This module is the surgery on a transformers
+module only; which blocks a cut keeps is recorded by the handle that asked for it
+(`helpers.models.handle.ModelHandle.at_depth`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections import OrderedDict
 from torch import nn
 
 from helpers.models.adapter import adapter
-from helpers.results.identity import derive, truncation_record
 
 METHODS = ("stitch", "naive")
 
@@ -80,7 +81,6 @@ def truncate(model, depth: int, method: str = "stitch"):
     truncated._modules["model"] = base
     truncated.config = config
     truncated.generation_config = copy.deepcopy(model.generation_config)
-    derive(truncated, model, {"method": method, "depth": depth, "kept_blocks": kept, "original_layers": ad.n_layers})
     return truncated
 
 
@@ -92,21 +92,6 @@ def naive_truncate(model, depth: int):
 def stitch_and_preserve(model, depth: int):
     """Keep blocks 0..depth-2 plus the original last block (valid depths 2..L); shares weights with `model`."""
     return truncate(model, depth, "stitch")
-
-
-def at_depth(model, depth: int, method: str = "stitch"):
-    """`model` cut to `depth` blocks by `method`; at the model's own depth, the model itself (a truncation there
-    would run the same blocks, under the same identity, at the cost of a second module tree)."""
-    if depth == adapter(model).n_layers:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        return model
-    return truncate(model, depth, method)
-
-
-def truncation_of(model) -> dict | None:
-    """The truncation record of a model made here ({'method', 'depth', 'kept_blocks', ...}), or None."""
-    return truncation_record(model)
 
 
 def critical_depth(accuracy_by_depth: dict[int, float], full_accuracy: float, fraction: float = 0.5) -> int | None:

@@ -94,7 +94,7 @@ DEPTH_SCORE = Kind("depth_score", ("helpers.interp.depth",), "helpers.interp.dep
                    recompute=_AGAIN + "GOLD_AGAIN")
 ERASURE_IG = Kind("erasure_ig", ("helpers.chapters.effective_depth", "helpers.interp.probes"),
                   "helpers.chapters.effective_depth:ERASURE_SHAPE", tolerance=2e-3, recompute=_AGAIN + "PROBE_AGAIN")
-TOY_CONVERGENCE = Kind("toy_convergence", ("helpers.evaluation.toy_study",), "helpers.evaluation.toy_study:TOY_SHAPE",
+TOY_CONVERGENCE = Kind("toy_convergence", ("helpers.evaluation.toy_study",), "helpers.evaluation.toy_study:toy_shape",
                        tolerance=1e-6,  # the same seeded chains; the toy model's float32 rounds apart between CPUs
                        recompute=_AGAIN + "TOY_AGAIN", revisions=_SAMPLERS)
 LAYER_MAPS = Kind("layer_maps", ("helpers.chapters.effective_depth", "helpers.interp.layer_maps"),

@@ -44,7 +44,7 @@ def test_the_published_sampler_reads_its_log_probabilities_from_generate(tiny):
     from helpers.samplers.power import PowerConfig, run_chains
     from helpers.samplers.target import Target
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
     target, cfg = Target(2.0, 8), PowerConfig(block_size=4, mcmc_steps=2, mode="reference", top_k=5)
     (chain,) = run_chains(GenerateEngine(model), [prompt], [tokenizer.eos_token_id], target, cfg, [3])
@@ -172,7 +172,7 @@ def test_where_returns_the_jobs_result_and_accounts_for_its_time(tiny):
     from helpers.bench.where import where_time_goes
     from helpers.samplers.plain import decode
 
-    model, _, _ = tiny
+    model = tiny.module
     prompts = [[1, 2, 3], [4, 5]]
     done, split = where_time_goes(lambda: decode(model, prompts, 6, []))
     assert [c.tokens for c in done] == [c.tokens for c in decode(model, prompts, 6, [])]  # profiling changes nothing

@@ -350,8 +350,14 @@ def test_every_model_gets_its_verdict_comparisons_failures_and_pass_at_k():
     from helpers.samplers.smc import SMCConfig
     from helpers.samplers.target import Target
 
-    accepted = power_sampling_text.acceptance_sentence(rows, Searches(Target(2.0), PowerConfig(), SMCConfig()))
-    assert "accepted these shares of their proposals: small, 40% at 6 blocks, 40% at 5 blocks; big, 40% at 6" in accepted
+    accepted = power_sampling_text.acceptance_values(rows, Searches(Target(2.0), PowerConfig(), SMCConfig()))
+    assert accepted["acceptance_rates"].startswith("the chains accepted these shares of their proposals: small, 40% "
+                                                   "at 6 blocks, 40% at 5 blocks; big, 40% at 6")
+    assert accepted["acceptance_reading"] == ("so the chains do move: a regenerated suffix replaces the current one in "
+                                              "a good share of proposals")  # the notebook's frame names α, B and N
+    still = [dataclasses.replace(r, acceptance=float("nan")) for r in rows]
+    assert power_sampling_text.acceptance_values(still, Searches(Target(2.0), PowerConfig(), SMCConfig())) == {
+        "acceptance_rates": "no proposal was made", "acceptance_reading": "so the chains never moved"}
 
 
 def test_the_smc_table_sets_smc_against_mh_at_every_depth_of_every_model_and_the_sentence_reads_it():

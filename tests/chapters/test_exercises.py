@@ -87,10 +87,11 @@ def test_the_absolute_rule_ignores_the_last_layer():
 
 
 @pytest.mark.toy
-def test_at_alpha_one_reference_mh_accepts_everything_yet_only_exact_mh_samples_p():
+def test_at_alpha_one_reference_mh_accepts_everything_yet_only_exact_mh_samples_p(monkeypatch):
     """The α = 1 exercise's claim, on the toy model: the reference ratio is 1 and every move is accepted, but its
     length handling keeps it far from p; the exact mode rejects some moves (the cut point's length correction)
-    and lands within the noise floor of p."""
+    and lands within the noise floor of p. The chains are stored: a second build reads them back."""
+    import helpers.samplers.toy_curves as curves
     from helpers.chapters.power_sampling import toy_alpha_one
 
     v = toy_alpha_one(steps=4, n_chains=1500)
@@ -100,6 +101,12 @@ def test_at_alpha_one_reference_mh_accepts_everything_yet_only_exact_mh_samples_
     assert v["ex_one_tv_reference"] > 4 * v["ex_one_noise"]
     assert v["ex_one_standing_exact"].startswith("within noise")  # the solution's words follow the distances
     assert v["ex_one_standing_reference"].endswith("not noise")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the stored chains were run again")
+
+    monkeypatch.setattr(curves, "run_chains", refuse)
+    assert toy_alpha_one(steps=4, n_chains=1500) == v
 
 
 def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():

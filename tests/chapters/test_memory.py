@@ -85,7 +85,7 @@ def test_a_finished_run_leaves_no_reference_to_its_kv_buffer(tiny, monkeypatch, 
     from helpers.samplers.smc import SMCConfig, run_smc
     from helpers.samplers.target import Target
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     caches, steps = [], []
     init, step = slot.SlotCache.__init__, slot.SlotEngine.step
 

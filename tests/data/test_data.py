@@ -96,7 +96,7 @@ def test_hub_sets_offline_give_a_clear_error():
 
 
 def test_prompt_through_chat_template_and_raw(tiny):
-    _, tokenizer, _ = tiny
+    tokenizer = tiny.tokenizer
     question = "Ada has 3 apples ."
     if tokenizer.chat_template:
         text = tokenizer.decode(build_prompt(tokenizer, question))

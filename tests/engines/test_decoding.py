@@ -20,7 +20,7 @@ def _prompts(tokenizer):
 
 
 def test_batched_greedy_equals_one_at_a_time(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     batch = decode(model, prompts, 12, [tokenizer.eos_token_id])
     for prompt, got in zip(prompts, batch, strict=True):
@@ -32,7 +32,7 @@ def test_batched_greedy_equals_one_at_a_time(tiny):
 
 
 def test_greedy_matches_transformers_generate(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompt = _prompts(tokenizer)[1]
     (ours,) = decode(model, [prompt], 10, [])
     ref = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=None,
@@ -41,7 +41,7 @@ def test_greedy_matches_transformers_generate(tiny):
 
 
 def test_shared_prefix_is_encoded_once_with_the_same_result(tiny, monkeypatch):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prefix = tokenizer("Can you solve the following math problem ? Please reason step by step , and put")["input_ids"] * 2
     prompts = [prefix + p for p in _prompts(tokenizer)]
     assert shared_prefix_length(prompts) >= len(prefix)
@@ -53,7 +53,7 @@ def test_shared_prefix_is_encoded_once_with_the_same_result(tiny, monkeypatch):
 
 
 def test_rows_stop_at_a_stop_token(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     (first,) = decode(model, [prompts[0]], 6, [])
     stop = first.tokens[2]  # make the third greedy token a stop token
@@ -62,7 +62,7 @@ def test_rows_stop_at_a_stop_token(tiny):
 
 
 def test_sampling_is_seeded_and_logq_is_a_log_probability(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     a = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
     b = decode(model, prompts, 8, [], temperature=0.7, seeds=[3, 4, 5, 6])
@@ -72,7 +72,7 @@ def test_sampling_is_seeded_and_logq_is_a_log_probability(tiny):
 
 
 def test_a_sample_does_not_depend_on_its_batch(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     together = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[11, 12, 13, 14])
     for prompt, seed, got in zip(prompts, [11, 12, 13, 14], together, strict=True):
@@ -82,7 +82,7 @@ def test_a_sample_does_not_depend_on_its_batch(tiny):
 
 
 def test_the_cached_loop_equals_re_encoding_every_token(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     cached = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4])
     slow = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=0.8, top_k=5, seeds=[1, 2, 3, 4],
@@ -93,7 +93,7 @@ def test_the_cached_loop_equals_re_encoding_every_token(tiny):
 
 def test_refilled_rows_decode_as_if_alone(tiny):
     """More prompts than rows: a finished row's slot goes to the next prompt, and no sample changes."""
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer) * 2
     seeds = list(range(20, 28))
     done = []
@@ -111,7 +111,7 @@ def test_prompts_are_encoded_in_bounded_passes_of_like_length_with_the_same_resu
     from helpers.engines.slot import prompt_passes
     from helpers.engines.slot_runner import SlotRunner
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = _prompts(tokenizer)
     one = decode(model, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
     padded = []
@@ -130,7 +130,7 @@ def test_prompts_are_encoded_in_bounded_passes_of_like_length_with_the_same_resu
 def test_truncated_model_decodes_as_when_re_encoded(tiny):
     from helpers.models.truncation import truncate
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     short = truncate(model, 3)
     prompts = _prompts(tokenizer)
     cached = decode(short, prompts, 8, [tokenizer.eos_token_id], temperature=1.0, seeds=[1, 2, 3, 4])
@@ -173,7 +173,7 @@ def test_the_engine_runs_in_bfloat16(tiny_dir, monkeypatch):
                                           (dict(prompts=[]), "prompt"), (dict(temperature=-1.0), "temperature"),
                                           (dict(seeds=[1]), "one seed per prompt")])
 def test_bad_arguments(tiny, bad, message):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     args = dict(prompts=_prompts(tokenizer), max_new_tokens=4, temperature=1.0, seeds=None) | bad
     with pytest.raises(ValueError, match=message):
         decode(model, args["prompts"], args["max_new_tokens"], [], temperature=args["temperature"], seeds=args["seeds"])
@@ -314,7 +314,7 @@ def test_a_sequence_past_a_local_attention_window_decodes_exactly(tiny):
     from helpers.models.attention import local_window
     from helpers.models.tiny import GEMMA_WINDOW
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     window = local_window(model.config)
     assert window == (GEMMA_WINDOW if model.config.model_type.startswith("gemma3") else None)
     if window is None:

@@ -20,20 +20,19 @@ def started(monkeypatch, tiny):
 
     monkeypatch.setattr(vllm.VLLMEngine, "__init__", start)
     monkeypatch.setattr(vllm.VLLMEngine, "close", lambda self: log.append(("closed", self.folder)))
-    monkeypatch.setattr(checkpoints, "checkpoint", lambda model, tokenizer=None: "/checkpoints/tiny")
+    monkeypatch.setattr(checkpoints, "checkpoint", lambda model: "/checkpoints/tiny")
     monkeypatch.setattr(vllm.VLLMEngine, "_current", None)
     yield log
     vllm.VLLMEngine.shutdown()
 
 
 def test_a_call_with_other_engine_arguments_gets_a_new_engine_not_the_held_one(started, tiny):
-    model, tokenizer, _ = tiny
-    first = vllm.VLLMEngine.for_model(model, tokenizer, max_model_len=512)
-    assert vllm.VLLMEngine.for_model(model, tokenizer, max_model_len=512) is first  # the same shape: kept
-    second = vllm.VLLMEngine.for_model(model, tokenizer, max_model_len=1024)
+    first = vllm.VLLMEngine.for_model(tiny, max_model_len=512)
+    assert vllm.VLLMEngine.for_model(tiny, max_model_len=512) is first  # the same shape: kept
+    second = vllm.VLLMEngine.for_model(tiny, max_model_len=1024)
     assert second is not first and ("closed", "/checkpoints/tiny") in started
     assert [args.get("max_model_len") for folder, args in started if folder != "closed"] == [512, 1024]
-    assert vllm.VLLMEngine.for_model(model, tokenizer, max_model_len=1024, kv_cache_gib=2) is not second
+    assert vllm.VLLMEngine.for_model(tiny, max_model_len=1024, kv_cache_gib=2) is not second
 
 
 def test_the_shape_compares_arguments_by_value():

@@ -187,14 +187,14 @@ def test_greedy_decodes_of_smollm2_agree_with_the_transformers_engine(depth, tmp
     from helpers.data.sources import load_problems
     from helpers.evaluation.decodes import DecodeSettings, sample
     from helpers.models.loading import load_model
-    from helpers.models.truncation import truncate
 
-    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
-    model = model if depth is None else truncate(model, depth, "stitch")
+    handle = load_model("smollm2-135m", device="cpu", dtype="float32")
+    handle = handle if depth is None else handle.at_depth(depth, "stitch")
+    model, tokenizer = handle.module, handle.tokenizer
     problems = load_problems("arithmetic", n=1, levels=[1, 2, 3, 4], seed=0)
     settings = DecodeSettings("greedy", max_new_tokens=48, shots=2)
-    ours = sample(model, tokenizer, problems, settings, engine="vllm", root=tmp_path, progress=False)
-    theirs = sample(model, tokenizer, problems, settings, root=tmp_path, progress=False)
+    ours = sample(handle, problems, settings, engine="vllm", root=tmp_path, progress=False)
+    theirs = sample(handle, problems, settings, root=tmp_path, progress=False)
     from helpers.data.prompts import build_prompt
 
     for problem, a, b in zip(problems, ours, theirs, strict=True):
@@ -239,7 +239,7 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     from helpers.models.loading import load_model
     from helpers.samplers.settings import chapter_settings
 
-    model = load_model(str(folder))[0]  # the dtype the chapter used
+    model = load_model(str(folder))  # the dtype the chapter used
     settings = chapter_settings(searches, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
     for s in settings.values():  # every decode stored under vLLM's key, none under the slot engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()

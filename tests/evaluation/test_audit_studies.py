@@ -29,25 +29,24 @@ def studies(tmp_path_factory):
     from helpers.interp.depth import depth_scores_by_level, profiles, skip_effects_over
     from helpers.interp.studies import agreement_over
     from helpers.models.loading import load_model
-    from helpers.models.truncation import at_depth
 
     store = tmp_path_factory.mktemp("studies")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SVD_RESULTS", str(store))
         mp.setenv("SVD_RELEASE", "off")
-        model, tokenizer, info = load_model("smollm2-135m", device="cpu", dtype="float32")
-        L = info.n_layers
+        model = load_model("smollm2-135m", device="cpu", dtype="float32")
+        L = model.n_layers
         settings = dict(dataset="arithmetic", n_problems=1, levels=[1, 2], seed=0, shots=2, max_new_tokens=12,
                         depths=[L, L - 1], span=None, depth_step=1, kl_fraction=0.5, overlap_threshold=0.3,
                         collapse_fraction=0.5)
         problems = load_problems("arithmetic", n=1, levels=[1, 2], seed=0)
-        solved = solutions_and_lens(model, tokenizer, problems, max_new_tokens=12, shots=2, batch_size=4)
-        agreement_over(model, {("stitch", L - 1): at_depth(model, L - 1)}, solved.items)
-        profiles(model, tokenizer, problems[:1], progress=False)
-        skip_effects_over(model, tokenizer, problems[:1], "layer", 2, progress=False)
-        depth_scores_by_level(model, tokenizer, problems[:1], n_splits=2, progress=False)
-        _probes(model, tokenizer, info, problems, ig_steps=2, ig_components=["layer"], probe_stride=10)
-        swept = sample_at_depths(model, tokenizer, problems, {"greedy": DecodeSettings("greedy", 12, 2)},
+        solved = solutions_and_lens(model, problems, max_new_tokens=12, shots=2, batch_size=4)
+        agreement_over(model, {("stitch", L - 1): model.at_depth(L - 1)}, solved.items)
+        profiles(model, problems[:1], progress=False)
+        skip_effects_over(model, problems[:1], "layer", 2, progress=False)
+        depth_scores_by_level(model, problems[:1], n_splits=2, progress=False)
+        _probes(model, problems, ig_steps=2, ig_components=["layer"], probe_stride=10)
+        swept = sample_at_depths(model, problems, {"greedy": DecodeSettings("greedy", 12, 2)},
                                  [("stitch", L), ("stitch", L - 1)], n_seeds=1, batch_size=4, progress=False)
         accuracy = {d: sum(r[0]["correct"] for r in by["greedy"]) / len(problems) for (_, d), by in swept.items()}
         store_critical(model, SweepSettings.from_parameters(settings), accuracy, len(problems))

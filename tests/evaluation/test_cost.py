@@ -10,19 +10,19 @@ from helpers.evaluation.cost import Shape, block_flops, depth_savings, model_cos
 
 
 def test_parameter_count_matches_the_loaded_model(tiny):
-    model, _, info = tiny
+    model, info = tiny.module, tiny.info
     assert model_cost(model.config).params_total == info.n_params
 
 
 def test_truncated_depth_counts_only_kept_blocks(tiny):
-    model, _, info = tiny
+    model, info = tiny.module, tiny.info
     full, half = model_cost(model.config), model_cost(model.config, depth=info.n_layers // 2)
     assert half.params_blocks * 2 == full.params_blocks
     assert half.flops_unembedding == full.flops_unembedding and half.flops_per_token < full.flops_per_token
 
 
 def test_attention_cost_grows_with_context(tiny):
-    shape = Shape.of(tiny[0].config)
+    shape = Shape.of(tiny.module.config)
     assert block_flops(shape, 100) - block_flops(shape, 0) == pytest.approx(4 * shape.heads * shape.head_dim * 100)
 
 

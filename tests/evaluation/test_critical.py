@@ -43,7 +43,8 @@ def test_settings_name_every_missing_field():
 
 def test_relative_depths_resolve_from_the_stored_critical_depth(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    model, _, info = load_model(str(tiny_dir))
+    model = load_model(str(tiny_dir))
+    info = model.info
     with pytest.raises(CriticalDepthMissing, match="--only 03_stitch_and_preserve"):
         choose_depths(model, "tiny", info.n_layers, ["critical"], SWEEP)  # chapter 03 has not run: said, not guessed
     assert store_critical(model, SWEEP, {2: 0.1, 3: 0.5, 4: 0.8}, 16) == 3  # 0.5 >= half of 0.8, 0.1 is not
@@ -62,7 +63,8 @@ def test_relative_depths_resolve_from_the_stored_critical_depth(tiny_dir, tmp_pa
 
 def test_a_fixed_depth_that_disagrees_with_chapter_03_is_reported(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    model, _, info = load_model(str(tiny_dir))
+    model = load_model(str(tiny_dir))
+    info = model.info
     fixed = choose_depths(model, "tiny", info.n_layers, [2], SWEEP)
     assert fixed.critical is None and "no critical depth to compare" in fixed.describe()
     store_critical(model, SWEEP, {2: 0.1, 3: 0.5, 4: 0.8}, 16)
@@ -85,7 +87,7 @@ def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_pat
     small = make_tiny("qwen2", tmp_path / "small", n_layers=4)
     large = make_tiny("qwen2", tmp_path / "large", n_layers=6, hidden_size=64)
     for path, accuracy in ((small, {2: 0.1, 3: 0.5, 4: 0.8}), (large, {3: 0.1, 4: 0.2, 5: 0.6, 6: 0.7})):
-        store_critical(load_model(str(path))[0], SWEEP, accuracy, 16)
+        store_critical(load_model(str(path)), SWEEP, accuracy, 16)
     rows = compare_methods([str(small), str(large)], tiny_problems(), ["critical"], SEARCHES,
                            critical_sweep=SWEEP.key(), **SETTINGS)
     assert {(r.model, r.depth) for r in rows} == {(str(small), 4), (str(small), 3), (str(large), 6), (str(large), 5)}
@@ -113,7 +115,8 @@ def test_a_model_on_levels_of_its_own_keys_its_critical_depth_by_them_and_the_ot
 
 def test_relative_depths_read_the_critical_depth_stored_under_the_models_own_levels(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
-    model, _, info = load_model(str(tiny_dir))
+    model = load_model(str(tiny_dir))
+    info = model.info
     own = SweepSettings.from_parameters({**SWEEP.key(), "model_levels": {"tiny": [1, 2]}})
     store_critical(model, own.for_model("tiny"), {2: 0.1, 3: 0.5, 4: 0.8}, 16)
     assert choose_depths(model, "tiny", info.n_layers, ["critical"], own).depths == (3,)

@@ -9,8 +9,6 @@ import pytest
 import helpers.evaluation.decodes as sampling
 from helpers.data.problems import Problem
 from helpers.evaluation.decodes import DecodeSettings, decode_run, sample, sample_at_depths, solve
-from helpers.models.truncation import at_depth, truncate
-from helpers.results.identity import model_identity
 from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import Searches
 from helpers.samplers.target import Target
@@ -31,7 +29,7 @@ def _hash(model, method="temperature", **kw):
 
 
 def test_every_setting_that_changes_numbers_changes_the_key(tiny):
-    model = tiny[0]
+    model = tiny
     base = {"power": _hash(model, "power"), "low_temperature": _hash(model, "low_temperature"),
             "temperature": _hash(model)}
     assert len(set(base.values())) == 3 and _hash(model, "greedy") not in base.values()
@@ -42,8 +40,8 @@ def test_every_setting_that_changes_numbers_changes_the_key(tiny):
         _hash(model, "power", power=dataclasses.replace(POWER, mode="reference")),
         _hash(model, "power", power=dataclasses.replace(POWER, mode="reference", top_k=5)),
         _hash(model, "power", seed=1), _hash(model, "power", shots=1), _hash(model, "power", max_new_tokens=12),
-        _hash(truncate(model, 3, "stitch"), "power"), _hash(truncate(model, 3, "naive"), "power"),
-        _hash(truncate(model, 2, "stitch"), "power"),
+        _hash(model.truncated(3, "stitch"), "power"), _hash(model.truncated(3, "naive"), "power"),
+        _hash(model.truncated(2, "stitch"), "power"),
     ]
     assert base["power"] not in changed and len(set(changed)) == len(changed)
     assert _hash(model, "low_temperature", target=Target(4.0)) != base["low_temperature"]
@@ -51,24 +49,24 @@ def test_every_setting_that_changes_numbers_changes_the_key(tiny):
     assert _hash(model, seed=3) != base["temperature"] and _hash(model, top_k=5) != base["temperature"]
     # Greedy decoding depends on no seed; a full-depth "truncation" is the original model.
     assert _hash(model, "greedy", seed=5) == _hash(model, "greedy")
-    assert _hash(truncate(model, model.config.num_hidden_layers, "stitch"), "greedy") == _hash(model, "greedy")
-    assert model_identity(truncate(model, 3, "stitch"))["depth"] == 3
+    assert _hash(model.truncated(model.config.num_hidden_layers, "stitch"), "greedy") == _hash(model, "greedy")
+    assert model.truncated(3, "stitch").identity()["depth"] == 3
 
 
 def test_problem_content_and_selection_name_the_units(tiny, tmp_path):
-    model, tokenizer, _ = tiny
-    solve(model, tokenizer, PROBLEMS[:2], max_new_tokens=6, root=tmp_path, progress=False)
+    model = tiny
+    solve(model, PROBLEMS[:2], max_new_tokens=6, root=tmp_path, progress=False)
     run = decode_run(model, DecodeSettings("greedy", max_new_tokens=6), root=tmp_path)
     assert len(run) == 2
     edited = dataclasses.replace(PROBLEMS[0], question="Ada has 4 apples .")
-    solve(model, tokenizer, [edited, PROBLEMS[2]], max_new_tokens=6, root=tmp_path, progress=False)
+    solve(model, [edited, PROBLEMS[2]], max_new_tokens=6, root=tmp_path, progress=False)
     assert len(decode_run(model, DecodeSettings("greedy", max_new_tokens=6), root=tmp_path)) == 4
 
 
 def test_a_later_chapter_reuses_an_earlier_chapters_greedy_decode(tiny, tmp_path, monkeypatch):
-    model, tokenizer, _ = tiny
+    model = tiny
     # Chapter 03: the stitched model decodes the whole set greedily.
-    first = solve(truncate(model, 3, "stitch"), tokenizer, PROBLEMS, max_new_tokens=6, batch_size=2, root=tmp_path,
+    first = solve(model.truncated(3, "stitch"), PROBLEMS, max_new_tokens=6, batch_size=2, root=tmp_path,
                   progress=False)
 
     def no_decoding(*args, **kwargs):
@@ -76,34 +74,34 @@ def test_a_later_chapter_reuses_an_earlier_chapters_greedy_decode(tiny, tmp_path
 
     monkeypatch.setattr(sampling, "decode_work", no_decoding)
     # Chapter 04: a fresh truncation of the same depth, another batch size and a subset of the problems.
-    again = sample(truncate(model, 3, "stitch"), tokenizer, PROBLEMS[1:], method="greedy", max_new_tokens=6,
+    again = sample(model.truncated(3, "stitch"), PROBLEMS[1:], method="greedy", max_new_tokens=6,
                    batch_size=16, seed=7, root=tmp_path, progress=False)
     assert [r[0]["tokens"] for r in again] == [r["tokens"] for r in first[1:]]
 
 
 def test_more_samples_extend_the_same_record_set(tiny, tmp_path):
-    model, tokenizer, _ = tiny
-    two = sample(model, tokenizer, PROBLEMS[:1], method="temperature", n_seeds=2, max_new_tokens=6, root=tmp_path,
+    model = tiny
+    two = sample(model, PROBLEMS[:1], method="temperature", n_seeds=2, max_new_tokens=6, root=tmp_path,
                  progress=False)
-    three = sample(model, tokenizer, PROBLEMS[:1], method="temperature", n_seeds=3, max_new_tokens=6, batch_size=1,
+    three = sample(model, PROBLEMS[:1], method="temperature", n_seeds=3, max_new_tokens=6, batch_size=1,
                    root=tmp_path, progress=False)
     assert [r["tokens"] for r in three[0][:2]] == [r["tokens"] for r in two[0]]
 
 
 def test_power_sampling_settings_have_one_home(tiny, tmp_path):
-    model, tokenizer, _ = tiny
+    model = tiny
     with pytest.raises(ValueError, match="no longer targets p\\^alpha"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0),
+        sample(model, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0),
                power=PowerConfig(block_size=4, top_k=5), root=tmp_path)
     with pytest.raises(ValueError, match="needs power=PowerConfig"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0), root=tmp_path)
+        sample(model, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0), root=tmp_path)
     with pytest.raises(ValueError, match="differs from max_new_tokens"):
-        sample(model, tokenizer, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0, 12), power=POWER,
+        sample(model, PROBLEMS, method="power", max_new_tokens=8, target=Target(2.0, 12), power=POWER,
                root=tmp_path)
     with pytest.raises(ValueError, match="alpha must be a positive, finite number"):
-        sample(model, tokenizer, PROBLEMS, method="low_temperature", target=Target(0), max_new_tokens=8,
+        sample(model, PROBLEMS, method="low_temperature", target=Target(0), max_new_tokens=8,
                root=tmp_path)
-    records = sample(model, tokenizer, PROBLEMS[:1], method="power", max_new_tokens=8, target=Target(2.0), power=POWER,
+    records = sample(model, PROBLEMS[:1], method="power", max_new_tokens=8, target=Target(2.0), power=POWER,
                      root=tmp_path, progress=False)
     assert records[0][0]["decoded_tokens"] >= records[0][0]["n_tokens"] >= 1
 
@@ -111,12 +109,12 @@ def test_power_sampling_settings_have_one_home(tiny, tmp_path):
 def test_sample_methods_limits_are_checked_before_any_decode(tiny):
     from helpers.evaluation.decodes import DecodeSettings, sample_methods
 
-    model, tokenizer, _ = tiny
+    model = tiny
     settings = {"greedy": DecodeSettings("greedy", 8)}
     with pytest.raises(ValueError, match="not asked for"):
-        sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"power": 2})
+        sample_methods(model, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"power": 2})
     with pytest.raises(ValueError, match="at least 1"):
-        sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"greedy": 0})
+        sample_methods(model, PROBLEMS, settings, n_seeds=1, batch_size=2, limits={"greedy": 0})
 
 
 def test_every_decode_of_one_call_runs_in_one_engine_run_as_it_would_alone(tiny, tmp_path, monkeypatch):
@@ -124,27 +122,27 @@ def test_every_decode_of_one_call_runs_in_one_engine_run_as_it_would_alone(tiny,
     from helpers.samplers.settings import chapter_settings
     from helpers.samplers.smc import SMCConfig
 
-    model, tokenizer, _ = tiny
+    model = tiny
     settings = chapter_settings(Searches(Target(2.0), POWER, SMCConfig(particles=2, block_size=4)), max_new_tokens=8, shots=0,
                                 seed=0)
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         sorted(len(w.tasks) for w in works)) or original(engine, works, *a, **k))
-    together = sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
+    together = sample_methods(model, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
                               limits={"smc": 2}, progress=False)
     assert runs == [[1 * 3, 2 * 3, 2 * 3, 2 * 3, 2 * 2 * 2]]  # one run: greedy, three sampled decodes, SMC's particles
     for name, s in settings.items():
-        alone = sample(model, tokenizer, PROBLEMS[:2] if name == "smc" else PROBLEMS, s, n_seeds=2, batch_size=5,
+        alone = sample(model, PROBLEMS[:2] if name == "smc" else PROBLEMS, s, n_seeds=2, batch_size=5,
                        root=tmp_path / name, progress=False)
         assert [[r["tokens"] for r in p] for p in together[name]] == [[r["tokens"] for r in p] for p in alone], name
     del runs[:]
-    again = sample_methods(model, tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
+    again = sample_methods(model, PROBLEMS, settings, n_seeds=2, batch_size=5, root=tmp_path / "one",
                            limits={"smc": 2}, progress=False)
     assert runs == [] and again == together  # everything stored: read back, nothing decoded
 
 
 def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tiny, tmp_path, monkeypatch):
-    model, tokenizer, _ = tiny
+    model = tiny
     L = model.config.num_hidden_layers
     variants = [("stitch", L), ("stitch", L - 1), ("naive", L - 1), ("stitch", 2), ("naive", 1), ("naive", L)]
     settings = DecodeSettings("temperature", 8, seed=3)
@@ -152,15 +150,15 @@ def test_a_depth_sweep_decodes_in_one_run_what_each_truncation_decodes_alone(tin
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         [len(w.tasks) for w in works]) or original(engine, works, *a, **k))
     swept = {v: by_name["decode"] for v, by_name in sample_at_depths(
-        model, tokenizer, PROBLEMS, {"decode": settings}, variants, n_seeds=2, batch_size=16, root=tmp_path,
+        model, PROBLEMS, {"decode": settings}, variants, n_seeds=2, batch_size=16, root=tmp_path,
         progress=False).items()}
     assert runs == [[3 * 2] * (len(variants) - 1)]  # one run holds every depth's rows; the full depth once
     del runs[:]
     for method, depth in variants:  # the same records under the same keys: `sample` on the truncation reads them
-        m = at_depth(model, depth, method)
-        stored = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path, progress=False)
+        m = model.at_depth(depth, method)
+        stored = sample(m, PROBLEMS, settings, n_seeds=2, root=tmp_path, progress=False)
         assert stored == swept[(method, depth)]
-        alone = sample(m, tokenizer, PROBLEMS, settings, n_seeds=2, root=tmp_path / "alone", progress=False)
+        alone = sample(m, PROBLEMS, settings, n_seeds=2, root=tmp_path / "alone", progress=False)
         assert [[r["tokens"] for r in p] for p in alone] == [[r["tokens"] for r in p] for p in stored], (method, depth)
     assert len(runs) == len(variants) - 1  # only the separate decodes into the other store ran (full depth: once)
 
@@ -170,7 +168,7 @@ def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tin
     from helpers.samplers.settings import chapter_settings
     from helpers.samplers.smc import SMCConfig
 
-    model, tokenizer, _ = tiny
+    model = tiny
     L = model.config.num_hidden_layers
     settings = chapter_settings(Searches(Target(2.0), POWER, SMCConfig(particles=2, block_size=4)), max_new_tokens=8, shots=0,
                                 seed=0)
@@ -178,11 +176,11 @@ def test_every_depth_s_methods_decode_in_one_run_as_each_depth_decodes_alone(tin
     runs, original = [], sampling.run_together
     monkeypatch.setattr(sampling, "run_together", lambda engine, works, *a, **k: runs.append(
         len(works)) or original(engine, works, *a, **k))
-    together = sample_at_depths(model, tokenizer, PROBLEMS, settings, list(limits), n_seeds=2, batch_size=6,
+    together = sample_at_depths(model, PROBLEMS, settings, list(limits), n_seeds=2, batch_size=6,
                                 root=tmp_path / "one", limits=limits, progress=False)
     assert runs == [2 * len(settings)]  # one run: every method at both depths
     for variant in limits:
-        alone = sample_methods(at_depth(model, variant[1]), tokenizer, PROBLEMS, settings, n_seeds=2, batch_size=6,
+        alone = sample_methods(model.at_depth(variant[1]), PROBLEMS, settings, n_seeds=2, batch_size=6,
                                root=tmp_path / "alone", limits=limits[variant], progress=False)
         assert set(alone) == set(together[variant])
         for name in settings:

@@ -23,7 +23,6 @@ from helpers.interp.depth import (
     skip_effects_over,
 )
 from helpers.interp.layer_maps import check_same_tokenizer, fit_maps, residual_states
-from helpers.models.truncation import truncate
 from helpers.results.kinds import DEPTH_PROFILE, SKIP_EFFECTS
 
 
@@ -33,7 +32,7 @@ def problems():
 
 
 def test_analysis_sequence_marks_the_solution(smol, problems):
-    _, tokenizer, _ = smol
+    tokenizer = smol.tokenizer
     ids, start = analysis_sequence(tokenizer, problems[0])
     assert 0 < start < len(ids)
     assert tokenizer.decode(ids[:start]).endswith("\nAnswer:")
@@ -41,10 +40,10 @@ def test_analysis_sequence_marks_the_solution(smol, problems):
 
 
 def test_profiles_resume_and_reduce(tiny, problems, tmp_path):
-    model, tokenizer, info = tiny
-    records = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    model, info = tiny, tiny.info
+    records = profiles(model, problems, root=tmp_path, progress=False)
     assert len(analysis_run(DEPTH_PROFILE, model, tmp_path)) == len(problems)
-    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    again = profiles(model, problems, root=tmp_path, progress=False)
     assert records == again
     c = curves(records, "tokens")
     L = info.n_layers
@@ -71,21 +70,21 @@ def test_effective_depth_rules_on_known_curves():
 
 
 def test_skip_effects_over_problems(tiny, problems, tmp_path):
-    model, tokenizer, info = tiny
-    future = skip_effects_over(model, tokenizer, problems, "layer", n_splits=2, root=tmp_path, progress=False)
+    model, info = tiny, tiny.info
+    future = skip_effects_over(model, problems, "layer", n_splits=2, root=tmp_path, progress=False)
     assert len(future) == len(problems) and all(len(e.splits) == 2 for e in future)
     matrix, output = combine(future)
     L = info.n_layers
     assert matrix.shape == (L, L) and output.shape == (L,)
     assert np.tril(matrix).max() == 0.0  # future effects: nothing on or below the skipped layer
-    current = skip_effects_over(model, tokenizer, problems, "layer", None, root=tmp_path, progress=False)
+    current = skip_effects_over(model, problems, "layer", None, root=tmp_path, progress=False)
     assert np.allclose(np.diag(combine(current)[0]), 1.0, atol=1e-5)
 
 
 def test_depth_scores_by_level(tiny, tmp_path):
-    model, tokenizer, info = tiny
+    model, info = tiny, tiny.info
     problems = arithmetic_problems(2, levels=[1, 5])
-    scores = depth_scores_by_level(model, tokenizer, problems, n_splits=2, root=tmp_path, progress=False)
+    scores = depth_scores_by_level(model, problems, n_splits=2, root=tmp_path, progress=False)
     assert sorted(scores) == [1, 5]
     for s in scores.values():
         assert s["n"] == 2 and 0 <= s["layer_score"] <= info.n_layers - 1
@@ -103,7 +102,7 @@ def test_interleaved_takes_levels_in_turn():
 
 
 def test_linear_map_from_a_model_to_itself(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     generator = torch.Generator().manual_seed(0)  # training text that uses every token of the tiny vocabulary
     train_seqs = [torch.randint(len(tokenizer), (30,), generator=generator).tolist() for _ in range(20)]
     test_seqs = [tokenizer(p.question)["input_ids"] for p in arithmetic_problems(1)]
@@ -116,7 +115,7 @@ def test_linear_map_from_a_model_to_itself(tiny):
 
 
 def test_maps_refuse_different_tokenizers(tiny):
-    _, tokenizer, _ = tiny
+    tokenizer = tiny.tokenizer
     from transformers import AutoTokenizer
 
     other = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
@@ -140,18 +139,18 @@ def test_cli_prints_json(tiny_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_analysis_keys_follow_the_model_the_settings_and_the_text(tiny, problems, tmp_path):
-    model = tiny[0]
+    model = tiny
     base = analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=2, seed=0).hash
     others = [analysis_run(SKIP_EFFECTS, model, tmp_path, part="attn", splits=2, seed=0).hash,
               analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=3, seed=0).hash,
               analysis_run(SKIP_EFFECTS, model, tmp_path, part="layer", splits=2, seed=1).hash,
-              analysis_run(SKIP_EFFECTS, truncate(model, 2, "stitch"), tmp_path, part="layer", splits=2,
+              analysis_run(SKIP_EFFECTS, model.truncated(2, "stitch"), tmp_path, part="layer", splits=2,
                            seed=0).hash]
     assert base not in others and len(set(others)) == len(others)
     # An edited problem with the same id is a new unit, not a stale record.
-    profiles(tiny[0], tiny[1], problems[:1], root=tmp_path, progress=False)
+    profiles(tiny, problems[:1], root=tmp_path, progress=False)
     edited = dataclasses.replace(problems[0], solution=problems[0].solution + " so")
-    profiles(tiny[0], tiny[1], [edited], root=tmp_path, progress=False)
+    profiles(tiny, [edited], root=tmp_path, progress=False)
     assert len(analysis_run(DEPTH_PROFILE, model, tmp_path)) == 2
 
 

@@ -20,7 +20,7 @@ def _ids(tokenizer):
 
 
 def test_contributions_match_their_definitions(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     cap = capture(model, _ids(tokenizer))
     c = contributions(cap)
     L, T = cap.n_layers, cap.inputs.shape[1]
@@ -42,7 +42,7 @@ def test_reductions_weigh_tokens_or_prompts():
 
 
 def test_reference_run_contributions_add_up_to_the_capture(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     ref, cap = reference_run(model, ids), capture(model, ids)
     assert torch.allclose(ref.contributions, cap.outputs - cap.inputs, atol=1e-5)
@@ -50,14 +50,14 @@ def test_reference_run_contributions_add_up_to_the_capture(tiny):
 
 
 def test_an_empty_edit_changes_nothing(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     eff = effects(model, _ids(tokenizer), [None, None])
     assert eff.relative.max() < 1e-5 and eff.output.max() < 1e-6
 
 
 @pytest.mark.parametrize("part", ["layer", "attn", "mlp"])
 def test_future_skip_effects_are_zero_on_and_below_the_skipped_layer(tiny, part):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     L, t = model.config.num_hidden_layers, 9
     result = skip_effects(model, ids, part, splits=[t])
@@ -69,7 +69,7 @@ def test_future_skip_effects_are_zero_on_and_below_the_skipped_layer(tiny, part)
 
 
 def test_positions_outside_the_skip_are_untouched(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     t, s = 9, 1
     eff = effects(model, ids, [Skip(s, "layer", 1, t)])
@@ -80,13 +80,13 @@ def test_positions_outside_the_skip_are_untouched(tiny):
 
 
 def test_current_layer_skip_has_unit_diagonal(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     result = skip_effects(model, _ids(tokenizer), "layer", splits=[None])
     assert np.allclose(np.diag(result.matrix[0]), 1.0, atol=1e-5)
 
 
 def test_erasure_leaves_earlier_positions_untouched(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     baseline = mean_residual(model, [ids, ids[:10]])
     L = model.config.num_hidden_layers
@@ -106,7 +106,7 @@ def test_read_windows_in_one_product_give_each_edit_its_own_output_change(tiny, 
     window alone): each edit's output change is what a run of that edit alone reads, and zero outside its window."""
     import helpers.interp.interventions as interventions
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     T = len(ids)
     baseline = mean_residual(model, [ids])
@@ -122,7 +122,7 @@ def test_read_windows_in_one_product_give_each_edit_its_own_output_change(tiny, 
 
 def test_integrated_gradients_complete(tiny):
     """Completeness: attributions summed over positions approach p(x) − p(baseline) as steps grow."""
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     start = len(ids) - 2
     l = 1
@@ -159,7 +159,7 @@ def test_split_positions_and_bad_edits(tiny):
     assert set(future_splits(40, n=10)) == {8, 16, 24, 32}
     with pytest.raises(ValueError, match="too short"):
         future_splits(10)
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     with pytest.raises(ValueError, match="skipped layer"):
         effects(model, ids, [Skip(99)])

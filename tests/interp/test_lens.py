@@ -24,14 +24,14 @@ def _ids(tokenizer):
 
 
 def test_residual_adds_up_on_tiny_models(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     cap = capture(model, _ids(tokenizer))
     assert cap.residual_error() < 1e-5
     assert torch.allclose(cap.inputs[1:], cap.outputs[:-1])  # block l+1 reads what block l wrote
 
 
 def test_last_tap_reproduces_the_model_output(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     result = logit_lens(model, _ids(tokenizer), include_output=True)
     assert result.kl.shape[0] == model.config.num_hidden_layers + 1
     assert result.kl[-1].max() < 1e-5 and np.all(result.overlap[-1] == 1.0)
@@ -43,7 +43,7 @@ def test_last_tap_reproduces_the_model_output(tiny):
 
 
 def test_start_restricts_columns_without_changing_values(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ids = _ids(tokenizer)
     full, part = logit_lens(model, ids), logit_lens(model, ids, start=5)
     assert np.allclose(full.kl[:, 5:], part.kl, atol=1e-5) and np.array_equal(full.overlap[:, 5:], part.overlap)
@@ -90,7 +90,7 @@ def test_unsupported_architecture_is_a_clear_error():
 
 @pytest.mark.slow
 def test_embedded_model_identities(smol):
-    model, tokenizer, _ = smol
+    model, tokenizer = smol.module, smol.tokenizer
     ids = tokenizer("Lina has 7 coins. Then Lina receives 5 more coins. 7 + 5 = 12")["input_ids"]
     cap = capture(model, ids)
     assert cap.residual_error() < 1e-5
@@ -103,7 +103,7 @@ def test_every_sequence_builder_marks_the_first_solution_token(tiny):
     from helpers.data.problems import Problem
     from helpers.data.sequences import analysis_sequence, probe_sequence, solution_sequence
 
-    _, tokenizer, _ = tiny
+    tokenizer = tiny.tokenizer
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
     ids, start = solution_sequence(tokenizer, prompt, solution_tokens=[7, 8])
     assert start == len(prompt) and ids[start:] == [7, 8]

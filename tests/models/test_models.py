@@ -67,7 +67,7 @@ def test_resolve_source_kinds(tiny_dir):
 
 
 def test_local_directory_loads_through_the_hub_code_path(tiny, tiny_dir):
-    model, tokenizer, info = tiny
+    model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
     assert not model.training
     assert next(model.parameters()).dtype == torch.float32
     assert info.n_layers == 4 and info.hidden_size == 32 and info.vocab_size == len(tokenizer)
@@ -78,7 +78,7 @@ def test_local_directory_loads_through_the_hub_code_path(tiny, tiny_dir):
 
 @pytest.mark.slow
 def test_embedded_model(smol):
-    model, tokenizer, info = smol
+    model, tokenizer, info = smol.module, smol.tokenizer, smol.info
     assert info.name == "smollm2-135m" and info.architecture == "LlamaForCausalLM"
     assert (info.n_layers, info.hidden_size, info.vocab_size) == (30, 576, 49152)
     assert info.chat and info.source.startswith("embedded:") and KNOWN_MODELS["smollm2-135m"].gguf_name in info.source

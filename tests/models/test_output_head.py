@@ -46,7 +46,7 @@ def test_the_swapped_head_shares_the_weight_and_keeps_a_tied_embedding_tied():
 
 
 def test_only_large_bias_free_float32_heads_are_swapped(tiny):
-    small = tiny[0]
+    small = tiny.module
     assert type(small.get_output_embeddings()) is nn.Linear  # a 40-token vocabulary gains nothing
     large = _model(MIN_VOCABULARY + 5)
     keys = set(large.state_dict())
@@ -74,7 +74,7 @@ def test_the_swapped_head_keeps_hooks_and_gradients():
 def test_the_embedded_model_decodes_the_same_tokens_and_log_probabilities(smol):
     from helpers.samplers.plain import decode
 
-    model, tokenizer, _ = smol
+    model, tokenizer = smol.module, smol.tokenizer
     head = model.get_output_embeddings()
     assert type(head) is SlicedHead
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples.", "Then Ada gets 4 more.", "2 + 2 ="]]

@@ -9,7 +9,6 @@ from conftest import tiny_problems
 
 from helpers.evaluation.decodes import DecodeSettings, decode_run, solve
 from helpers.models import precision
-from helpers.results.identity import model_identity
 from helpers.samplers.power import PowerConfig, power_sample
 from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
@@ -112,11 +111,12 @@ def test_unknown_dtypes_are_refused_with_the_choices(bad):
 def test_a_loaded_model_runs_in_the_dtype_asked_for(tiny_dir):
     from helpers.models.loading import load_model
 
-    model, _, info = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
-    assert info.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in model.parameters())
+    model = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert model.info.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in model.module.parameters())
+    assert model.dtype == torch.bfloat16
     precision.use("float32")
-    model, _, info = load_model(str(tiny_dir), device="cpu")
-    assert info.dtype == "float32" and next(model.parameters()).dtype == torch.float32
+    model = load_model(str(tiny_dir), device="cpu")
+    assert model.info.dtype == "float32" and model.dtype == torch.float32
 
 
 PROBLEMS = tiny_problems()
@@ -125,14 +125,14 @@ PROBLEMS = tiny_problems()
 def test_records_of_one_dtype_are_never_reused_for_the_other(tiny, tiny_dir, tmp_path):
     from helpers.models.loading import load_model
 
-    model32, tokenizer, _ = tiny
-    model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
-    assert model_identity(model16)["dtype"] == "bfloat16" and model_identity(model32)["dtype"] == "float32"
+    model32 = tiny
+    model16 = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert model16.identity()["dtype"] == "bfloat16" and model32.identity()["dtype"] == "float32"
     settings = DecodeSettings("greedy", max_new_tokens=6)
     assert decode_run(model16, settings, root=tmp_path).hash != decode_run(model32, settings, root=tmp_path).hash
-    solve(model32, tokenizer, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
+    solve(model32, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
     assert len(decode_run(model16, settings, root=tmp_path)) == 0  # nothing stored for bfloat16 yet
-    solve(model16, tokenizer, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
+    solve(model16, PROBLEMS, max_new_tokens=6, root=tmp_path, progress=False)
     assert len(decode_run(model16, settings, root=tmp_path)) == 2
     assert len(decode_run(model32, settings, root=tmp_path)) == 2
 
@@ -141,8 +141,8 @@ def test_the_lens_computes_in_float32_from_bfloat16_weights(tiny, tiny_dir):
     from helpers.interp.lens import logit_lens
     from helpers.models.loading import load_model
 
-    model32, tokenizer, _ = tiny
-    model16, _, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    model32, tokenizer = tiny.module, tiny.tokenizer
+    model16 = load_model(str(tiny_dir), device="cpu", dtype="bfloat16").module
     ids = tokenizer("Ada has 3 apples . Then Ada receives 4 more apples .")["input_ids"]
     full, half = logit_lens(model32, ids, include_output=True), logit_lens(model16, ids, include_output=True)
     assert half.kl.dtype == full.kl.dtype == "float32"
@@ -172,7 +172,8 @@ def test_the_sampler_records_the_bfloat16_models_own_log_probabilities(tiny_dir)
     the log p it recorded (to bfloat16's resolution), and every recorded number is a float32 log-probability."""
     from helpers.models.loading import load_model
 
-    model, tokenizer, _ = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    loaded = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
+    model, tokenizer = loaded.module, loaded.tokenizer
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
     target, cfg = Target(2.0, 12), PowerConfig(block_size=4, mcmc_steps=2, mode="exact")
     chain = power_sample(model, prompt, [tokenizer.eos_token_id], target, cfg, seed=3)

@@ -10,13 +10,11 @@ from helpers.interp.lens import logit_lens
 from helpers.interp.residual import capture
 from helpers.interp.studies import agreement, agreement_over
 from helpers.models.truncation import (
-    at_depth,
     critical_depth,
     kept_blocks,
     naive_truncate,
     stitch_and_preserve,
     truncate,
-    truncation_of,
 )
 from helpers.samplers.plain import decode
 
@@ -27,26 +25,28 @@ def _ids(tokenizer):
 
 @pytest.mark.parametrize("method", ["stitch", "naive"])
 def test_full_depth_gives_identical_logits(tiny, method):
-    model, tokenizer, info = tiny
+    model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
     x = torch.tensor([_ids(tokenizer)])
     with torch.inference_mode():
         assert torch.equal(truncate(model, info.n_layers, method)(x).logits, model(x).logits)
 
 
 def test_at_depth_is_the_model_itself_at_full_depth_and_a_truncation_below(tiny):
-    model, tokenizer, info = tiny
-    x = torch.tensor([_ids(tokenizer)])
-    L = info.n_layers
-    assert at_depth(model, L) is model and at_depth(model, L, "naive") is model
+    x = torch.tensor([_ids(tiny.tokenizer)])
+    L = tiny.n_layers
+    assert tiny.at_depth(L) is tiny and tiny.at_depth(L, "naive") is tiny
     with torch.inference_mode():
         for method in ("stitch", "naive"):
-            shallow = at_depth(model, L - 1, method)
-            assert truncation_of(shallow)["kept_blocks"] == kept_blocks(L, L - 1, method)
-            assert torch.equal(shallow(x).logits, truncate(model, L - 1, method)(x).logits)
+            shallow = tiny.at_depth(L - 1, method)
+            assert shallow.truncation.kept_blocks == tuple(kept_blocks(L, L - 1, method))
+            assert shallow.n_layers == L - 1 and shallow.original_layers == L and shallow.info is tiny.info
+            assert torch.equal(shallow.module(x).logits, truncate(tiny.module, L - 1, method)(x).logits)
+            with pytest.raises(ValueError, match="already cut"):  # a cut of a cut would lose the original's blocks
+                shallow.at_depth(L - 2)
     with pytest.raises(ValueError, match="method must be one of"):
-        at_depth(model, L, "middle")  # checked at full depth too
+        tiny.at_depth(L, "middle")  # checked at full depth too
     with pytest.raises(ValueError, match="depth for stitch"):
-        at_depth(model, L + 1)
+        tiny.at_depth(L + 1)
 
 
 def test_kept_blocks_and_invalid_depths():
@@ -61,7 +61,7 @@ def test_kept_blocks_and_invalid_depths():
 
 
 def test_error_names_the_valid_range(tiny):
-    model, _, info = tiny
+    model, info = tiny.module, tiny.info
     with pytest.raises(ValueError, match=rf"2\.\.{info.n_layers}"):
         stitch_and_preserve(model, 1)
     with pytest.raises(ValueError, match=rf"1\.\.{info.n_layers}"):
@@ -70,7 +70,7 @@ def test_error_names_the_valid_range(tiny):
 
 @pytest.mark.parametrize("method", ["stitch", "naive"])
 def test_kv_cache_generation_equals_no_cache(tiny, method):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     shallow = truncate(model, 2, method)
     x = torch.tensor([_ids(tokenizer)])
     kwargs = dict(max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
@@ -82,7 +82,7 @@ def test_kv_cache_generation_equals_no_cache(tiny, method):
 
 
 def test_original_is_unchanged_and_weights_are_shared(tiny):
-    model, tokenizer, info = tiny
+    model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
     x = torch.tensor([_ids(tokenizer)])
     with torch.inference_mode():
         before = model(x).logits.clone()
@@ -95,7 +95,6 @@ def test_original_is_unchanged_and_weights_are_shared(tiny):
     assert model.config.num_hidden_layers == info.n_layers and len(model.model.layers) == info.n_layers
     assert [b.self_attn.layer_idx for b in shallow.model.layers] == [0, 1]
     assert shallow.config.num_hidden_layers == 2
-    assert truncation_of(shallow)["kept_blocks"] == [0, info.n_layers - 1] and truncation_of(model) is None
     originals = {p.data_ptr() for p in model.parameters()}
     assert all(p.data_ptr() in originals for p in shallow.parameters())
     assert shallow.model.layers[1].mlp.down_proj.weight is model.model.layers[-1].mlp.down_proj.weight
@@ -103,7 +102,7 @@ def test_original_is_unchanged_and_weights_are_shared(tiny):
 
 
 def test_hooks_on_a_truncated_model_do_not_touch_the_original(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     shallow = naive_truncate(model, 2)
     cap = capture(shallow, _ids(tokenizer))  # helpers.interp.residual hooks on the shared blocks
     assert cap.n_layers == 2 and cap.residual_error() < 1e-5
@@ -111,7 +110,7 @@ def test_hooks_on_a_truncated_model_do_not_touch_the_original(tiny):
 
 
 def test_naive_truncation_is_the_logit_lens_at_that_tap(tiny):
-    model, tokenizer, info = tiny
+    model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
     ids = _ids(tokenizer)
     lens = logit_lens(model, ids)
     for depth in range(1, info.n_layers):
@@ -120,7 +119,7 @@ def test_naive_truncation_is_the_logit_lens_at_that_tap(tiny):
 
 
 def test_agreement_at_full_depth_is_zero(tiny):
-    model, tokenizer, info = tiny
+    model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
     out = agreement(model, stitch_and_preserve(model, info.n_layers), _ids(tokenizer), 3)
     assert out["kl"] == pytest.approx(0, abs=1e-6) and out["nll"] == pytest.approx(out["nll_full"])
 
@@ -128,24 +127,23 @@ def test_agreement_at_full_depth_is_zero(tiny):
 def test_agreement_over_many_truncations_equals_each_pair_and_is_stored(tiny, tmp_path, monkeypatch):
     """One full-model pass per sequence serves every truncation: each truncation's means equal those of `agreement`
     pair by pair, and a second call reads every value back from the store without running a model."""
-    model, tokenizer, info = tiny
-    ids = _ids(tokenizer)
+    ids = _ids(tiny.tokenizer)
     items = [("a", ids, 3), ("b", ids[:-2], 5)]
-    shallow = {("stitch", 3): truncate(model, 3, "stitch"), ("naive", 2): truncate(model, 2, "naive"),
-               ("stitch", info.n_layers): model}
-    together = agreement_over(model, shallow, items, root=tmp_path)
+    shallow = {("stitch", 3): tiny.at_depth(3, "stitch"), ("naive", 2): tiny.at_depth(2, "naive"),
+               ("stitch", tiny.n_layers): tiny}
+    together = agreement_over(tiny, shallow, items, root=tmp_path)
     for key, truncated in shallow.items():
-        pairs = [agreement(model, truncated, i, start) for _, i, start in items]
+        pairs = [agreement(tiny.module, truncated.module, i, start) for _, i, start in items]
         for name in ("kl", "nll", "nll_full"):
             assert together[key][name] == pytest.approx(np.mean([p[name] for p in pairs]), rel=1e-5, abs=1e-7)
-    assert together[("stitch", info.n_layers)]["kl"] == pytest.approx(0, abs=1e-6)
+    assert together[("stitch", tiny.n_layers)]["kl"] == pytest.approx(0, abs=1e-6)
     assert together[("stitch", 3)]["kl"] > 0
 
     def refuse(*args, **kwargs):
         raise AssertionError("a stored agreement was computed again")
 
-    monkeypatch.setattr(type(model), "forward", refuse)
-    assert agreement_over(model, shallow, items, root=tmp_path) == together
+    monkeypatch.setattr(type(tiny.module), "forward", refuse)
+    assert agreement_over(tiny, shallow, items, root=tmp_path) == together
 
 
 def test_critical_depth():
@@ -158,7 +156,7 @@ def test_critical_depth():
 
 @pytest.mark.slow
 def test_embedded_model_truncation(smol):
-    model, tokenizer, info = smol
+    model, tokenizer, info = smol.module, smol.tokenizer, smol.info
     ids = tokenizer("Lina has 7 coins. Then Lina receives 5 more coins.")["input_ids"]
     x = torch.tensor([ids])
     with torch.inference_mode():
@@ -169,17 +167,19 @@ def test_embedded_model_truncation(smol):
 
 
 def test_the_project_sets_nothing_on_a_model_or_its_config_and_still_knows_what_each_is(tiny_dir):
-    """Where a model came from and which blocks a truncation runs are held beside the model objects (weakly), never
+    """Where a model came from and which blocks a truncation runs are held by the handle the project owns, never
     set on the transformers model or its config; a truncation keeps its parent's origin."""
+    from helpers.models.handle import ModelHandle
     from helpers.models.loading import load_model
-    from helpers.models.truncation import at_depth, truncation_of
-    from helpers.results.identity import model_identity
 
-    model, _, info = load_model(str(tiny_dir))
-    cut = at_depth(model, info.n_layers - 1, "naive")
+    model = load_model(str(tiny_dir))
+    cut = model.at_depth(model.n_layers - 1, "naive")
     for m in (model, cut):
-        assert not [k for k in vars(m) if k.startswith("svd")] and "truncation" not in m.config.to_dict()
-    assert truncation_of(model) is None and truncation_of(cut)["kept_blocks"] == list(range(info.n_layers - 1))
-    full, shallow = model_identity(model), model_identity(cut)
-    assert shallow == {**full, "depth": info.n_layers - 1, "truncation": "naive"} and full["truncation"] is None
-    assert full["source"] != "unregistered"  # the tag is found for the model and inherited by its truncation
+        assert not [k for k in vars(m.module) if k.startswith("svd")] and "truncation" not in m.config.to_dict()
+    assert model.truncation is None and cut.truncation.kept_blocks == tuple(range(model.n_layers - 1))
+    full, shallow = model.identity(), cut.identity()
+    assert shallow == {**full, "depth": model.n_layers - 1, "truncation": "naive"} and full["truncation"] is None
+    assert full["source"].startswith("local:") and full["weights"]  # the origin, inherited by its truncation
+    assert model.truncated(model.n_layers, "naive").identity() == full  # every block, under the original's identity
+    bare = ModelHandle.wrap(model.module)  # a module the project did not load: named, but with no weights to key
+    assert bare.identity()["source"] == "unregistered" and "weights" not in bare.identity()

@@ -89,7 +89,7 @@ def test_a_revision_bumped_in_the_kinds_entry_moves_exactly_the_keys_that_name_i
     from helpers.samplers.smc import SMCConfig
     from helpers.samplers.target import Target
 
-    model = tiny[0]
+    model = tiny
     decodes = {"greedy": DecodeSettings("greedy", max_new_tokens=8),
                "temperature": DecodeSettings("temperature", max_new_tokens=8),
                "power": DecodeSettings("power", max_new_tokens=8, target=Target(2.0),
@@ -119,6 +119,8 @@ def test_a_revision_bumped_in_the_kinds_entry_moves_exactly_the_keys_that_name_i
     monkeypatch.undo()
     toy = toy_study.toy_run(2.0, [0, 1], 4, 0, [2]).config
     assert {k: toy[k] for k in kinds.TOY_CONVERGENCE.revisions} == dict(kinds.TOY_CONVERGENCE.revisions)
+    assert "acceptance" not in toy  # the curves' key is as it was; those that keep the moves accepted say so
+    assert toy_study.toy_run(1.0, [4], 4, 0, [], acceptance=True).config["acceptance"] is True
     import pytest
 
     with pytest.raises(KeyError, match="names no revision 'dither'"):

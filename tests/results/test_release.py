@@ -26,8 +26,8 @@ POWER = DecodeSettings("power", max_new_tokens=10, target=Target(2.0),
                        power=PowerConfig(block_size=5, mcmc_steps=1, mode="reference"))
 
 
-def _decode(model, tokenizer, problems, settings, store, n_seeds=1):
-    return sample(model, tokenizer, problems, settings, n_seeds=n_seeds, batch_size=4, root=store, progress=False)
+def _decode(model, problems, settings, store, n_seeds=1):
+    return sample(model, problems, settings, n_seeds=n_seeds, batch_size=4, root=store, progress=False)
 
 
 @pytest.fixture
@@ -35,20 +35,20 @@ def released(tmp_path, tiny, monkeypatch):
     """A local store of tiny-model decodes, released into a release of its own; SVD_RELEASE points at it."""
     from conftest import tiny_problems
 
-    model, tokenizer, _ = tiny
+    model = tiny
     store, root = tmp_path / "store", tmp_path / "release"
     root.mkdir()
-    _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    _decode(model, tiny_problems(), GREEDY, store)
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
     assert not batch.refused and sum(batch.added.values()) == 2 and batch.name.startswith("b")
     monkeypatch.setenv(env.RELEASE, str(root))
-    return model, tokenizer, store, root
+    return model, model.tokenizer, store, root
 
 
 def test_released_records_are_read_first_and_nothing_released_is_computed(released, tmp_path, monkeypatch):
     from conftest import tiny_problems
 
-    model, tokenizer, store, _root = released
+    model, _tokenizer, store, _root = released
     empty = tmp_path / "empty"
     run = decode_run(model, GREEDY, root=empty)
     assert len(run) == 2 and run.released == set(run.results())
@@ -57,8 +57,8 @@ def test_released_records_are_read_first_and_nothing_released_is_computed(releas
         raise AssertionError("a released record was computed again")
 
     monkeypatch.setattr(decodes, "decode_work", no_decoding)
-    again = _decode(model, tokenizer, tiny_problems(), GREEDY, empty)
-    first = _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    again = _decode(model, tiny_problems(), GREEDY, empty)
+    first = _decode(model, tiny_problems(), GREEDY, store)
     assert [r[0]["tokens"] for r in again] == [r[0]["tokens"] for r in first]
     assert not (empty / "decode").exists() or not any((empty / "decode").glob("*.jsonl"))
 
@@ -66,7 +66,7 @@ def test_released_records_are_read_first_and_nothing_released_is_computed(releas
 def test_a_batch_only_adds_files_and_the_manifest_says_what_computed_them(released):
     from conftest import tiny_problems
 
-    model, tokenizer, store, root = released
+    model, _tokenizer, store, root = released
     manifest = read_manifest(root)
     first = {rel: (root / rel).read_bytes() for rel in manifest.files}
     (first_name,) = manifest.batches
@@ -77,7 +77,7 @@ def test_a_batch_only_adds_files_and_the_manifest_says_what_computed_them(releas
     assert manifest.records() == 2
     again = add_batch(store, root, commit="def5678", check=RecordCheck())  # nothing new
     assert again.already == 2 and not again.added and len(read_manifest(root).batches) == 1
-    _decode(model, tokenizer, tiny_problems(), POWER, store)  # new records: a second batch of new files
+    _decode(model, tiny_problems(), POWER, store)  # new records: a second batch of new files
     second = add_batch(store, root, commit="def5678", check=RecordCheck())
     manifest = read_manifest(root)
     assert second.name not in (first_name, "") and sum(second.added.values()) == 2 and manifest.records() == 4
@@ -95,9 +95,9 @@ def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
     import helpers.results.release as release
     from helpers.runner.publish import status
 
-    model, tokenizer, store, root = released
+    model, _tokenizer, store, root = released
     before, said = (root / "manifest.json").read_bytes(), status(root)
-    _decode(model, tokenizer, tiny_problems(), POWER, store)
+    _decode(model, tiny_problems(), POWER, store)
     real = os.replace
 
     def interrupted(src, dst):
@@ -122,12 +122,12 @@ def test_a_batch_counts_each_record_under_the_chapter_that_computed_it(tiny, tmp
     its run, whatever order the build's run configuration lists the chapters in."""
     from conftest import tiny_problems
 
-    model, tokenizer, _ = tiny
+    model = tiny
     store, root = tmp_path / "store", tmp_path / "release"
     root.mkdir()
-    _decode(model, tokenizer, tiny_problems(), GREEDY, store)  # outside the runner: no chapter said
+    _decode(model, tiny_problems(), GREEDY, store)  # outside the runner: no chapter said
     monkeypatch.setenv(env.CHAPTER, "05_cost")
-    _decode(model, tokenizer, tiny_problems(), POWER, store)
+    _decode(model, tiny_problems(), POWER, store)
     runs = {("decode", decode_run(model, s, root=store).hash) for s in (GREEDY, POWER)}
     chapters = {"05_cost": runs, "04_power_sampling": runs}
     batch = add_batch(store, root, commit="x", check=RecordCheck(), chapters=chapters, runs=runs)
@@ -138,12 +138,12 @@ def test_batch_names_come_from_their_content_so_two_branches_do_not_collide(tiny
     """Two stores that each add different records to the same release name their batches apart."""
     from conftest import tiny_problems
 
-    model, tokenizer, _ = tiny
+    model = tiny
     names = []
     for settings in (GREEDY, POWER):
         store, root = tmp_path / settings.method / "store", tmp_path / settings.method / "release"
         root.mkdir(parents=True)
-        _decode(model, tokenizer, tiny_problems(), settings, store)
+        _decode(model, tiny_problems(), settings, store)
         names.append(add_batch(store, root, commit="x", check=RecordCheck(), dry_run=True).name)
     assert names[0] != names[1] and all(n.startswith("b") for n in names)
 
@@ -203,13 +203,13 @@ def test_release_off_computes_from_the_local_store_alone(released, tmp_path, mon
 def smol_release(tmp_path_factory):
     from helpers.models.loading import load_model
 
-    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="float32")
+    model = load_model("smollm2-135m", device="cpu", dtype="float32")
     base = tmp_path_factory.mktemp("audit")
     store, root = base / "store", base / "release"
     root.mkdir()
     problems = arithmetic_problems(1, levels=[1, 2])
     for settings in (GREEDY, POWER, DecodeSettings("temperature", max_new_tokens=10)):
-        _decode(model, tokenizer, problems, settings, store, n_seeds=2)
+        _decode(model, problems, settings, store, n_seeds=2)
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
     assert not batch.refused and sum(batch.added.values()) == 10
     return root
@@ -252,7 +252,7 @@ def test_the_audits_shared_prompt_passes_give_each_row_its_own_logits(tiny):
 
     from helpers.evaluation.audit import _teacher_forced
 
-    model, _, _ = tiny
+    model = tiny.module
     prompts = [[3, 4, 5], [3, 4, 5], [6, 7], [3, 4, 5], [3, 4, 5]]
     completions = [[8, 9, 10, 11], [12], [13, 14, 15], [], [16, 17]]
     got = _teacher_forced(model, prompts, completions, batch_size=2)
@@ -429,11 +429,11 @@ def test_bfloat16_decodes_are_audited_within_their_own_tolerance(tmp_path):
     from helpers.models.loading import load_model
     from helpers.runner.publish import stored_records
 
-    model, tokenizer, _ = load_model("smollm2-135m", device="cpu", dtype="bfloat16")
+    model = load_model("smollm2-135m", device="cpu", dtype="bfloat16")
     store = tmp_path / "store"
     problems = arithmetic_problems(1, levels=[1, 2])
     for settings in (GREEDY, POWER):
-        _decode(model, tokenizer, problems, settings, store)
+        _decode(model, problems, settings, store)
     records = stored_records(store)
     report = audit(records, progress=False)
     assert len(report.findings) == 4 and not report.failed, report.summary()
@@ -460,13 +460,13 @@ def test_a_record_carries_where_it_was_computed_and_its_batch_says_so(tiny, tmp_
     here = origin()
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=env.REPO, capture_output=True, text=True).stdout.strip()
     assert here["commit"] == head and isinstance(here["dirty"], bool) and here["machine"]["cores"]
-    model, tokenizer, _ = tiny
+    model = tiny
     store, root = tmp_path / "store", tmp_path / "release"
     root.mkdir()
     computed = {"commit": "a" * 40, "dirty": False, "machine": {"cpu": "the computing machine", "flags": ["avx2"],
                                                                  "cores": 2}}
     monkeypatch.setattr(store_module, "origin", lambda: computed)
-    _decode(model, tokenizer, tiny_problems(), GREEDY, store)
+    _decode(model, tiny_problems(), GREEDY, store)
     line = json.loads(next((store / "decode").glob("*.jsonl")).read_text().splitlines()[0])
     assert line["origin"] == computed
     batch = add_batch(store, root, commit="b" * 40, check=RecordCheck())
@@ -483,7 +483,7 @@ def test_a_build_that_reads_the_release_as_complete_stops_before_work(released, 
 
     from helpers.results.store import NotReleased
 
-    model, tokenizer, _store, _root = released
+    model, _tokenizer, _store, _root = released
     empty = tmp_path / "empty"
 
     def no_decoding(*args, **kwargs):
@@ -491,14 +491,14 @@ def test_a_build_that_reads_the_release_as_complete_stops_before_work(released, 
 
     monkeypatch.setattr(decodes, "decode_work", no_decoding)
     monkeypatch.setenv(env.RELEASED_ONLY, "1")
-    assert len(_decode(model, tokenizer, tiny_problems(), GREEDY, empty)) == 2  # all released: read, nothing to do
+    assert len(_decode(model, tiny_problems(), GREEDY, empty)) == 2  # all released: read, nothing to do
     monkeypatch.setattr(decodes, "RECORD_SHAPE", {**decodes.RECORD_SHAPE, "new_field": int})
     with pytest.raises(NotReleased, match=r"2 records of decode .* cannot be used here \(unreadable, or of another "
                                           r"shape.*Nothing was computed.*--recompute"):
-        _decode(model, tokenizer, tiny_problems(), GREEDY, empty)
+        _decode(model, tiny_problems(), GREEDY, empty)
     monkeypatch.setattr(decodes, "RECORD_SHAPE", decodes.RECORD_SHAPE)
     with pytest.raises(NotReleased, match="the release holds no record under this key"):
-        _decode(model, tokenizer, tiny_problems(), DecodeSettings("greedy", max_new_tokens=11), empty)
+        _decode(model, tiny_problems(), DecodeSettings("greedy", max_new_tokens=11), empty)
     assert not (empty / "decode").exists() or not any((empty / "decode").glob("*.jsonl"))
 
 
@@ -567,14 +567,14 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     from helpers.results.release import unlisted
     from helpers.results.store import Run
 
-    model, tokenizer, store, root = released
+    model, _tokenizer, store, root = released
     chains = DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1))
     saved = []
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
     monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
     with pytest.raises(budget.BudgetSpent):
-        _decode(model, tokenizer, tiny_problems(), chains, store, n_seeds=2)
+        _decode(model, tiny_problems(), chains, store, n_seeds=2)
     monkeypatch.setattr(budget, "deadline", lambda: None)
     under_way = decode_run(model, chains, root=store).checkpoints()
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
@@ -590,9 +590,9 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     assert "nothing new to release" in said and "unchanged" in said and "released as batch" not in said
     fresh = tmp_path / "fresh"  # another machine: no local store, the release's checkpoints
     assert decode_run(model, chains, root=fresh).checkpoints().keys() == under_way.keys()
-    resumed = _decode(model, tokenizer, tiny_problems(), chains, fresh, n_seeds=2)
+    resumed = _decode(model, tiny_problems(), chains, fresh, n_seeds=2)
     monkeypatch.setenv(env.RELEASE, "off")
-    whole = _decode(model, tokenizer, tiny_problems(), chains, tmp_path / "whole", n_seeds=2)
+    whole = _decode(model, tiny_problems(), chains, tmp_path / "whole", n_seeds=2)
     assert [r["tokens"] for per in resumed for r in per] == [r["tokens"] for per in whole for r in per]
     monkeypatch.setenv(env.RELEASE, str(root))
     final = add_batch(fresh, root, commit="abc1234", check=RecordCheck())

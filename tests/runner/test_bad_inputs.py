@@ -612,13 +612,13 @@ def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_p
     (then a KeyError: 'rc_attn' deep in helpers.interp.depth)."""
     from helpers.interp.depth import PROFILE_SHAPE, profiles
 
-    model, tokenizer, _ = tiny
+    model = tiny
     problems = load_problems("arithmetic", n=1, levels=[1], seed=0)
-    first = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    first = profiles(model, problems, root=tmp_path, progress=False)
     (path,) = (tmp_path / "depth_profile").glob("*.jsonl")
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "result": {"kl": first[0]["kl"]}}) + "\n")
-    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    again = profiles(model, problems, root=tmp_path, progress=False)
     assert again == first and set(PROFILE_SHAPE) <= set(again[0])
     assert "wrong shape or length for depth_profile" in capsys.readouterr().err
     assert len(path.with_name(path.name + ".set-aside").read_text().splitlines()) == 1
@@ -630,9 +630,9 @@ def test_a_stored_analysis_of_the_wrong_length_is_recomputed_not_read(case, tiny
     exit 0; empty lists made every later run fail deep in numpy. The lists must be as long as the model is deep."""
     from helpers.interp.depth import curves, effective_depths, profiles
 
-    model, tokenizer, _ = tiny
+    model = tiny
     problems = load_problems("arithmetic", n=2, levels=[1], seed=0)
-    first = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    first = profiles(model, problems, root=tmp_path, progress=False)
     depth = model.config.num_hidden_layers
     assert all(len(r["kl"]["sum"]) == depth for r in first)
     (path,) = (tmp_path / "depth_profile").glob("*.jsonl")
@@ -640,7 +640,7 @@ def test_a_stored_analysis_of_the_wrong_length_is_recomputed_not_read(case, tiny
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     cut = {name: {**v, "sum": v["sum"][:n], "max": v["max"][:n]} for name, v in lines[0]["result"].items()}
     path.write_text("".join(json.dumps(r) + "\n" for r in [{**lines[0], "result": cut}, lines[1]]))
-    again = profiles(model, tokenizer, problems, root=tmp_path, progress=False)
+    again = profiles(model, problems, root=tmp_path, progress=False)
     assert again == first, case
     assert effective_depths(curves(again))["n_layers"] == depth
     assert "1 record whose result has the wrong shape or length for depth_profile" in capsys.readouterr().err

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.once
 def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes(tiny, tmp_path, monkeypatch):
     from conftest import tiny_problems
 
-    model, tokenizer, _ = tiny
+    model = tiny
     settings = DecodeSettings("temperature", max_new_tokens=8)
     stored = []
     add = Run.add
@@ -31,11 +31,11 @@ def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
     with pytest.raises(budget.BudgetSpent, match="budget"):
-        sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path, progress=False)
+        sample(model, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path, progress=False)
     assert len(stored) == 1 and len(decode_run(model, settings, root=tmp_path)) == 1  # the finished one is kept
     assert pulse.read_outcome(log) == budget.SPENT  # and the loop said why it ended, for the runner to read
     monkeypatch.setattr(budget, "deadline", lambda: None)
-    records = sample(model, tokenizer, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path,
+    records = sample(model, tiny_problems(), settings, n_seeds=3, batch_size=1, root=tmp_path,
                      progress=False)
     assert len(stored) == 6 and all(len(per) == 3 for per in records)  # only the five missing ones were decoded
 
@@ -43,11 +43,11 @@ def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes
 def test_the_pulse_log_gives_the_progress_line(tiny, tmp_path, monkeypatch):
     from conftest import tiny_problems
 
-    model, tokenizer, _ = tiny
+    model = tiny
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
     pulse.PULSE.reset()
-    sample(model, tokenizer, tiny_problems(), DecodeSettings("greedy", max_new_tokens=6), batch_size=2,
+    sample(model, tiny_problems(), DecodeSettings("greedy", max_new_tokens=6), batch_size=2,
            root=tmp_path, progress=False)
     last = json.loads(log.read_text().splitlines()[-1])
     assert last["done"] == last["total"] == 2 and last["what"] == "greedy" and last["tokens"] > 0
@@ -100,10 +100,10 @@ def test_a_budget_spent_before_a_chapter_stops_the_run_with_its_own_status(tmp_p
     assert "budget spent" in out and "03_stitch_and_preserve" in out and "same command" in out
 
 
-def _power_records(model, tokenizer, root, settings):
+def _power_records(model, root, settings):
     from conftest import tiny_problems
 
-    return sample(model, tokenizer, tiny_problems(), settings, n_seeds=2, batch_size=3, root=root, progress=False)
+    return sample(model, tiny_problems(), settings, n_seeds=2, batch_size=3, root=root, progress=False)
 
 
 def _chain_settings(mode: str):
@@ -117,20 +117,20 @@ def _chain_settings(mode: str):
 def test_an_mh_chain_stopped_by_its_budget_goes_on_from_its_last_block(tiny, tmp_path, monkeypatch, capsys, mode):
     """A chain cut off at the deadline is not lost: it goes on from its last finished block, and its record is the
     one an uninterrupted run writes (the same tokens, moves and costs; log p as the model computes it again)."""
-    model, tokenizer, _ = tiny
+    model = tiny
     settings = _chain_settings(mode)
-    whole = _power_records(model, tokenizer, tmp_path / "whole", settings)
+    whole = _power_records(model, tmp_path / "whole", settings)
     saved = []
     save = Run.save_checkpoint
     monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
     monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 5 else None)
     with pytest.raises(budget.BudgetSpent):
-        _power_records(model, tokenizer, tmp_path / "cut", settings)
+        _power_records(model, tmp_path / "cut", settings)
     run = decode_run(model, settings, root=tmp_path / "cut")
     left = run.checkpoints()
     assert left and all(k not in run for k in left) and len(run) < 4  # chains under way left their checkpoints
     monkeypatch.setattr(budget, "deadline", lambda: None)
-    resumed = _power_records(model, tokenizer, tmp_path / "cut", settings)
+    resumed = _power_records(model, tmp_path / "cut", settings)
     assert f"{len(left)} MH chains go on from their checkpoints" in capsys.readouterr().err
     for a, b in zip([r for per in whole for r in per], [r for per in resumed for r in per], strict=True):
         assert (a["tokens"], a["acceptance"], a["decoded_tokens"], a["prefill_tokens"]) == \
@@ -147,9 +147,9 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
 
     from helpers.results.identity import problem_key, sample_key
 
-    model, tokenizer, _ = tiny
+    model = tiny
     settings = _chain_settings("exact")
-    whole = _power_records(model, tokenizer, tmp_path / "whole", settings)
+    whole = _power_records(model, tmp_path / "whole", settings)
     run = decode_run(model, settings, root=tmp_path / "bad")
     good = {"block": 1, "tokens": [5], "logp": [-1.0], "logq": [-1.0], "acceptance": [0.5],
             "moves": [[0, True], [0, False]], "generator": "AAAA"}
@@ -159,7 +159,7 @@ def test_a_checkpoint_that_does_not_fit_its_chain_is_not_gone_on_from(tiny, tmp_
     run.save_checkpoint(keys[1], {"chain": good, "spent": {"decoded": 1, "prefill": 1, "passes": 1, "seconds": 0.1}})
     run.save_checkpoint(keys[2], {"chain": {}, "spent": {"decoded": -1, "prefill": 1, "passes": 1, "seconds": 0.1}})
     run.save_checkpoint(keys[3], {"spent": None})
-    records = _power_records(model, tokenizer, tmp_path / "bad", settings)
+    records = _power_records(model, tmp_path / "bad", settings)
     assert "4 checkpoints do not fit their chains and those start again" in capsys.readouterr().err
     assert [r["tokens"] for per in records for r in per] == [r["tokens"] for per in whole for r in per]
 

@@ -44,7 +44,7 @@ def test_reference_mode_is_biased(toy):
 
 
 def test_cache_reuse_gives_the_same_chain(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
     for mode in ("exact", "reference"):
         cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
@@ -58,7 +58,7 @@ def test_cache_reuse_gives_the_same_chain(tiny):
 
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
     cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
     stops = [tokenizer.eos_token_id]
@@ -71,7 +71,7 @@ def test_lockstep_batch_equals_one_chain_at_a_time(tiny, mode):
 
 
 def test_accounting(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     cfg, target = PowerConfig(block_size=3, mcmc_steps=2), Target(2.0, 9)
     out = power_sample(model, tokenizer("Ada has")["input_ids"], [], target, cfg, seed=0)
     assert len(out.tokens) == 9 and len(out.acceptance) == 3 and len(out.moves) == 6
@@ -81,7 +81,7 @@ def test_accounting(tiny):
 @pytest.mark.parametrize("bad", [dict(alpha=0), dict(alpha=-1.0), dict(block_size=0), dict(mcmc_steps=-1),
                                  dict(max_new_tokens=4, block_size=8), dict(mode="fast"), dict(top_k=-2)])
 def test_bad_parameters_raise_clear_errors(tiny, bad):
-    model = tiny[0]
+    model = tiny.module
     given = {"alpha": 2.0, "block_size": 4, "mcmc_steps": 1, "max_new_tokens": 8, **bad}
     with pytest.raises(ValueError, match=next(iter(bad))):
         target = Target(given.pop("alpha"), given.pop("max_new_tokens"))
@@ -90,13 +90,13 @@ def test_bad_parameters_raise_clear_errors(tiny, bad):
 
 def test_empty_prompt_is_rejected(tiny):
     with pytest.raises(ValueError, match="prompt is empty"):
-        power_sample(tiny[0], [], [], Target(2.0, 4), PowerConfig(block_size=2))
+        power_sample(tiny.module, [], [], Target(2.0, 4), PowerConfig(block_size=2))
 
 
 @pytest.mark.parametrize("mode", ["exact", "reference"])
 def test_refilled_slots_give_the_same_samples_as_chains_run_alone(tiny, mode):
     """Five chains through two slots: each finished chain's slot goes to the next one, and no sample changes."""
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
     prompts = [tokenizer(t)["input_ids"] for t in texts]
     cfg, target = PowerConfig(block_size=4, mcmc_steps=3, mode=mode), Target(2.0, 12)
@@ -116,7 +116,7 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     """Five chains in five slots: as chains end, the highest rows move down into the freed slots."""
     from helpers.engines.slot import SlotCache
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     texts = ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2", "the final answer is", "How many apples"]
     prompts = [tokenizer(t)["input_ids"] for t in texts]
     cfg, target = PowerConfig(block_size=3, mcmc_steps=2), Target(2.0, 10)

@@ -67,7 +67,7 @@ def test_exponent_bridging_keeps_the_target(toy):
 def test_without_resampling_bridging_changes_no_final_weight(tiny):
     """The bridged increments telescope: with no resampling every particle ends with log p^α − log q, bridged or
     not, so the tokens and the final weights agree."""
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompt, stops = tokenizer("Ada has 3 apples .")["input_ids"], [tokenizer.eos_token_id]
     plain, bridged = (smc_sample(model, prompt, stops, Target(3.0, 9),
                                  SMCConfig(particles=3, block_size=2, ess_threshold=0, bridge_tokens=b), seed=4)
@@ -80,7 +80,7 @@ def test_without_resampling_bridging_changes_no_final_weight(tiny):
 
 
 def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is"]]
     stops, seeds = [tokenizer.eos_token_id], [3, 4, 5]
     target, cfg = Target(2.0, 10), SMCConfig(particles=1, block_size=3)
@@ -96,7 +96,7 @@ def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monke
     """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree, whether the
     particles waiting at a barrier ride along in the passes or the busy ones run alone."""
     monkeypatch.setattr(SlotEngine, "gather_above", gather_above)
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
     stops = [tokenizer.eos_token_id]
     target, cfg = Target(2.0, 12), SMCConfig(particles=4, block_size=3, ess_threshold=1.0)
@@ -111,7 +111,7 @@ def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monke
 
 
 def test_batches_of_whole_problems_give_the_same_samples(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "0 1 2", "the final answer is", "How many"]]
     stops, seeds = [tokenizer.eos_token_id], [1, 2, 3, 4]
     target, cfg = Target(2.0, 10), SMCConfig(particles=3, block_size=4, ess_threshold=0.9)
@@ -127,7 +127,7 @@ def test_batches_of_whole_problems_give_the_same_samples(tiny):
 
 
 def test_accounting_counts_every_particle(tiny):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     target, cfg = Target(2.0, 8), SMCConfig(particles=3, block_size=4)
     out = smc_sample(model, tokenizer("Ada has")["input_ids"], [], target, cfg, seed=0)
     assert len(out.particles) == 3 and len(out.log_weights) == 3
@@ -181,14 +181,14 @@ def test_bad_settings_raise_clear_errors(tiny, bad):
     given = {"alpha": 2.0, "particles": 2, "block_size": 4, "max_new_tokens": 8, **bad}
     with pytest.raises(ValueError, match=next(iter(bad))):
         target = Target(given.pop("alpha"), given.pop("max_new_tokens"))
-        smc_sample(tiny[0], [1, 2], [], target, SMCConfig(**given))
+        smc_sample(tiny.module, [1, 2], [], target, SMCConfig(**given))
 
 
 def test_empty_prompt_and_unset_length_are_rejected(tiny):
     with pytest.raises(ValueError, match="prompt is empty"):
-        smc_sample(tiny[0], [], [], Target(2.0, 4), SMCConfig())
+        smc_sample(tiny.module, [], [], Target(2.0, 4), SMCConfig())
     with pytest.raises(ValueError, match="max_new_tokens is not set"):
-        smc_sample(tiny[0], [1], [], Target(2.0), SMCConfig())
+        smc_sample(tiny.module, [1], [], Target(2.0), SMCConfig())
 
 
 class _Pair(Group):
@@ -210,7 +210,7 @@ def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
 
     row = Row([1, 2])
     with pytest.raises(RuntimeError, match="barrier"):
-        run_programs(engine(tiny[0]), [(row, _waits(row))], set())
+        run_programs(engine(tiny.module), [(row, _waits(row))], set())
 
 
 def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tiny, monkeypatch):
@@ -219,7 +219,7 @@ def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tin
     particle's tokens equal what re-encoding every prefix gives."""
     from helpers.engines import slot
 
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more", "0 1 2"]]
     stops = list(range(0, len(tokenizer), 3))
     target, cfg = Target(2.0, 12), SMCConfig(particles=4, block_size=6, ess_threshold=1.0)

@@ -36,7 +36,7 @@ def _works(tokenizer):
 
 @pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
 def test_samplers_sharing_a_run_decode_as_in_runs_of_their_own(tiny, engine):
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     works, stops = _works(tokenizer)
     heard = []
     shared = engine(model)
@@ -79,7 +79,7 @@ def test_capacity_holds_whole_groups():
 
 
 def test_a_run_of_no_work_is_empty(tiny):
-    assert run_together(SlotEngine(tiny[0]), [], set()) == []
+    assert run_together(SlotEngine(tiny.module), [], set()) == []
 
 
 class _Meet(Group):
@@ -100,7 +100,7 @@ def _meets_late(row, group, first):
 def test_a_row_waiting_at_a_barrier_keeps_its_cache_while_others_decode(tiny):
     """A row that reaches its barrier early rides along in the other rows' passes for many steps (a part-admitted
     SMC group in a shared run); those passes must not write over its keys and values."""
-    model, tokenizer, _ = tiny
+    model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ("Ada has 3 apples .", "0 1 2 3 + 4")]
 
     def tasks():
