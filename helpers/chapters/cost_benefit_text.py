@@ -41,26 +41,18 @@ from helpers.evaluation.stats import percent_with_interval
 from helpers.samplers.power import PowerConfig
 
 
-def multiplier_sentence(m: Measured) -> str:
-    v = multiplier_values(m)
-    return (f"On {m.model} at its full {m.n_layers} blocks, a power-sampled answer decoded "
-            f"{v['measured_tokens']:.0f} tokens on average, rejected proposals included, for an answer of "
-            f"{v['power_length']:.0f} tokens: {v['multiplier_vs_own']:.2f} times its own length and "
-            f"{v['multiplier_vs_greedy']:.2f} times a greedy answer at the same depth on the same "
-            f"{counted(v['multiplier_problems'], 'problem')} ({v['greedy_tokens']:.0f} tokens). The exact count "
-            f"of the block schedule, evaluated at each answer's own length, predicts {v['predicted_tokens']:.0f} "
-            f"tokens; the report's formula predicts {v['formula_tokens']:.0f}.")
-
-
 def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
-    """`multiplier_values`, the sentence that states them and the build's N, as the token-count section glues
-    them, with how far the measured tokens lie from the exact count (`count_gap`, in percent of the count)."""
+    """`multiplier_values` and the build's N, as the token-count section glues them (its sentence is the notebook's,
+    around them: the model and its blocks, `multiplier_model` and `multiplier_layers`, and the problems counted in
+    words, `multiplier_count`), with how far the measured tokens lie from the exact count (`count_gap`, in percent of
+    the count)."""
     n, theirs = power.mcmc_steps, int(REPORT_SETTINGS["mcmc_steps"])
     clause = (f"with N = {n} MH steps per block, as the report did" if n == theirs else
               f"with N = {n} MH step{'s' if n != 1 else ''} per block, where the report used {theirs}")
     v = multiplier_values(m)
     gap = 100 * (v["measured_tokens"] / v["predicted_tokens"] - 1) if v["predicted_tokens"] else 0.0
-    return {**v, "multiplier_sentence": multiplier_sentence(m), "build_steps": n, "steps_clause": clause,
+    return {**v, "multiplier_model": m.model, "multiplier_layers": m.n_layers,
+            "multiplier_count": counted(v["multiplier_problems"], "problem"), "build_steps": n, "steps_clause": clause,
             "count_gap": abs(gap), "count_gap_side": "above" if gap >= 0 else "below"}
 
 
