@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -254,10 +255,16 @@ def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, pro
         stored[0] += 1
         pulse.records(stored[0], total, what)
 
+    saved: dict[tuple[int, int], float] = {}  # when each chain's last checkpoint was stored
+
     def checkpoint(w: int, i: int, state: dict, spent: Spent) -> None:
+        now = time.monotonic()
+        if state.get("grown") and now - saved.get((w, i), -math.inf) < CHECKPOINT_EVERY:
+            return  # a move's checkpoint soon after the last one stored: the next will do
         d = decodes[w]
         p, s = d.jobs[i]
         d.run.save_checkpoint(d.key(p, s), {"chain": state, "spent": vars(spent)})
+        saved[(w, i)] = now
 
     try:
         with done:
@@ -266,6 +273,10 @@ def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, pro
     finally:
         if mix is not None:
             mix.close()
+
+
+CHECKPOINT_EVERY = 60.0  # seconds: within a block a chain's checkpoint is stored at most this often (each is a synced
+# write); between blocks always. A run its budget stops loses at most this much of each chain's work.
 
 
 def _checkpoints(d: _Decode, stops: set[int]) -> list[tuple[dict, Spent] | None]:

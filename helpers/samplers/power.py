@@ -17,8 +17,9 @@ MH moves, each of which picks a cut point, regenerates the suffix from the propo
   longer grow in would only move it in place. `helpers.samplers.toy.reference_law` enumerates this loop's law.
 
 Only per-token scalars are kept: the sampled token, log p under the model at T=1, log q under the proposal.
-Between blocks a chain yields a checkpoint (`chain_state`): a run stopped by its budget goes on from each chain's
-last finished block (`chain_work`'s `resume`), where a chain of a 1.5B model lives over an hour.
+A chain yields a checkpoint (`chain_state`) after each block's growth and after each MH move: a run stopped by its
+budget goes on from each chain's last finished move (`chain_work`'s `resume`), where one block of a 1.5B model's chain
+can take over an hour among a hundred others.
 Each chain is a program (`_chain`) that asks an engine (`helpers.engines.loop`) for extensions: the slot engine runs
 many chains at once, each at its own pace, and keeps each chain's KV cache up to its cut point; the re-encoding
 engine re-encodes at every token (for checks). The published code's own cost
@@ -171,7 +172,7 @@ def chain_work(prompts: Sequence[Sequence[int]], stops: set[int], target: Target
     tasks = []
     for p, seed, saved in zip(prompts, seeds, resume, strict=True):
         c = Chain(list(p), torch.Generator().manual_seed(int(seed)), target.temperature, cfg.proposal_top_k)
-        start = 0
+        start = Place()
         if saved is not None:
             start = _restore(c, saved[0], target, cfg, stops)
             c.restored = saved[1]
@@ -189,35 +190,53 @@ def resumable(state: dict, target: Target, cfg: PowerConfig, stops: set[int]) ->
     return True
 
 
-def chain_state(c: Chain, block: int) -> dict:
-    """What a chain needs to go on at `block` as it would have: its state, its record of moves and its generator's
-    state (JSON-able)."""
+@dataclass(frozen=True)
+class Place:
+    """Where a chain stands in its loop: at `block`, before its growth (`grown` False, `step` 0) or after its growth
+    and `step` of its MH moves, `accepted` of them accepted."""
+
+    block: int = 0
+    step: int = 0
+    grown: bool = False
+    accepted: int = 0
+
+
+def chain_state(c: Chain, place: Place) -> dict:
+    """What a chain needs to go on from `place` as it would have: its state, its record of moves and its
+    generator's state (JSON-able)."""
     state = bytes(c.generator.get_state().numpy())
-    return {"block": block, "tokens": list(c.tokens), "logp": list(c.logp), "logq": list(c.logq),
-            "acceptance": list(c.acceptance), "moves": [[i, a] for i, a in c.moves],
-            "generator": base64.b64encode(state).decode("ascii")}
+    return {"block": place.block, "step": place.step, "grown": place.grown, "accepted": place.accepted,
+            "tokens": list(c.tokens), "logp": list(c.logp), "logq": list(c.logq), "acceptance": list(c.acceptance),
+            "moves": [[i, a] for i, a in c.moves], "generator": base64.b64encode(state).decode("ascii")}
 
 
-def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> int:
-    """Put checkpoint `state` into the fresh chain `c` and return its block; ValueError for a state that these
-    settings could not have written (so a chain never goes on from a damaged or foreign checkpoint)."""
-    n_blocks = cfg.n_blocks(target.length)
+def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set[int]) -> Place:
+    """Put checkpoint `state` into the fresh chain `c` and return where it stands; ValueError for a state that these
+    settings could not have written (so a chain never goes on from a damaged or foreign checkpoint). A state without
+    a step (written between blocks, as earlier code did) stands at its block's start."""
+    n_blocks, n_steps = cfg.n_blocks(target.length), cfg.mcmc_steps
     block, tokens = state.get("block"), state.get("tokens")
+    step, grown, accepted = state.get("step", 0), state.get("grown", False), state.get("accepted", 0)
     try:
         n = len(tokens)
         moves = [(i, a) for i, a in state["moves"]]
         raw = base64.b64decode(state["generator"], validate=True)
-        ok = (isinstance(block, int) and 0 < block < n_blocks
-              and 0 < n <= min(target.length, block * cfg.block_size)  # a block grows a chain by B tokens at most
+        mid = grown is True  # after the block's growth: the chain may hold up to the block's end, EOS included
+        ok = (isinstance(block, int) and isinstance(step, int) and isinstance(accepted, int)
+              and isinstance(grown, bool) and not isinstance(step, bool) and not isinstance(accepted, bool)
+              and (0 <= block < n_blocks if mid else 0 < block < n_blocks)
+              and (0 <= step < max(n_steps, 1) if mid else step == 0) and 0 <= accepted <= step
+              and 0 < n <= min(target.length, (block + mid) * cfg.block_size)  # a block grows a chain by B at most
               and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens)
               and len(state["logp"]) == len(state["logq"]) == n
               and all(isinstance(v, int | float) and v <= 1e-6 for v in state["logp"] + state["logq"])
-              and len(state["acceptance"]) == (block if cfg.mcmc_steps else 0)
+              and len(state["acceptance"]) == (block if n_steps else 0)
               and all(0 <= a <= 1 for a in state["acceptance"])
-              and len(moves) == block * cfg.mcmc_steps
+              and len(moves) == block * n_steps + step
+              and sum(a for _, a in moves[block * n_steps:]) == accepted
               and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 and isinstance(a, bool)
                       for i, a in moves)
-              and not (cfg.mode == "reference" and (n >= target.length or any(t in stops for t in tokens))))
+              and (mid or not (cfg.mode == "reference" and (n >= target.length or any(t in stops for t in tokens)))))
         if ok:
             c.generator.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
     except (KeyError, TypeError, ValueError, RuntimeError):
@@ -227,23 +246,29 @@ def _restore(c: Chain, state: dict, target: Target, cfg: PowerConfig, stops: set
                          "code): the chain starts again from its first block")
     c.tokens, c.logp, c.logq = list(tokens), [float(v) for v in state["logp"]], [float(v) for v in state["logq"]]
     c.acceptance, c.moves = [float(a) for a in state["acceptance"]], moves
-    return block
+    return Place(block, step, grown, accepted)
 
 
-def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: int = 0) -> Program:
-    """One MH chain as a program from block `start`: it asks the engine for a block's growth and for each move's
-    proposal, and offers a checkpoint after each block but the last."""
+def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: Place = Place()) -> Program:
+    """One MH chain as a program from `start`: it asks the engine for a block's growth and for each move's proposal,
+    and offers a checkpoint after each growth and each move (but the last move of the last block)."""
     alpha, length = target.alpha, target.length
     n_blocks = cfg.n_blocks(length)
-    for block in range(start, n_blocks):
-        if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands
-            cap = min(len(c.tokens) + cfg.block_size, length)
+    for block in range(start.block, n_blocks):
+        here = start if block == start.block else Place(block)
+        if cfg.mode == "reference":  # the published loop: B more tokens from where the chain stands (after the growth,
+            cap = min(len(c.tokens) + cfg.block_size, length)  # only a growth reads it: a proposal runs to t)
         else:  # exact mode: the intermediate targets p(x_{0:kB})^α, so block k grows the chain to kB
             cap = min((block + 1) * cfg.block_size, length)
-        if not ends_with_stop(c.tokens, stops) and cap > len(c.tokens):  # exact mode: EOS is absorbing
-            yield Adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
-        accepted = 0
-        for _ in range(cfg.mcmc_steps):
+        if not here.grown:
+            if not ends_with_stop(c.tokens, stops) and cap > len(c.tokens):  # exact mode: EOS is absorbing
+                yield Adopt((yield Extension(c, len(c.tokens), cap - len(c.tokens))))
+            if cfg.mcmc_steps:
+                yield Checkpoint(chain_state(c, Place(block, 0, True, 0)))
+        accepted = here.accepted
+        for step in range(here.step, cfg.mcmc_steps):
+            if step > here.step:
+                yield Checkpoint(chain_state(c, Place(block, step, True, accepted)))
             t = len(c.tokens)
             i = int(torch.randint(t, (1,), generator=c.generator))  # cut: regenerate tokens i..
             req = yield Extension(c, i, (t - i) if cfg.mode == "reference" else (cap - i))
@@ -268,7 +293,7 @@ def _chain(c: Chain, target: Target, cfg: PowerConfig, stops: set[int], start: i
         if cfg.mode == "reference" and len(c.tokens) >= length:  # at the length without EOS: no block can grow it
             break
         if block + 1 < n_blocks:
-            yield Checkpoint(chain_state(c, block + 1))
+            yield Checkpoint(chain_state(c, Place(block + 1)))
     return ChainCompletion(tokens=c.tokens, logp=c.logp, logq=c.logq,
                            stopped=ends_with_stop(c.tokens, stops), acceptance=c.acceptance, moves=c.moves)
 

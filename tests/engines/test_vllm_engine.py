@@ -271,9 +271,13 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
 
     saved = []
     run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)),
-                 on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"])))
+                 on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"], state["step"],
+                                                                       state["grown"])))
     assert sorted(done) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
-    assert sorted(saved) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each chain, after each block but its last
+    assert sorted(s[:3] for s in saved if not s[4]) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each
+    # chain, after each block but its last; within each block, after its growth and after its first move
+    assert sorted(s for s in saved if s[4]) == [(0, i, b, step, True) for i in (0, 1) for b in range(T)
+                                                for step in (0, 1)]
     assert json.loads(log.read_text().splitlines()[-1])["tokens"] >= 3 * T
     monkeypatch.setattr(budget, "deadline", lambda: 0.0)  # spent: the first step's beat stops the run
     done.clear()

@@ -223,3 +223,26 @@ def test_reference_mode_records_are_keyed_by_their_schedule():
     """Records of the schedule before the published one are never reused: reference mode's key names it."""
     assert PowerConfig(mode="reference").as_dict()["schedule"] == "extend"
     assert "schedule" not in PowerConfig(mode="exact").as_dict()  # the exact mode's keys stay as they were
+
+
+@pytest.mark.parametrize("mode", ["exact", "reference"])
+def test_a_chain_goes_on_from_any_checkpoint_as_it_would_have(tiny, mode):
+    """A chain offers a checkpoint after each block's growth and after each move; resumed from any of them (as the
+    store keeps it, through JSON), it ends as the uninterrupted chain does: the same tokens, moves and acceptance."""
+    import json
+
+    from helpers.samplers.power import chain_work
+    from helpers.samplers.work import run_together
+
+    model, tokenizer = tiny.module, tiny.tokenizer
+    prompt, stops = tokenizer("Ada has 3 apples .")["input_ids"], {tokenizer.eos_token_id}
+    target, cfg = Target(2.0, 12), PowerConfig(block_size=4, mcmc_steps=3, mode=mode)
+    states = []
+    ((whole,),) = run_together(SlotEngine(model), [chain_work([prompt], stops, target, cfg, [5])], stops,
+                               on_checkpoint=lambda w, i, state, spent: states.append((json.loads(json.dumps(state)),
+                                                                                        spent)))
+    assert {(s["block"], s["step"], s["grown"]) for s, _ in states} >= {(0, 0, True), (0, 1, True), (0, 2, True)}
+    for state, spent in states:
+        ((again,),) = run_together(SlotEngine(model), [chain_work([prompt], stops, target, cfg, [5],
+                                                                  resume=[(state, spent)])], stops)
+        assert (again.tokens, again.moves, again.acceptance) == (whole.tokens, whole.moves, whole.acceptance), state
