@@ -51,6 +51,9 @@ from helpers.results.kinds import DECODE
 from helpers.samplers.target import Target
 from helpers.samplers.work import Work, check_prompts, one_work, run_together
 
+ESS_ROUNDING = 1e-12  # particles whose weights are equal but for rounding have an ESS of K less a few ulps: at a
+# threshold of 1 they would be resampled (or not) by the rounding of whichever engine computed them, not by their
+# weights; within this relative margin of the threshold they are not resampled
 
 @dataclass(frozen=True)
 class SMCConfig:
@@ -165,7 +168,7 @@ class ParticleGroup(Group):
         log_w = np.array([p.log_weight for p in ps], dtype=np.float64)
         ess = effective_sample_size(log_w)
         self.ess.append(ess / self.size)
-        if ess >= self.cfg.ess_threshold * self.size:
+        if ess >= self.cfg.ess_threshold * self.size * (1 - ESS_ROUNDING):
             return []
         self.resamples += 1
         u = float(torch.rand((), generator=self.generator, dtype=torch.float64))
