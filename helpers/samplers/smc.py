@@ -55,6 +55,7 @@ ESS_ROUNDING = 1e-12  # particles whose weights are equal but for rounding have 
 # threshold of 1 they would be resampled (or not) by the rounding of whichever engine computed them, not by their
 # weights; within this relative margin of the threshold they are not resampled
 
+
 @dataclass(frozen=True)
 class SMCConfig:
     """The one home of the SMC sampler's own settings (α and the length are the `Target`'s); `validate` explains
