@@ -126,8 +126,6 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
     if not studies:
         return no_figure("This build ran no length study (length_cap is not set).")
     models = list(studies)
-    longest = max([r["n_tokens"] for a in studies.values() for records in a.records.values() for per in records
-                   for r in per if finished_within(r, a.cap)] + list(marks.values()) + [1])
     fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], models, strict=True):
         a = studies[name]
@@ -142,7 +140,9 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
             ax.axvline(cap, color="0.4", ls=":", lw=1)
             ax.annotate(f"{label}\n({cap})", (cap, 0.03), xycoords=("data", "axes fraction"), ha="left", va="bottom",
                         fontsize=7, color="0.3", xytext=(3, 0), textcoords="offset points")
-        # past the longest answer that ended every curve is flat: the axis stops a little after it
+        # past the longest answer that ended every curve is flat: each panel's axis stops a little after its own
+        longest = max([r["n_tokens"] for records in a.records.values() for per in records for r in per
+                       if finished_within(r, a.cap)] + list(marks.values()) + [1])
         ax.set(xlabel=f"new tokens (decoded up to {a.cap})", title=name, xlim=(0, min(a.cap, 1.15 * longest)),
                ylim=(0, 101))
         ax.legend(fontsize=7, loc="center right")
