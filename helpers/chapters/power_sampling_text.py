@@ -635,16 +635,18 @@ def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
     where = (f", paired over the first {counted(t['mechanism'].n, 'problem')} only" if power.on_subset("mechanism")
              else "")
     finished = credited_gain(e)
-    finishing = "" if finished is None else (f", of which {finished:+.1f} points are answers that finished right (the "
-                                             "rest are unfinished answers the grader credits with a number they hold, "
-                                             "not reasoning recovered)")
+    finishing = "" if finished is None else (
+        f", of which {finished:+.1f} points are answers that finished right (the rest are unfinished answers the grader "
+        "credits with a number they hold, not reasoning recovered)" if finished > 0 else
+        f", none of it answers that finished right (those moved by {finished:+.1f} points): unfinished answers the "
+        "grader credits with a number they hold make all of it, not reasoning recovered")
     longer = (f", and under {check.cap} tokens {check.cost.points(1)} ({check.cost.standing()})"
               if check is not None and check.depth == e.cut.depth else "")
     return (f"On {e.full.model}, the cut to {e.cut.depth} of {e.full.n_layers} blocks costs greedy decoding "
             f"{term('cut_cost')}{longer}; against greedy decoding at the same depth, power sampling moves accuracy by "
             f"{term('recovery')} at the cut{finishing} and by {term('full_gain')} at full depth, a difference of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}"
-            f"{where}), {_mechanism(t['mechanism'])} (low temperature: {low['recovery'].points(0)} at the cut, "
-            f"{low['full_gain'].points(0)} at full depth).")
+            f"{where}), {_mechanism(t['mechanism'])} (low temperature: {low['recovery'].points(1)} at the cut, "
+            f"{low['full_gain'].points(1)} at full depth).")
 
 
 CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a term read at a cap that cuts answers off, and of a gain
@@ -712,7 +714,8 @@ def decomposition_summary(explained: Sequence[Explained], checks: Sequence[Longe
             f"its gain at full depth on {where('full_gain', sign=1)} (a loss on {where('full_gain', sign=-1)}). That "
             f"search helps more where depth was removed is larger than its noise on {where('mechanism', sign=1)}, and "
             f"the reverse on {where('mechanism', sign=-1)}. Low temperature's gain at the cut is larger than its noise "
-            f"on {where('recovery', 'low', 1)}.")
+            f"on {where('recovery', 'low', 1)} (a loss there on {where('recovery', 'low', -1)}), at full depth on "
+            f"{where('full_gain', 'low', 1)} (a loss on {where('full_gain', 'low', -1)}).")
 
 
 def decomposition_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = ()) -> dict:
@@ -797,7 +800,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
             f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
-            "(chapter 03 gives the first model's interval).")
+            "(chapter 03 gives an interval for the first model it sweeps).")
 
 
 def fragile(d: PairedDifference) -> str:
@@ -991,7 +994,9 @@ def premise_summary(rows: Sequence[DepthRow]) -> str:
         said.append(f"Here {m} is one: it is {_sharper(full[m], tuned, 'the instruction-tuned models')}, and its "
                     f"gains from search at full depth lie {where}: {verdict}.")
     return ("The report samples base models, which the premise says are less sharp, so search gains more on them. "
-            + " ".join(said) + " Chapter 04 gives the numbers." if said else "")
+            + " ".join(said) + " These are point estimates across models, each on its own problems (the base model "
+            "on easier levels): no test sets one model's gain against another's; chapter 04 gives the numbers."
+            if said else "")
 
 
 def _sharper(base: DepthRow, tuned: Sequence[DepthRow], them: str = "them") -> str:
