@@ -278,10 +278,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
 
 def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, str, PairedDifference]]:
     """(model, label, paired difference) of power sampling against low-temperature sampling at every depth of every
-    model: whether sampling p^α differs from sharpening each token, the one comparison the decomposition and the SMC
+    model, the smaller first: whether sampling p^α differs from sharpening each token, the one comparison the decomposition and the SMC
     table do not already make."""
     return [(r.model, f"power − low temperature, both at {r.depth}", paired_prefix(r.scores["power"], r.scores["low"]))
-            for mine in per_model(rows) for r in mine]
+            for mine in per_model(rows, by_size=True) for r in mine]
 
 
 @dataclass

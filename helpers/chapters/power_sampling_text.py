@@ -122,7 +122,7 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
     """Where each model's power samples fail at its deepest truncation, against its full model."""
-    parts = [_failure(mine) for mine in per_model(rows)]
+    parts = [_failure(mine) for mine in per_model(rows, by_size=True)]
     said = [p for p in parts if p]
     if not said:
         return "No truncated depth was tested, so there is no failure to compare."
@@ -234,8 +234,8 @@ def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -
     is more than noise, and where a longer cap (`checks`, `longer_caps`) ran, what it says of the cut's cost. `answer`
     and `headline` are the first model's, which the front page falls back on."""
     check = {c.model: c for c in checks}
-    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows)]
-    first = verdicts[0]
+    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows, by_size=True)]
+    first = next(v for v in verdicts if v["model"] == rows[0].model)  # the profile's first model's
     if len(verdicts) == 1:
         sentence = first["sentence"]
     else:
@@ -353,7 +353,7 @@ def acceptance_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
     """What the chains did, for the notebook's sentence (whose frame names α, B, N and the mode, `settings_values`):
     the share of proposals accepted at each depth of each model (`acceptance_rates`), and what that says of how far
     the chains moved (`acceptance_reading`)."""
-    groups = per_model(rows)
+    groups = per_model(rows, by_size=True)
     rates = [(mine[0].model, ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine
                                        if r.acceptance == r.acceptance)) for mine in groups]
     rates = [(m, text) for m, text in rates if text]
@@ -376,7 +376,7 @@ def smc_table(rows: Sequence[DepthRow]) -> str:
     lines = ["| model | depth | problems | SMC | MH | tokens per sample, SMC / MH | seconds per sample, SMC / MH | "
              "SMC − MH [95% interval] | against its noise |", "|---" * 9 + "|"]
     against = []
-    for model in dict.fromkeys(r.model for r in rows):
+    for model in by_size(rows):  # smaller first, as the figures are
         mine = [r for r in rows if r.model == model and r.count("smc")]
         full = next((r for r in rows if r.model == model and r.depth == r.n_layers), None)
         if not mine or full is None:
@@ -895,7 +895,23 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
     return {"answer_lead": lead + (f"\n\n{caveat}" if caveat else ""),
             "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
             "answer_why": " ".join(why_sentence(e, longer.get(e.full.model)) for e in explained),
-            "answer_summary": summary}
+            "answer_summary": summary, "answer_short": accuracy_short(explained, [w for w, _ in answers])}
+
+
+SETTLED = {"No": "no", "Probably not": "probably not", "Yes": "yes"}  # the answer's words that settle it one way
+
+
+def accuracy_short(explained: Sequence[Explained], words: Sequence[str]) -> str:
+    """The accuracy half of the front page's answer in a few words, from each model's answer word (`answer_of`): the
+    word where every model gives one that settles it (`SETTLED`); "not settled" where some model's does not and none
+    says yes; else "it depends on the model"; each model's word in brackets where they differ."""
+    if len(set(words)) == 1 and words[0] in SETTLED:
+        return SETTLED[words[0]]
+    each = "; ".join(f"{w.lower()} on {e.full.model}" for e, w in zip(explained, words, strict=True))
+    if len(set(words)) == 1:
+        return f"not settled ({words[0].lower()} on every model)"
+    unsettled = any(w not in SETTLED for w in words) and "Yes" not in words
+    return f"{'not settled' if unsettled else 'it depends on the model'} ({each})"
 
 
 def sharpness_values(rows: Sequence[DepthRow]) -> dict:
@@ -1114,7 +1130,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
 def pass_sentence(rows: Sequence[DepthRow]) -> str:
     """What the pass@k figure shows: at which depths power sampling's pass@k rose less than T = 1's from k = 1 to the
     largest k (the sign of collapsed diversity), as far as so few samples can say; the figure gives each rise."""
-    groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows)]
+    groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows, by_size=True)]
     groups = [g for g in groups if g]
     if not groups:
         return "With one sample per problem there is no pass@k beyond k = 1 to compare."

@@ -601,6 +601,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert values["answer_lead"].startswith("**No size this build searched shows search winning back what the cut "
                                             "costs:**\n\n* **small**, too close to call: ")
     assert "\n* **big**, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
+    assert values["answer_short"] == "not settled (too close to call on small; no on big)"  # the front's one line
     assert "its interval ends at +0 points, so one problem either way could change this word" in values["answer_lead"]
     assert "provisional" not in values["answer_lead"]  # these rows keep no endings: nothing said of the cap
     table = values["answer_table"].splitlines()
@@ -619,7 +620,8 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
             "greedy answers at 5 blocks (0% at full depth)") in lead and "No longer cap ran in this build" in lead
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
-    assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."  # the report's gains: the note's, for scale
+    assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."
+    assert values["answer_short"] == "no"  # one word that settles it, at both sizes  # the report's gains: the note's, for scale
 
 
 def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
