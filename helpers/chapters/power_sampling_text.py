@@ -665,17 +665,19 @@ def credited_gain(e: Explained) -> float | None:
     return finished if finished <= 50 * gain else None
 
 
-def caveats(explained: Sequence[Explained]) -> dict[str, dict[str, str]]:
-    """The limits a term's reading carries, as Figure 4.5 marks them ({model: {term: mark}}): the cut's cost and the
-    headline where the cut ends many more greedy answers unfinished at the token cap (`CAP_MARK`), the search's gain
-    at the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`)."""
-    marks: dict[str, dict[str, str]] = {}
+def caveats(explained: Sequence[Explained]) -> dict[str, dict[tuple[str, str], str]]:
+    """The limits a point's reading carries, as Figure 4.5 marks them ({model: {(term, search): mark}}, the search
+    'greedy' for the cut's cost, which greedy alone measures): the cut's cost and both searches' headline where the cut
+    ends many more greedy answers unfinished at the token cap (`CAP_MARK`: every answer there is read through the same
+    window), MH's gain at the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`: counted for
+    MH's answers, not low temperature's)."""
+    marks: dict[str, dict[tuple[str, str], str]] = {}
     for e in explained:
         mine = {}
         if _capped(_unfinished(e.full), _unfinished(e.cut)):
-            mine |= {"cut_cost": CAP_MARK, "headline": CAP_MARK}
+            mine |= {("cut_cost", "greedy"): CAP_MARK} | {("headline", key): CAP_MARK for key, _ in SEARCHES}
         if credited_gain(e) is not None:
-            mine["recovery"] = CREDIT_MARK
+            mine[("recovery", "power")] = CREDIT_MARK
         if mine:
             marks[e.full.model] = mine
     return marks
@@ -692,7 +694,7 @@ def decomposition_summary(explained: Sequence[Explained], checks: Sequence[Longe
     marks, longer = caveats(explained), {c.model: c for c in checks}
 
     def limit(e: Explained, term: str) -> str:
-        mark = marks.get(e.full.model, {}).get(term)
+        mark = marks.get(e.full.model, {}).get((term, "greedy" if term == "cut_cost" else "power"))
         if mark == CAP_MARK:
             check = longer.get(e.full.model)
             under = (f"; under {check.cap} tokens {check.cost.points(0)}, {check.cost.standing()}"

@@ -561,7 +561,7 @@ def test_a_gain_at_the_cut_made_of_unfinished_answers_the_grader_credits_is_said
     assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])  # +5 of +5
     assert power_sampling_text.caveats(power_sampling.explain(rows)) == {}  # +5 of +5 finished right: no mark
     rows[1] = dataclasses.replace(rows[1], ends=ends)
-    assert power_sampling_text.caveats(power_sampling.explain(rows))["small"] == {"recovery": "°"}  # Figure 4.5's
+    assert power_sampling_text.caveats(power_sampling.explain(rows))["small"] == {("recovery", "power"): "°"}  # MH's point
     assert ("the search's gain at the cut on small (of which +0.0 points finished right; the rest is unfinished "
             "answers the grader credits)") not in power_sampling_text.decomposition_summary(
                 power_sampling.explain(rows))  # said only where the gain is larger than its noise: +5 of 20 is not
@@ -585,9 +585,15 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
     assert sum("†" in label for label in labels) == 2 and not any("†" in t.get_text()
                                                                  for t in fig.axes[1].get_yticklabels())
     assert not fig.texts  # no mark drawn: no note under the figure
-    fig = decomposition(power_sampling.explain(rows), marks={"big": {"cut_cost": "*"}},
+    fig = decomposition(power_sampling.explain(rows), marks={"big": {("cut_cost", "greedy"): "*",
+                                                                      ("recovery", "power"): "*"}},
                         legend=power_sampling_text.MARKS)
-    assert fig.axes[1].get_yticklabels()[0].get_text() == "the cut\n(greedy) *"
+    assert fig.axes[1].get_yticklabels()[0].get_text() == "the cut\n(greedy)"  # the mark is the point's, not the row's
+    beside = [(t.get_text(), t.xy) for t in fig.axes[1].texts]
+    big = power_sampling.explain(rows)[1].parts
+    cut, gain = big["power"].terms["cut_cost"], big["power"].terms["recovery"]
+    assert [m for m, _ in beside] == ["*", "*"] and not fig.axes[0].texts  # two points marked, on big's panel only
+    assert beside[0][1] == (100 * cut.high, 4) and beside[1][1] == (100 * gain.high, 3 + 0.15)  # MH's, not low T's
     assert [t.get_text() for t in fig.texts] == [f"* {power_sampling_text.MARKS['*']}"]  # the unused ° unexplained
 
 
@@ -646,7 +652,8 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     summary = power_sampling_text.decomposition_summary(explained, [same])  # the across-model reading says it too
     assert ("the cut's cost on big (at a cap that leaves 40% of its greedy answers at the cut unfinished; under 384 "
             "tokens -5 points [-15, +0], within its noise)") in summary
-    assert power_sampling_text.caveats(explained)["big"] == {"cut_cost": "*", "headline": "*"}  # Figure 4.5's marks
+    assert power_sampling_text.caveats(explained)["big"] == {("cut_cost", "greedy"): "*", ("headline", "power"): "*",
+                                                        ("headline", "low"): "*"}  # both searches read at the cap
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
     assert "* **big.** Not at this cap: on this model" in verdict
     assert ("At 160 tokens the cut leaves 40% of greedy answers unfinished (0% at full depth); under 384 tokens (5%) it "
