@@ -381,10 +381,15 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
                        f"greedy answers unfinished at {sweep_cap} new tokens and {100 * at_cap.unfinished:.0f}% at "
                        f"{cap}, and needs a cap of {needs[name]}")
     counts = {len(a.records[("greedy", a.critical)]) for a in studies.values()}
-    on = f"On this chapter's {counted(counts.pop(), 'problem')}, at" if len(counts) == 1 else "At"
+    n = counts.pop() if len(counts) == 1 else None
+    on = f"On this chapter's {counted(n, 'problem')}, at" if n else "At"
     sentence = (f"{on} its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
+    sentence += (f" On {n} problems one answer is {100 / n:.0f} points of a share, and these shares are this chapter's "
+                 "problems' only: chapter 04 counts how the answers end on its own problems (its outcomes table, "
+                 "which the front page quotes), and where those are other or harder problems, the shares there can "
+                 "differ." if n else "")
     legend = (f"An unfinished answer is counted as looping when at least {100 * LOOP_SHARE:.0f}% of the 8-token sequences "
               "in its last 256 tokens occurred earlier in it; the rest are still writing something new when the cap "
               "comes. The last column asks whether stopping each answer at its first closed `\\boxed{}` would change "

@@ -889,6 +889,10 @@ def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_ans
                                                  "blocks")  # its own problems, said: chapter 04's are others
     assert ("m at 5 of 6 blocks leaves 50% of its greedy answers unfinished at 128 new tokens and 10% at 256, and "
             "needs a cap of 160") in values["lengths_sentence"]
+    assert values["lengths_sentence"].endswith("On 20 problems one answer is 5 points of a share, and these shares are "
+                                               "this chapter's problems' only: chapter 04 counts how the answers end on "
+                                               "its own problems (its outcomes table, which the front page quotes), and "
+                                               "where those are other or harder problems, the shares there can differ.")
     table = values["lengths_table"].splitlines()
     assert len(table) == 2 + 4 + 2 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
     assert table[-1].startswith("An unfinished answer is counted as looping when at least 50% of")  # the legend, with it
