@@ -1114,11 +1114,13 @@ PROSE = ("comparisons_table", "acceptance_rates", "acceptance_reading", "outcome
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
-                 levels: Sequence[int] | None = None, checks: Sequence[LongerCap] = ()) -> dict:
+                 levels: Sequence[int] | None = None, checks: Sequence[LongerCap] = (),
+                 explained: Sequence[Explained] | None = None) -> dict:
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
-    two-size contrast's numbers, the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones) and the
-    longer cap's greedy decodes (`checks`)."""
-    explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
+    two-size contrast's numbers, the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones), the
+    longer cap's greedy decodes (`checks`) and the rows taken apart (`explained`: `explain(rows)`, which the
+    decomposition's figure already drew, else computed here)."""
+    explained = explain(rows) if explained is None else explained  # its bootstraps, once per build
     tests = comparisons(rows)
     return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
             **acceptance_values(rows, searches), "outcomes_table": outcomes_table(rows),
