@@ -394,9 +394,9 @@ FRONT_MARKDOWN = ("front_sentence", "matched_table", "matched_sentence", "majori
 
 def front_values(m: Measured, ms: Sequence[Measured] = ()) -> dict:
     """The equal-compute section's glued values: the first model's Pareto front in a sentence, the matched table and
-    verdict of every model in `ms` (the first alone where `ms` is empty), and the comparison with the small-model
+    verdict of every model in `ms`, the smaller first (the first alone where `ms` is empty), and the comparison with the small-model
     study of majority voting (the first model)."""
-    every = list(ms) or [m]
+    every = sorted(list(ms) or [m], key=lambda x: model_size(x.config))  # smaller first, as every table
     return {"front_sentence": front_sentence(m.points), "matched_table": matched_table(every),
             "matched_sentence": matched_sentence(every), "matched_summary": matched_summary(every),
             "matched_k": m.matched_k[m.n_layers],

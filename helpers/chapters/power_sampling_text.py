@@ -27,7 +27,13 @@ from helpers.chapters.power_sampling import (
 )
 from helpers.core.numbers import counted, listed
 from helpers.data.model_sets import on_own_problems
-from helpers.data.published import REFERENCE_LOOP, REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
+from helpers.data.published import (
+    REFERENCE_LOOP,
+    REPORT_HEADLINE,
+    REPORT_IF_PROBLEMS,
+    REPORT_SETTINGS,
+    REPORT_SUBSET,
+)
 from helpers.evaluation.comparison import (
     comparisons_table,
 )
@@ -543,8 +549,8 @@ def size_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> d
               f"Each model was searched at {small_share} and {large_share} of its depth.")
     # one decimal: with two seeds a difference is often a half, and rounding each number on its own would print a
     # gap that is not the difference of the two differences beside it
-    gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
-           f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
+    gap = (f"The larger {values['size_large']}'s difference ({values['size_large_difference']:+.1f} points) minus the "
+           f"smaller {values['size_small']}'s ({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
     sentence = (f"{gap} (paired over the same {counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} "
                 + _sizes_capped(contrast.rows, checks) + _report_sizes())
     headline = f"{short[1]} {gap}, {dd.standing()}."
@@ -636,22 +642,23 @@ def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
              else "")
     finished = credited_gain(e)
     finishing = "" if finished is None else (
-        f", of which {finished:+.1f} points are answers that finished right (the rest are unfinished answers the grader "
-        "credits with a number they hold, not reasoning recovered)" if finished > 0 else
+        f", of which {finished:+.1f} points are answers that finished right; the rest are unfinished answers the "
+        "grader credits with a number they hold, not reasoning recovered" if finished > 0 else
         f", none of it answers that finished right (those moved by {finished:+.1f} points): unfinished answers the "
         "grader credits with a number they hold make all of it, not reasoning recovered")
     longer = (f", and under {check.cap} tokens {check.cost.points(1)} ({check.cost.standing()})"
               if check is not None and check.depth == e.cut.depth else "")
     return (f"On {e.full.model}, the cut to {e.cut.depth} of {e.full.n_layers} blocks costs greedy decoding "
-            f"{term('cut_cost')}{longer}; against greedy decoding at the same depth, power sampling moves accuracy by "
-            f"{term('recovery')} at the cut{finishing} and by {term('full_gain')} at full depth, a difference of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}"
-            f"{where}), {_mechanism(t['mechanism'])} (low temperature: {low['recovery'].points(1)} at the cut, "
-            f"{low['full_gain'].points(1)} at full depth).")
+            f"{term('cut_cost')}{longer}. Against greedy decoding at the same depth, power sampling moves accuracy by "
+            f"{term('recovery')} at the cut{finishing}. At full depth it moves it by {term('full_gain')}, a difference "
+            f"of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), {_mechanism(t['mechanism'])} (low "
+            f"temperature: {low['recovery'].points(1)} at the cut, {low['full_gain'].points(1)} at full depth).")
 
 
-CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a term read at a cap that cuts answers off, and of a gain
-# made mostly of unfinished answers the grader credits
-MARKS = {CAP_MARK: "read at a token cap that leaves many of the cut's answers unfinished",
+CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a point that sets the cut against the full model at a cap
+# that cuts the cut's answers off, and of a gain made mostly of unfinished answers the grader credits
+MARKS = {CAP_MARK: "sets the cut against the full model at a token cap that leaves many more of the cut's answers "
+                   "unfinished",
          CREDIT_MARK: "mostly unfinished answers the grader credits with a number they hold"}
 
 
@@ -667,15 +674,17 @@ def credited_gain(e: Explained) -> float | None:
 
 def caveats(explained: Sequence[Explained]) -> dict[str, dict[tuple[str, str], str]]:
     """The limits a point's reading carries, as Figure 4.5 marks them ({model: {(term, search): mark}}, the search
-    'greedy' for the cut's cost, which greedy alone measures): the cut's cost and both searches' headline where the cut
-    ends many more greedy answers unfinished at the token cap (`CAP_MARK`: every answer there is read through the same
-    window), MH's gain at the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`: counted for
-    MH's answers, not low temperature's)."""
+    'greedy' for the cut's cost, which greedy alone measures): every term that sets the cut against the full model
+    (the cut's cost, and both searches' mechanism and headline) where the cut ends many more greedy answers unfinished
+    at the token cap than the full model (`CAP_MARK`: the cap takes more from one side than the other), MH's gain at
+    the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`: counted for MH's answers, not low
+    temperature's)."""
     marks: dict[str, dict[tuple[str, str], str]] = {}
     for e in explained:
         mine = {}
         if _capped(_unfinished(e.full), _unfinished(e.cut)):
-            mine |= {("cut_cost", "greedy"): CAP_MARK} | {("headline", key): CAP_MARK for key, _ in SEARCHES}
+            mine |= {("cut_cost", "greedy"): CAP_MARK} | {(term, key): CAP_MARK for term in ("mechanism", "headline")
+                                                          for key, _ in SEARCHES}
         if credited_gain(e) is not None:
             mine[("recovery", "power")] = CREDIT_MARK
         if mine:
@@ -761,8 +770,9 @@ def _report_note(explained: Sequence[Explained]) -> str:
     verdict = "; ".join(part for part in (
         f"the MH − greedy {of(out)[4:]} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
         f"the MH − greedy {of(held)[4:]} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
-    return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens and "
-            f"answers of about 679 on average, at the depths its lens chose: not this build's models, problems or "
+    return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens (and "
+            f"the answer length of about {REPORT_SETTINGS['length']:.0f} tokens it took from Karan and Du's runs, not "
+            "measured on its own), at the depths its lens chose: not this build's models, problems or "
             f"settings, so they are set beside these intervals for scale only ({verdict}). Read literally, its "
             "\"Layer 26\" keeps all 28 blocks, and its gains are then search on the uncut model, chapter 04's "
             "*search at full depth* term.")

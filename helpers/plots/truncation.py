@@ -126,7 +126,7 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
     if not studies:
         return no_figure("This build ran no length study (length_cap is not set).")
     models = list(studies)
-    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 4.3), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], models, strict=True):
         a = studies[name]
         t = np.arange(0, a.cap + 1)
@@ -145,6 +145,7 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
                        if finished_within(r, a.cap)] + list(marks.values()) + [1])
         ax.set(xlabel=f"new tokens (decoded up to {a.cap})", title=name, xlim=(0, min(a.cap, 1.15 * longest)),
                ylim=(0, 101))
-        ax.legend(fontsize=7, loc="center right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False,
+                  handlelength=1.6, columnspacing=0.8)  # under the panel: inside, it sat on the cut's curves
     axes[0][0].set_ylabel("answers ended [%]")
     return finish(fig)

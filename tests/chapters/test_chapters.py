@@ -275,8 +275,8 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
                  replace(cut, model=name, size=size, scores={**cut.scores, "power": power})]
     values = power_sampling_text.size_values(rows)
     assert (values["size_small_difference"], values["size_large_difference"], values["size_gap"]) == (-7.5, -22.5, -15)
-    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
-    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
+    assert "difference (-22.5 points) minus the smaller small's (-7.5) is -15.0 points" in values["size_sentence"]
+    assert "difference (-22.5 points) minus the smaller small's (-7.5) is -15.0 points" in values["size_headline"]
     assert "Both models were searched at 83% of their depth." in values["size_sentence"]
     assert re.search(r"\(paired -22.5 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
                      values["size_headline"]), "the larger model's own difference, to the gap's decimal, and its standing"
@@ -653,7 +653,8 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     assert ("the cut's cost on big (at a cap that leaves 40% of its greedy answers at the cut unfinished; under 384 "
             "tokens -5 points [-15, +0], within its noise)") in summary
     assert power_sampling_text.caveats(explained)["big"] == {("cut_cost", "greedy"): "*", ("headline", "power"): "*",
-                                                        ("headline", "low"): "*"}  # both searches read at the cap
+                                                        ("headline", "low"): "*", ("mechanism", "power"): "*",
+                                                        ("mechanism", "low"): "*"}  # the cut against full
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
     assert "* **big.** Not at this cap: on this model" in verdict
     assert ("At 160 tokens the cut leaves 40% of greedy answers unfinished (0% at full depth); under 384 tokens (5%) it "
@@ -1046,11 +1047,11 @@ def test_the_skip_figures_say_which_problems_they_average_and_whether_those_have
 
     one = [Problem("arith-L1-0-0", "q", "1", level=1), Problem("arith-L2-0-0", "q", "2", level=2)]
     assert effective_depth_text.skip_scope(one) == (
-        "The skip figures average over 2 problems (arith-L1-0-0 and arith-L2-0-0), whose answers take 1 operation: "
+        "The skip figures take the maximum over 2 problems (arith-L1-0-0 and arith-L2-0-0), whose answers take 1 operation: "
         "single-step problems, so these figures show how a skip moves a one-step computation, not how a multi-step "
         "one is spread over the depth, as the papers' problems can.")
     assert effective_depth_text.skip_scope([Problem("arith-L5-0-0", "q", "1", level=5)]).endswith("take 3 operations.")
-    assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures average over 1 problem (gsm-1)."
+    assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures take the maximum over 1 problem (gsm-1)."
 
 
 def test_chapter_03s_summary_says_its_result_in_words_of_its_own():

@@ -94,7 +94,7 @@ def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_pat
     values = size_values(rows)
     assert values["size_small"] == str(small) and values["size_large"] == str(large)
     assert (values["size_small_depth"], values["size_large_depth"]) == (3, 5)
-    assert "minus the smaller's" in values["size_sentence"] and "(paired over the same 2 problems" in \
+    assert f"minus the smaller {small}'s" in values["size_sentence"] and "(paired over the same 2 problems" in \
         values["size_sentence"] and "The report's differences were +4 points" in values["size_sentence"]
     assert values["size_headline"].startswith(f"On {large}, power sampling at 5 of 6 blocks scored")
     assert "cannot ask whether the answer depends" in size_values([r for r in rows if r.model == str(small)])[
