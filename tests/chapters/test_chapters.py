@@ -540,7 +540,7 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
     why = power_sampling_text.answer_values(explained)["answer_why"]  # each model's paragraph: the front page's
     assert "On small, the cut to 5 of 6 blocks costs greedy decoding -10.0 points" in why
-    assert "against greedy decoding at the same depth, power sampling moves accuracy by +5.0 points" in why
+    assert "Against greedy decoding at the same depth, power sampling moves accuracy by +5.0 points" in why
     assert "(low temperature: +0.0 points [" in why  # the cheap way to sharpen, beside it, to MH's precision
     summary = values["decomposition_sentence"]  # the chapter reads the table across models, not number by number
     assert "-10.0" not in summary and "the cut's cost on big;" in summary  # -30 on 20 problems: larger than its noise
