@@ -192,8 +192,8 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     own = _own(sweeps)
     differ = any(own.values())
     rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
-            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) |",
-            "|---" * (8 if differ else 7) + "|"]
+            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) | lens cut points (stitch) |",
+            "|---" * (9 if differ else 8) + "|"]
     for s in sweeps.values():
         n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
         crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy
@@ -205,8 +205,19 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
                     f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
-                    f"{cn if cn is not None else '–'} | {best} |")
+                    f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
     return "\n".join(rows)
+
+
+def lens_cuts(s: Sweep) -> str:
+    """A model's lens cut points (chapter 02's rules on this chapter's problems, as blocks kept), each with the
+    stitched greedy accuracy there where the sweep decoded it, else said to lie outside the sweep."""
+    if not s.cuts:
+        return "none"
+    n, acc = len(s.full), s.accuracy.get("stitch", {})
+    low = min(acc, default=s.n_layers)
+    return ", ".join(f"{c}: {percent_with_interval(acc[c], n)}" if c in acc else
+                     f"{c}: below the sweep" if c < low else f"{c}: not swept" for c in sorted(s.cuts))
 
 
 def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:

@@ -93,13 +93,19 @@ def test_two_models_side_by_side():
     values = stitch_text.models_values({"toy": a, "brittle": b}, 0.5)
     assert values["critical_by_model"] == {"toy": 5, "brittle": 6}
     table = values["models_table"].splitlines()
-    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 |"
+    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 | 3: 0% [0–28] |"
+    assert table[3].endswith("| 3: 0% [0–28] |")  # the lens's cut at 3, which the sweep decoded
+    b.cuts = [2, 4]  # below the sweep's lowest depth (3), and between its depths (3, 5)
+    assert stitch_text.lens_cuts(b) == "2: below the sweep, 4: not swept"
     assert "toy can lose 1 of its 6 blocks" in values["models_sentence"]
     assert "brittle cannot lose a single block of its 6" in values["models_sentence"]
     plt = pytest.importorskip("matplotlib.pyplot")
     from helpers.plots import truncation as plots
-    plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
+    fig = plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
     assert plt.get_fignums() == []  # finished figures are closed, so they show once
+    marks = [line for line in fig.axes[0].lines if line.get_marker() == "^"]
+    assert [(tuple(m.get_xdata()), tuple(m.get_ydata()), m.get_markerfacecolor() == "white") for m in marks] == [
+        ((3,), (0.0,), False), ((4,), (0,), True), ((2,), (0,), True)]  # toy's cut at 3 decoded; brittle's 2 and 4 not
 
 
 def test_stitch_against_naive_is_paired_per_depth():
