@@ -812,7 +812,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
             f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
-            "(chapter 03 gives an interval for the first model it sweeps).")
+            "(chapter 03's table of models gives each one's bootstrap interval).")
 
 
 def fragile(d: PairedDifference) -> str:

@@ -159,12 +159,18 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
     return sentence
 
 
+def critical_span(s: Sweep, collapse_fraction: float) -> tuple[int, int] | None:
+    """The stitched critical depth's 95% bootstrap interval over the sweep's problems (`critical_interval`); None where
+    the sweep kept no per-problem outcomes or the full model solves nothing."""
+    if "stitch" not in s.outputs:
+        return None
+    return critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs["stitch"].items()},
+                             collapse_fraction)
+
+
 def _interval_sentence(s: Sweep, critical: int | None, collapse_fraction: float) -> str:
-    """The critical depth's 95% bootstrap interval over problems (`critical_interval`), and what a wide one means."""
-    if critical is None or "stitch" not in s.outputs:
-        return ""
-    found = critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs["stitch"].items()},
-                              collapse_fraction)
+    """The critical depth's 95% bootstrap interval over problems (`critical_span`), and what a wide one means."""
+    found = critical_span(s, collapse_fraction) if critical is not None else None
     if found is None:
         return ""
     lo, hi = found
@@ -191,7 +197,7 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     compare across rows)."""
     own = _own(sweeps)
     differ = any(own.values())
-    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
+    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) [95% interval] | "
             "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) | lens cut points (stitch) |",
             "|---" * (9 if differ else 8) + "|"]
     for s in sweeps.values():
@@ -204,9 +210,16 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{_with_span(cs, critical_span(s, collapse_fraction))} | {s.n_layers - cs if cs is not None else '–'} | "
                     f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
     return "\n".join(rows)
+
+
+def _with_span(critical: int | None, span: tuple[int, int] | None) -> str:
+    """'23 [22–24]': a critical depth with its bootstrap interval; '–' where there is none."""
+    if critical is None:
+        return "–"
+    return f"{critical} [{span[0]}–{span[1]}]" if span is not None else str(critical)
 
 
 def lens_cuts(s: Sweep) -> str:

@@ -93,7 +93,8 @@ def test_two_models_side_by_side():
     values = stitch_text.models_values({"toy": a, "brittle": b}, 0.5)
     assert values["critical_by_model"] == {"toy": 5, "brittle": 6}
     table = values["models_table"].splitlines()
-    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 | 3: 0% [0–28] |"
+    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 [4–6] | 1 | 6 | 35% [14–65] at 5 | 3: 0% [0–28] |"
+    assert "| brittle | 6 | 40% [17–69] | 6 [5–6] | 0 |" in table[3]  # 4 of 10 at full: one fewer moves it
     assert table[3].endswith("| 3: 0% [0–28] |")  # the lens's cut at 3, which the sweep decoded
     b.cuts = [2, 4]  # below the sweep's lowest depth (3), and between its depths (3, 5)
     assert stitch_text.lens_cuts(b) == "2: below the sweep, 4: not swept"
