@@ -21,7 +21,7 @@ from helpers.evaluation.comparison import (
     subset_size,
 )
 from helpers.evaluation.cost import model_cost, model_size, token_multiplier
-from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
+from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths, stored_cut_points
 from helpers.evaluation.decodes import (
     OUTCOMES,
     UNFINISHED,
@@ -233,6 +233,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
         n_layers = model.n_layers
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
+        if choice.sweep is not None:  # the lens's cut points, for the depth figure to mark
+            choice = replace(choice, cuts=stored_cut_points(model, name, choice.sweep, batch_size))
         plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
         seeds = depth_seeds(choice, seeds_at, n_seeds)
         decoded = sample_at_depths(model, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
@@ -489,6 +491,7 @@ class DepthAxis:
     why: str = ""  # why chapter 03's curve is not drawn ('' where it is)
     sweep_subset: SweepSubset | None = None  # where chapter 03 swept a part of these problems: which, and how easy
     subset_only: bool = False  # the curve is not drawn only because chapter 03 swept a part of these problems
+    cuts: tuple[int, ...] = ()  # chapter 03's lens cut points for this model (blocks kept), which the figure marks
 
 
 @dataclass(frozen=True)
@@ -553,7 +556,8 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
                 why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
                        f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
-                             choice.curve_problems if curve else 0, mine, why, part, subset_only))
+                             choice.curve_problems if curve else 0, mine, why, part, subset_only,
+                             choice.cuts if choice else ()))
     return out
 
 

@@ -328,6 +328,14 @@ def depth_axis_sentence(axes) -> str:
         easier = all(p.full_greedy > p.full_greedy_all for p in parts)
         text += (f" So {'each' if len(parts) > 1 else 'the'} critical depth was read on part of the problems it is "
                  "then tested on" + (", and on their easier part" if easier else "") + ".")
+    cut = [a for a in axes if a.cuts]
+    if cut:
+        def where(a) -> str:
+            below = a.critical is not None and all(c < a.critical for c in a.cuts)
+            return (f"{a.model} at {listed([str(c) for c in sorted(a.cuts)])} blocks"
+                    + (f", below its critical depth ({a.critical})" if below else ""))
+        text += (" The lens's cut points (chapter 02's two rules, read on chapter 03's problems) would cut "
+                 + "; ".join(where(a) for a in cut) + ".")
     return text
 
 

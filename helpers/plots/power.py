@@ -203,7 +203,8 @@ def depth_axis(axes, marks: dict[str, str] | None = None):
     """The report's Figure 2 across depth: per model (a panel each, smaller first), accuracy against blocks kept,
     chapter 03's stitched greedy curve where it ran on these problems (a line with its 95% band), this chapter's
     methods at each depth it searched (points with 95% Wilson intervals, side by side), and the critical depth (a
-    faint band). A method on a subset of the problems at some depth is drawn hollow there. `marks`: a suffix for a
+    faint band), with the lens's cut points (dotted lines where they fall on the panel's depths, else named at its
+    left edge). A method on a subset of the problems at some depth is drawn hollow there. `marks`: a suffix for a
     model's panel title, as in `method_bars`."""
     from helpers.evaluation.stats import wilson
 
@@ -234,6 +235,15 @@ def depth_axis(axes, marks: dict[str, str] | None = None):
             ax.set_ylim(top=112)  # room above 100% for the band's name, clear of every interval
             ax.annotate(f"critical: {a.critical}", (a.critical, 106), fontsize=7, color="0.35", ha="center",
                         va="center")
+        shown = [r.depth for r in a.rows] + list(a.curve)
+        inside = [c for c in a.cuts if min(shown) - 0.5 <= c <= max(shown)]
+        below = [c for c in a.cuts if c not in inside]
+        for c in inside:  # where the lens would cut, on the depths the panel draws
+            ax.axvline(c, color="0.45", ls=":", lw=1, zorder=0)
+            ax.annotate("lens cut", (c, 99), fontsize=7, color="0.35", ha="center", va="center")
+        if below:  # far below the depths searched: named, not drawn to scale
+            ax.annotate("← lens cut" + ("s" if len(below) > 1 else "") + " at " + ", ".join(map(str, sorted(below))),
+                        (0.02, 0.03), xycoords="axes fraction", fontsize=7, color="0.35", ha="left", va="bottom")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set(title=a.model + (marks or {}).get(a.model, ""), xlabel=f"blocks kept (of {a.n_layers})")
     panels[0][0].set_ylabel("accuracy (%)")

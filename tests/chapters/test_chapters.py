@@ -981,6 +981,16 @@ def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_se
         "The line is chapter 03's stitched greedy sweep on these same problems, for toy (4–6 blocks, 20 problems).")
     fig = depth_axis(axes)
     assert [line.get_label() for line in fig.axes[0].get_lines()][:1] == ["greedy, chapter 03's sweep"]
+    lens = power_sampling.depth_axes([dataclasses.replace(r, choice=dataclasses.replace(choice, cuts=(2, 5)))
+                                      for r in rows], max_new_tokens=160, shots=2)
+    assert lens[0].cuts == (2, 5) and power_sampling_text.depth_axis_sentence(lens).endswith(
+        "The lens's cut points (chapter 02's two rules, read on chapter 03's problems) would cut toy at 2 and 5 blocks.")
+    notes = [t.get_text() for t in depth_axis(lens).axes[0].texts]
+    assert "lens cut" in notes and "← lens cut at 2" in notes  # 5 on the panel's depths, 2 below them
+    below = dataclasses.replace(choice, cuts=(3,))
+    assert power_sampling_text.depth_axis_sentence(power_sampling.depth_axes(
+        [dataclasses.replace(r, choice=below) for r in rows], max_new_tokens=160, shots=2)).endswith(
+        "would cut toy at 3 blocks, below its critical depth (5).")
     longer = power_sampling.depth_axes(rows, max_new_tokens=384, shots=2)  # another cap: another measurement
     assert longer[0].curve == {} and "at 160 new tokens, not this chapter's 20 at 384" in longer[0].why
     assert "Chapter 03's sweep is not drawn for toy (chapter 03 swept 20 problems" in \
@@ -1080,7 +1090,7 @@ def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_probl
     def axis(model, easy):
         part = SweepSubset(16, 100, easy, 0.4)
         return SimpleNamespace(model=model, curve={}, sweep_subset=part, why=f"chapter 03 swept {part.describe()}",
-                               subset_only=True)
+                               subset_only=True, cuts=())
 
     sentence = power_sampling_text.depth_axis_sentence([axis("a", 0.5), axis("b", 0.6)])
     assert sentence == ("Chapter 03's sweep is not drawn: for a and b it ran on the first 16 of these 100 problems, "
