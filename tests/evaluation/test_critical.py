@@ -146,3 +146,6 @@ def test_a_floor_sweep_is_keyed_apart_and_a_sweep_without_one_keeps_its_key():
     floored = SweepSettings.from_parameters({**values, "floor_fraction": 0.25})
     assert floored.key() == {**values, "floor_fraction": 0.25} and floored.parameters()["floor_fraction"] == 0.25
     assert SweepSettings.from_parameters(floored.parameters()) == floored
+    lens = SweepSettings.from_parameters({**values, "lens_per_level": 8})  # where the cut points' lens read
+    assert lens.key() == values and lens.parameters()["lens_per_level"] == 8  # no critical depth moves with it
+    assert SweepSettings.from_parameters(lens.parameters()) == lens  # chapters 04-05 get it with the settings
