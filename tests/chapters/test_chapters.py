@@ -916,7 +916,7 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
 
     rates = {f: SimpleNamespace(prompt_tokens_per_s=p, decode_tokens_per_s=d)
              for f, p, d in (("float32", 700.0, 50.0), ("bfloat16", 1400.0, 103.5))}
-    speed = SimpleNamespace(by_rows={8: rates}, max_new_tokens=48,
+    speed = SimpleNamespace(by_rows={8: rates}, max_new_tokens=48, others=0.05,
                             ratio=lambda rows, part: {"decode": 2.07, "prompt": 2.0}[part])
     c = SimpleNamespace(model="m", auto="float32", auto_reason="no measurement of this model on this machine",
                         speed=speed, speed_asked=8)
@@ -925,6 +925,34 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
     assert "takes float32 for m on this machine all the same" in sentence and "not this chapter's short timing" in sentence
     c.auto = "bfloat16"
     assert "all the same" not in precision_text.speed_values(c)["dtype_speed_sentence"]
+    assert "Other processes" not in sentence  # 5% of the cores used by others: a quiet machine, nothing said
+    speed.others = 0.48  # a build that shared its machine says its rates are that moment's
+    shared = precision_text.speed_values(c)
+    assert "Other processes used 48% of the machine's cores while these timings ran" in shared["dtype_speed_sentence"]
+    assert shared["dtype_speed_summary"].startswith("While other processes used 48% of this build's machine, bfloat16 "
+                                                    "decoded at 2.07 times float32's rate (that moment's rate")
+
+
+def test_a_window_measures_the_share_of_the_cores_other_processes_used():
+    """The timing window counts other processes' CPU time: a child process spinning on a core while this one sleeps
+    is a core's share of the machine."""
+    import subprocess
+    import sys
+
+    from helpers.core.contention import Window
+
+    if not __import__("pathlib").Path("/proc/stat").exists():
+        pytest.skip("no /proc/stat: the share is unknown off Linux")
+    with Window() as alone:
+        sum(i * i for i in range(3_000_000))  # this process's own work
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with Window() as shared:
+            __import__("time").sleep(1.0)
+    finally:
+        child.kill()
+    assert alone.others is not None and 0 <= alone.others <= 1  # others may run beside a test: no more is certain
+    assert shared.others >= 0.9 / (__import__("os").cpu_count() or 1) - 0.1  # one core of the machine's, at least
 
 
 def test_the_pass_at_k_sentence_says_where_the_search_rose_less_and_what_that_suggests():
