@@ -1047,13 +1047,20 @@ def _sharper(base: DepthRow, tuned: Sequence[DepthRow], them: str = "them") -> s
 PREMISE_GAINS = (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature"))
 
 
+def _gain(r: DepthRow, other: str) -> float:
+    """MH's mean gain over `other` at `r`, in points, over the problems both ran: the point estimate that is set beside
+    other models' (no interval: gains of different models do not pair, so none is tested against another)."""
+    a, b = r.scores["power"], r.scores[other]
+    n = min(len(a), len(b))
+    return 100 * (sum(a[:n]) - sum(b[:n])) / n
+
+
 def _premise_reading(base: DepthRow, tuned: Sequence[DepthRow]) -> tuple[str, str]:
     """Where the base model's three gains at full depth lie beside the instruction-tuned models' (point estimates,
     each model on its own problems) and what that says of the premise's prediction."""
     sides = {}
     for other, name in PREMISE_GAINS:
-        mine = 100 * base.paired("power", other_key=other).mean
-        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        mine, theirs = _gain(base, other), [_gain(t, other) for t in tuned]
         sides[name] = ("above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs)
                        else "within")
     grouped = {side: [name.removeprefix("MH − ") for name, s in sides.items() if s == side]
@@ -1075,7 +1082,7 @@ def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[Dept
     parts = []
     for other, name in PREMISE_GAINS:
         d = base.paired("power", other_key=other)
-        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        theirs = [_gain(t, other) for t in tuned]
         parts.append(f"{name} {d.points(1)} ({d.standing()}" + (f"; theirs {_range(theirs, '+.1f')})" if theirs else ")"))
     text = "At full depth its gains are " + listed(parts)
     if cut:
