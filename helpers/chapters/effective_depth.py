@@ -296,5 +296,8 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
 
 
 def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:
-    """Per-problem lens curves of every model, for `helpers.plots.lens.lens_curves`."""
-    return {name: per_problem_lens(r) for name, r in results.items()}
+    """Per-problem lens curves of every model, for `helpers.plots.lens.lens_curves`, with the curves the effective-depth
+    rules read (`kl_line`, `overlap_line`: the chapter's `reduction`, every token alike by default) as the lines, so
+    that the marked depths are crossings of the line drawn."""
+    return {name: {**per_problem_lens(r), "kl_line": np.asarray(r.curves["kl"]),
+                   "overlap_line": np.asarray(r.curves["overlap"])} for name, r in results.items()}
