@@ -7,7 +7,7 @@ import time
 
 
 def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens: int, block_size: int,
-                   shots: int, repeats: int = 2, gather_above: float = 0.125) -> dict:
+                   shots: int, repeats: int = 2, gather_above: float = 0.125, dtype: str = "auto") -> dict:
     """SMC on `groups` problems × `particles` particles (one batch), resampling checks every `block_size` tokens:
     decoded tokens/s with waiting slots riding along (`gather_above` = 1, never gather) and left out of the pass
     (the engine's setting, `gather_above`); the same seeds, so both decode the same tokens up to rounding."""
@@ -22,7 +22,7 @@ def bench_barriers(model_name: str, groups: int, particles: int, max_new_tokens:
         if not is_count(value, 1):
             raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     target, cfg = Target(2.0, max_new_tokens), SMCConfig(particles=particles, block_size=block_size).validate()
-    handle = load_model(model_name)
+    handle = load_model(model_name, dtype=dtype)
     model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     stops, prompts, seeds = inputs(model, tokenizer, (3, 4), groups, shots, 0)
     run_smc(make_engine("slot", model), prompts[:1], stops, Target(2.0, 4), SMCConfig(particles=2, block_size=2),

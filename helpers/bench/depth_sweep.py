@@ -11,7 +11,7 @@ import torch
 @torch.inference_mode()
 def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16, span: int = 4,
                       max_new_tokens: int = 160, shots: int = 2, levels: tuple[int, ...] = (5, 6),
-                      seed: int = 0) -> dict:
+                      seed: int = 0, dtype: str = "auto") -> dict:
     """Greedy decodes of `problems` problems at every stitched and naive depth of the last `span` below the full
     one (the full depth once): one run per truncation of `problems` rows, then all of them in one mixed run.
 
@@ -29,7 +29,7 @@ def bench_depth_sweep(model_name: str = "qwen2.5-coder-0.5b", problems: int = 16
 
     if not is_count(problems, 1) or not is_count(span, 1):
         raise ValueError(f"--problems and --span must be integers of at least 1, got {problems!r} and {span!r}")
-    handle = load_model(model_name)
+    handle = load_model(model_name, dtype=dtype)
     model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     L = info.n_layers
     variants = [("stitch", L)] + [(m, d) for m in ("stitch", "naive") for d in range(max(L - span, 2), L)]

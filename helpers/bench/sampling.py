@@ -28,7 +28,8 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
                    max_new_tokens: int = 48, block_size: int = 16, mcmc_steps: int = 2, alpha: float = 4.0,
                    shots: int = 2, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4),
                    baseline: bool = True, repeats: int = 2, engines: tuple[str, ...] = ("slot",),
-                   particles: int = 4, where: tuple[str, ...] = (), jobs: tuple[str, ...] | None = None) -> dict:
+                   particles: int = 4, where: tuple[str, ...] = (), jobs: tuple[str, ...] | None = None,
+                   dtype: str = "auto") -> dict:
     """Power sampling beside the published sampler, batched `generate` and plain sampling, per model and batch.
 
     For each model and each problem count n (all n chains in one batch; the first n problems, levels taken in
@@ -91,7 +92,7 @@ def bench_sampling(models: tuple[str, ...] = ("smollm2-135m",), problems: tuple[
                           for k, v in SAMPLING_TARGETS.items()},
               "models": {}}
     for name in models:
-        handle = load_model(name)
+        handle = load_model(name, dtype=dtype)
         model, tokenizer, info = handle.module, handle.tokenizer, handle.info
         report["models"][info.name] = {"dtype": info.dtype, **_bench_model(model, tokenizer, s, problems, shots,
                                                                              seed, levels, baseline, repeats, where,

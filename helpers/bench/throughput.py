@@ -12,7 +12,8 @@ from helpers.bench.common import machine
 
 @torch.no_grad()  # for the run only: a caller's autograd mode is left as it was
 def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
-                     max_new_tokens: int = 32, shots: int = 2, with_generate: bool = True) -> dict:
+                     max_new_tokens: int = 32, shots: int = 2, with_generate: bool = True,
+                     dtype: str = "auto") -> dict:
     """Greedy decode throughput per batch size: our decode loop beside `transformers`' `generate` (left-padded).
 
     Each batch decodes exactly `max_new_tokens` tokens per row (no stop tokens), so both sides do the same work;
@@ -23,7 +24,7 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     from helpers.models.loading import load_model
     from helpers.samplers.plain import decode
 
-    handle = load_model(model_name)
+    handle = load_model(model_name, dtype=dtype)
     model, tokenizer, info = handle.module, handle.tokenizer, handle.info
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
     warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]

@@ -7,11 +7,11 @@ May import: core, results, data, models, interp, engines, samplers, evaluation, 
 from __future__ import annotations
 
 
-def start(seed: int, dtype: str | None = None) -> None:
-    """A chapter's first call: its kernel quieted (`quiet_host`), the book's figure style, python/numpy/torch seeded
-    with `seed`, and the number format its models load in (`dtype`: 'auto', 'float32' or 'bfloat16'; None leaves the process's choice)."""
+def start(seed: int) -> None:
+    """A chapter's first call: its kernel quieted (`quiet_host`), the book's figure style, and python/numpy/torch
+    seeded with `seed`. The number format models load in is no process setting: each call that loads a model takes
+    the notebook's `dtype` parameter."""
     from helpers.core.quiet import quiet_host
-    from helpers.models import precision
     from helpers.plots import style
     from helpers.results import origin, usage
 
@@ -19,5 +19,3 @@ def start(seed: int, dtype: str | None = None) -> None:
     usage.report_at_exit()  # run by the book's runner: what this kernel reused and computed, written as it exits
     origin.read_now()  # the records this kernel stores name the code it started with
     style.setup(seed)
-    if dtype is not None:
-        precision.use(dtype)

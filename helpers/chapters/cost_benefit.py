@@ -179,7 +179,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
             n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int, matched: bool = True,
             engine: str = "slot", search_problems: int | None = None, power_subsets: dict[str, int] | None = None,
             critical_sweep: SweepSettings | dict | None = None,
-            seeds_at: Mapping[int | str, int] | None = None) -> Measured:
+            seeds_at: Mapping[int | str, int] | None = None, dtype: str = "auto") -> Measured:
     """Read chapter 04's decodes of `name` at every depth (decoding only what is missing) and price them.
 
     With `matched`, temperature-1 sampling is extended to k samples per problem, k = ceil(power tokens per
@@ -195,7 +195,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     """
     mh_subset = power_subset(power_subsets, name)
     problems = search_order(problems_of(problems, name), subset_size(search_problems, power_subsets))
-    model = load_model(name)
+    model = load_model(name, dtype=dtype)
     L = model.n_layers
     settings = chapter_settings(searches, max_new_tokens=max_new_tokens, shots=shots, seed=seed)
     power, smc = searches.power, searches.smc
@@ -323,7 +323,7 @@ def savings_curves(configs: dict, context: float) -> dict[str, dict[str, np.ndar
     return out
 
 
-def build_configs(names: Sequence[str], measured: Sequence[Measured] = ()) -> dict:
+def build_configs(names: Sequence[str], measured: Sequence[Measured] = (), dtype: str = "auto") -> dict:
     """The configs of the models `measured` priced and of `names` (those `measured` already holds reused, the others
     loaded), then of the report's two models (from their published sizes)."""
     known = {m.model: m.config for m in measured}
@@ -332,7 +332,7 @@ def build_configs(names: Sequence[str], measured: Sequence[Measured] = ()) -> di
         if name in known:
             configs[name] = known[name]
             continue
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         configs[name] = model.config
         del model
     return {**configs, **qwen25_math_configs()}

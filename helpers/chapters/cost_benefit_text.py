@@ -36,6 +36,7 @@ from helpers.evaluation.cost import (
     break_even_depth,
     flops_share,
     model_cost,
+    model_size,
 )
 from helpers.evaluation.stats import percent_with_interval
 from helpers.samplers.power import PowerConfig
@@ -75,13 +76,13 @@ def exercise_values(m: Measured, profile: str) -> dict:
 
 def savings_table(configs: dict, context: float, multipliers: dict[str, float],
                   contexts: Mapping[str, float] | None = None) -> str:
-    """Per model: what removing one and two blocks saves, and the break-even depth at each multiplier; each model
+    """Per model, the smaller first: what removing one and two blocks saves, and the break-even depth at each multiplier; each model
     this build measured at its own mean context (`contexts`, so that its shares are the sizes section's), the
     others at `context`."""
     heads = list(multipliers)
     lines = ["| model | blocks | saved by −1 block | saved by −2 blocks | unembedding share | "
              + " | ".join(f"break-even depth at {h}" for h in heads) + " |", "|---" * (5 + len(heads)) + "|"]
-    for name, config in configs.items():
+    for name, config in sorted(configs.items(), key=lambda item: model_size(item[1])):  # smaller first
         at = (contexts or {}).get(name, context)
         L = Shape.of(config).layers
         c = model_cost(config, L, at)
@@ -181,6 +182,13 @@ def cost_lead(costs: Sequence[SizeCost]) -> str:
             "need (chapter 05 prices each size).")
 
 
+def cost_short(costs: Sequence[SizeCost]) -> str:
+    """The cost half of the front page's answer in a word: "no" where at no size the blocks removed save what the
+    search costs, "yes" where they do at every size, else the sizes where they do."""
+    paid = [c.model for c in costs if c.needed <= c.saved]
+    return "no" if not paid else "yes" if len(paid) == len(costs) else f"only on {listed(paid)}"
+
+
 def size_cost_values(measured: Sequence[Measured]) -> dict:
     """The sizes section's glued table and sentence, the front page's cost sentence (`cost_answer`), and the first
     model's unembedding share (the comparison with the report quotes it)."""
@@ -199,7 +207,8 @@ def size_cost_values(measured: Sequence[Measured]) -> dict:
                      "at no size do the blocks this build removed save what the search costs.")
     first = size_cost(measured[0])
     return {"size_cost_table": size_cost_table(costs), "size_cost_sentence": sentence,
-            "cost_answer": answer, "cost_lead": cost_lead(costs), "build_model": first.model,
+            "cost_answer": answer, "cost_lead": cost_lead(costs), "cost_short": cost_short(costs),
+            "build_model": first.model,
             "build_unembedding": 100 * first.unembedding}
 
 
@@ -385,9 +394,9 @@ FRONT_MARKDOWN = ("front_sentence", "matched_table", "matched_sentence", "majori
 
 def front_values(m: Measured, ms: Sequence[Measured] = ()) -> dict:
     """The equal-compute section's glued values: the first model's Pareto front in a sentence, the matched table and
-    verdict of every model in `ms` (the first alone where `ms` is empty), and the comparison with the small-model
+    verdict of every model in `ms`, the smaller first (the first alone where `ms` is empty), and the comparison with the small-model
     study of majority voting (the first model)."""
-    every = list(ms) or [m]
+    every = sorted(list(ms) or [m], key=lambda x: model_size(x.config))  # smaller first, as every table
     return {"front_sentence": front_sentence(m.points), "matched_table": matched_table(every),
             "matched_sentence": matched_sentence(every), "matched_summary": matched_summary(every),
             "matched_k": m.matched_k[m.n_layers],

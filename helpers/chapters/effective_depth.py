@@ -95,11 +95,11 @@ class ModelStudy:
 
 def study(models: Sequence[str], sel: Selection, *, seed: int, reduction: str, kl_fraction: float,
           overlap_threshold: float, skip_parts: Sequence[str], n_splits: int, depth_splits: int, ig_steps: int,
-          ig_components: Sequence[str], probe_stride: int) -> dict[str, ModelStudy]:
+          ig_components: Sequence[str], probe_stride: int, dtype: str = "auto") -> dict[str, ModelStudy]:
     """Run (or read from the store) every analysis of the chapter for every model."""
     results = {}
     for name in models:
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         info = model.info
         records = profiles(model, sel.problems)
         levels = sorted({p.level for p in sel.problems}, key=lambda v: (v is None, v))
@@ -271,7 +271,8 @@ def next_layer_error(maps: LinearMaps) -> float:
     return float(np.mean([maps.errors[i, i + 1] for i in range(ls)]))
 
 
-def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int) -> LinearMaps:
+def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem], map_tokens: int,
+                dtype: str = "auto") -> LinearMaps:
     """The maps between two models with one tokenizer (or a model and itself, as a sanity check), read from the store
     (and the release) where fitted before: each model is loaded once to name it and its texts, and again only to fit.
     """
@@ -280,7 +281,7 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
     pair = list(map_models) if len(map_models) == 2 else [fallback, fallback]
     texts, first_tokenizer, identities = None, None, []
     for name in dict.fromkeys(pair):
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         tokenizer = model.tokenizer
         identities.append(model.identity())
         if texts is None:
@@ -290,10 +291,13 @@ def linear_maps(map_models: Sequence[str], fallback: str, pool: Sequence[Problem
         del model
     run = Run(LAYER_MAPS, {"source": identities[0], "target": identities[-1], "map_tokens": map_tokens})
     found = run.compute(f"maps@{digest(*(','.join(map(str, ids)) for ids in texts))}",
-                        lambda: fit_layer_maps(pair, pool, map_tokens, load_model))
+                        lambda: fit_layer_maps(pair, pool, map_tokens, lambda n: load_model(n, dtype=dtype)))
     return LinearMaps(pair, np.array(found["errors"]), found["train_tokens"], found["input_dims"])
 
 
 def lens_by_model(results: dict[str, ModelStudy]) -> dict[str, dict[str, np.ndarray]]:
-    """Per-problem lens curves of every model, for `helpers.plots.lens.lens_curves`."""
-    return {name: per_problem_lens(r) for name, r in results.items()}
+    """Per-problem lens curves of every model, for `helpers.plots.lens.lens_curves`, with the curves the effective-depth
+    rules read (`kl_line`, `overlap_line`: the chapter's `reduction`, every token alike by default) as the lines, so
+    that the marked depths are crossings of the line drawn."""
+    return {name: {**per_problem_lens(r), "kl_line": np.asarray(r.curves["kl"]),
+                   "overlap_line": np.asarray(r.curves["overlap"])} for name, r in results.items()}

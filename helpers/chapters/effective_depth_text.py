@@ -150,7 +150,8 @@ def effective_depth_line(results: dict[str, ModelStudy]) -> str:
     """Each model's three effective depths in a sentence (the study's first result, before the sections explain it):
     'qwen2.5-coder-0.5b (24 blocks): cosine 13, KL 19, top-5 overlap 21.'"""
     return ("Effective depth by each rule (a layer counted from 0, as Hu et al. count it: for the cosine rule the "
-            "block whose update turns, for the two lens rules the residual stream entering block l, which l blocks "
+            "last block whose update still opposes the residual before the mean cosine turns non-negative for good, "
+            "for the two lens rules the residual stream entering block l, which l blocks "
             "produce, so chapter 02's cut points keep that same number of blocks): ") + "; ".join(
         f"{name} ({r.n_layers} blocks): " + ", ".join(
             f"{RULE_NAMES[k]} {'not reached' if r.ed['effective_depth'][k] is None else r.ed['effective_depth'][k]}"
@@ -213,9 +214,9 @@ def map_values(maps: LinearMaps) -> dict:
 
 
 def skip_scope(problems) -> str:
-    """Which problems the layer-skip heat-maps average over, and, for generated arithmetic, how many operations each
+    """Which problems the layer-skip heat-maps take their maximum over, and, for generated arithmetic, how many operations each
     answer takes: on single-step problems the future effects cannot show how a multi-step computation is spread."""
-    text = f"The skip figures average over {counted(len(problems), 'problem')} ({listed([p.id for p in problems])})"
+    text = f"The skip figures take the maximum over {counted(len(problems), 'problem')} ({listed([p.id for p in problems])})"
     if not problems or not all(p.id.startswith("arith-") and p.level in LEVELS for p in problems):
         return text + "."
     steps = sorted({LEVELS[p.level].n_ops for p in problems})

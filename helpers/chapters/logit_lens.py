@@ -39,11 +39,11 @@ class LensStudy:
 
 def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_tokens: int, shots: int,
                batch_size: int, kl_fraction: float, overlap_threshold: float,
-               explorer_positions: int) -> LensStudy:
+               explorer_positions: int, dtype: str = "auto") -> LensStudy:
     """For each model: solve, read the lens over its own (and, where given, the gold) solutions, find the cuts."""
     study = LensStudy()
     for name in models:
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         tokenizer, info = model.tokenizer, model.info
         solved = solutions_and_lens(model, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size)

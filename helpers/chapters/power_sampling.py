@@ -21,7 +21,7 @@ from helpers.evaluation.comparison import (
     subset_size,
 )
 from helpers.evaluation.cost import model_cost, model_size, token_multiplier
-from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths
+from helpers.evaluation.critical import DepthChoice, SweepSettings, choose_depths, stored_cut_points
 from helpers.evaluation.decodes import (
     OUTCOMES,
     UNFINISHED,
@@ -202,7 +202,8 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                     batch_size: int, engine: str = "slot", search_problems: int | None = None,
                     power_subsets: dict[str, int] | None = None,
                     critical_sweep: SweepSettings | dict | None = None,
-                    seeds_at: Mapping[int | str, int] | None = None, longer_cap: int | None = None) -> list[DepthRow]:
+                    seeds_at: Mapping[int | str, int] | None = None, longer_cap: int | None = None,
+                    dtype: str = "auto") -> list[DepthRow]:
     """Greedy, low temperature (T = 1/α), T = 1 (best-of-k, majority), power sampling by MH and by SMC at every
     depth.
 
@@ -228,10 +229,12 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
     sweep = SweepSettings.from_parameters(critical_sweep) if isinstance(critical_sweep, dict) else critical_sweep
     for name in models:
         order = search_order(problems_of(problems, name), size)
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         n_layers = model.n_layers
         full_flops = model_cost(model.config).flops_per_token
         choice = choose_depths(model, name, n_layers, depths, sweep)
+        if choice.sweep is not None:  # the lens's cut points, for the depth figure to mark
+            choice = replace(choice, cuts=stored_cut_points(model, name, choice.sweep, batch_size))
         plan = depth_plan(n_layers, list(choice.depths), search_problems, power_subset(power_subsets, name))
         seeds = depth_seeds(choice, seeds_at, n_seeds)
         decoded = sample_at_depths(model, order, settings, list(plan), limits=plan, n_seeds=n_seeds,
@@ -278,10 +281,10 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
 
 def comparisons(rows: Sequence[DepthRow]) -> list[tuple[str, str, PairedDifference]]:
     """(model, label, paired difference) of power sampling against low-temperature sampling at every depth of every
-    model: whether sampling p^α differs from sharpening each token, the one comparison the decomposition and the SMC
+    model, the smaller first: whether sampling p^α differs from sharpening each token, the one comparison the decomposition and the SMC
     table do not already make."""
     return [(r.model, f"power − low temperature, both at {r.depth}", paired_prefix(r.scores["power"], r.scores["low"]))
-            for mine in per_model(rows) for r in mine]
+            for mine in per_model(rows, by_size=True) for r in mine]
 
 
 @dataclass
@@ -319,8 +322,8 @@ class StepsSweep:
 
 def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None, searches: Searches,
                 steps: Sequence[int], *, n_seeds: int, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-                engine: str = "slot", search_problems: int | None = None, other_mode: bool = True
-                ) -> StepsSweep:
+                engine: str = "slot", search_problems: int | None = None, other_mode: bool = True,
+                dtype: str = "auto") -> StepsSweep:
     """Does N matter? MH power sampling of `model_name` stitched to `depth` blocks (None: one below full) with each
     number of steps per block in `steps`, all else as `searches`' MH settings, on the first `search_problems` problems of the
     chapters' order (all: None); with `other_mode`, the other MH mode at the chapter's N too. Runs the chapter
@@ -329,7 +332,7 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
         raise ValueError(f"steps must be a non-empty list of integers of at least 0 (MH steps per block), got "
                          f"{steps!r}")
     subset = search_order(problems, search_problems)[:search_problems]
-    model = load_model(model_name)
+    model = load_model(model_name, dtype=dtype)
     n_layers = model.n_layers
     depth = n_layers - 1 if depth is None else depth
     m = model.at_depth(depth)
@@ -488,6 +491,7 @@ class DepthAxis:
     why: str = ""  # why chapter 03's curve is not drawn ('' where it is)
     sweep_subset: SweepSubset | None = None  # where chapter 03 swept a part of these problems: which, and how easy
     subset_only: bool = False  # the curve is not drawn only because chapter 03 swept a part of these problems
+    cuts: tuple[int, ...] = ()  # chapter 03's lens cut points for this model (blocks kept), which the figure marks
 
 
 @dataclass(frozen=True)
@@ -552,7 +556,8 @@ def depth_axes(rows: Sequence[DepthRow], *, max_new_tokens: int, shots: int) -> 
                 why = (f"chapter 03 swept {counted(len(theirs), 'problem')} at {sweep.max_new_tokens} new tokens, "
                        f"not this chapter's {mine[0].n_problems} at {max_new_tokens}")
         out.append(DepthAxis(model, mine[0].n_layers, choice.critical if choice else None, curve,
-                             choice.curve_problems if curve else 0, mine, why, part, subset_only))
+                             choice.curve_problems if curve else 0, mine, why, part, subset_only,
+                             choice.cuts if choice else ()))
     return out
 
 
@@ -573,7 +578,7 @@ def excluded_gains(d: PairedDifference) -> dict[str, float]:
 
 def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]] | None, dataset: str, n: int,
                 searches: Searches, *, max_new_tokens: int, shots: int, seed: int, batch_size: int,
-                engine: str = "slot") -> list[LevelScan]:
+                engine: str = "slot", dtype: str = "auto") -> list[LevelScan]:
     """For each model `model_levels` names, in `models`' order: its greedy accuracy at full depth on the first `n`
     problems of every level of `dataset` (none where no model has levels of its own)."""
     named = [m for m in models if m in (model_levels or {})]
@@ -583,7 +588,7 @@ def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]]
     pool = per_level(load_problems(dataset, n=n if dataset == "arithmetic" else None, seed=seed), n)  # one for all
     scans = []
     for name in named:
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         runs = sample_at_depths(model, pool, greedy, [("stitch", model.n_layers)], n_seeds=1,
                                 batch_size=batch_size, engine=engine)
         scans.append(level_scan(name, pool, runs[("stitch", model.n_layers)]["greedy"], model_levels[name]))

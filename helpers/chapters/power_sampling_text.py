@@ -27,7 +27,13 @@ from helpers.chapters.power_sampling import (
 )
 from helpers.core.numbers import counted, listed
 from helpers.data.model_sets import on_own_problems
-from helpers.data.published import REFERENCE_LOOP, REPORT_HEADLINE, REPORT_IF_PROBLEMS, REPORT_SUBSET
+from helpers.data.published import (
+    REFERENCE_LOOP,
+    REPORT_HEADLINE,
+    REPORT_IF_PROBLEMS,
+    REPORT_SETTINGS,
+    REPORT_SUBSET,
+)
 from helpers.evaluation.comparison import (
     comparisons_table,
 )
@@ -122,7 +128,7 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
 
 def failure_sentence(rows: Sequence[DepthRow]) -> str:
     """Where each model's power samples fail at its deepest truncation, against its full model."""
-    parts = [_failure(mine) for mine in per_model(rows)]
+    parts = [_failure(mine) for mine in per_model(rows, by_size=True)]
     said = [p for p in parts if p]
     if not said:
         return "No truncated depth was tested, so there is no failure to compare."
@@ -234,8 +240,8 @@ def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -
     is more than noise, and where a longer cap (`checks`, `longer_caps`) ran, what it says of the cut's cost. `answer`
     and `headline` are the first model's, which the front page falls back on."""
     check = {c.model: c for c in checks}
-    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows)]
-    first = verdicts[0]
+    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows, by_size=True)]
+    first = next(v for v in verdicts if v["model"] == rows[0].model)  # the profile's first model's
     if len(verdicts) == 1:
         sentence = first["sentence"]
     else:
@@ -322,6 +328,14 @@ def depth_axis_sentence(axes) -> str:
         easier = all(p.full_greedy > p.full_greedy_all for p in parts)
         text += (f" So {'each' if len(parts) > 1 else 'the'} critical depth was read on part of the problems it is "
                  "then tested on" + (", and on their easier part" if easier else "") + ".")
+    cut = [a for a in axes if a.cuts]
+    if cut:
+        def where(a) -> str:
+            below = a.critical is not None and all(c < a.critical for c in a.cuts)
+            return (f"{a.model} at {listed([str(c) for c in sorted(a.cuts)])} blocks"
+                    + (f", below its critical depth ({a.critical})" if below else ""))
+        text += (" The lens's cut points (chapter 02's two rules, read on chapter 03's problems) would cut "
+                 + "; ".join(where(a) for a in cut) + ".")
     return text
 
 
@@ -353,7 +367,7 @@ def acceptance_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
     """What the chains did, for the notebook's sentence (whose frame names α, B, N and the mode, `settings_values`):
     the share of proposals accepted at each depth of each model (`acceptance_rates`), and what that says of how far
     the chains moved (`acceptance_reading`)."""
-    groups = per_model(rows)
+    groups = per_model(rows, by_size=True)
     rates = [(mine[0].model, ", ".join(f"{100 * r.acceptance:.0f}% at {r.depth} blocks" for r in mine
                                        if r.acceptance == r.acceptance)) for mine in groups]
     rates = [(m, text) for m, text in rates if text]
@@ -376,7 +390,7 @@ def smc_table(rows: Sequence[DepthRow]) -> str:
     lines = ["| model | depth | problems | SMC | MH | tokens per sample, SMC / MH | seconds per sample, SMC / MH | "
              "SMC − MH [95% interval] | against its noise |", "|---" * 9 + "|"]
     against = []
-    for model in dict.fromkeys(r.model for r in rows):
+    for model in by_size(rows):  # smaller first, as the figures are
         mine = [r for r in rows if r.model == model and r.count("smc")]
         full = next((r for r in rows if r.model == model and r.depth == r.n_layers), None)
         if not mine or full is None:
@@ -543,8 +557,8 @@ def size_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> d
               f"Each model was searched at {small_share} and {large_share} of its depth.")
     # one decimal: with two seeds a difference is often a half, and rounding each number on its own would print a
     # gap that is not the difference of the two differences beside it
-    gap = (f"The larger model's difference ({values['size_large_difference']:+.1f} points) minus the smaller's "
-           f"({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
+    gap = (f"The larger {values['size_large']}'s difference ({values['size_large_difference']:+.1f} points) minus the "
+           f"smaller {values['size_small']}'s ({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
     sentence = (f"{gap} (paired over the same {counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} "
                 + _sizes_capped(contrast.rows, checks) + _report_sizes())
     headline = f"{short[1]} {gap}, {dd.standing()}."
@@ -636,22 +650,23 @@ def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
              else "")
     finished = credited_gain(e)
     finishing = "" if finished is None else (
-        f", of which {finished:+.1f} points are answers that finished right (the rest are unfinished answers the grader "
-        "credits with a number they hold, not reasoning recovered)" if finished > 0 else
+        f", of which {finished:+.1f} points are answers that finished right; the rest are unfinished answers the "
+        "grader credits with a number they hold, not reasoning recovered" if finished > 0 else
         f", none of it answers that finished right (those moved by {finished:+.1f} points): unfinished answers the "
         "grader credits with a number they hold make all of it, not reasoning recovered")
     longer = (f", and under {check.cap} tokens {check.cost.points(1)} ({check.cost.standing()})"
               if check is not None and check.depth == e.cut.depth else "")
     return (f"On {e.full.model}, the cut to {e.cut.depth} of {e.full.n_layers} blocks costs greedy decoding "
-            f"{term('cut_cost')}{longer}; against greedy decoding at the same depth, power sampling moves accuracy by "
-            f"{term('recovery')} at the cut{finishing} and by {term('full_gain')} at full depth, a difference of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}"
-            f"{where}), {_mechanism(t['mechanism'])} (low temperature: {low['recovery'].points(1)} at the cut, "
-            f"{low['full_gain'].points(1)} at full depth).")
+            f"{term('cut_cost')}{longer}. Against greedy decoding at the same depth, power sampling moves accuracy by "
+            f"{term('recovery')} at the cut{finishing}. At full depth it moves it by {term('full_gain')}, a difference "
+            f"of {t['mechanism'].points(1)} (p {_p(t['mechanism'])}{where}), {_mechanism(t['mechanism'])} (low "
+            f"temperature: {low['recovery'].points(1)} at the cut, {low['full_gain'].points(1)} at full depth).")
 
 
-CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a term read at a cap that cuts answers off, and of a gain
-# made mostly of unfinished answers the grader credits
-MARKS = {CAP_MARK: "read at a token cap that leaves many of the cut's answers unfinished",
+CAP_MARK, CREDIT_MARK = "*", "°"  # Figure 4.5's marks of a point that sets the cut against the full model at a cap
+# that cuts the cut's answers off, and of a gain made mostly of unfinished answers the grader credits
+MARKS = {CAP_MARK: "sets the cut against the full model at a token cap that leaves many more of the cut's answers "
+                   "unfinished",
          CREDIT_MARK: "mostly unfinished answers the grader credits with a number they hold"}
 
 
@@ -665,17 +680,21 @@ def credited_gain(e: Explained) -> float | None:
     return finished if finished <= 50 * gain else None
 
 
-def caveats(explained: Sequence[Explained]) -> dict[str, dict[str, str]]:
-    """The limits a term's reading carries, as Figure 4.5 marks them ({model: {term: mark}}): the cut's cost and the
-    headline where the cut ends many more greedy answers unfinished at the token cap (`CAP_MARK`), the search's gain
-    at the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`)."""
-    marks: dict[str, dict[str, str]] = {}
+def caveats(explained: Sequence[Explained]) -> dict[str, dict[tuple[str, str], str]]:
+    """The limits a point's reading carries, as Figure 4.5 marks them ({model: {(term, search): mark}}, the search
+    'greedy' for the cut's cost, which greedy alone measures): every term that sets the cut against the full model
+    (the cut's cost, and both searches' mechanism and headline) where the cut ends many more greedy answers unfinished
+    at the token cap than the full model (`CAP_MARK`: the cap takes more from one side than the other), MH's gain at
+    the cut where it is mostly unfinished answers the grader credits (`CREDIT_MARK`: counted for MH's answers, not low
+    temperature's)."""
+    marks: dict[str, dict[tuple[str, str], str]] = {}
     for e in explained:
         mine = {}
         if _capped(_unfinished(e.full), _unfinished(e.cut)):
-            mine |= {"cut_cost": CAP_MARK, "headline": CAP_MARK}
+            mine |= {("cut_cost", "greedy"): CAP_MARK} | {(term, key): CAP_MARK for term in ("mechanism", "headline")
+                                                          for key, _ in SEARCHES}
         if credited_gain(e) is not None:
-            mine["recovery"] = CREDIT_MARK
+            mine[("recovery", "power")] = CREDIT_MARK
         if mine:
             marks[e.full.model] = mine
     return marks
@@ -692,7 +711,7 @@ def decomposition_summary(explained: Sequence[Explained], checks: Sequence[Longe
     marks, longer = caveats(explained), {c.model: c for c in checks}
 
     def limit(e: Explained, term: str) -> str:
-        mark = marks.get(e.full.model, {}).get(term)
+        mark = marks.get(e.full.model, {}).get((term, "greedy" if term == "cut_cost" else "power"))
         if mark == CAP_MARK:
             check = longer.get(e.full.model)
             under = (f"; under {check.cap} tokens {check.cost.points(0)}, {check.cost.standing()}"
@@ -759,8 +778,9 @@ def _report_note(explained: Sequence[Explained]) -> str:
     verdict = "; ".join(part for part in (
         f"the MH − greedy {of(out)[4:]} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
         f"the MH − greedy {of(held)[4:]} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
-    return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens and "
-            f"answers of about 679 on average, at the depths its lens chose: not this build's models, problems or "
+    return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens (and "
+            f"the answer length of about {REPORT_SETTINGS['length']:.0f} tokens it took from Karan and Du's runs, not "
+            "measured on its own), at the depths its lens chose: not this build's models, problems or "
             f"settings, so they are set beside these intervals for scale only ({verdict}). Read literally, its "
             "\"Layer 26\" keeps all 28 blocks, and its gains are then search on the uncut model, chapter 04's "
             "*search at full depth* term.")
@@ -800,7 +820,7 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
             f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
             f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
-            "(chapter 03 gives an interval for the first model it sweeps).")
+            "(chapter 03's table of models gives each one's bootstrap interval).")
 
 
 def fragile(d: PairedDifference) -> str:
@@ -895,7 +915,23 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
     return {"answer_lead": lead + (f"\n\n{caveat}" if caveat else ""),
             "answer_table": "\n".join(lines + own_problems_note([e.full for e in explained]) + notes),
             "answer_why": " ".join(why_sentence(e, longer.get(e.full.model)) for e in explained),
-            "answer_summary": summary}
+            "answer_summary": summary, "answer_short": accuracy_short(explained, [w for w, _ in answers])}
+
+
+SETTLED = {"No": "no", "Probably not": "probably not", "Yes": "yes"}  # the answer's words that settle it one way
+
+
+def accuracy_short(explained: Sequence[Explained], words: Sequence[str]) -> str:
+    """The accuracy half of the front page's answer in a few words, from each model's answer word (`answer_of`): the
+    word where every model gives one that settles it (`SETTLED`); "not settled" where some model's does not and none
+    says yes; else "it depends on the model"; each model's word in brackets where they differ."""
+    if len(set(words)) == 1 and words[0] in SETTLED:
+        return SETTLED[words[0]]
+    each = "; ".join(f"{w.lower()} on {e.full.model}" for e, w in zip(explained, words, strict=True))
+    if len(set(words)) == 1:
+        return f"not settled ({words[0].lower()} on every model)"
+    unsettled = any(w not in SETTLED for w in words) and "Yes" not in words
+    return f"{'not settled' if unsettled else 'it depends on the model'} ({each})"
 
 
 def sharpness_values(rows: Sequence[DepthRow]) -> dict:
@@ -1011,13 +1047,20 @@ def _sharper(base: DepthRow, tuned: Sequence[DepthRow], them: str = "them") -> s
 PREMISE_GAINS = (("greedy", "MH − greedy"), ("temperature", "MH − T = 1"), ("low", "MH − low temperature"))
 
 
+def _gain(r: DepthRow, other: str) -> float:
+    """MH's mean gain over `other` at `r`, in points, over the problems both ran: the point estimate that is set beside
+    other models' (no interval: gains of different models do not pair, so none is tested against another)."""
+    a, b = r.scores["power"], r.scores[other]
+    n = min(len(a), len(b))
+    return 100 * (sum(a[:n]) - sum(b[:n])) / n
+
+
 def _premise_reading(base: DepthRow, tuned: Sequence[DepthRow]) -> tuple[str, str]:
     """Where the base model's three gains at full depth lie beside the instruction-tuned models' (point estimates,
     each model on its own problems) and what that says of the premise's prediction."""
     sides = {}
     for other, name in PREMISE_GAINS:
-        mine = 100 * base.paired("power", other_key=other).mean
-        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        mine, theirs = _gain(base, other), [_gain(t, other) for t in tuned]
         sides[name] = ("above" if all(mine > x for x in theirs) else "below" if all(mine < x for x in theirs)
                        else "within")
     grouped = {side: [name.removeprefix("MH − ") for name, s in sides.items() if s == side]
@@ -1039,7 +1082,7 @@ def _premise_gains(base: DepthRow, tuned: Sequence[DepthRow], cut: Sequence[Dept
     parts = []
     for other, name in PREMISE_GAINS:
         d = base.paired("power", other_key=other)
-        theirs = [100 * t.paired("power", other_key=other).mean for t in tuned]
+        theirs = [_gain(t, other) for t in tuned]
         parts.append(f"{name} {d.points(1)} ({d.standing()}" + (f"; theirs {_range(theirs, '+.1f')})" if theirs else ")"))
     text = "At full depth its gains are " + listed(parts)
     if cut:
@@ -1096,11 +1139,13 @@ PROSE = ("comparisons_table", "acceptance_rates", "acceptance_reading", "outcome
 
 
 def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[LevelScan] = (),
-                 levels: Sequence[int] | None = None, checks: Sequence[LongerCap] = ()) -> dict:
+                 levels: Sequence[int] | None = None, checks: Sequence[LongerCap] = (),
+                 explained: Sequence[Explained] | None = None) -> dict:
     """The chapter's glued tables and sentences besides the verdict (those named in `PROSE` are Markdown), with the
-    two-size contrast's numbers, the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones) and the
-    longer cap's greedy decodes (`checks`)."""
-    explained = explain(rows)  # the bootstrap behind the decomposition, the answer's table and its why, once
+    two-size contrast's numbers, the levels' scan (`helpers.chapters.levels`; `levels`: the shared ones), the
+    longer cap's greedy decodes (`checks`) and the rows taken apart (`explained`: `explain(rows)`, which the
+    decomposition's figure already drew, else computed here)."""
+    explained = explain(rows) if explained is None else explained  # its bootstraps, once per build
     tests = comparisons(rows)
     return {"comparisons_table": comparisons_table([(label, d) for _, label, d in tests], [m for m, _, _ in tests]),
             **acceptance_values(rows, searches), "outcomes_table": outcomes_table(rows),
@@ -1114,7 +1159,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
 def pass_sentence(rows: Sequence[DepthRow]) -> str:
     """What the pass@k figure shows: at which depths power sampling's pass@k rose less than T = 1's from k = 1 to the
     largest k (the sign of collapsed diversity), as far as so few samples can say; the figure gives each rise."""
-    groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows)]
+    groups = [[r for r in mine if len(r.pass_at_k.get("power", [])) > 1] for mine in per_model(rows, by_size=True)]
     groups = [g for g in groups if g]
     if not groups:
         return "With one sample per problem there is no pass@k beyond k = 1 to compare."

@@ -9,6 +9,7 @@ from statistics import median
 from helpers.chapters.common_text import critical_depth_text
 from helpers.chapters.exercises import rerun_command
 from helpers.chapters.precision import DtypeComparison, bfloat16_spacing
+from helpers.core.contention import SHARED
 from helpers.core.numbers import counted
 from helpers.evaluation.stats import percent_with_interval
 from helpers.models.precision import FORMATS
@@ -69,6 +70,26 @@ def summary_sentence(c: DtypeComparison) -> str:
                "the format moves a number here, as the result above details."))
 
 
+def _shared(speed) -> str:
+    """A sentence where other processes used much of the machine while the formats were timed (`SpeedTable.others`):
+    the rates are then that moment's, not the machine's; '' where they did not, or it is unknown."""
+    if speed.others is None or speed.others < SHARED:
+        return ""
+    return (f" Other processes used {100 * speed.others:.0f}% of the machine's cores while these timings ran, so "
+            "they are that moment's rates, not this machine's: the performance page measures both formats at rest.")
+
+
+def _ratio_clause(speed, decode: float | None) -> str:
+    """The summary's clause on bfloat16's decode rate over float32's, said to be that moment's where other work
+    shared the machine; '' where the decode was too fast to time."""
+    if decode is None:
+        return ""
+    if _shared(speed):
+        return (f"While other processes used {100 * speed.others:.0f}% of this build's machine, bfloat16 decoded at "
+                f"{decode:.2f} times float32's rate (that moment's rate, not the machine's); ")
+    return f"On this build's machine bfloat16 decoded at {decode:.2f} times float32's rate; "
+
+
 def speed_values(c: DtypeComparison) -> dict:
     """Each format's measured rates on this build's machine, what `dtype: auto` takes, and the sentence saying so."""
     auto = f"`dtype: auto` takes {c.auto} for {c.model} on this machine: {c.auto_reason}."
@@ -97,14 +118,13 @@ def speed_values(c: DtypeComparison) -> dict:
                 f"{c.speed.max_new_tokens} tokens per row at {rate(f32.decode_tokens_per_s)} in float32 and "
                 f"{rate(bf16.decode_tokens_per_s)} in bfloat16"
                 + (f" ({decode:.2f} times float32's rate)" if decode is not None else "")
-                + f": a decode that ran, never stored records read back. {auto}")
+                + f": a decode that ran, never stored records read back.{_shared(c.speed)} {auto}")
     return {"dtype_speed_rows": rows, "dtype_prompt_float32": f32.prompt_tokens_per_s,
             "dtype_prompt_bfloat16": bf16.prompt_tokens_per_s, "dtype_prompt_ratio": prompt,
             "dtype_decode_float32": f32.decode_tokens_per_s, "dtype_decode_bfloat16": bf16.decode_tokens_per_s,
             "dtype_decode_ratio": decode, "dtype_auto": c.auto, "dtype_speed_sentence": sentence,
-            "dtype_speed_summary": (f"On this build's machine bfloat16 decoded at {decode:.2f} times float32's rate; "
-                                    if decode is not None else "") + f"`auto` takes {c.auto} here, for the reason "
-                                                                     "given under *How to read this*."}
+            "dtype_speed_summary": _ratio_clause(c.speed, decode) + f"`auto` takes {c.auto} here, for the reason "
+                                                                    "given under *How to read this*."}
 
 
 EXERCISE_SHARES = {"stricter": 0.8, "looser": 0.25}  # the critical-depth rule's share in exercise "another rule in

@@ -56,7 +56,8 @@ def sweep_depths(cuts: Sequence[int], n_layers: int, depths: Sequence[int] | Non
 
 def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
           settings: SweepSettings, *, methods: Sequence[str], n_agreement: int, batch_size: int,
-          naive_depths: Sequence[int | str] | None = None, lens_per_level: int | None = None) -> dict[str, Sweep]:
+          naive_depths: Sequence[int | str] | None = None, lens_per_level: int | None = None,
+          dtype: str = "auto") -> dict[str, Sweep]:
     """For each model: its greedy solutions and cut points (chapter 02's pipeline), then every depth and method, and
     its stitched critical depth stored under `settings` (chapter 03's parameters), for chapters 04-05 to name depths by.
 
@@ -74,7 +75,7 @@ def sweep(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequ
     every = problems
     for name in models:
         problems = problems_of(every, name)
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         info = model.info
         solved = solutions_and_lens(model, problems, max_new_tokens=max_new_tokens, shots=shots,
                                     batch_size=batch_size, lens_per_level=lens_per_level)
@@ -203,11 +204,11 @@ class AnswerLengths:
 
 
 def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]],
-                   critical: SweepSettings, *, cap: int | None, shots: int, seed: int,
-                   batch_size: int | Mapping[str, int], n_seeds: int = 1) -> dict[str, AnswerLengths]:
+                   critical: SweepSettings, *, cap: int | None, batch_size: int | Mapping[str, int],
+                   n_seeds: int = 1, dtype: str = "auto") -> dict[str, AnswerLengths]:
     """For each model that has one, greedy and T = 1 (`n_seeds` samples) at its full depth and at its stitched critical
-    depth as chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens, stored as the chapters'
-    decodes are (the same keys as a chapter that asks for these settings). `batch_size` is one number or one per
+    depth as chapter 03 stored it under `critical`, every answer decoded up to `cap` new tokens with the sweep's shots
+    and seed, stored as the chapters' decodes are (the same keys as a chapter that asks for these settings). `batch_size` is one number or one per
     model (the larger models hold a longer KV cache per row). No study (an empty mapping) where `cap` is None."""
     from helpers.evaluation.critical import stored_critical
 
@@ -216,14 +217,14 @@ def answer_lengths(models: Sequence[str], problems: Sequence[Problem] | Mapping[
         return out
     for name in models:
         mine = problems_of(problems, name)
-        model = load_model(name)
+        model = load_model(name, dtype=dtype)
         tokenizer, info = model.tokenizer, model.info
         depth = stored_critical(model, critical.for_model(name))
         if depth is None:  # it solves none of the sweep's problems at full depth: its page says so
             del model
             continue
-        settings = {"greedy": DecodeSettings("greedy", cap, shots, seed),
-                    "temperature": DecodeSettings("temperature", cap, shots, seed)}
+        settings = {"greedy": DecodeSettings("greedy", cap, critical.shots, critical.seed),
+                    "temperature": DecodeSettings("temperature", cap, critical.shots, critical.seed)}
         rows = batch_size[name] if isinstance(batch_size, Mapping) else batch_size
         decoded = sample_at_depths(model, mine, settings, [("stitch", info.n_layers), ("stitch", depth)],
                                    n_seeds=n_seeds, batch_size=rows)

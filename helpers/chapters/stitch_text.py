@@ -159,12 +159,18 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
     return sentence
 
 
+def critical_span(s: Sweep, collapse_fraction: float) -> tuple[int, int] | None:
+    """The stitched critical depth's 95% bootstrap interval over the sweep's problems (`critical_interval`); None where
+    the sweep kept no per-problem outcomes or the full model solves nothing."""
+    if "stitch" not in s.outputs:
+        return None
+    return critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs["stitch"].items()},
+                             collapse_fraction)
+
+
 def _interval_sentence(s: Sweep, critical: int | None, collapse_fraction: float) -> str:
-    """The critical depth's 95% bootstrap interval over problems (`critical_interval`), and what a wide one means."""
-    if critical is None or "stitch" not in s.outputs:
-        return ""
-    found = critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs["stitch"].items()},
-                              collapse_fraction)
+    """The critical depth's 95% bootstrap interval over problems (`critical_span`), and what a wide one means."""
+    found = critical_span(s, collapse_fraction) if critical is not None else None
     if found is None:
         return ""
     lo, hi = found
@@ -191,9 +197,9 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
     compare across rows)."""
     own = _own(sweeps)
     differ = any(own.values())
-    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) | "
-            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) |",
-            "|---" * (8 if differ else 7) + "|"]
+    rows = ["| model | " + ("problems | " if differ else "") + "blocks | full model | critical depth (stitch) [95% interval] | "
+            "blocks removable (stitch) | critical depth (naive) | best truncated (stitch) | lens cut points (stitch) |",
+            "|---" * (9 if differ else 8) + "|"]
     for s in sweeps.values():
         n, full = len(s.full), s.accuracy["stitch"][s.n_layers] if "stitch" in s.accuracy else None
         crit = {m: critical_depth(s.accuracy[m], s.accuracy[m][s.n_layers], collapse_fraction) for m in s.accuracy
@@ -204,9 +210,27 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{cs if cs is not None else '–'} | {s.n_layers - cs if cs is not None else '–'} | "
-                    f"{cn if cn is not None else '–'} | {best} |")
+                    f"{_with_span(cs, critical_span(s, collapse_fraction))} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
     return "\n".join(rows)
+
+
+def _with_span(critical: int | None, span: tuple[int, int] | None) -> str:
+    """'23 [22–24]': a critical depth with its bootstrap interval; '–' where there is none."""
+    if critical is None:
+        return "–"
+    return f"{critical} [{span[0]}–{span[1]}]" if span is not None else str(critical)
+
+
+def lens_cuts(s: Sweep) -> str:
+    """A model's lens cut points (chapter 02's rules on this chapter's problems, as blocks kept), each with the
+    stitched greedy accuracy there where the sweep decoded it, else said to lie outside the sweep."""
+    if not s.cuts:
+        return "none"
+    n, acc = len(s.full), s.accuracy.get("stitch", {})
+    low = min(acc, default=s.n_layers)
+    return ", ".join(f"{c}: {percent_with_interval(acc[c], n)}" if c in acc else
+                     f"{c}: below the sweep" if c < low else f"{c}: not swept" for c in sorted(s.cuts))
 
 
 def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
@@ -381,10 +405,15 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
                        f"greedy answers unfinished at {sweep_cap} new tokens and {100 * at_cap.unfinished:.0f}% at "
                        f"{cap}, and needs a cap of {needs[name]}")
     counts = {len(a.records[("greedy", a.critical)]) for a in studies.values()}
-    on = f"On this chapter's {counted(counts.pop(), 'problem')}, at" if len(counts) == 1 else "At"
+    n = counts.pop() if len(counts) == 1 else None
+    on = f"On this chapter's {counted(n, 'problem')}, at" if n else "At"
     sentence = (f"{on} its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
+    sentence += (f" On {n} problems one answer is {100 / n:.0f} points of a share, and these shares are this chapter's "
+                 "problems' only: chapter 04 counts how the answers end on its own problems (its outcomes table, "
+                 "which the front page quotes), and where those are other or harder problems, the shares there can "
+                 "differ." if n else "")
     legend = (f"An unfinished answer is counted as looping when at least {100 * LOOP_SHARE:.0f}% of the 8-token sequences "
               "in its last 256 tokens occurred earlier in it; the rest are still writing something new when the cap "
               "comes. The last column asks whether stopping each answer at its first closed `\\boxed{}` would change "

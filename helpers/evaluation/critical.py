@@ -44,6 +44,9 @@ class SweepSettings:
     # the sweep goes down one block at a time until accuracy falls below this share of the full model's (None: the
     # depths above decide); keyed only where set, so the records of sweeps without it keep their keys
     floor_fraction: float | None = None
+    # the lens that gives the cut points reads the first this-many problems of each level (None: every problem); it
+    # moves no critical depth, so it is never keyed, but chapters 04-05 read the same cut points by it
+    lens_per_level: int | None = None
 
     @classmethod
     def from_parameters(cls, values: Mapping) -> SweepSettings:
@@ -77,10 +80,11 @@ class SweepSettings:
         """The settings as chapter 04-05's `critical_sweep` parameter: the key, with `model_levels` where set."""
         own = self.model_levels
         plain = replace(self, model_levels=None).key()
-        return plain | ({"model_levels": {k: list(v) for k, v in own.items()}} if own else {})
+        lens = {"lens_per_level": self.lens_per_level} if self.lens_per_level is not None else {}
+        return plain | lens | ({"model_levels": {k: list(v) for k, v in own.items()}} if own else {})
 
 
-OPTIONAL = ("model_levels", "floor_fraction")  # SweepSettings' fields a parameter set may leave out
+OPTIONAL = ("model_levels", "floor_fraction", "lens_per_level")  # SweepSettings' fields a parameter set may leave out
 KEYED_WHEN_SET = ("floor_fraction",)  # of those, the ones that decide a critical depth: in its key where set
 
 
@@ -99,6 +103,21 @@ def store_critical(model: ModelHandle, settings: SweepSettings, accuracy: Mappin
         "depth": critical_depth(dict(accuracy), full, settings.collapse_fraction), "full_accuracy": float(full),
         "accuracy": {str(d): float(a) for d, a in sorted(accuracy.items())}, "n_problems": n_problems})
     return record["depth"]
+
+
+def stored_cut_points(model: ModelHandle, name: str, settings: SweepSettings, batch_size: int) -> tuple[int, ...]:
+    """`model`'s (named `name`, as the chapters name it) lens cut points (blocks kept) as chapter 03 found them under `settings` (one model's, `for_model`):
+    chapter 02's two rules over the greedy solutions of chapter 03's problems, both read from the store where chapter
+    03 stored them (`solutions_and_lens`), so that chapters 04-05 mark the same points without a lens of their own."""
+    from helpers.data.model_sets import problem_sets
+    from helpers.evaluation.solutions import solutions_and_lens
+    from helpers.interp.lens import lens_cut_points
+
+    problems = problem_sets([name], settings.dataset, n=settings.n_problems, levels=settings.levels,
+                            seed=settings.seed)[name]
+    solved = solutions_and_lens(model, problems, max_new_tokens=settings.max_new_tokens, shots=settings.shots,
+                                batch_size=batch_size, lens_per_level=settings.lens_per_level)
+    return tuple(lens_cut_points(solved.curves, settings.kl_fraction, settings.overlap_threshold)[2])
 
 
 class CriticalDepthMissing(LookupError):
@@ -149,6 +168,7 @@ class DepthChoice:
     curve: tuple[tuple[int, float], ...] = ()  # chapter 03's stitched greedy accuracy by depth, as it stored it
     sweep: SweepSettings | None = None  # the settings (this model's) that stored it: which problems it ran on
     curve_problems: int = 0  # how many problems it ran on
+    cuts: tuple[int, ...] = ()  # chapter 03's lens cut points on its problems, as blocks kept (`stored_cut_points`)
 
     def describe(self) -> str:
         """One sentence: which depths, chosen how, and whether a fixed choice agrees with chapter 03."""

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from helpers.core.contention import Window
 from helpers.models.precision import FORMATS
 
 
@@ -34,6 +35,7 @@ class SpeedTable:
     model: str
     max_new_tokens: int
     by_rows: dict[int, dict[str, FormatSpeed]]
+    others: float | None = None  # the share of the cores other processes used while it timed (None: unknown)
 
     def ratio(self, rows: int, what: str = "decode") -> float | None:
         """bfloat16's rate over float32's at `rows` rows, for `what`: 'decode', 'prompt' or 'whole'."""
@@ -60,16 +62,20 @@ def check_counts(rows: Sequence[int] | int, max_new_tokens: int) -> list[int]:
 
 def time_formats(model_name: str, rows: Sequence[int] | int = (32,), max_new_tokens: int = 32,
                  shots: int = 2) -> SpeedTable:
-    """`time_model` for `model_name` loaded in each format in turn."""
+    """`time_model` for `model_name` loaded in each format in turn, with the largest share of the cores that other
+    processes used while either format was timed (`helpers.core.contention`)."""
     from helpers.models.loading import load_model
 
     counts = check_counts(rows, max_new_tokens)
-    by_format = {}
+    by_format, shares = {}, []
     for dtype in FORMATS:
         model = load_model(model_name, dtype=dtype)
-        by_format[dtype] = time_model(model.module, model.tokenizer, counts, max_new_tokens, shots)
+        with Window() as window:
+            by_format[dtype] = time_model(model.module, model.tokenizer, counts, max_new_tokens, shots)
+        shares.append(window.others)
         del model
-    return SpeedTable(model_name, max_new_tokens, {n: {d: by_format[d][n] for d in FORMATS} for n in counts})
+    others = None if None in shares else max(shares)
+    return SpeedTable(model_name, max_new_tokens, {n: {d: by_format[d][n] for d in FORMATS} for n in counts}, others)
 
 
 def time_model(model, tokenizer, counts: Sequence[int], max_new_tokens: int = 32, shots: int = 2

@@ -193,7 +193,7 @@ def depth_scores_by_level(model: ModelHandle, problems: Sequence[Problem], n_spl
 
 def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int = 12, reduction: str = "tokens",
                            kl_fraction: float = 0.5, overlap_threshold: float = 0.3, seed: int = 0,
-                           progress: bool = False) -> dict:
+                           progress: bool = False, dtype: str = "auto") -> dict:
     """Everything `python -m helpers effective-depth` prints: effective depths, ratios and the layer count."""
     from helpers.data.problems import DataError
     from helpers.data.sources import load_problems
@@ -205,7 +205,7 @@ def effective_depth_report(model_name: str, dataset: str = "arithmetic", n: int 
     problems = interleaved(load_problems(dataset, n=per_level if dataset == "arithmetic" else n, seed=seed), n)
     if not problems:
         raise DataError(f"{dataset} gave no problems")
-    model = load_model(model_name)
+    model = load_model(model_name, dtype=dtype)
     records = profiles(model, problems, progress=progress)
     report = effective_depths(curves(records, reduction), kl_fraction, overlap_threshold)
     return {"model": model.info.name, "dataset": dataset, "n_problems": len(problems), "reduction": reduction, **report}

@@ -100,11 +100,11 @@ def embedded_fingerprint(name: str) -> str:
     return weights_fingerprint(_converted_embedded(name))
 
 
-def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype | None = None,
+def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype = "auto",
                offline: bool | None = None) -> ModelHandle:
     """Load `name` and return its `ModelHandle`; errors say what to do next.
 
-    `dtype`: 'auto', 'float32', 'bfloat16' or a torch dtype; None takes this process's `precision.use` choice.
+    `dtype`: 'auto' (`helpers.models.precision`'s policy), 'float32', 'bfloat16' or a torch dtype.
     """
     if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("A model name is needed, e.g. 'smollm2-135m'.")

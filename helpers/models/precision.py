@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # torch is imported where it is used, so the command line's p
 
 FORMATS = ("float32", "bfloat16")  # the formats a model runs in (what `auto` chooses between)
 CHOICES = ("auto", *FORMATS)
-_chosen = "auto"  # this process's choice, set by `use`
 
 
 def check(choice: object) -> str:
@@ -160,21 +159,10 @@ def describe(device: str, model: str | None = None) -> str:
             f"{rates['bfloat16']:.1f} in bfloat16 for {model} (auto = {auto_name(device, model)})")
 
 
-def use(choice: str) -> str:
-    """Set this process's dtype choice (what `resolve(None, ...)` and `load_model` use); returns it."""
-    global _chosen
-    _chosen = check(choice)
-    return _chosen
-
-
-def chosen() -> str:
-    """This process's dtype choice ('auto' unless `use` changed it)."""
-    return _chosen
-
-
-def resolve(choice: str | torch.dtype | None, device: str, model: str | None = None) -> torch.dtype:
-    """The torch dtype for `choice` on `device`: None means this process's choice, 'auto' the policy (for `model`,
-    whose measured rates on this machine decide it on a CPU with native bfloat16)."""
+def resolve(choice: str | torch.dtype, device: str, model: str | None = None) -> torch.dtype:
+    """The torch dtype for `choice` on `device`: 'auto' is the policy (for `model`, whose measured rates on this
+    machine decide it on a CPU with native bfloat16). The choice is always passed, never read from the process:
+    a chapter passes its `dtype` parameter to every model it loads."""
     import torch
 
     types = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -182,7 +170,7 @@ def resolve(choice: str | torch.dtype | None, device: str, model: str | None = N
         if choice not in types.values():
             raise ValueError(f"dtype must be torch.float32 or torch.bfloat16, got {choice}")
         return choice
-    choice = check(_chosen if choice is None else choice)
+    choice = check(choice)
     if choice == "auto":
         return types[auto_name(device, model)]
     return types[choice]

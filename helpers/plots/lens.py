@@ -16,7 +16,8 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
     """KL(layer || final) and top-5 overlap per layer for each model, with the spread across problems.
 
     `curves[model]` holds 'kl' and 'overlap' arrays of shape [problems, layers]; the line is the mean over
-    problems and the band its 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
+    problems, or the curve given as 'kl_line' / 'overlap_line' (the one an effective-depth rule read, where it weights
+    the problems otherwise), and the band the problems' 10th–90th percentiles. `marks[model]` maps a label to a layer to mark. Models of
     different depths share one axis of relative depth l / L, as one would compare a 24- and a 30-block model.
     `paired`: the curves come in pairs of one model (its generated then its gold text, named "model · text"), drawn
     in the model's colour, solid then dashed. Each model has its colour of the book (`style.model_colour`), and each
@@ -36,7 +37,8 @@ def lens_curves(curves: Mapping[str, Mapping[str, np.ndarray]], marks: Mapping[s
         for ax, key in ((ax_kl, "kl"), (ax_ov, "overlap")):
             values = np.asarray(c[key])
             layers = np.arange(values.shape[1]) * scale
-            ax.plot(layers, values.mean(0), style, color=colour, lw=width, label=named if ax is ax_kl else None,
+            line = np.asarray(c[f"{key}_line"]) if f"{key}_line" in c else values.mean(0)
+            ax.plot(layers, line, style, color=colour, lw=width, label=named if ax is ax_kl else None,
                     zorder=3 + rank)
             if values.shape[0] > 1:
                 lo, hi = np.percentile(values, [10, 90], axis=0)

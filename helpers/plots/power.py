@@ -143,8 +143,9 @@ def decomposition(explained, report: dict[str, float] | None = None, marks: dict
     """Each model's answer taken apart (`helpers.chapters.power_sampling.explain`): per term, MH's and low
     temperature's paired difference in points with its 95% bootstrap interval, one panel per model, smaller first. A
     term paired over a subset is drawn hollow and marked † in its label; `report` puts the report's headline
-    differences (name → points) on the headline row, for comparison; `marks` ({model: {term: mark}}) adds a mark to
-    a term's label, each explained under the figure by `legend` (mark → words)."""
+    differences (name → points) on the headline row, for comparison; `marks` ({model: {(term, search): mark}}, the
+    search 'greedy' for the cut's cost) sets a mark beside that one point, each explained under the figure by
+    `legend` (mark → words)."""
     from helpers.evaluation.decomposition import SEARCHES, TERMS
 
     short = {"cut_cost": "the cut\n(greedy)", "recovery": "search\nat the cut", "full_gain": "search\nat full depth",
@@ -154,6 +155,7 @@ def decomposition(explained, report: dict[str, float] | None = None, marks: dict
     y = np.arange(len(TERMS))[::-1]
     marked = False  # the report's marks in the legend once
     for ax, e in zip(axes[0], explained, strict=True):
+        mine = (marks or {}).get(e.full.model, {})
         for i, (key, label) in enumerate(SEARCHES):
             part = e.parts[key]
             for yy, term in zip(y, TERMS, strict=True):
@@ -165,15 +167,17 @@ def decomposition(explained, report: dict[str, float] | None = None, marks: dict
                             xerr=[[100 * (d.mean - d.low)], [100 * (d.high - d.mean)]], fmt="o", color=colour,
                             mfc="white" if hollow else colour, capsize=3,
                             label=label if term == TERMS[1] else "greedy decoding" if term == "cut_cost" else None)
+                mark = mine.get((term, "greedy" if term == "cut_cost" else key))
+                if mark:  # beside the point it qualifies, past its interval's upper end
+                    ax.annotate(mark, (100 * d.high, yy + (0 if term == "cut_cost" else 0.15 - 0.3 * i)),
+                                xytext=(3, 0), textcoords="offset points", va="center", fontsize=9, color=colour)
         if report and e.full.family in REPORT_FAMILIES:  # the report's Qwen2.5 gains, on Qwen2.5 panels only
             for j, (name, points) in enumerate(report.items()):
                 ax.plot(points, y[-1], marker="x" if j == 0 else "+", ms=9, color="0.35", ls="none",
                         label=f"report, {name}" if not marked else None)
             marked = True
         ax.axvline(0, color="0.4", lw=0.8)
-        mine = (marks or {}).get(e.full.model, {})
-        ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") + (f" {mine[t]}" if t in mine else "")
-                          for t in TERMS], fontsize=8)
+        ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") for t in TERMS], fontsize=8)
         ax.set_title(f"{e.full.model}: {e.cut.depth} of {e.full.n_layers} blocks", fontsize=9)
         ax.set_xlabel("paired difference [points] (95% interval)")
     seen: dict[str, object] = {}
@@ -199,7 +203,8 @@ def depth_axis(axes, marks: dict[str, str] | None = None):
     """The report's Figure 2 across depth: per model (a panel each, smaller first), accuracy against blocks kept,
     chapter 03's stitched greedy curve where it ran on these problems (a line with its 95% band), this chapter's
     methods at each depth it searched (points with 95% Wilson intervals, side by side), and the critical depth (a
-    faint band). A method on a subset of the problems at some depth is drawn hollow there. `marks`: a suffix for a
+    faint band), with the lens's cut points (dotted lines where they fall on the panel's depths, else named at its
+    left edge). A method on a subset of the problems at some depth is drawn hollow there. `marks`: a suffix for a
     model's panel title, as in `method_bars`."""
     from helpers.evaluation.stats import wilson
 
@@ -230,6 +235,15 @@ def depth_axis(axes, marks: dict[str, str] | None = None):
             ax.set_ylim(top=112)  # room above 100% for the band's name, clear of every interval
             ax.annotate(f"critical: {a.critical}", (a.critical, 106), fontsize=7, color="0.35", ha="center",
                         va="center")
+        shown = [r.depth for r in a.rows] + list(a.curve)
+        inside = [c for c in a.cuts if min(shown) - 0.5 <= c <= max(shown)]
+        below = [c for c in a.cuts if c not in inside]
+        for c in inside:  # where the lens would cut, on the depths the panel draws
+            ax.axvline(c, color="0.45", ls=":", lw=1, zorder=0)
+            ax.annotate("lens cut", (c, 99), fontsize=7, color="0.35", ha="center", va="center")
+        if below:  # far below the depths searched: named, not drawn to scale
+            ax.annotate("← lens cut" + ("s" if len(below) > 1 else "") + " at " + ", ".join(map(str, sorted(below))),
+                        (0.02, 0.03), xycoords="axes fraction", fontsize=7, color="0.35", ha="left", va="bottom")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set(title=a.model + (marks or {}).get(a.model, ""), xlabel=f"blocks kept (of {a.n_layers})")
     panels[0][0].set_ylabel("accuracy (%)")

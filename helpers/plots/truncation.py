@@ -95,7 +95,9 @@ def accuracy_against_depth(sweep, critical: dict):
 
 
 def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], method: str = "stitch"):
-    """Each model's accuracy (95% band) against the number of blocks removed, with its critical depth marked."""
+    """Each model's accuracy (95% band) against the number of blocks removed, with its critical depth marked (a ring)
+    and its lens cut points (chapter 02's rules on these problems): a triangle on the curve where the sweep decoded
+    that depth, a hollow one on the axis's floor where it did not."""
     from helpers.evaluation.stats import wilson
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
@@ -110,9 +112,14 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
         c = critical.get(name)
         if c is not None and c in s.accuracy[method]:  # a ring on the point itself: lines at one depth would merge
             ax.plot(s.n_layers - c, 100 * s.accuracy[method][c], "o", ms=14, mfc="none", mec=colour, mew=1.6)
+        for cut in s.cuts:
+            swept = cut in s.accuracy[method]
+            ax.plot(s.n_layers - cut, 100 * s.accuracy[method][cut] if swept else 0, "^", ms=8, mec=colour, mew=1.4,
+                    mfc=colour if swept else "white", clip_on=False, zorder=3)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
-           title="How many blocks each model can lose (ring: critical depth)")
+           title="How many blocks each model can lose (ring: critical depth; ▲ lens cut)")
+    ax.set_ylim(bottom=0)
     ax.legend()
     return finish(fig)
 
@@ -126,7 +133,7 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
     if not studies:
         return no_figure("This build ran no length study (length_cap is not set).")
     models = list(studies)
-    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models) + 0.4, 4.3), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], models, strict=True):
         a = studies[name]
         t = np.arange(0, a.cap + 1)
@@ -145,6 +152,7 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
                        if finished_within(r, a.cap)] + list(marks.values()) + [1])
         ax.set(xlabel=f"new tokens (decoded up to {a.cap})", title=name, xlim=(0, min(a.cap, 1.15 * longest)),
                ylim=(0, 101))
-        ax.legend(fontsize=7, loc="center right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False,
+                  handlelength=1.6, columnspacing=0.8)  # under the panel: inside, it sat on the cut's curves
     axes[0][0].set_ylabel("answers ended [%]")
     return finish(fig)

@@ -29,7 +29,8 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     premise = f"**The premise.** {premise}\n\n" if premise and values.get(("04_power_sampling", "premise_base_models")) \
         else ""  # only where a base model ran
     if all(isinstance(v, str) and v for v in (lead, table, why)):
-        first = f"**What it costs.** {cost}\n\n" if cost else ""
+        short = _short(values.get(("05_cost", "cost_short")), values.get(("04_power_sampling", "answer_short")))
+        first = short + (f"**What it costs.** {cost}\n\n" if cost else "")
         last = "" if cost else f"{missing}\n\n"
         return f"{first}{lead}\n\n{table}\n\n**Why.** {why}\n\n{premise}{last}{built}\n"
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
@@ -37,6 +38,16 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     if isinstance(sizes, str) and sizes:
         first += f" {sizes}"
     return f"{first} {cost or missing}\n\n{built}\n"
+
+
+def _short(cost: object, accuracy: object) -> str:
+    """The answer in one line above its parts: does search buy back the cut's cost in compute, and in accuracy (chapter
+    05's `cost_short`, chapter 04's `answer_short`); empty where either is missing."""
+    if not (isinstance(cost, str) and cost and isinstance(accuracy, str) and accuracy):
+        return ""
+    return (f"**In short: in compute, {cost}; in accuracy, {accuracy}.** (Compute: do the blocks removed save what "
+            "the search at the cut costs? Accuracy: does the search at the cut reach the full model's greedy accuracy? "
+            "Below, each half with its numbers.)\n\n")
 
 
 def write(chapters_dir: Path, rows: list[dict], profile: str, commit: str, date: str) -> Path:

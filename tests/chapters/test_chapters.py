@@ -93,13 +93,20 @@ def test_two_models_side_by_side():
     values = stitch_text.models_values({"toy": a, "brittle": b}, 0.5)
     assert values["critical_by_model"] == {"toy": 5, "brittle": 6}
     table = values["models_table"].splitlines()
-    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 | 1 | 6 | 35% [14–65] at 5 |"
+    assert len(table) == 4 and table[2] == "| toy | 6 | 50% [24–76] | 5 [4–6] | 1 | 6 | 35% [14–65] at 5 | 3: 0% [0–28] |"
+    assert "| brittle | 6 | 40% [17–69] | 6 [5–6] | 0 |" in table[3]  # 4 of 10 at full: one fewer moves it
+    assert table[3].endswith("| 3: 0% [0–28] |")  # the lens's cut at 3, which the sweep decoded
+    b.cuts = [2, 4]  # below the sweep's lowest depth (3), and between its depths (3, 5)
+    assert stitch_text.lens_cuts(b) == "2: below the sweep, 4: not swept"
     assert "toy can lose 1 of its 6 blocks" in values["models_sentence"]
     assert "brittle cannot lose a single block of its 6" in values["models_sentence"]
     plt = pytest.importorskip("matplotlib.pyplot")
     from helpers.plots import truncation as plots
-    plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
+    fig = plots.accuracy_by_model({"toy": a, "brittle": b}, values["critical_by_model"])
     assert plt.get_fignums() == []  # finished figures are closed, so they show once
+    marks = [line for line in fig.axes[0].lines if line.get_marker() == "^"]
+    assert [(tuple(m.get_xdata()), tuple(m.get_ydata()), m.get_markerfacecolor() == "white") for m in marks] == [
+        ((3,), (0.0,), False), ((4,), (0,), True), ((2,), (0,), True)]  # toy's cut at 3 decoded; brittle's 2 and 4 not
 
 
 def test_stitch_against_naive_is_paired_per_depth():
@@ -275,8 +282,8 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
                  replace(cut, model=name, size=size, scores={**cut.scores, "power": power})]
     values = power_sampling_text.size_values(rows)
     assert (values["size_small_difference"], values["size_large_difference"], values["size_gap"]) == (-7.5, -22.5, -15)
-    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_sentence"]
-    assert "difference (-22.5 points) minus the smaller's (-7.5) is -15.0 points" in values["size_headline"]
+    assert "difference (-22.5 points) minus the smaller small's (-7.5) is -15.0 points" in values["size_sentence"]
+    assert "difference (-22.5 points) minus the smaller small's (-7.5) is -15.0 points" in values["size_headline"]
     assert "Both models were searched at 83% of their depth." in values["size_sentence"]
     assert re.search(r"\(paired -22.5 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
                      values["size_headline"]), "the larger model's own difference, to the gap's decimal, and its standing"
@@ -540,7 +547,7 @@ def test_the_decomposition_table_gives_every_term_for_every_model_and_search():
     assert table[2].startswith("| small, cut to 5 of 6 blocks | the cut") and "-10.0 points [" in table[2]
     why = power_sampling_text.answer_values(explained)["answer_why"]  # each model's paragraph: the front page's
     assert "On small, the cut to 5 of 6 blocks costs greedy decoding -10.0 points" in why
-    assert "against greedy decoding at the same depth, power sampling moves accuracy by +5.0 points" in why
+    assert "Against greedy decoding at the same depth, power sampling moves accuracy by +5.0 points" in why
     assert "(low temperature: +0.0 points [" in why  # the cheap way to sharpen, beside it, to MH's precision
     summary = values["decomposition_sentence"]  # the chapter reads the table across models, not number by number
     assert "-10.0" not in summary and "the cut's cost on big;" in summary  # -30 on 20 problems: larger than its noise
@@ -561,7 +568,7 @@ def test_a_gain_at_the_cut_made_of_unfinished_answers_the_grader_credits_is_said
     assert "grader credits" not in power_sampling_text.why_sentence(power_sampling.explain(rows)[0])  # +5 of +5
     assert power_sampling_text.caveats(power_sampling.explain(rows)) == {}  # +5 of +5 finished right: no mark
     rows[1] = dataclasses.replace(rows[1], ends=ends)
-    assert power_sampling_text.caveats(power_sampling.explain(rows))["small"] == {"recovery": "°"}  # Figure 4.5's
+    assert power_sampling_text.caveats(power_sampling.explain(rows))["small"] == {("recovery", "power"): "°"}  # MH's point
     assert ("the search's gain at the cut on small (of which +0.0 points finished right; the rest is unfinished "
             "answers the grader credits)") not in power_sampling_text.decomposition_summary(
                 power_sampling.explain(rows))  # said only where the gain is larger than its noise: +5 of 20 is not
@@ -585,9 +592,15 @@ def test_a_term_on_the_searches_subset_is_marked_in_the_table_the_sentence_and_t
     assert sum("†" in label for label in labels) == 2 and not any("†" in t.get_text()
                                                                  for t in fig.axes[1].get_yticklabels())
     assert not fig.texts  # no mark drawn: no note under the figure
-    fig = decomposition(power_sampling.explain(rows), marks={"big": {"cut_cost": "*"}},
+    fig = decomposition(power_sampling.explain(rows), marks={"big": {("cut_cost", "greedy"): "*",
+                                                                      ("recovery", "power"): "*"}},
                         legend=power_sampling_text.MARKS)
-    assert fig.axes[1].get_yticklabels()[0].get_text() == "the cut\n(greedy) *"
+    assert fig.axes[1].get_yticklabels()[0].get_text() == "the cut\n(greedy)"  # the mark is the point's, not the row's
+    beside = [(t.get_text(), t.xy) for t in fig.axes[1].texts]
+    big = power_sampling.explain(rows)[1].parts
+    cut, gain = big["power"].terms["cut_cost"], big["power"].terms["recovery"]
+    assert [m for m, _ in beside] == ["*", "*"] and not fig.axes[0].texts  # two points marked, on big's panel only
+    assert beside[0][1] == (100 * cut.high, 4) and beside[1][1] == (100 * gain.high, 3 + 0.15)  # MH's, not low T's
     assert [t.get_text() for t in fig.texts] == [f"* {power_sampling_text.MARKS['*']}"]  # the unused ° unexplained
 
 
@@ -601,6 +614,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert values["answer_lead"].startswith("**No size this build searched shows search winning back what the cut "
                                             "costs:**\n\n* **small**, too close to call: ")
     assert "\n* **big**, no: " in values["answer_lead"]  # neither says yes: the lead says so, not that it "depends"
+    assert values["answer_short"] == "not settled (too close to call on small; no on big)"  # the front's one line
     assert "its interval ends at +0 points, so one problem either way could change this word" in values["answer_lead"]
     assert "provisional" not in values["answer_lead"]  # these rows keep no endings: nothing said of the cap
     table = values["answer_table"].splitlines()
@@ -619,7 +633,8 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
             "greedy answers at 5 blocks (0% at full depth)") in lead and "No longer cap ran in this build" in lead
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
-    assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."  # the report's gains: the note's, for scale
+    assert values["answer_lead"] == f"**{big[0]}, at both sizes:** {big[1]}."
+    assert values["answer_short"] == "no"  # one word that settles it, at both sizes  # the report's gains: the note's, for scale
 
 
 def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
@@ -644,7 +659,9 @@ def test_a_no_that_a_longer_cap_undoes_is_said_to_be_the_caps():
     summary = power_sampling_text.decomposition_summary(explained, [same])  # the across-model reading says it too
     assert ("the cut's cost on big (at a cap that leaves 40% of its greedy answers at the cut unfinished; under 384 "
             "tokens -5 points [-15, +0], within its noise)") in summary
-    assert power_sampling_text.caveats(explained)["big"] == {"cut_cost": "*", "headline": "*"}  # Figure 4.5's marks
+    assert power_sampling_text.caveats(explained)["big"] == {("cut_cost", "greedy"): "*", ("headline", "power"): "*",
+                                                        ("headline", "low"): "*", ("mechanism", "power"): "*",
+                                                        ("mechanism", "low"): "*"}  # the cut against full
     verdict = power_sampling_text.verdict_values(rows, [same])["verdict"]
     assert "* **big.** Not at this cap: on this model" in verdict
     assert ("At 160 tokens the cut leaves 40% of greedy answers unfinished (0% at full depth); under 384 tokens (5%) it "
@@ -880,6 +897,10 @@ def test_the_length_study_says_what_the_sweeps_cap_cut_off_and_which_cap_the_ans
                                                  "blocks")  # its own problems, said: chapter 04's are others
     assert ("m at 5 of 6 blocks leaves 50% of its greedy answers unfinished at 128 new tokens and 10% at 256, and "
             "needs a cap of 160") in values["lengths_sentence"]
+    assert values["lengths_sentence"].endswith("On 20 problems one answer is 5 points of a share, and these shares are "
+                                               "this chapter's problems' only: chapter 04 counts how the answers end on "
+                                               "its own problems (its outcomes table, which the front page quotes), and "
+                                               "where those are other or harder problems, the shares there can differ.")
     table = values["lengths_table"].splitlines()
     assert len(table) == 2 + 4 + 2 and "| m | 5 of 6 | greedy | 20 | 100 | 50% | 10% (2) | – |" in table
     assert table[-1].startswith("An unfinished answer is counted as looping when at least 50% of")  # the legend, with it
@@ -895,7 +916,7 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
 
     rates = {f: SimpleNamespace(prompt_tokens_per_s=p, decode_tokens_per_s=d)
              for f, p, d in (("float32", 700.0, 50.0), ("bfloat16", 1400.0, 103.5))}
-    speed = SimpleNamespace(by_rows={8: rates}, max_new_tokens=48,
+    speed = SimpleNamespace(by_rows={8: rates}, max_new_tokens=48, others=0.05,
                             ratio=lambda rows, part: {"decode": 2.07, "prompt": 2.0}[part])
     c = SimpleNamespace(model="m", auto="float32", auto_reason="no measurement of this model on this machine",
                         speed=speed, speed_asked=8)
@@ -904,6 +925,34 @@ def test_a_format_timed_faster_but_not_taken_by_auto_is_explained_not_left_a_rid
     assert "takes float32 for m on this machine all the same" in sentence and "not this chapter's short timing" in sentence
     c.auto = "bfloat16"
     assert "all the same" not in precision_text.speed_values(c)["dtype_speed_sentence"]
+    assert "Other processes" not in sentence  # 5% of the cores used by others: a quiet machine, nothing said
+    speed.others = 0.48  # a build that shared its machine says its rates are that moment's
+    shared = precision_text.speed_values(c)
+    assert "Other processes used 48% of the machine's cores while these timings ran" in shared["dtype_speed_sentence"]
+    assert shared["dtype_speed_summary"].startswith("While other processes used 48% of this build's machine, bfloat16 "
+                                                    "decoded at 2.07 times float32's rate (that moment's rate")
+
+
+def test_a_window_measures_the_share_of_the_cores_other_processes_used():
+    """The timing window counts other processes' CPU time: a child process spinning on a core while this one sleeps
+    is a core's share of the machine."""
+    import subprocess
+    import sys
+
+    from helpers.core.contention import Window
+
+    if not __import__("pathlib").Path("/proc/stat").exists():
+        pytest.skip("no /proc/stat: the share is unknown off Linux")
+    with Window() as alone:
+        sum(i * i for i in range(3_000_000))  # this process's own work
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with Window() as shared:
+            __import__("time").sleep(1.0)
+    finally:
+        child.kill()
+    assert alone.others is not None and 0 <= alone.others <= 1  # others may run beside a test: no more is certain
+    assert shared.others >= 0.9 / (__import__("os").cpu_count() or 1) - 0.1  # one core of the machine's, at least
 
 
 def test_the_pass_at_k_sentence_says_where_the_search_rose_less_and_what_that_suggests():
@@ -960,6 +1009,16 @@ def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_se
         "The line is chapter 03's stitched greedy sweep on these same problems, for toy (4–6 blocks, 20 problems).")
     fig = depth_axis(axes)
     assert [line.get_label() for line in fig.axes[0].get_lines()][:1] == ["greedy, chapter 03's sweep"]
+    lens = power_sampling.depth_axes([dataclasses.replace(r, choice=dataclasses.replace(choice, cuts=(2, 5)))
+                                      for r in rows], max_new_tokens=160, shots=2)
+    assert lens[0].cuts == (2, 5) and power_sampling_text.depth_axis_sentence(lens).endswith(
+        "The lens's cut points (chapter 02's two rules, read on chapter 03's problems) would cut toy at 2 and 5 blocks.")
+    notes = [t.get_text() for t in depth_axis(lens).axes[0].texts]
+    assert "lens cut" in notes and "← lens cut at 2" in notes  # 5 on the panel's depths, 2 below them
+    below = dataclasses.replace(choice, cuts=(3,))
+    assert power_sampling_text.depth_axis_sentence(power_sampling.depth_axes(
+        [dataclasses.replace(r, choice=below) for r in rows], max_new_tokens=160, shots=2)).endswith(
+        "would cut toy at 3 blocks, below its critical depth (5).")
     longer = power_sampling.depth_axes(rows, max_new_tokens=384, shots=2)  # another cap: another measurement
     assert longer[0].curve == {} and "at 160 new tokens, not this chapter's 20 at 384" in longer[0].why
     assert "Chapter 03's sweep is not drawn for toy (chapter 03 swept 20 problems" in \
@@ -1033,11 +1092,11 @@ def test_the_skip_figures_say_which_problems_they_average_and_whether_those_have
 
     one = [Problem("arith-L1-0-0", "q", "1", level=1), Problem("arith-L2-0-0", "q", "2", level=2)]
     assert effective_depth_text.skip_scope(one) == (
-        "The skip figures average over 2 problems (arith-L1-0-0 and arith-L2-0-0), whose answers take 1 operation: "
+        "The skip figures take the maximum over 2 problems (arith-L1-0-0 and arith-L2-0-0), whose answers take 1 operation: "
         "single-step problems, so these figures show how a skip moves a one-step computation, not how a multi-step "
         "one is spread over the depth, as the papers' problems can.")
     assert effective_depth_text.skip_scope([Problem("arith-L5-0-0", "q", "1", level=5)]).endswith("take 3 operations.")
-    assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures average over 1 problem (gsm-1)."
+    assert effective_depth_text.skip_scope([Problem("gsm-1", "q", "1")]) == "The skip figures take the maximum over 1 problem (gsm-1)."
 
 
 def test_chapter_03s_summary_says_its_result_in_words_of_its_own():
@@ -1059,7 +1118,7 @@ def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_probl
     def axis(model, easy):
         part = SweepSubset(16, 100, easy, 0.4)
         return SimpleNamespace(model=model, curve={}, sweep_subset=part, why=f"chapter 03 swept {part.describe()}",
-                               subset_only=True)
+                               subset_only=True, cuts=())
 
     sentence = power_sampling_text.depth_axis_sentence([axis("a", 0.5), axis("b", 0.6)])
     assert sentence == ("Chapter 03's sweep is not drawn: for a and b it ran on the first 16 of these 100 problems, "

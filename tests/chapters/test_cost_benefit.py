@@ -274,6 +274,7 @@ def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
     assert values["cost_lead"].startswith("At every size this build priced, the search costs far more than the "
                                           "truncation saves: a power-sampled answer at the cut decoded 12.0–14.0 times")
     assert f"saved {100 * ch.size_cost(small).saved:.0f}–{100 * seven.saved:.0f}% of the FLOPs" in values["cost_lead"]
+    assert values["cost_short"] == "no"  # the front page's word: at no size do the blocks removed pay
 
 
 def test_a_size_whose_truncation_pays_for_the_search_is_named():
@@ -284,6 +285,7 @@ def test_a_size_whose_truncation_pays_for_the_search_is_named():
     assert "on Qwen2.5-Math-1.5B the search costs far more than" in values["cost_answer"]
     assert values["size_cost_sentence"].endswith("on Qwen2.5-Math-7B the blocks removed pay for the search.")
     assert values["cost_lead"] == values["cost_answer"]  # the sizes disagree: no range, each said
+    assert values["cost_short"] == "only on Qwen2.5-Math-7B"
 
 
 def test_one_size_states_the_front_pages_sentence_and_asks_for_a_second():

@@ -223,23 +223,19 @@ def test_the_paper_profile_runs_end_to_end_on_vllm_with_a_tiny_local_model(tmp_p
     assert (p["engine"], p["alpha"], p["mcmc_steps"], p["block_size"], p["power_mode"], p["smc_particles"]) == (
         "vllm", 2.0, 10, 192, "reference", 16)
     monkeypatch.setenv("SVD_RESULTS", str(tmp_path / "results"))
-    from helpers.models import precision
-
-    monkeypatch.setattr(precision, "_chosen", precision.chosen())  # restored after the test
-    precision.use(p["dtype"])  # as the notebook does: without it, 'auto' is bfloat16 on CPUs that compute it
     problems = load_problems(p["dataset"], n=p["n_problems"], levels=p["levels"], seed=p["seed"])
     searches = Searches.from_parameters({"smc_bridge_tokens": 0, "mh_blocks": 0, **p})  # the notebook's default where the profile
     # sets none
     rows = compare_methods(p["models"], problems, p["depths"], searches, n_seeds=p["n_seeds"],
                            max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"],
-                           batch_size=p["batch_size"], engine=p["engine"])
+                           batch_size=p["batch_size"], engine=p["engine"], dtype=p["dtype"])  # as the notebook
     assert [r.depth for r in rows] == [4, 3]
     assert all(r.tokens_power > r.tokens_greedy and r.tokens_smc >= p["smc_particles"] for r in rows)
     from helpers.evaluation.decodes import decode_run
     from helpers.models.loading import load_model
     from helpers.samplers.settings import chapter_settings
 
-    model = load_model(str(folder))  # the dtype the chapter used
+    model = load_model(str(folder), dtype=p["dtype"])  # the dtype the chapter used
     settings = chapter_settings(searches, max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"])
     for s in settings.values():  # every decode stored under vLLM's key, none under the slot engine's
         assert decode_run(model, s, engine="vllm").path.is_file() and not decode_run(model, s).path.exists()

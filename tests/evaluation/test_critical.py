@@ -94,7 +94,7 @@ def test_two_sizes_each_at_their_critical_depth_and_the_gap_between_them(tmp_pat
     values = size_values(rows)
     assert values["size_small"] == str(small) and values["size_large"] == str(large)
     assert (values["size_small_depth"], values["size_large_depth"]) == (3, 5)
-    assert "minus the smaller's" in values["size_sentence"] and "(paired over the same 2 problems" in \
+    assert f"minus the smaller {small}'s" in values["size_sentence"] and "(paired over the same 2 problems" in \
         values["size_sentence"] and "The report's differences were +4 points" in values["size_sentence"]
     assert values["size_headline"].startswith(f"On {large}, power sampling at 5 of 6 blocks scored")
     assert "cannot ask whether the answer depends" in size_values([r for r in rows if r.model == str(small)])[
@@ -146,3 +146,6 @@ def test_a_floor_sweep_is_keyed_apart_and_a_sweep_without_one_keeps_its_key():
     floored = SweepSettings.from_parameters({**values, "floor_fraction": 0.25})
     assert floored.key() == {**values, "floor_fraction": 0.25} and floored.parameters()["floor_fraction"] == 0.25
     assert SweepSettings.from_parameters(floored.parameters()) == floored
+    lens = SweepSettings.from_parameters({**values, "lens_per_level": 8})  # where the cut points' lens read
+    assert lens.key() == values and lens.parameters()["lens_per_level"] == 8  # no critical depth moves with it
+    assert SweepSettings.from_parameters(lens.parameters()) == lens  # chapters 04-05 get it with the settings

@@ -14,24 +14,14 @@ from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
 
 
-@pytest.fixture(autouse=True)
-def _restore_choice():
-    before = precision.chosen()
-    yield
-    precision.use(before)
-
-
 @pytest.mark.parametrize("native, expected", [(True, torch.bfloat16), (False, torch.float32)])
 def test_auto_takes_bfloat16_only_where_the_hardware_computes_it(monkeypatch, tmp_path, native, expected):
     monkeypatch.setenv("SVD_CACHE", str(tmp_path))
     monkeypatch.setattr(precision, "native_bfloat16", lambda device: native)
     precision.record_measurement("m", {"float32": 10.0, "bfloat16": 12.0})  # measured faster in bfloat16 here
     assert precision.resolve("auto", "cpu", "m") == expected
-    assert precision.resolve(None, "cpu", "m") == expected  # the process's choice is 'auto' unless `use` changed it
     assert precision.resolve("float32", "cpu") == torch.float32  # an explicit choice overrides the policy
     assert precision.resolve("bfloat16", "cpu") == torch.bfloat16
-    precision.use("float32")
-    assert precision.resolve(None, "cpu") == torch.float32
 
 
 def test_auto_on_a_native_cpu_follows_the_measurement_and_is_float32_without_one(monkeypatch, tmp_path):
@@ -103,7 +93,7 @@ def test_a_cap_on_onednn_below_bfloat16_makes_the_cpu_emulate_it(monkeypatch, na
 @pytest.mark.parametrize("bad", ["fp16", "float16", "", None, 32, "AUTO"])
 def test_unknown_dtypes_are_refused_with_the_choices(bad):
     with pytest.raises(ValueError, match="auto, float32, bfloat16"):
-        precision.use(bad)
+        precision.resolve(bad, "cpu")
     with pytest.raises(ValueError):
         precision.resolve(torch.float16, "cpu")
 
@@ -114,8 +104,7 @@ def test_a_loaded_model_runs_in_the_dtype_asked_for(tiny_dir):
     model = load_model(str(tiny_dir), device="cpu", dtype="bfloat16")
     assert model.info.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in model.module.parameters())
     assert model.dtype == torch.bfloat16
-    precision.use("float32")
-    model = load_model(str(tiny_dir), device="cpu")
+    model = load_model(str(tiny_dir), device="cpu", dtype="float32")
     assert model.info.dtype == "float32" and model.dtype == torch.float32
 
 

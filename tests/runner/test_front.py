@@ -71,6 +71,12 @@ def test_a_build_with_a_decomposition_leads_with_the_cost_then_its_answer_table_
     assert "On small, 30% against 40%." not in text  # the first model's headline alone would lead with one size
     short = [*rows, {"chapter": "05_cost", "name": "cost_lead", "value": "At every size the search costs more."}]
     assert answer_markdown(short, **BUILT).startswith("**What it costs.** At every size the search costs more.\n\n")
+    halves = [*short, {"chapter": "05_cost", "name": "cost_short", "value": "no"},
+              {"chapter": "04_power_sampling", "name": "answer_short", "value": "not settled (no on a; too close on b)"}]
+    assert answer_markdown(halves, **BUILT).startswith(
+        "**In short: in compute, no; in accuracy, not settled (no on a; too close on b).** (Compute: ")
+    assert "**What it costs.** At every size" in answer_markdown(halves, **BUILT)  # the halves, then their numbers
+    assert not answer_markdown(halves[:-1], **BUILT).startswith("**In short")  # one half alone is no short answer
     alone = answer_markdown(rows[:5], **BUILT)  # no chapter 05: the answer first, and the missing chapter named
     assert alone.startswith("**No, at both sizes:**") and "This build did not run chapter 05" in alone
 
