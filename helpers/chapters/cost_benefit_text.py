@@ -384,7 +384,7 @@ def majority_sentence(m: Measured) -> str:
                    "paired test disagree)")
     else:
         verdict = "cannot say which way its own comparison points: the difference stays within the noise"
-    return (f"At its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
+    return (f"On {m.model} at its full depth, MH power sampling against majority-of-{k} (as many samples as one MH answer "
             f"costs) is {d.describe(1)}: under its own settings, not the study's (temperature-1 votes, alpha and N "
             f"as above, these problems), this build {verdict}.")
 

@@ -56,8 +56,11 @@ def _call(fn: Callable, *args):
 
 def rerun_command(profile: str, stem: str, **overrides) -> str:
     """The command that re-runs chapter `stem` with the profile that built the page and `overrides`, as Markdown
-    code for an exercise to glue: a reader of the smoke build is told to re-run the smoke profile."""
-    return f"`python -m helpers run --profile {profile} --only {stem}{''.join(f' -p {k}={v}' for k, v in overrides.items())}`"
+    code for an exercise to glue: a reader of the smoke build is told to re-run the smoke profile. With overrides it
+    says `--recompute`: a profile read from the results release (`full`) otherwise stops before computing what the
+    release lacks, and elsewhere the flag changes nothing."""
+    flags = "".join(f" -p {k}={v}" for k, v in overrides.items())
+    return f"`python -m helpers run --profile {profile} --only {stem}{flags}{' --recompute' if overrides else ''}`"
 
 
 def layer_name(layer: int | None) -> str:

@@ -26,6 +26,7 @@ from helpers.chapters.power_sampling import (
     sweep_subset,
 )
 from helpers.core.numbers import counted, listed
+from helpers.data.arithmetic import LEVELS
 from helpers.data.model_sets import on_own_problems
 from helpers.data.published import (
     REFERENCE_LOOP,
@@ -512,10 +513,22 @@ def own_problems(rows: Sequence[DepthRow]) -> dict[str, str]:
     return {m: f" {OWN_MARK}" if r is not None else "" for m, r in _on_own(rows).items()}
 
 
+def problems_text(r: DepthRow) -> str:
+    """A row's problems as a reader compares them: their levels, and for generated arithmetic how many operations an
+    answer takes ('levels 1 and 3, one operation each'), since a level's number alone does not say how hard it is."""
+    text = levels_text(r.problem_levels)
+    if r.problem_ids and all(i.startswith("arith-") for i in r.problem_ids) and \
+            all(lv in LEVELS for lv in r.problem_levels):
+        ops = sorted({LEVELS[lv].n_ops for lv in r.problem_levels})
+        text += (", one operation each" if ops == [1] else
+                 f", {ops[0]}–{ops[-1]} operations each" if len(ops) > 1 else f", {ops[0]} operations each")
+    return text
+
+
 def own_problems_note(rows: Sequence[DepthRow]) -> list[str]:
     """The footnote of `own_problems`' marks, as a table's closing lines ([] where no model is marked)."""
     return [line for m, r in _on_own(rows).items() if r is not None
-            for line in ("", f"{OWN_MARK} {m} ran problems of its own ({levels_text(r.problem_levels)}), not the other models': its "
+            for line in ("", f"{OWN_MARK} {m} ran problems of its own ({problems_text(r)}), not the other models': its "
                              "rows pair with each other, not with theirs.")]
 
 
@@ -582,7 +595,8 @@ def _sizes_capped(pairs, checks: Sequence[LongerCap]) -> str:
         short = [cut.paired("greedy", full, "greedy").mean for cut, full in pairs]
         long = [c.cost.mean for c in known]
         if (short[1] - short[0]) * (long[1] - long[0]) < 0:
-            text += ", so which size the cut costs more reverses with the cap"
+            text += (", so the point estimates of which size the cut costs more reverse with the cap (no test sets the "
+                     "two sizes' costs against each other)")
     return text + ". "
 
 
@@ -652,7 +666,7 @@ def why_sentence(e: Explained, check: LongerCap | None = None) -> str:
     finishing = "" if finished is None else (
         f", of which {finished:+.1f} points are answers that finished right; the rest are unfinished answers the "
         "grader credits with a number they hold, not reasoning recovered" if finished > 0 else
-        f", none of it answers that finished right (those moved by {finished:+.1f} points): unfinished answers the "
+        f", none of it from answers that finished right (those moved by {finished:+.1f} points): unfinished answers the "
         "grader credits with a number they hold make all of it, not reasoning recovered")
     longer = (f", and under {check.cap} tokens {check.cost.points(1)} ({check.cost.standing()})"
               if check is not None and check.depth == e.cut.depth else "")
@@ -817,7 +831,8 @@ def _knife_edge(explained: Sequence[Explained]) -> str:
     where = ("on chapter 03's own problems" if not read else
              "on chapter 03's problems (" + "; ".join(read) + ")")
     return ("Each cut is chapter 03's critical depth, the shallowest from which greedy decoding keeps at least "
-            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where}. "
+            f"{100 * explained[0].cut.choice.sweep.collapse_fraction:.0f}% of the full model's accuracy, read {where} "
+            f"under chapter 03's cap of {explained[0].cut.choice.sweep.max_new_tokens} new tokens. "
             f"There {'this model sits' if len(close) == 1 else 'these models sit'} within one "
             f"problem of that line: {'; '.join(close)}. The depth each answer is read at is itself that uncertain "
             "(chapter 03's table of models gives each one's bootstrap interval).")
@@ -1024,15 +1039,15 @@ def premise_summary(rows: Sequence[DepthRow]) -> str:
     tuned = [full[m] for m in by_size(rows) if m in full and post_training(m) == "instruction-tuned"]
     if not tuned:
         return ""
-    said = []
+    said, own = [], _on_own(rows)
     for m in base_models(rows):
         where, verdict = _premise_reading(full[m], tuned)
-        said.append(f"Here {m} is one: it is {_sharper(full[m], tuned, 'the instruction-tuned models')}, and its "
+        mine = f" (on {problems_text(full[m])}, against {problems_text(tuned[0])} for the others)" if own.get(m) else ""
+        said.append(f"Here {m} is one{mine}: it is {_sharper(full[m], tuned, 'the instruction-tuned models')}, and its "
                     f"gains from search at full depth lie {where}: {verdict}.")
     return ("The report samples base models, which the premise says are less sharp, so search gains more on them. "
-            + " ".join(said) + " These are point estimates across models, each on its own problems (the base model "
-            "on easier levels): no test sets one model's gain against another's; chapter 04 gives the numbers."
-            if said else "")
+            + " ".join(said) + " These are point estimates across models, each on its own problems: no test sets one "
+            "model's gain against another's; chapter 04 gives the numbers." if said else "")
 
 
 def _sharper(base: DepthRow, tuned: Sequence[DepthRow], them: str = "them") -> str:

@@ -210,16 +210,26 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{_with_span(cs, critical_span(s, collapse_fraction))} | {s.n_layers - cs if cs is not None else '–'} | "
+                    f"{_with_span(cs, critical_span(s, collapse_fraction), _few(s))} | "
+                    f"{s.n_layers - cs if cs is not None else '–'} | "
                     f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
     return "\n".join(rows)
 
 
-def _with_span(critical: int | None, span: tuple[int, int] | None) -> str:
-    """'23 [22–24]': a critical depth with its bootstrap interval; '–' where there is none."""
+def _with_span(critical: int | None, span: tuple[int, int] | None, few: bool = False) -> str:
+    """'23 [22–24]': a critical depth with its bootstrap interval; '–' where there is none; no interval where the
+    full model solves too few problems to read a cut by (`few`: most resamples would hold none it solves)."""
     if critical is None:
         return "–"
+    if few:
+        return f"{critical} (too few solved to resample)"
     return f"{critical} [{span[0]}–{span[1]}]" if span is not None else str(critical)
+
+
+def _few(s: Sweep) -> bool:
+    """Whether the full model solves fewer than `FEW_SOLVED` of the sweep's problems."""
+    full = s.accuracy.get("stitch", {}).get(s.n_layers)
+    return full is not None and round(full * len(s.full)) < FEW_SOLVED
 
 
 def lens_cuts(s: Sweep) -> str:

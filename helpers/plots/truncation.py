@@ -112,10 +112,10 @@ def accuracy_by_model(sweeps: Mapping, critical: Mapping[str, int | None], metho
         c = critical.get(name)
         if c is not None and c in s.accuracy[method]:  # a ring on the point itself: lines at one depth would merge
             ax.plot(s.n_layers - c, 100 * s.accuracy[method][c], "o", ms=14, mfc="none", mec=colour, mew=1.6)
-        for cut in s.cuts:
+        for cut in s.cuts:  # on the floor, each model a step higher: two models' cuts may share a position
             swept = cut in s.accuracy[method]
-            ax.plot(s.n_layers - cut, 100 * s.accuracy[method][cut] if swept else 0, "^", ms=8, mec=colour, mew=1.4,
-                    mfc=colour if swept else "white", clip_on=False, zorder=3)
+            ax.plot(s.n_layers - cut, 100 * s.accuracy[method][cut] if swept else 3 * i, "^", ms=8, mec=colour,
+                    mew=1.4, mfc=colour if swept else "white", clip_on=False, zorder=3)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks come whole
     ax.set(xlabel=f"blocks removed ({method})", ylabel="greedy accuracy [%] (95% band)",
            title="How many blocks each model can lose (ring: critical depth; ▲ lens cut)")

@@ -123,7 +123,7 @@ def test_the_bfloat16_spacing_near_a_logit_of_20_is_torchs():
     assert v["ex_logit_spacing"] == float(torch.nextafter(x, x + 100) - x) and v["ex_bits"] == 8
     assert v["ex_rule"] == "stricter" and v["ex_critical_float32"] == 4  # critical at 3; 0.5 there is below 0.8
     # the re-run command names the profile that built the page, not a fixed one
-    assert v["rerun_command"] == "`python -m helpers run --profile smoke --only 06_precision -p collapse_fraction=0.8`"
+    assert v["rerun_command"] == "`python -m helpers run --profile smoke --only 06_precision -p collapse_fraction=0.8 --recompute`"
     full = DtypeComparison("m", 4, {}, {}, {}, {d: {4: 1.0, 3: 0.4} for d in FORMATS}, 2, 0.5)  # critical: the full 4
     v = exercise_values(full, "smoke")  # a stricter rule cannot move it: the exercise asks about a looser one
     assert v["ex_rule"] == "looser" and v["ex_collapse"] == 0.25 and v["ex_critical_float32"] == 3
