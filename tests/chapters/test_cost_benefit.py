@@ -237,8 +237,9 @@ def test_the_small_model_study_is_answered_by_the_paired_test(mean, low, high, p
     d = PairedDifference(mean, low, high, 40, 3, 6, p)
     monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m: [("power − best-of-6, both at 24", None),
                                                               ("power − majority-of-6, both at 24", d)])
-    sentence = cost_benefit_text.majority_sentence(SimpleNamespace(n_layers=24, matched_k={24: 6}))
+    sentence = cost_benefit_text.majority_sentence(SimpleNamespace(model="m", n_layers=24, matched_k={24: 6}))
     assert word in sentence and "majority-of-6" in sentence and f"{100 * mean:+.1f} points" in sentence
+    assert sentence.startswith("On m at its full depth")  # the model named: several models' rows share the table
     monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m: [])
     assert "no compute-matched majority vote" in cost_benefit_text.majority_sentence(SimpleNamespace(n_layers=24, matched_k={}))
 
