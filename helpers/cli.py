@@ -72,7 +72,7 @@ def _truncate(args: argparse.Namespace) -> int:
     if not args.prompt or not args.prompt.strip():
         raise DataError("--prompt must not be empty")
     _tokens_fit(args.max_new_tokens, context_length(args.model))  # known models: before loading anything
-    model = load_model(args.model, dtype=args.dtype or "auto")
+    model = load_model(args.model, dtype=args.dtype)
     info, tokenizer = model.info, model.tokenizer
     _tokens_fit(args.max_new_tokens, getattr(model.config, "max_position_embeddings", None))
     shallow = model.truncated(args.depth, args.method)
@@ -124,7 +124,7 @@ def _effective_depth(args: argparse.Namespace) -> int:
                          f"{args.overlap_threshold}")
     with torch.no_grad():  # not set_grad_enabled(False): main() runs inside other programs (and tests) too
         report = effective_depth_report(args.model, args.dataset, args.n, args.reduction, args.kl_fraction,
-                                        args.overlap_threshold, dtype=args.dtype or "auto")
+                                        args.overlap_threshold, dtype=args.dtype)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -139,7 +139,7 @@ def _bench(args: argparse.Namespace) -> int:
         if any(b < 1 for b in sizes):
             raise ValueError(f"--batch-sizes must be positive integers such as 1,8,32; got {args.batch_sizes!r}")
         print(json.dumps(bench_throughput(args.model, sizes, args.max_new_tokens, args.shots,
-                                          with_generate=not args.no_generate, dtype=args.dtype or "auto"), indent=2))
+                                          with_generate=not args.no_generate, dtype=args.dtype), indent=2))
         return 0
     if args.what == "effective-depth":
         print(json.dumps(bench_effective_depth(args.profile), indent=2))
@@ -149,7 +149,7 @@ def _bench(args: argparse.Namespace) -> int:
 
         (groups,) = _integers(args.problems, "--problems", "8")
         print(json.dumps(bench_barriers(args.model, groups, args.particles, args.max_new_tokens, args.block_size,
-                                        args.shots, args.repeats, dtype=args.dtype or "auto"), indent=2))
+                                        args.shots, args.repeats, dtype=args.dtype), indent=2))
         return 0
     if args.what == "rows":
         from helpers.bench.rows import bench_rows
@@ -174,7 +174,7 @@ def _bench(args: argparse.Namespace) -> int:
 
         (n,) = _integers(args.problems, "--problems", "16")
         print(json.dumps(bench_depth_sweep(args.model, n, args.span, args.max_new_tokens, args.shots,
-                                           _integers(args.levels, "--levels", "5,6"), dtype=args.dtype or "auto"),
+                                           _integers(args.levels, "--levels", "5,6"), dtype=args.dtype),
                          indent=2))
         return 0
     levels = _integers(args.levels, "--levels", "1,2,3")
@@ -188,7 +188,7 @@ def _bench(args: argparse.Namespace) -> int:
                                     repeats=args.repeats, engines=engines, particles=args.particles,
                                     where=tuple(j.strip() for j in args.where.split(",") if j.strip()),
                                     jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs
-                                    else None, dtype=args.dtype or "auto"), indent=2))
+                                    else None, dtype=args.dtype), indent=2))
     return 0
 
 
@@ -250,10 +250,11 @@ def _audit(args: argparse.Namespace) -> int:
                      every=args.all, seed=args.seed, findings=args.findings, resume=args.resume)
 
 
-def _dtype_flag(parser: argparse.ArgumentParser) -> None:
+def _dtype_flag(parser: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    """`--dtype`, passed to what the command loads; `run` leaves it None, so that the profile's `dtype` decides."""
     from helpers.models.precision import CHOICES
 
-    parser.add_argument("--dtype", choices=CHOICES, default=None,
+    parser.add_argument("--dtype", choices=CHOICES, default=default,
                         help="the models' weights and activations: auto (default: float32, or bfloat16 on a GPU "
                         "that computes it natively and on a CPU where `bench dtype` measured it faster), float32 or "
                         "bfloat16")
@@ -282,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", action="store_true",
                    help="compute what neither the release nor the local store holds, also for a profile marked "
                    "released (full, default), whose builds otherwise stop before any such work")
-    _dtype_flag(p)
+    _dtype_flag(p, default=None)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("truncate", help="greedy continuation of a truncated model")
