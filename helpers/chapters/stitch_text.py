@@ -210,7 +210,7 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{_with_span(cs, critical_span(s, collapse_fraction), _few(s))} | "
+                    f"{_with_span(cs, None if _few(s) else critical_span(s, collapse_fraction), _few(s))} | "
                     f"{s.n_layers - cs if cs is not None else '–'} | "
                     f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
     return "\n".join(rows)
