@@ -19,6 +19,7 @@ import torch
 
 from helpers.core.quiet import no_gguf_bar, quiet_transformers
 from helpers.models.checksums import MANIFEST, damage, write_manifest
+from helpers.models.gguf_file import read_header
 from helpers.models.registry import KNOWN_MODELS, EmbeddedModel, ModelLoadError, cache_dir
 
 
@@ -213,10 +214,8 @@ def gguf_head(name: str) -> dict | None:
     path = gguf_at_hand(name)
     if path is None:
         return None
-    from gguf import GGUFReader
-
-    tensors = {t.name: t.tensor_type.name for t in GGUFReader(str(path)).tensors
-               if t.name in ("output.weight", "token_embd.weight")}
+    tensors = {name: kind for name, (kind, _) in read_header(path).tensors.items()
+               if name in ("output.weight", "token_embd.weight")}
     return {"separate": "output.weight" in tensors, "output": tensors.get("output.weight"),
             "embedding": tensors.get("token_embd.weight")}
 
