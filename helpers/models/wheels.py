@@ -135,11 +135,12 @@ def _dense_copy(model):
     return dense.eval()
 
 
-def _converted_embedded(name: str) -> Path:
+def _converted_embedded(name: str, deep: bool = True) -> Path:
     """Convert the GGUF once to safetensors in the cache (10-30 s), so later loads take a fraction of a second.
 
     The folder gets a manifest of its files' checksums (`helpers.models.checksums`) and is checked against it at every
-    load; a folder that fails (a damaged or missing file) is converted again and swapped in by renames.
+    call (`deep`: by content; else files stamped as checked and unchanged since are taken as they are); a folder that
+    fails (a damaged or missing file) is converted again and swapped in by renames.
     """
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -151,7 +152,7 @@ def _converted_embedded(name: str) -> Path:
     tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{major}".encode()).hexdigest()[:10]
     target = cache_dir() / "models" / f"{name}-{tag}"
     if target.exists():
-        reason = damage(target)
+        reason = damage(target, deep)
         if reason is None:
             return target
         if (target / MANIFEST).exists():  # a folder converted before manifests existed is redone quietly

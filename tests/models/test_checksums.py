@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from helpers.models.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
+from helpers.models.checksums import CHECKED, MANIFEST, damage, weights_fingerprint, write_manifest
 
 
 def _overwrite_middle(path, n: int = 64) -> None:
@@ -71,9 +71,34 @@ def test_each_file_is_hashed_once_per_process_and_again_when_it_changes(tiny_dir
     monkeypatch.setattr(checksums, "file_sha256", lambda p, real=checksums.file_sha256: reads.append(p.name) or real(p))
     assert damage(folder) is None and weights_fingerprint(folder)
     assert damage(folder) is None
-    assert sorted(reads) == sorted(p.name for p in folder.iterdir() if p.name != MANIFEST)  # each once
+    assert sorted(reads) == sorted(p.name for p in folder.iterdir() if p.name not in (MANIFEST, CHECKED))  # each once
     os.utime(folder / "model.safetensors")
     assert damage(folder) is None and reads.count("model.safetensors") == 2
+
+
+def test_a_stamped_file_is_not_read_again_until_anything_writes_it(tiny_dir, tmp_path, monkeypatch):
+    """A new process names the weights and finds the folder sound without reading a byte while the stamps hold; a
+    write that puts the size and modification time back still breaks the stamp (the change time moves); and the
+    deep check, which runs before weights are read, hashes whatever the stamps say."""
+    from helpers.models import checksums
+
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    write_manifest(folder)
+    before = weights_fingerprint(folder)
+    monkeypatch.setattr(checksums, "_hashed", {})  # a new process
+    reads = []
+    monkeypatch.setattr(checksums, "file_sha256", lambda p, real=checksums.file_sha256: reads.append(p.name) or real(p))
+    assert damage(folder, deep=False) is None and weights_fingerprint(folder) == before and reads == []
+    _bit_rot(folder / "model.safetensors", monkeypatch)
+    assert "model.safetensors changed" in damage(folder, deep=False) and reads == ["model.safetensors"]
+    assert weights_fingerprint(folder) != before
+    # Media decay that no write made leaves every stamp as it was: only reading the bytes finds it.
+    write_manifest(folder)
+    stamps = {p.name: checksums._stamp(p) for p in folder.iterdir()}
+    _bit_rot(folder / "model.safetensors", monkeypatch)
+    monkeypatch.setattr(checksums, "_stamp", lambda p: stamps[p.name])
+    assert damage(folder, deep=False) is None
+    assert "model.safetensors changed" in damage(folder)
 
 
 def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):
