@@ -19,7 +19,7 @@ import torch
 
 from helpers.core.quiet import no_gguf_bar, quiet_transformers
 from helpers.models.checksums import MANIFEST, damage, write_manifest
-from helpers.models.gguf_file import read_header
+from helpers.models.gguf_header import read_header
 from helpers.models.registry import KNOWN_MODELS, EmbeddedModel, ModelLoadError, cache_dir
 
 

@@ -47,7 +47,7 @@ def test_the_header_reader_agrees_with_ggufs_own_reader_and_steps_over_arrays(tm
     import numpy as np
     from gguf import GGUFEndian, GGUFReader, GGUFWriter
 
-    from helpers.models.gguf_file import read_header
+    from helpers.models.gguf_header import read_header
 
     path = tmp_path / "t.gguf"
     writer = GGUFWriter(str(path), "llama", endianess=GGUFEndian.BIG if big_endian else GGUFEndian.LITTLE)
@@ -73,7 +73,7 @@ def test_the_header_reader_agrees_with_ggufs_own_reader_and_steps_over_arrays(tm
 
 
 def test_a_file_that_is_not_gguf_is_named(tmp_path):
-    from helpers.models.gguf_file import read_header
+    from helpers.models.gguf_header import read_header
     from helpers.models.registry import ModelLoadError
 
     path = tmp_path / "x.gguf"
