@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -121,8 +122,8 @@ def study(models: Sequence[str], sel: Selection, *, seed: int, reduction: str, k
 def _probes(handle: ModelHandle, problems: Sequence[Problem], ig_steps: int, ig_components: Sequence[str],
             probe_stride: int) -> list[dict]:
     """Residual erasure and integrated gradients on the papers' two probes, at every `probe_stride`-th boundary."""
-    model, tokenizer = handle.module, handle.tokenizer
-    baseline = mean_residual(model, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]])
+    tokenizer = handle.tokenizer
+    baseline = cache(lambda: mean_residual(handle.module, [analysis_sequence(tokenizer, p)[0] for p in problems[:10]]))
     run = analysis_run(ERASURE_IG, handle, baseline=[analysis_key(tokenizer, p) for p in problems[:10]],
                        ig_steps=ig_steps)
     rows = probe_rows(handle.n_layers, probe_stride)
@@ -130,15 +131,15 @@ def _probes(handle: ModelHandle, problems: Sequence[Problem], ig_steps: int, ig_
     for prompt, answer in PROBES:
         ids, start = probe_sequence(tokenizer, prompt, answer)
         erasure = np.array(run.compute(sequence_key(probe_unit("erasure", probe_stride), ids, start),
-                                       lambda ids=ids, start=start: probe_record(model, ids, start, "erasure", None,
-                                                                                 rows, baseline)))
+                                       lambda ids=ids, start=start: probe_record(handle.module, ids, start, "erasure",
+                                                                                 None, rows, baseline())))
         erasure[erasure < 0] = np.nan  # boundaries not computed
         entry = {"tokens": [tokenizer.decode([t]) for t in ids], "start": start, "rows": rows, "erasure": erasure,
                  "title": f"{prompt}{answer}"}
         for comp in ig_components:
             ig = np.array(run.compute(sequence_key(probe_unit("ig", probe_stride, comp), ids, start),
                                       lambda ids=ids, start=start, comp=comp: probe_record(
-                                          model, ids, start, "ig", comp, rows, ig_steps=ig_steps)))
+                                          handle.module, ids, start, "ig", comp, rows, ig_steps=ig_steps)))
             ig[[l for l in range(handle.n_layers) if l not in rows]] = np.nan
             entry[f"ig_{comp}"] = ig
         out.append(entry)

@@ -49,7 +49,7 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
                                     batch_size=batch_size)
         study.curves[name] = solved.curves
         if all(p.solution for p in problems):
-            stop = stop_token_ids(model.module, tokenizer)[0]
+            stop = stop_token_ids(model, tokenizer)[0]
             gold = [(p.id, *solution_sequence(tokenizer, build_prompt(tokenizer, p.question, shots=shots),
                                          solution_text=p.solution, stop_id=stop)) for p in problems]
             study.gold_curves[name] = lens_over_problems(model, gold)

@@ -3,12 +3,16 @@
 A folder's manifest (`svd-manifest.json`) lists every file with its size, modification time and sha256 when
 the folder is written. `damage(folder)` compares the folder with it by content: each file is hashed at least once
 per process (bit rot keeps a file's size and modification time), then again only when its size, modification
-time or inode change. `weights_fingerprint` names the weights a model was loaded from by the digests of the bytes
-this process hashed, never by the manifest's word, so numbers from other weights are never stored as these.
+time or inode change; a model's weights are checked so before they are read. Each file whose bytes matched gets a
+stamp in `svd-checked.json`: its device, inode, size, modification and change times at that moment. Any write
+changes the change time (which no user call can set back), so while a file's stamp holds, its bytes are the ones
+checked: `damage(folder, deep=False)` and `weights_fingerprint` trust a stamp that holds and hash only what is not
+stamped. A build that only looks its numbers up by a model's identity thus names the weights without reading them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,8 +21,9 @@ from pathlib import Path
 from helpers.core.jsonfile import JSONFileError, read_json
 
 MANIFEST = "svd-manifest.json"
+CHECKED = "svd-checked.json"  # per file: its stat when its bytes last matched the manifest
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns) -> sha256 hashed by this process
+_hashed: dict[tuple, str] = {}  # (device, inode, size, mtime_ns, ctime_ns) -> sha256 hashed by this process
 
 
 def file_sha256(path: Path) -> str:
@@ -32,17 +37,44 @@ def file_sha256(path: Path) -> str:
 
 def verified_sha256(path: Path) -> str:
     """The sha256 of `path` as this process last read it: hashed at the first call, and again whenever its size,
-    modification time or inode differ from that reading's (a rename keeps all four, so a folder written and then
+    modification or change time or inode differ from that reading's (a rename keeps them, so a folder written and then
     renamed into place is not hashed again)."""
-    stat = path.stat()
-    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = tuple(_stamp(path))
     if key not in _hashed:
         _hashed[key] = file_sha256(path)
     return _hashed[key]
 
 
 def _files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST)
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (MANIFEST, CHECKED))
+
+
+def _stamp(path: Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _stamps(folder: Path) -> dict:
+    """The folder's stamps, {} where there are none or the file is unreadable (then every file is hashed)."""
+    try:
+        stamps = read_json(folder / CHECKED)
+    except JSONFileError:
+        return {}
+    return stamps if isinstance(stamps, dict) else {}
+
+
+def _stamp_checked(folder: Path, checked: dict[str, list[int]]) -> None:
+    """Record that the files of `folder` named in `checked` held the bytes the manifest names while they had those
+    stamps (taken before they were read). Written by rename; two processes stamping at once may lose one's stamps,
+    which only costs a later hash."""
+    stamps = _stamps(folder) | checked
+    tmp = folder / f"{CHECKED}.tmp{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(stamps, sort_keys=True))
+        os.replace(tmp, folder / CHECKED)
+    except OSError:  # a read-only folder: nothing is stamped, every process hashes
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def write_manifest(folder: Path) -> dict:
@@ -68,27 +100,46 @@ def _read_manifest(folder: Path) -> dict | None:
     return manifest
 
 
-def damage(folder: Path) -> str | None:
-    """None when every file of `folder` is as its manifest recorded; else what is wrong, in a phrase."""
+def damage(folder: Path, deep: bool = True) -> str | None:
+    """None when every file of `folder` is as its manifest recorded; else what is wrong, in a phrase. `deep`: every
+    file hashed (once per process); else a file whose stamp holds is taken as checked."""
     manifest = _read_manifest(folder)
     if manifest is None:
         return f"{folder / MANIFEST} is missing or unreadable"
+    stamps, hashed = ({} if deep else _stamps(folder)), {}
     for name, entry in manifest["files"].items():
         path = folder / name
         if not path.is_file():
             return f"{path} is missing"
-        stat = path.stat()
-        if stat.st_size != entry["size"]:
-            return f"{path} has {stat.st_size:,} bytes, not the {entry['size']:,} written"
+        before = _stamp(path)
+        if before[2] != entry["size"]:
+            return f"{path} has {before[2]:,} bytes, not the {entry['size']:,} written"
+        if name.endswith(WEIGHT_SUFFIXES) and stamps.get(name) == before:
+            continue  # the weights as checked (the small files, tokenizer and configs, are hashed every time)
         if verified_sha256(path) != entry["sha256"]:
             return f"{path} changed since it was written (its sha256 differs: damaged on disk, or edited)"
+        if _stamp(path) == before:  # not written while it was read
+            hashed[name] = before
+    if hashed:
+        _stamp_checked(folder, hashed)
     return None
 
 
-def weights_fingerprint(folder: Path) -> str:
+def _sha256(path: Path, stamps: dict, manifest: dict | None) -> str:
+    """The sha256 of a file's bytes: the manifest's while the file's stamp holds, else hashed by this process."""
+    entry = (manifest or {}).get("files", {}).get(path.name)
+    if entry is not None and stamps.get(path.name) == _stamp(path):
+        return entry["sha256"]
+    return verified_sha256(path)
+
+
+def weights_fingerprint(folder: Path, trust_stamps: bool = False) -> str:
     """A short digest of the weight files in `folder`, from the sha256 of their bytes as this process read them
-    (`verified_sha256`: hashed once per process, again when a file changes)."""
+    (`verified_sha256`: hashed once per process, again when a file changes); with `trust_stamps`, the manifest's
+    where a stamp says this machine checked the file against it and it has not changed since (for naming weights a
+    process will not compute with unless it checks them first)."""
     folder = Path(folder)
     weights = [p for p in _files(folder) if p.name.endswith(WEIGHT_SUFFIXES)]
-    sums = [f"{p.name}:{verified_sha256(p)}" for p in weights]
+    stamps, manifest = (_stamps(folder), _read_manifest(folder)) if trust_stamps else ({}, None)
+    sums = [f"{p.name}:{_sha256(p, stamps, manifest)}" for p in weights]
     return hashlib.sha256("\n".join(sums).encode()).hexdigest()[:16]

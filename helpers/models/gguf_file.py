@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from helpers.models.gguf_header import read_header
 from helpers.models.registry import KNOWN_MODELS
+from helpers.models.wheels import gguf_at_hand
 
 
 @dataclass(frozen=True)
@@ -36,22 +38,17 @@ class GGUFFile:
 def describe_gguf(model: str) -> GGUFFile | None:
     """`GGUFFile` of an embedded model whose file is at hand (`helpers.models.wheels.gguf_at_hand`); None otherwise
     (nothing is installed to answer)."""
-    from gguf import GGUFReader
-
-    from helpers.models.wheels import gguf_at_hand
-
     path = gguf_at_hand(model)
     if path is None:
         return None
-    reader = GGUFReader(str(path))
+    header = read_header(path)
 
     def text(key: str) -> str:
-        field = reader.fields.get(key)
-        return str(field.contents()) if field is not None else ""
+        return str(header.metadata.get(key, ""))
 
     elements: Counter[str] = Counter()
-    for t in reader.tensors:
-        elements[t.tensor_type.name] += int(t.n_elements)
+    for kind, n in header.tensors.values():
+        elements[kind] += n
     total = sum(elements.values()) or 1
     return GGUFFile(model, KNOWN_MODELS[model].gguf_name, text("general.name"), text("general.finetune"),
                     path.stat().st_size, {kind: n / total for kind, n in elements.most_common()})

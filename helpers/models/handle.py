@@ -1,7 +1,9 @@
 """A model as the project holds it: the transformers module it runs, its tokenizer, where it came from and which
 blocks it keeps.
 
-`load_model` returns a `ModelHandle`; `ModelHandle.at_depth` cuts it (`helpers.models.truncation` does the surgery
+`load_model` returns a `ModelHandle`; an embedded model's handle builds its module only when something first runs it
+(`ModelHandle.module`), so a chapter whose every number is stored reads them by the handle's identity without loading
+any weights. `ModelHandle.at_depth` cuts it (`helpers.models.truncation` does the surgery
 on the module) and returns another handle that knows its truncation. Everything that stores a number keys it by
 `ModelHandle.identity()`: where the weights came from, a fingerprint of them, the depth, the truncation and the dtype.
 The handle carries what the project knows of a model beside the transformers objects, never on them, and passes it
@@ -10,7 +12,8 @@ explicitly, as TransformerLens's `HookedTransformer` carries its `cfg`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -30,11 +33,9 @@ class ModelInfo:
     n_layers: int
     hidden_size: int
     vocab_size: int
-    n_params: int
     dtype: str
     device: str
     chat: bool
-    load_seconds: float
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,20 +83,53 @@ class ModelHandle:
     """A model the project loaded (or wrapped): `module` (the transformers model, in eval mode), `tokenizer`,
     `origin`, `info` (what was loaded, shared by its truncations) and `truncation` (None for the model as loaded).
 
+    The module is built at its first use: `build` makes it (loading the weights, or cutting the loaded model's), and
+    what can be known before that (`config` of the model as loaded, `n_layers`, `dtype`, `device`, `identity()`) is
+    answered without it, equal to what the built module says (`module` checks its dtype and depth when it builds).
+
     Handles compare by identity of the object: two loads of one checkpoint are two handles with equal `identity()`."""
 
-    module: nn.Module
+    build: Callable[[], nn.Module] = field(repr=False)
     tokenizer: Any
     origin: Origin
     info: ModelInfo | None = None
     truncation: Truncation | None = None
+    loaded_config: Any = field(default=None, repr=False)  # the config of the model as loaded, read without its weights
+    loaded_generation_config: Any = field(default=None, repr=False)  # and its generation config (its EOS ids)
+    _built: list = field(default_factory=list, init=False, repr=False)  # [module] once built (the handle is frozen)
+
+    @classmethod
+    def of(cls, module: nn.Module, tokenizer: Any, origin: Origin, info: ModelInfo | None = None) -> ModelHandle:
+        """A handle on a module already built."""
+        handle = cls(lambda: module, tokenizer, origin, info, loaded_config=module.config,
+                     loaded_generation_config=getattr(module, "generation_config", None))
+        handle._built.append(module)
+        return handle
 
     @classmethod
     def wrap(cls, module: nn.Module, tokenizer: Any = None) -> ModelHandle:
         """A handle on a module the project did not load (a test's, a user's own): named by its config's path or
         class, with no weights fingerprint."""
         name = getattr(module.config, "_name_or_path", "") or type(module).__name__
-        return cls(module, tokenizer, Origin(name, UNREGISTERED))
+        return cls.of(module, tokenizer, Origin(name, UNREGISTERED))
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the module is built (its weights in memory)."""
+        return bool(self._built)
+
+    @property
+    def module(self) -> nn.Module:
+        """The transformers model, built at the first use and kept."""
+        if not self._built:
+            module = self.build()
+            dtype = next((p.dtype for p in module.parameters()), torch.float32)
+            if self.info is not None and (str(dtype).replace("torch.", "") != self.info.dtype
+                                          or adapter(module).n_layers != self.n_layers):
+                raise RuntimeError(f"{self.name} was built with {adapter(module).n_layers} blocks in {dtype}, where "
+                                   f"its handle promised {self.n_layers} in {self.info.dtype}: a bug in its loader")
+            self._built.append(module)
+        return self._built[0]
 
     @property
     def name(self) -> str:
@@ -104,13 +138,25 @@ class ModelHandle:
 
     @property
     def config(self):
-        """The module's config (its layer count is the truncation's)."""
-        return self.module.config
+        """The module's config (its layer count is the truncation's); the model as loaded answers without building."""
+        if self._built or self.truncation is not None or self.loaded_config is None:
+            return self.module.config
+        return self.loaded_config
+
+    @property
+    def generation_config(self):
+        """The module's generation config (what ends a completion: `helpers.models.loading.stop_token_ids`), read
+        without building the module where it was read at the load."""
+        if self._built or self.loaded_generation_config is None:
+            return self.module.generation_config
+        return self.loaded_generation_config
 
     @property
     def n_layers(self) -> int:
         """The blocks this model runs."""
-        return adapter(self.module).n_layers
+        if self._built or self.info is None:
+            return adapter(self.module).n_layers
+        return self.truncation.depth if self.truncation is not None else self.info.n_layers
 
     @property
     def original_layers(self) -> int:
@@ -119,12 +165,17 @@ class ModelHandle:
 
     @property
     def dtype(self) -> torch.dtype:
-        return next((p.dtype for p in self.module.parameters()), torch.float32)
+        """Its weights' number format."""
+        if self._built or self.info is None:
+            return next((p.dtype for p in self.module.parameters()), torch.float32)
+        return getattr(torch, self.info.dtype)
 
     @property
     def device(self) -> str:
         """'cpu' or 'cuda': where its weights are."""
-        return next((p.device.type for p in self.module.parameters()), "cpu")
+        if self._built or self.info is None:
+            return next((p.device.type for p in self.module.parameters()), "cpu")
+        return torch.device(self.info.device).type
 
     def identity(self) -> dict:
         """{'model', 'source', 'weights', 'depth', 'truncation', 'dtype'} (and 'stops' where set): everything about
@@ -135,8 +186,7 @@ class ModelHandle:
         if t is not None and t.depth < t.original_layers:
             shape = {"depth": t.depth, "truncation": t.method}
         else:
-            shape = {"depth": t.depth if t is not None else int(self.module.config.num_hidden_layers),
-                     "truncation": None}
+            shape = {"depth": t.depth if t is not None else int(self.config.num_hidden_layers), "truncation": None}
         return {**self.origin.as_dict(), **shape, "dtype": str(self.dtype).replace("torch.", "")}
 
     def truncated(self, depth: int, method: str = "stitch") -> ModelHandle:
@@ -145,8 +195,12 @@ class ModelHandle:
         if self.truncation is not None:
             raise ValueError(f"{self.name} is already cut to {self.truncation.depth} blocks: cut the model as loaded")
         kept = kept_blocks(self.n_layers, depth, method)
-        return ModelHandle(truncate(self.module, depth, method), self.tokenizer, self.origin, self.info,
-                           Truncation(method, depth, tuple(kept), self.n_layers))
+        cut = ModelHandle(lambda: truncate(self.module, depth, method), self.tokenizer, self.origin, self.info,
+                          Truncation(method, depth, tuple(kept), self.n_layers),
+                          loaded_generation_config=self.loaded_generation_config)
+        if self._built:  # the weights are in memory: cut now (no reading), so the cut answers from its own module
+            cut._built.append(truncate(self.module, depth, method))
+        return cut
 
     def at_depth(self, depth: int, method: str = "stitch") -> ModelHandle:
         """This model cut to `depth` blocks by `method`; at its own depth, itself (a truncation there would run the

