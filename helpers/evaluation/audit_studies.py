@@ -245,6 +245,39 @@ def _lens_again(record: dict, ctx: Context, f: Finding) -> None:
         f.deviation = _deviation(record["result"], lens_record(full, *found, c["k"], c["direction"]))
 
 
+def _table_again(record: dict, ctx: Context, f: Finding) -> None:
+    """The lens explorer's table, computed again with one rank more: its numbers must agree within the tolerance, and
+    each stored top token must be among the recomputed ones with a probability that agrees (two tokens whose
+    probabilities tie to rounding may trade places, or places across the last rank)."""
+    from helpers.interp.lens import lens_table
+
+    c, stored = record["config"], record["result"]
+    full = _model_as(ctx.loaded, c, f, "model")
+    if not (found := _solution_read(record, ctx, f, c["model"])):
+        return
+    again = lens_table(full, ctx.loaded.tokenizer, *found, c["n_positions"], c["n_top"] + 1)
+    ranked = {"top_probs": [[p[:-1] for p in layer] for layer in again["top_probs"]]}
+    f.deviation = max(_deviation({k: stored.get(k) for k in ("tokens", "kl", "top_probs")},
+                                 {"tokens": again["tokens"], "kl": again["kl"], **ranked}),
+                      _ranked_deviation(stored, again))
+
+
+def _ranked_deviation(stored: dict, again: dict) -> float:
+    """The largest deviation between each stored top token's probability and the same token's among the recomputed
+    ranks (one more rank than stored; two ids may decode to one string, so the closer counts); inf where a stored
+    token is not among them or the tables' shapes differ."""
+    try:
+        pairs = [(p, [q for t, q in zip(tokens, probs, strict=True) if t == token])
+                 for layer, layer_probs, again_layer, again_probs in zip(
+                     stored["top_tokens"], stored["top_probs"], again["top_tokens"], again["top_probs"], strict=True)
+                 for top, top_p, tokens, probs in zip(layer, layer_probs, again_layer, again_probs, strict=True)
+                 for token, p in zip(top, top_p, strict=True)]
+    except (KeyError, TypeError, ValueError):  # zip(strict=True) raises ValueError on lengths that differ
+        return math.inf
+    return max((min((abs(p - q) / max(1.0, abs(q)) for q in there), default=math.inf) for p, there in pairs),
+               default=0.0)
+
+
 def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
     from helpers.interp.studies import agreement
 
@@ -256,6 +289,7 @@ def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
 
 # How each study kind is computed again; its entry in helpers/results/kinds.py names one of these.
 LENS_AGAIN = Recompute(_its_model, True, True, _lens_again)
+TABLE_AGAIN = Recompute(_its_model, True, True, _table_again)
 AGREEMENT_AGAIN = Recompute(_both_models, True, True, _agreement_again)
 GOLD_AGAIN = Recompute(_its_model, True, True, _gold_again)  # chapter 01's profile, skip effects and depth score
 PROBE_AGAIN = Recompute(_its_model, True, False, _probe_again)
