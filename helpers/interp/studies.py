@@ -63,7 +63,8 @@ def lens_explorer_table(model: ModelHandle, item: tuple[str, list[int], int], n_
     return run.compute(key, lambda: lens_table(model.module, model.tokenizer, ids, start, n_positions, n_top))
 
 
-TABLE_SHAPE = {"tokens": [str], "top_tokens": Sized([[str]], "depth"), "top_probs": Sized([[float]], "depth"),
+TABLE_SHAPE = {"tokens": [str], "top_tokens": Sized([Sized(str, "n_top")], "depth"),
+               "top_probs": Sized([Sized(float, "n_top")], "depth"),
                "kl": Sized([float], "depth")}  # a `lens_table`: per tap, per position (and per rank)
 
 

@@ -108,6 +108,6 @@ CRITICAL_DEPTH = Kind("critical_depth", ("helpers.evaluation.critical",), "helpe
                       tolerance=1e-9,  # counted from the decodes: exact
                       recompute=_AGAIN + "CRITICAL_AGAIN")  # counted from the decodes of its model
 
-KINDS: dict[str, Kind] = {k.name: k for k in (DECODE, LOGIT_LENS, LENS_TABLE, AGREEMENT, DEPTH_PROFILE, SKIP_EFFECTS, DEPTH_SCORE,
-                                             ERASURE_IG, LAYER_MAPS, TOY_CONVERGENCE, CRITICAL_DEPTH)}
+KINDS: dict[str, Kind] = {k.name: k for k in (DECODE, LOGIT_LENS, LENS_TABLE, AGREEMENT, DEPTH_PROFILE, SKIP_EFFECTS,
+                                             DEPTH_SCORE, ERASURE_IG, LAYER_MAPS, TOY_CONVERGENCE, CRITICAL_DEPTH)}
 STUDIES: tuple[str, ...] = tuple(name for name, k in KINDS.items() if k.audit == "study")

@@ -89,7 +89,7 @@ def test_every_kind_of_honest_study_passes(studies, shared):
 
 @pytest.mark.parametrize("kind, edit", [
     ("logit_lens", lambda r: r["kl"].__setitem__(3, r["kl"][3] + 0.05)),
-    ("lens_table", lambda r: r["top_probs"][5][2].__setitem__(0, r["top_probs"][5][2][0] * 1.01)),
+    ("lens_table", lambda r: r["top_probs"][5][2].__setitem__(0, r["top_probs"][5][2][0] - 0.01)),
     ("lens_table", lambda r: r["top_tokens"][5][2].__setitem__(1, "not-a-token")),
     ("agreement", lambda r: r.__setitem__("nll", r["nll"] + 0.05)),
     ("depth_profile", lambda r: r["norm_h"]["max"].__setitem__(2, r["norm_h"]["max"][2] * 1.01)),
@@ -111,20 +111,24 @@ def test_an_edited_study_fails_with_its_deviation(studies, shared, kind, edit):
 
 
 def test_top_tokens_may_trade_places_only_where_their_probabilities_tie():
-    """The explorer's audit takes one rank more than stored: a token stored at the last rank whose probability ties
-    with the next one's, or two tied tokens in either order, pass; a token the model no longer ranks, or one whose
-    probability moved, fails."""
+    """The explorer's audit takes one rank more than stored: tokens whose recomputed probabilities tie may trade
+    places, across the last stored rank too; a token the model no longer ranks there, a swap of tokens that do not
+    tie, a token stored twice, NaN probabilities or a table of another shape fail."""
     from helpers.evaluation.audit_studies import _ranked_deviation
 
-    def table(tokens, probs):
-        return {"top_tokens": [[tokens]], "top_probs": [[probs]]}
+    def table(tokens, probs=None):
+        return {"top_tokens": [[tokens]], "top_probs": [[probs or [0.0] * len(tokens)]]}
 
-    again = table(["a", "b", "c"], [0.5, 0.25, 0.25])
-    assert _ranked_deviation(table(["a", "c"], [0.5, 0.25]), again) == 0.0  # c tied with b at the last rank
-    assert _ranked_deviation(table(["b", "a"], [0.25, 0.5]), again) == 0.0
-    assert _ranked_deviation(table(["a", "d"], [0.5, 0.25]), again) == float("inf")
-    assert _ranked_deviation(table(["a", "b"], [0.5, 0.3]), again) == pytest.approx(0.05)
-    assert _ranked_deviation({"top_tokens": [[["a"]], [["a"]]], "top_probs": [[[0.5]]]}, again) == float("inf")
+    again = table(["a", "b", "c"], [0.5, 0.25, 0.25 - 1e-6])
+    assert _ranked_deviation(table(["a", "b"]), again) == 0.0
+    assert _ranked_deviation(table(["a", "c"]), again) == 0.0  # c tied with b across the last stored rank
+    assert _ranked_deviation(table(["a", "b"]), table(["a", "c", "b"], [0.5, 0.25, 0.25])) == 0.0  # tied, swapped
+    assert _ranked_deviation(table(["b", "a"]), again) == float("inf")  # a swap of tokens that do not tie
+    assert _ranked_deviation(table(["a", "d"]), again) == float("inf")  # not among the recomputed ranks
+    assert _ranked_deviation(table(["b", "b"]), table(["a", "b", "c"], [0.3, 0.3, 0.3])) == float("inf")  # twice
+    assert _ranked_deviation(table(["b", "a"]), table(["a", "b", "c"], [float("nan")] * 3)) == float("inf")
+    assert _ranked_deviation(table(["a", "b", "c"]), again) == float("inf")  # as many ranks as recomputed
+    assert _ranked_deviation({"top_tokens": [[["a"]], [["a"]]]}, again) == float("inf")
 
 
 def test_a_lens_record_whose_sequence_no_decode_gives_fails(studies):
