@@ -17,12 +17,8 @@ from helpers.data.sequences import solution_sequence
 from helpers.evaluation.cost import model_size
 from helpers.evaluation.decodes import accuracy
 from helpers.evaluation.solutions import solutions_and_lens
-from helpers.interp.lens import (
-    depth_ratio,
-    lens_cut_points,
-    lens_table,
-)
-from helpers.interp.studies import lens_over_problems
+from helpers.interp.lens import depth_ratio, lens_cut_points
+from helpers.interp.studies import lens_explorer_table, lens_over_problems
 from helpers.models.loading import load_model, stop_token_ids
 
 
@@ -68,8 +64,7 @@ def lens_study(models: Sequence[str], problems: Sequence[Problem], *, max_new_to
             "family": str(getattr(model.config, "model_type", name))})
         if study.explorer is None:  # the first problem the model got right, else the first problem
             pick = next((i for i, r in enumerate(solved.records) if r["correct"]), 0)
-            study.explorer = lens_table(model.module, tokenizer, solved.items[pick][1], solved.items[pick][2],
-                                        n_positions=explorer_positions)
+            study.explorer = lens_explorer_table(model, solved.items[pick], n_positions=explorer_positions)
             study.explorer_question = problems[pick].question
         del model
     return study

@@ -30,6 +30,11 @@ class Slot:
         """Busy with an extension (not free, not waiting at a barrier)."""
         return self.request is not None
 
+    @property
+    def used(self) -> int:
+        """Columns holding keys and values the row still reads: its adopted tokens and the extension's fed ones."""
+        return max(self.filled, self.base + self.fed) if self.task is not None else 0
+
     def take_place_of(self, other: Slot) -> None:
         """Point at the same columns as `other` (whose keys and values were copied here)."""
         self.filled, self.lo, self.base, self.fed = other.filled, other.lo, other.base, other.fed
@@ -89,6 +94,13 @@ class SlotCache:
         """Columns src..src+n of a slot, copied to dst..dst+n (an accepted proposal taking its place)."""
         for store in (self.keys, self.values):
             store[:, slot, :, dst:dst + n] = store[:, slot, :, src:src + n].clone()
+
+    def trade(self, a: int, b: int, n_a: int, n_b: int) -> None:
+        """Slots a and b trade their first n_a and n_b columns (two rows trading places)."""
+        for store in (self.keys, self.values):
+            held = store[:, a, :, :n_a].clone()
+            store[:, a, :, :n_b] = store[:, b, :, :n_b]
+            store[:, b, :, :n_a] = held
 
     def copy_slot(self, src: int, dst: int, n: int) -> None:
         """The first n columns of slot `src`, copied to slot `dst`."""

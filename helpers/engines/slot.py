@@ -35,6 +35,7 @@ class SlotEngine(Engine):
     """
 
     gather_above = 0.125  # run only the busy slots when more than this share of slots 0..hi-1 would ride along
+    pack = True  # run them as slots 0..k-1, after moving them there (False: in place, their keys and values gathered)
     prefill_tokens = 8192  # most tokens, padding included, in one prompt pass: rows of like length share a pass
 
     def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
@@ -160,11 +161,16 @@ class SlotEngine(Engine):
 
         The pass runs slots 0..hi-1 as one contiguous batch, free and waiting slots riding along masked, unless more
         than `gather_above` of them would ride along (SMC particles waiting at a barrier for their group): then it
-        runs the busy slots alone, their keys and values gathered (a copy per layer, far cheaper than the rows'
-        share of the linear layers it saves)."""
+        runs the busy slots alone (the rows riding along would cost their share of the linear layers). With `pack`
+        it first moves them into the lowest slots (`_pack`: a copy of each moved row's keys and values, once), so
+        that the pass attends over views of the buffer; else it runs them where they are, their keys and values
+        gathered in every layer of every pass until the waiting rows leave."""
         start = time.perf_counter()
         busy = [s for s, slot in enumerate(self.slots) if slot.decoding]
         hi = busy[-1] + 1
+        if hi - len(busy) > self.gather_above * hi and self.pack:
+            busy = self._pack(busy)
+            hi = len(busy)
         computed = busy if hi - len(busy) > self.gather_above * hi else list(range(hi))
         live = [self.slots[s] if self.slots[s].decoding else None for s in computed]  # None: free or waiting
         reqs = [slot.request if slot else None for slot in live]
@@ -195,6 +201,25 @@ class SlotEngine(Engine):
                 slot.request = None  # the loop hands it to the row's program, which asks for what comes next
         return ended, Charge(tasks, time.perf_counter() - start, weights=self._shares(rows), tokens=len(busy),
                              computed=len(computed))
+
+    def _pack(self, busy: list[int]) -> list[int]:
+        """Move the decoding rows into slots 0..k-1 (k of them), each trading places with a waiting row or a free slot
+        below k; the decoding slots after the move. Only rows out of place move, so a pass after one that packed
+        moves only the rows that began or stopped waiting since."""
+        k = len(busy)
+        for hole, row in zip([s for s in range(k) if not self.slots[s].decoding], [s for s in busy if s >= k],
+                             strict=True):
+            self._trade(hole, row)
+        return list(range(k))
+
+    def _trade(self, a: int, b: int) -> None:
+        """Slots a and b trade their rows: their keys and values, their places, and the rows' entries in `where`."""
+        first, second = self.slots[a], self.slots[b]
+        self.cache.trade(a, b, first.used, second.used)
+        self.slots[a], self.slots[b] = second, first
+        for s in (a, b):
+            if self.slots[s].task is not None:
+                self.where[id(self.slots[s].task.row)] = s
 
     def _compact(self) -> None:
         """When no row waits, move the highest rows down into free slots below them.

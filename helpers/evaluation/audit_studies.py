@@ -2,7 +2,8 @@
 
 The decodes have their own audit (`helpers.evaluation.audit`); this one covers the studies built on them:
 
-* logit lens (chapter 02): KL to the output and top-k overlap per layer, over a sequence's solution positions;
+* logit lens (chapter 02): KL to the output and top-k overlap per layer, over a sequence's solution positions, and
+  the lens explorer's table of one sequence (top tokens, their probabilities and the KL at each tap and position);
 * agreement (chapter 03): a truncated model's KL to the full model and both models' NLL of the solution;
 * chapter 01's studies of a gold text: its profile (norms, cosines, residual contributions and the lens per layer)
   and its layer-skip effects (at the same seeded split positions); and its erasure and integrated-gradients maps of
@@ -245,6 +246,58 @@ def _lens_again(record: dict, ctx: Context, f: Finding) -> None:
         f.deviation = _deviation(record["result"], lens_record(full, *found, c["k"], c["direction"]))
 
 
+RANK_TIE = 1e-4  # two lens probabilities this close are a tie that rounding may order either way (the lens's
+# largest measured deviation between machines is ~3e-5, relative to max(1, p))
+
+
+def _table_again(record: dict, ctx: Context, f: Finding) -> None:
+    """The lens explorer's table, computed again with one rank more than stored: its numbers must agree within the
+    kind's tolerance, and each stored top token must be the recomputed token at its rank, or one tied with it
+    (`_ranked_deviation`)."""
+    from helpers.interp.lens import lens_table
+
+    c, stored = record["config"], record["result"]
+    full = _model_as(ctx.loaded, c, f, "model")
+    if not (found := _solution_read(record, ctx, f, c["model"])):
+        return
+    again = lens_table(full, ctx.loaded.tokenizer, *found, c["n_positions"], c["n_top"] + 1)
+    ranked = {"top_probs": [[p[:-1] for p in layer] for layer in again["top_probs"]]}
+    f.deviation = max(_deviation({k: stored.get(k) for k in ("tokens", "kl", "top_probs")},
+                                 {"tokens": again["tokens"], "kl": again["kl"], **ranked}),
+                      _ranked_deviation(stored, again))
+
+
+def _ranked_deviation(stored: dict, again: dict, tie: float = RANK_TIE) -> float:
+    """How far the stored top tokens are from the recomputed ones (`again`, one rank more): 0 where each position's
+    tokens are the recomputed ones rank by rank, or differ only where tokens whose recomputed probabilities lie within
+    `tie` of each other trade places (across the last stored rank too, with the one extra rank); else inf. Each
+    recomputed entry matches one stored token at most, so a token stored twice fails."""
+    try:
+        for layer, again_layer, again_probs in zip(stored["top_tokens"], again["top_tokens"], again["top_probs"],
+                                                   strict=True):
+            for top, tokens, probs in zip(layer, again_layer, again_probs, strict=True):
+                if len(top) != len(tokens) - 1 or not _tied_match(top, tokens, probs, tie):
+                    return math.inf
+    except (KeyError, TypeError, ValueError):  # zip(strict=True) raises ValueError on lengths that differ
+        return math.inf
+    return 0.0
+
+
+def _tied_match(top: list, tokens: list, probs: list[float], tie: float) -> bool:
+    """Whether stored tokens `top` are `tokens` rank by rank up to swaps of tied ranks, one recomputed entry each."""
+    used: set[int] = set()
+    for rank, token in enumerate(top):
+        if rank < len(tokens) and tokens[rank] == token and rank not in used:
+            used.add(rank)
+            continue
+        tied = [j for j, t in enumerate(tokens) if t == token and j not in used
+                and abs(probs[j] - probs[rank]) <= tie]  # NaN compares False: never tied
+        if not tied:
+            return False
+        used.add(tied[0])
+    return True
+
+
 def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
     from helpers.interp.studies import agreement
 
@@ -256,6 +309,7 @@ def _agreement_again(record: dict, ctx: Context, f: Finding) -> None:
 
 # How each study kind is computed again; its entry in helpers/results/kinds.py names one of these.
 LENS_AGAIN = Recompute(_its_model, True, True, _lens_again)
+TABLE_AGAIN = Recompute(_its_model, True, True, _table_again)
 AGREEMENT_AGAIN = Recompute(_both_models, True, True, _agreement_again)
 GOLD_AGAIN = Recompute(_its_model, True, True, _gold_again)  # chapter 01's profile, skip effects and depth score
 PROBE_AGAIN = Recompute(_its_model, True, False, _probe_again)

@@ -105,13 +105,15 @@ def depth_ratio(effective_depth: int, n_layers: int) -> float:
 
 
 def lens_table(model, tokenizer, ids: Sequence[int], start: int, n_positions: int = 24, n_top: int = 3) -> dict:
-    """Precomputed arrays for the explorer: tokens, the lens's top tokens and probabilities, KL, per layer."""
+    """The explorer's table of one sequence, as JSON: the input tokens at positions start..start+n_positions-1
+    (`tokens[t]`), and at each tap l the lens's `n_top` likeliest next tokens there (`top_tokens[l][t]`), their
+    probabilities (`top_probs[l][t]`) and the KL to the model's own output (`kl[l][t]`)."""
     end = min(start + n_positions, len(ids))
     result = logit_lens(model, list(ids)[:end], n_top=n_top, start=start)
     return {
         "tokens": [tokenizer.decode([t]) for t in list(ids)[start:end]],
         "top_tokens": [[[tokenizer.decode([int(i)]) for i in pos] for pos in layer] for layer in result.top_ids],
-        "top_probs": result.top_probs, "kl": result.kl,
+        "top_probs": result.top_probs.tolist(), "kl": result.kl.tolist(),
     }
 
 

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 
 from helpers.core.progress import bar
-from helpers.interp.lens import logit_lens
+from helpers.interp.lens import lens_table, logit_lens
 from helpers.interp.metrics import kl_divergence
 from helpers.models.handle import ModelHandle
 from helpers.results.identity import sequence_key
-from helpers.results.kinds import AGREEMENT, LOGIT_LENS
+from helpers.results.kinds import AGREEMENT, LENS_TABLE, LOGIT_LENS
 from helpers.results.shapes import Sized
 from helpers.results.store import Run
 
@@ -50,6 +50,22 @@ def lens_record(model, ids: Sequence[int], start: int, k: int, direction: str) -
     """One sequence's stored lens record: the curves averaged over the positions that predict tokens start.."""
     kl, overlap = logit_lens(model, ids, k=k, direction=direction, start=start - 1).mean()
     return {"kl": kl.tolist(), "overlap": overlap.tolist(), "n_positions": int(len(ids) - start + 1)}
+
+
+def lens_explorer_table(model: ModelHandle, item: tuple[str, list[int], int], n_positions: int, n_top: int = 3,
+                        root: Path | None = None) -> dict:
+    """The lens explorer's table (`helpers.interp.lens.lens_table`) of one (name, ids, start) sequence from its first
+    solution token on, stored under the model's identity and the sequence's content like the lens curves, so a build
+    that reads it again reads it back instead of running the model."""
+    name, ids, start = item
+    run = Run(LENS_TABLE, {**model.identity(), "n_positions": n_positions, "n_top": n_top}, root=root)
+    key = sequence_key(name, ids, start)
+    return run.compute(key, lambda: lens_table(model.module, model.tokenizer, ids, start, n_positions, n_top))
+
+
+TABLE_SHAPE = {"tokens": [str], "top_tokens": Sized([Sized(str, "n_top")], "depth"),
+               "top_probs": Sized([Sized(float, "n_top")], "depth"),
+               "kl": Sized([float], "depth")}  # a `lens_table`: per tap, per position (and per rank)
 
 
 def _solution_logp(model, x, start: int):

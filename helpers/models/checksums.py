@@ -5,9 +5,11 @@ the folder is written. `damage(folder)` compares the folder with it by content: 
 per process (bit rot keeps a file's size and modification time), then again only when its size, modification
 time or inode change; a model's weights are checked so before they are read. Each file whose bytes matched gets a
 stamp in `svd-checked.json`: its device, inode, size, modification and change times at that moment. Any write
-changes the change time (which no user call can set back), so while a file's stamp holds, its bytes are the ones
-checked: `damage(folder, deep=False)` and `weights_fingerprint` trust a stamp that holds and hash only what is not
-stamped. A build that only looks its numbers up by a model's identity thus names the weights without reading them.
+changes the change time (which no user call can set back), so while a weights file's stamp holds, its bytes are
+the ones checked. Two callers take a stamp that holds in place of hashing, for weights files only (the small files,
+tokenizer and configs, are hashed every time): `damage(folder, deep=False)`, and
+`weights_fingerprint(folder, trust_stamps=True)`, which names an embedded model's weights for a build that only
+looks its numbers up; a process that computes with the weights hashes them first (`damage(folder)`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ def _stamps(folder: Path) -> dict:
     return stamps if isinstance(stamps, dict) else {}
 
 
+def _stamp_holds(stamps: dict, path: Path, stamp: list[int] | None = None) -> bool:
+    """Whether `path` is a weights file whose bytes this machine checked against the manifest and nothing has written
+    since (`stamp`: its stat taken already, else taken now)."""
+    return path.name.endswith(WEIGHT_SUFFIXES) and stamps.get(path.name) == (stamp or _stamp(path))
+
+
 def _stamp_checked(folder: Path, checked: dict[str, list[int]]) -> None:
     """Record that the files of `folder` named in `checked` held the bytes the manifest names while they had those
     stamps (taken before they were read). Written by rename; two processes stamping at once may lose one's stamps,
@@ -114,8 +122,8 @@ def damage(folder: Path, deep: bool = True) -> str | None:
         before = _stamp(path)
         if before[2] != entry["size"]:
             return f"{path} has {before[2]:,} bytes, not the {entry['size']:,} written"
-        if name.endswith(WEIGHT_SUFFIXES) and stamps.get(name) == before:
-            continue  # the weights as checked (the small files, tokenizer and configs, are hashed every time)
+        if _stamp_holds(stamps, path, before):
+            continue  # the weights as checked
         if verified_sha256(path) != entry["sha256"]:
             return f"{path} changed since it was written (its sha256 differs: damaged on disk, or edited)"
         if _stamp(path) == before:  # not written while it was read
@@ -128,7 +136,7 @@ def damage(folder: Path, deep: bool = True) -> str | None:
 def _sha256(path: Path, stamps: dict, manifest: dict | None) -> str:
     """The sha256 of a file's bytes: the manifest's while the file's stamp holds, else hashed by this process."""
     entry = (manifest or {}).get("files", {}).get(path.name)
-    if entry is not None and stamps.get(path.name) == _stamp(path):
+    if entry is not None and _stamp_holds(stamps, path):
         return entry["sha256"]
     return verified_sha256(path)
 

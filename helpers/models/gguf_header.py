@@ -5,6 +5,7 @@ milliseconds, where a general reader that decodes every field (a tokenizer's voc
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -99,9 +100,7 @@ def _parse(path: Path) -> GGUFHeader:
             dims = struct.unpack_from(order + "Q" * n_dims, buf, at)
             at += 8 * len(dims)
             kind, _offset = unpack("I"), unpack("Q")
-            elements = 1
-            for d in dims:
-                elements *= d
+            elements = math.prod(dims)
             try:
                 type_name = GGMLQuantizationType(kind).name
             except ValueError:

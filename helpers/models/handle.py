@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from helpers.models import precision
 from helpers.models.adapter import adapter
 from helpers.models.truncation import METHODS, kept_blocks, truncate
 
@@ -124,7 +125,7 @@ class ModelHandle:
         if not self._built:
             module = self.build()
             dtype = next((p.dtype for p in module.parameters()), torch.float32)
-            if self.info is not None and (str(dtype).replace("torch.", "") != self.info.dtype
+            if self.info is not None and (precision.name(dtype) != self.info.dtype
                                           or adapter(module).n_layers != self.n_layers):
                 raise RuntimeError(f"{self.name} was built with {adapter(module).n_layers} blocks in {dtype}, where "
                                    f"its handle promised {self.n_layers} in {self.info.dtype}: a bug in its loader")
@@ -187,7 +188,7 @@ class ModelHandle:
             shape = {"depth": t.depth, "truncation": t.method}
         else:
             shape = {"depth": t.depth if t is not None else int(self.config.num_hidden_layers), "truncation": None}
-        return {**self.origin.as_dict(), **shape, "dtype": str(self.dtype).replace("torch.", "")}
+        return {**self.origin.as_dict(), **shape, "dtype": precision.name(self.dtype)}
 
     def truncated(self, depth: int, method: str = "stitch") -> ModelHandle:
         """This model cut to `depth` blocks by `method` (`helpers.models.truncation.truncate`): a new module tree over

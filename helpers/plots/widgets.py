@@ -32,8 +32,8 @@ def _token_label(token: str) -> str:
     return html.escape(token.replace("\n", "⏎").replace(" ", "·")) or "∅"
 
 
-def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]]], top_probs: np.ndarray,
-                  kl: np.ndarray, start_layer: int | None = None):
+def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]]], top_probs: Sequence,
+                  kl: Sequence, start_layer: int | None = None):
     """Layer slider → the logit lens's top tokens at every position of one sequence.
 
     `tokens[t]` is the input token at position t; `top_tokens[l][t]` the lens's most likely next tokens at
@@ -43,7 +43,7 @@ def lens_explorer(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[
         return _static_note("a layer slider over the logit lens's top tokens at every position")
     import ipywidgets as w
 
-    n_layers = len(top_tokens)
+    n_layers, top_probs, kl = len(top_tokens), np.asarray(top_probs), np.asarray(kl)  # nested lists, as stored
     slider = w.IntSlider(value=n_layers - 1 if start_layer is None else start_layer, min=0, max=n_layers - 1,
                          description="layer", continuous_update=False)
     table = w.HTML()

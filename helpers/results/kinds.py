@@ -84,6 +84,9 @@ LOGIT_LENS = Kind("logit_lens", ("helpers.interp.studies",), "helpers.interp.stu
                   tolerance=2e-3,  # float32 passes, batched alike: rounding only
                   bfloat16_tolerance=0.03,  # the appendix's lens, computed where bfloat16 is emulated
                   recompute=_AGAIN + "LENS_AGAIN")
+LENS_TABLE = Kind("lens_table", ("helpers.interp.studies",), "helpers.interp.studies:TABLE_SHAPE",
+                  tolerance=2e-3,  # as the lens curves: one sequence's forward pass, rounding only
+                  recompute=_AGAIN + "TABLE_AGAIN")  # its top tokens may trade places where their probabilities tie
 AGREEMENT = Kind("agreement", ("helpers.interp.studies",), "helpers.interp.studies:AGREEMENT_SHAPE", tolerance=2e-3,
                  recompute=_AGAIN + "AGREEMENT_AGAIN")
 DEPTH_PROFILE = Kind("depth_profile", ("helpers.interp.depth",), "helpers.interp.depth:PROFILE_SHAPE", tolerance=2e-3,
@@ -105,6 +108,6 @@ CRITICAL_DEPTH = Kind("critical_depth", ("helpers.evaluation.critical",), "helpe
                       tolerance=1e-9,  # counted from the decodes: exact
                       recompute=_AGAIN + "CRITICAL_AGAIN")  # counted from the decodes of its model
 
-KINDS: dict[str, Kind] = {k.name: k for k in (DECODE, LOGIT_LENS, AGREEMENT, DEPTH_PROFILE, SKIP_EFFECTS, DEPTH_SCORE,
-                                             ERASURE_IG, LAYER_MAPS, TOY_CONVERGENCE, CRITICAL_DEPTH)}
+KINDS: dict[str, Kind] = {k.name: k for k in (DECODE, LOGIT_LENS, LENS_TABLE, AGREEMENT, DEPTH_PROFILE, SKIP_EFFECTS,
+                                             DEPTH_SCORE, ERASURE_IG, LAYER_MAPS, TOY_CONVERGENCE, CRITICAL_DEPTH)}
 STUDIES: tuple[str, ...] = tuple(name for name, k in KINDS.items() if k.audit == "study")

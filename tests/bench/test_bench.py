@@ -127,15 +127,16 @@ def test_depth_sweep_bench_times_both_ways_over_the_same_rows(tiny_dir):
         bench_depth_sweep(str(tiny_dir), span=0)
 
 
-def test_the_barrier_bench_times_both_settings_side_by_side(tiny_dir):
+def test_the_barrier_bench_times_the_three_settings_side_by_side(tiny_dir):
     from helpers.bench.barriers import bench_barriers
     from helpers.engines.slot import SlotEngine
 
-    before = SlotEngine.gather_above
+    before = SlotEngine.gather_above, SlotEngine.pack
     report = bench_barriers(str(tiny_dir), groups=2, particles=4, max_new_tokens=12, block_size=3, shots=0, repeats=1)
-    assert set(report["decode_tokens_per_second"]) == {"ride_along", "left_out"} and report["rows"] == 8
+    assert set(report["decode_tokens_per_second"]) == {"ride_along", "gathered", "packed"} and report["rows"] == 8
     assert all(len(v) == 1 and v[0] > 0 for v in report["decode_tokens_per_second"].values())
-    assert report["ratio_left_out_vs_ride_along"] > 0 and SlotEngine.gather_above == before  # restored
+    assert report["ratio_packed_vs_gathered"] > 0 and report["ratio_gathered_vs_ride_along"] > 0
+    assert (SlotEngine.gather_above, SlotEngine.pack) == before  # the class's settings untouched
     with pytest.raises(ValueError, match="--particles"):
         bench_barriers(str(tiny_dir), groups=2, particles=0, max_new_tokens=12, block_size=3, shots=0)
 

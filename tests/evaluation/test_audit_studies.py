@@ -17,8 +17,8 @@ pytestmark = pytest.mark.once
 
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
-    """SmolLM2's stored studies of two problems, as chapters 01-04 store them: greedy solutions and the lens over them,
-    a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the probes' erasure and
+    """SmolLM2's stored studies of two problems, as chapters 01-04 store them: greedy solutions, the lens over them and
+    the lens explorer's table of one, a stitched truncation's agreement, a gold text's profile, skip effects and depth score, the probes' erasure and
     integrated gradients, the critical depth of a two-depth sweep, and the toy curves; every record of the store."""
     from helpers.chapters.effective_depth import _probes, linear_maps  # chapter 01's probes and maps
     from helpers.chapters.power_sampling import toy_convergence
@@ -27,7 +27,7 @@ def studies(tmp_path_factory):
     from helpers.evaluation.decodes import DecodeSettings, sample_at_depths
     from helpers.evaluation.solutions import solutions_and_lens
     from helpers.interp.depth import depth_scores_by_level, profiles, skip_effects_over
-    from helpers.interp.studies import agreement_over
+    from helpers.interp.studies import agreement_over, lens_explorer_table
     from helpers.models.loading import load_model
 
     store = tmp_path_factory.mktemp("studies")
@@ -42,6 +42,7 @@ def studies(tmp_path_factory):
         problems = load_problems("arithmetic", n=1, levels=[1, 2], seed=0)
         solved = solutions_and_lens(model, problems, max_new_tokens=12, shots=2, batch_size=4)
         agreement_over(model, {("stitch", L - 1): model.at_depth(L - 1)}, solved.items)
+        lens_explorer_table(model, solved.items[0], n_positions=6)
         profiles(model, problems[:1], progress=False)
         skip_effects_over(model, problems[:1], "layer", 2, progress=False)
         depth_scores_by_level(model, problems[:1], n_splits=2, progress=False)
@@ -88,6 +89,8 @@ def test_every_kind_of_honest_study_passes(studies, shared):
 
 @pytest.mark.parametrize("kind, edit", [
     ("logit_lens", lambda r: r["kl"].__setitem__(3, r["kl"][3] + 0.05)),
+    ("lens_table", lambda r: r["top_probs"][5][2].__setitem__(0, r["top_probs"][5][2][0] - 0.01)),
+    ("lens_table", lambda r: r["top_tokens"][5][2].__setitem__(1, "not-a-token")),
     ("agreement", lambda r: r.__setitem__("nll", r["nll"] + 0.05)),
     ("depth_profile", lambda r: r["norm_h"]["max"].__setitem__(2, r["norm_h"]["max"][2] * 1.01)),
     ("skip_effects", lambda r: r["output"][0].__setitem__(2, r["output"][0][2] + 0.01)),
@@ -105,6 +108,27 @@ def test_an_edited_study_fails_with_its_deviation(studies, shared, kind, edit):
     report = audit_records([target], [r for r in records if r["experiment"] == "decode"], progress=False, load=shared)
     assert [f.kind for f in report.failed] == [kind], report.summary()
     assert "deviate" in " ".join(report.failed[0].problems)
+
+
+def test_top_tokens_may_trade_places_only_where_their_probabilities_tie():
+    """The explorer's audit takes one rank more than stored: tokens whose recomputed probabilities tie may trade
+    places, across the last stored rank too; a token the model no longer ranks there, a swap of tokens that do not
+    tie, a token stored twice, NaN probabilities or a table of another shape fail."""
+    from helpers.evaluation.audit_studies import _ranked_deviation
+
+    def table(tokens, probs=None):
+        return {"top_tokens": [[tokens]], "top_probs": [[probs or [0.0] * len(tokens)]]}
+
+    again = table(["a", "b", "c"], [0.5, 0.25, 0.25 - 1e-6])
+    assert _ranked_deviation(table(["a", "b"]), again) == 0.0
+    assert _ranked_deviation(table(["a", "c"]), again) == 0.0  # c tied with b across the last stored rank
+    assert _ranked_deviation(table(["a", "b"]), table(["a", "c", "b"], [0.5, 0.25, 0.25])) == 0.0  # tied, swapped
+    assert _ranked_deviation(table(["b", "a"]), again) == float("inf")  # a swap of tokens that do not tie
+    assert _ranked_deviation(table(["a", "d"]), again) == float("inf")  # not among the recomputed ranks
+    assert _ranked_deviation(table(["b", "b"]), table(["a", "b", "c"], [0.3, 0.3, 0.3])) == float("inf")  # twice
+    assert _ranked_deviation(table(["b", "a"]), table(["a", "b", "c"], [float("nan")] * 3)) == float("inf")
+    assert _ranked_deviation(table(["a", "b", "c"]), again) == float("inf")  # as many ranks as recomputed
+    assert _ranked_deviation({"top_tokens": [[["a"]], [["a"]]]}, again) == float("inf")
 
 
 def test_a_lens_record_whose_sequence_no_decode_gives_fails(studies):

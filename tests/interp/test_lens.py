@@ -113,3 +113,26 @@ def test_every_sequence_builder_marks_the_first_solution_token(tiny):
     assert ids[start:] == tokenizer(" 3 + 4 = 7", add_special_tokens=False)["input_ids"]
     ids, start = probe_sequence(tokenizer, "3 + 4 =", " 7")
     assert ids[start:] == tokenizer(" 7", add_special_tokens=False)["input_ids"]
+
+
+def test_the_explorer_table_is_stored_and_read_back_without_running_the_model(tiny, tmp_path, monkeypatch):
+    """The explorer's table is a record like the lens curves: computed once, conforming to its kind's shape, and read
+    back by the next build (here: a lens that fails if called) with every number as computed."""
+    from helpers.interp import studies
+    from helpers.results.kinds import LENS_TABLE
+    from helpers.results.shapes import conforms, shape_sizes
+
+    monkeypatch.setenv("SVD_RESULTS", str(tmp_path))
+    ids = _ids(tiny.tokenizer)
+    item = ("ada", ids, len(ids) - 5)
+    first = studies.lens_explorer_table(tiny, item, n_positions=8, n_top=2)
+    config = {**tiny.identity(), "n_positions": 8, "n_top": 2}
+    assert conforms(first, LENS_TABLE.shape_for(config), shape_sizes(config))
+    assert len(first["tokens"]) == 5 and len(first["kl"]) == tiny.n_layers  # the sequence ends before 8 positions
+    assert [len(row) for row in first["top_tokens"][0]] == [2] * 5
+
+    def no_lens(*args, **kwargs):
+        raise AssertionError("the stored table was computed again")
+
+    monkeypatch.setattr(studies, "lens_table", no_lens)
+    assert studies.lens_explorer_table(tiny, item, n_positions=8, n_top=2) == first

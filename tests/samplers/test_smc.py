@@ -91,11 +91,13 @@ def test_one_particle_is_low_temperature_sampling_draw_for_draw(tiny):
         assert max(abs(x - y) for x, y in zip(a.logq, b.logq, strict=True)) < 1e-5
 
 
+@pytest.mark.parametrize("pack", [True, False])  # busy rows moved into the lowest slots, or gathered where they are
 @pytest.mark.parametrize("gather_above", [0.0, 0.125, 1.0])  # always, sometimes, never run the busy slots alone
-def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monkeypatch, gather_above):
+def test_resampled_particles_continue_exactly_as_their_parents_would(tiny, monkeypatch, gather_above, pack):
     """Resampling at every meeting copies KV caches between slots; re-encoding every prefix must agree, whether the
-    particles waiting at a barrier ride along in the passes or the busy ones run alone."""
+    particles waiting at a barrier ride along in the passes or the busy ones run alone, moved or in place."""
     monkeypatch.setattr(SlotEngine, "gather_above", gather_above)
+    monkeypatch.setattr(SlotEngine, "pack", pack)
     model, tokenizer = tiny.module, tiny.tokenizer
     prompts = [tokenizer(t)["input_ids"] for t in ["Ada has 3 apples .", "Then Ada receives 4 more"]]
     stops = [tokenizer.eos_token_id]
@@ -213,10 +215,12 @@ def test_a_group_that_cannot_meet_is_an_error_not_a_hang(tiny, engine):
         run_programs(engine(tiny.module), [(row, _waits(row))], set())
 
 
-def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tiny, monkeypatch):
+@pytest.mark.parametrize("pack", [True, False])
+def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tiny, monkeypatch, pack):
     """With a third of the vocabulary as stop tokens, particles end their blocks at different steps and wait for
-    their group; the slot engine then runs the busy slots alone (their keys and values gathered), and every
-    particle's tokens equal what re-encoding every prefix gives."""
+    their group; the slot engine then runs the busy slots alone (moved into the lowest slots, so that every pass
+    attends over views, or where they are, their keys and values gathered), and every particle's tokens equal what
+    re-encoding every prefix gives."""
     from helpers.engines import slot
 
     model, tokenizer = tiny.module, tiny.tokenizer
@@ -227,9 +231,14 @@ def test_particles_waiting_at_a_barrier_do_not_ride_along_and_change_nothing(tin
     monkeypatch.setattr(slot.SlotCache, "point", lambda self, rows, cols, width, contiguous: (
         passes.append((cols.shape[1], len(rows), contiguous)), point(self, rows, cols, width, contiguous))[-1])
     monkeypatch.setattr(SlotEngine, "gather_above", 0.0)
+    monkeypatch.setattr(SlotEngine, "pack", pack)
     cached = run_smc(SlotEngine(model), prompts, stops, target, cfg, [5, 6, 7])
     decoding = [(n, contiguous) for q, n, contiguous in passes if q == 1]
-    assert any(not contiguous for _, contiguous in decoding)  # some passes ran a gathered subset of the slots
+    assert min(n for n, _ in decoding) < max(n for n, _ in decoding)  # some passes left waiting rows out
+    if pack:  # every pass ran slots 0..k-1
+        assert all(contiguous for _, contiguous in decoding)
+    else:  # some passes ran a gathered subset of the slots
+        assert any(not contiguous for _, contiguous in decoding)
     reencoded = run_smc(ReencodeEngine(model), prompts, stops, target, cfg, [5, 6, 7])
     for a, b in zip(cached, reencoded, strict=True):
         assert [p.tokens for p in a.particles] == [p.tokens for p in b.particles]
