@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from helpers.chapters.common_text import levels_text
 from helpers.chapters.power_sampling import (
@@ -19,6 +19,7 @@ from helpers.chapters.power_sampling import (
     comparisons,
     excluded_gains,
     explain,
+    longer_caps,
     mean_resamples,
     per_model,
     report_gains,
@@ -762,6 +763,63 @@ def decomposition_values(explained: Sequence[Explained], checks: Sequence[Longer
         for key, _ in SEARCHES:
             values |= {f"dec_{name}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
     return values
+
+
+ROBUSTNESS = ("robustness_table", "robustness_sentence")
+
+
+def setting_label(parameters: Mapping) -> str:
+    """'384 tokens, B = 192': a setting of the chapter (its `max_new_tokens` and `block_size`) as its tables name it."""
+    return f"{parameters['max_new_tokens']:,} tokens, B = {parameters['block_size']}"
+
+
+def robustness_values(explained: Sequence[Explained], then: Sequence[DepthRow], now: Mapping,
+                      other: Mapping | None) -> dict:
+    """The decomposition at the chapter's setting (`now`: its parameters; `explained`) beside the same comparison at
+    another setting (`other`: its parameters; `then`: its rows, `power_sampling.at_setting`): a table with a row per
+    model and setting, and a sentence per model on what the cut cost at the other setting and how much of that was
+    answers its cap cut off (from its greedy decodes under a longer cap, where it ran them). Empty without one."""
+    if not then or not other:
+        return dict.fromkeys(ROBUSTNESS, "")
+    label, other_label = setting_label(now), setting_label(other)
+    earlier = {e.full.model: e for e in explain(then)}
+    longer = {c.model: c for c in longer_caps(then)}
+    lines = ["| model | setting | cut to | the cut (greedy) | greedy unfinished at the cut (at full depth) | "
+             "MH at the cut | MH at full depth | headline (MH at the cut − greedy full) |",
+             "|---|---|---|---|---|---|---|---|"]
+    said, same = [], True
+    for e in explained:
+        x = earlier.get(e.full.model)
+        same = same and (x is None or x.full.problem_ids == e.full.problem_ids)
+        for name, y in ((label, e), (other_label, x)):
+            if y is None:
+                continue
+            t = y.parts["power"].terms
+            share = (_unfinished(y.cut), _unfinished(y.full))
+            unfinished = "—" if None in share else f"{100 * share[0]:.0f}% ({100 * share[1]:.0f}%)"
+            lines.append(f"| {e.full.model if y is e else ''} | {name} | {y.cut.depth} of {y.full.n_layers} | "
+                         f"{t['cut_cost'].points(1, '')} | {unfinished} | {t['recovery'].points(1, '')} | "
+                         f"{t['full_gain'].points(1, '')} | {t['headline'].points(1, '')} |")
+        if x is None:
+            continue
+        cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
+        made = ""
+        if check is not None and check.depth == x.cut.depth:
+            made = (f"; under {check.cap:,} tokens the same cut cost {check.cost.points(1)}, so about "
+                    f"{100 * (check.cost.mean - cost.mean):.0f} of those points were answers the cap cut off (a "
+                    "difference of point estimates)")
+        said.append(f"{f'At {other_label}, on' if not said else 'On'} {e.full.model} the cut to {x.cut.depth} of {x.full.n_layers} blocks cost greedy decoding "
+                    f"{cost.points(1)} ({cost.standing()}){made}; at this chapter's setting the cut to {e.cut.depth} "
+                    f"blocks costs {e.parts['power'].terms['cut_cost'].points(1)}")
+    problems = ("both settings ran the same problems" if same else
+                "**the settings ran different problems**, so their rows do not pair")
+    lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "
+                  f"above; {problems}, each on the seeds its profile names."]
+    return {"robustness_table": "\n".join(lines),
+            "robustness_sentence": " ".join([
+                f"The same comparison ran at {other_label} too, {'on the same problems' if same else 'on other problems'}"
+                f"; the table sets its decomposition beside this setting's ({label}). Where a longer cap lowers the "
+                "cut's cost, answers the shorter cap cut off made part of it.", *(f"{x}." for x in said)])}
 
 
 CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this much more often than at full depth

@@ -70,6 +70,8 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
         values["profile"] = profile if "profile" in params else values.get("profile")
         if "critical_sweep" in params and "critical_sweep" not in {**section, **overrides}:
             values["critical_sweep"] = sweep
+        if "robustness" in params and isinstance(values.get("robustness"), str):
+            values["robustness"] = _other_setting(profile, values["robustness"], stem, values)
         return {k: v for k, v in values.items() if k in params}
 
     for stem, params in known.items():
@@ -100,6 +102,28 @@ def _decode_settings(profile: str, spec: dict, stem: str, params: dict, resolve)
     theirs, mine = literal_defaults(source_params), literal_defaults(params)
     values.update({k: theirs[k] for k in common if k not in values and k in theirs and theirs[k] != mine.get(k)})
     return {k: values[k] for k in common if k in values}
+
+
+SAME_COMPARISON = ("models", "dataset", "n_problems", "levels", "model_levels", "seed", "shots")  # what a robustness
+# setting must share with the chapter: the same models on the same problems, so that its rows pair with the chapter's
+
+
+def _other_setting(profile: str, other: str, stem: str, values: dict) -> dict:
+    """A chapter's `robustness` parameter, named by a profile: that profile's parameters of the same chapter, as a run
+    of it resolves them (its critical depths, its caps), so that the chapter reads its comparison at that setting
+    beside its own. It must run the same models on the same problems; it names no setting of its own."""
+    if other == profile:
+        raise RunError(f"Profile {profile!r} names itself as {stem}'s robustness setting; name another profile, whose "
+                       "setting the chapter reads beside its own (e.g. robustness: full).")
+    defaults = literal_defaults(notebook_parameters(stem))
+    theirs = {**defaults, **next(job for job in plan(other, only=stem)).parameters}
+    differ = [k for k in SAME_COMPARISON if theirs.get(k) != {**defaults, **values}.get(k)]
+    if differ:
+        raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} differs in {', '.join(differ)}; it "
+                       "must run the same models on the same problems, at another cap or block size, for its rows to "
+                       "pair with the chapter's.")
+    theirs["robustness"] = None
+    return theirs
 
 
 CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth

@@ -1130,3 +1130,34 @@ def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_probl
                         "where full-depth greedy scores 50% and 60% against 40% and 40% on all 100, in that order; only "
                         "this chapter's depths are drawn. So each critical depth was read on part of the problems it is "
                         "then tested on, and on their easier part.")
+
+
+def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_its_cap_made():
+    """At the other setting (160 tokens, B = 28) big's cut costs 30 points, 25 of them gone under its longer cap; at
+    this chapter's setting the cut costs 5. The table gives both settings' terms per model, the sentence the cut's
+    cost at the other setting and the cap's part of it; nothing is said where no other setting ran."""
+    then = _two_sizes()
+    then[3].longer = power_sampling.LongerCap("big", 6, 5, 384, 160, tuple(_scores(0.8)), tuple(_scores(0.75)), 0, 0.05)
+    now = _two_sizes()
+    now[3].scores["greedy"] = _scores(0.75)
+    explained = power_sampling.explain(now)
+    values = power_sampling_text.robustness_values(explained, then, {"max_new_tokens": 384, "block_size": 192},
+                                                   {"max_new_tokens": 160, "block_size": 28})
+    table = values["robustness_table"].splitlines()
+    assert [line.split(" | ")[1] for line in table[2:6]] == ["384 tokens, B = 192", "160 tokens, B = 28"] * 2
+    assert table[4].startswith("| big | 384 tokens, B = 192 | 5 of 6 | -5.0 [") and table[5].startswith("|  | 160 tokens")
+    assert "-30.0 [" in table[5] and "both settings ran the same problems" in table[-1]
+    sentence = values["robustness_sentence"]
+    assert sentence.startswith("The same comparison ran at 160 tokens, B = 28 too, on the same problems; the table")
+    assert ("On big the cut to 5 of 6 blocks cost greedy decoding -30.0 points [-50, -10] (larger than its noise); "
+            "under 384 tokens the same cut cost -5.0 points [") in sentence
+    assert "so about 25 of those points were answers the cap cut off" in sentence
+    assert "at this chapter's setting the cut to 5 blocks costs -5.0 points [" in sentence
+    assert "At 160 tokens, B = 28, on small the cut" in sentence and sentence.count("answers the cap cut off") == 1
+    moved = [dataclasses.replace(r, problem_ids=("other",)) for r in then]
+    assert "**the settings ran different problems**" in power_sampling_text.robustness_values(
+        explained, moved, {"max_new_tokens": 384, "block_size": 192}, {"max_new_tokens": 160, "block_size": 28})[
+        "robustness_table"]
+    assert power_sampling_text.robustness_values(explained, [], {"max_new_tokens": 384, "block_size": 192}, None) == {
+        "robustness_table": "", "robustness_sentence": ""}
+    assert power_sampling.at_setting(None) == []

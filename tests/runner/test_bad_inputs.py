@@ -812,3 +812,22 @@ def test_a_missing_release_is_said_first_for_a_profile_read_from_it(tmp_path, mo
     monkeypatch.setenv(env.RELEASE, str(tmp_path / "nowhere"))
     with pytest.raises(RunError, match=r"read from the results release, but there is none at .*nowhere"):
         runner.run("full", only="05_cost", build=False)
+
+
+def test_a_robustness_setting_named_by_a_profile_is_that_profiles_parameters_of_the_chapter(tmp_path):
+    """Chapter 04 reads its comparison at another setting beside its own: the runner resolves the profile's name to
+    that profile's parameters of the chapter (its critical depths' sweep included, its own robustness dropped); a
+    profile naming itself, or one on other problems, is refused before anything runs."""
+    other = tmp_path / "shorter.yaml"
+    other.write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    max_new_tokens: 32\n")
+    theirs = plan(str(other), only="04_power_sampling")[0].parameters
+    mine = plan("smoke", {"robustness": str(other)}, only="04_power_sampling")[0].parameters
+    assert mine["robustness"].items() > theirs.items() and mine["robustness"]["max_new_tokens"] == 32
+    assert mine["robustness"]["alpha"] == 4.0 and mine["robustness"]["robustness"] is None  # the notebook's defaults too
+    assert mine["max_new_tokens"] == 48 and plan("smoke", only="04_power_sampling")[0].parameters.get("robustness") is None
+    with pytest.raises(RunError, match="names itself as 04_power_sampling's robustness setting"):
+        plan(str(other), {"robustness": str(other)}, only="04_power_sampling")
+    elsewhere = tmp_path / "elsewhere.yaml"
+    elsewhere.write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    seed: 3\n")
+    with pytest.raises(RunError, match="differs in seed; it must run the same models on the same problems"):
+        plan("smoke", {"robustness": str(elsewhere)}, only="04_power_sampling")
