@@ -48,10 +48,11 @@ from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
     half_width,
+    paired_difference,
     percent_with_interval,
 )
 from helpers.models.registry import post_training
-from helpers.samplers.settings import Searches
+from helpers.samplers.settings import SEARCH_PARAMETERS, Searches
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-k"),
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
@@ -766,31 +767,53 @@ def decomposition_values(explained: Sequence[Explained], checks: Sequence[Longer
 
 
 ROBUSTNESS = ("robustness_table", "robustness_sentence")
+SETTING_WORDS = {"max_new_tokens": "{:,} tokens", "block_size": "B = {}", "mcmc_steps": "N = {}", "alpha": "α = {:g}",
+                 "power_mode": "{} mode", "mh_blocks": "at most {} blocks a chain"}  # tokens and B always, the rest
+# where two settings differ
 
 
-def setting_label(parameters: Mapping) -> str:
-    """'384 tokens, B = 192': a setting of the chapter (its `max_new_tokens` and `block_size`) as its tables name it."""
-    return f"{parameters['max_new_tokens']:,} tokens, B = {parameters['block_size']}"
+def setting_labels(mine: Mapping, theirs: Mapping) -> tuple[str, str]:
+    """('384 tokens, B = 192', '160 tokens, B = 28'): two settings of the chapter as its tables name them, by their
+    token cap and block size and by every other search setting in which they differ."""
+    keys = [k for k in SETTING_WORDS if k in ("max_new_tokens", "block_size") or mine.get(k) != theirs.get(k)]
+
+    def word(x: Mapping, k: str) -> str:
+        if k == "mh_blocks" and not x[k]:  # 0: as many as the cap holds
+            return f"at most {-(-x['max_new_tokens'] // x['block_size'])} blocks a chain"
+        return SETTING_WORDS[k].format(x[k])
+
+    return tuple(", ".join(word(x, k) for k in keys) for x in (mine, theirs))
 
 
-def robustness_values(explained: Sequence[Explained], then: Sequence[DepthRow], now: Mapping,
-                      other: Mapping | None) -> dict:
-    """The decomposition at the chapter's setting (`now`: its parameters; `explained`) beside the same comparison at
-    another setting (`other`: its parameters; `then`: its rows, `power_sampling.at_setting`): a table with a row per
-    model and setting, and a sentence per model on what the cut cost at the other setting and how much of that was
-    answers its cap cut off (from its greedy decodes under a longer cap, where it ran them). Empty without one."""
-    if not then or not other:
+def _cap_part(e: Explained, check: LongerCap) -> PairedDifference:
+    """How much less the cut costs greedy decoding under the longer cap of `check` than at the rows' own cap, paired
+    by problem: the part of the cut's cost that answers the shorter cap cut off made."""
+    full, cut = e.full.scores["greedy"], e.cut.scores["greedy"]
+    return paired_difference([c - f for c, f in zip(check.cut, check.full, strict=True)],
+                             [c - f for c, f in zip(cut, full, strict=True)])
+
+
+def robustness_values(explained: Sequence[Explained], other_rows: Sequence[DepthRow], searches: Searches,
+                      max_new_tokens: int, other: Mapping | None) -> dict:
+    """The decomposition at the chapter's setting (`searches`, `max_new_tokens`; its `explained`) beside the same
+    comparison at another setting (`other`: its parameters; `other_rows`: `power_sampling.at_setting`'s rows): a
+    table with a row per model and setting, and a sentence per model on what the cut cost at the other setting and,
+    where that setting decoded greedily under a longer cap, how much of the cost that cap takes away. Empty
+    without one."""
+    if not other_rows or not other:
         return dict.fromkeys(ROBUSTNESS, "")
-    label, other_label = setting_label(now), setting_label(other)
-    earlier = {e.full.model: e for e in explain(then)}
-    longer = {c.model: c for c in longer_caps(then)}
+    mine = {"max_new_tokens": max_new_tokens} | {name: getattr(getattr(searches, owner), field)
+                                                 for name, (owner, field) in SEARCH_PARAMETERS.items()}
+    label, other_label = setting_labels(mine, other)
+    theirs = {e.full.model: e for e in explain(other_rows)}
+    longer = {c.model: c for c in longer_caps(other_rows)}
     lines = ["| model | setting | cut to | the cut (greedy) | greedy unfinished at the cut (at full depth) | "
              "MH at the cut | MH at full depth | headline (MH at the cut − greedy full) |",
              "|---|---|---|---|---|---|---|---|"]
     said, same = [], True
     for e in explained:
-        x = earlier.get(e.full.model)
-        same = same and (x is None or x.full.problem_ids == e.full.problem_ids)
+        x = theirs.get(e.full.model)
+        same = same and (x is None or (x.full.problem_ids == e.full.problem_ids and x.cut.problem_ids == e.cut.problem_ids))
         for name, y in ((label, e), (other_label, x)):
             if y is None:
                 continue
@@ -805,21 +828,24 @@ def robustness_values(explained: Sequence[Explained], then: Sequence[DepthRow], 
         cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
         made = ""
         if check is not None and check.depth == x.cut.depth:
-            made = (f"; under {check.cap:,} tokens the same cut cost {check.cost.points(1)}, so about "
-                    f"{100 * (check.cost.mean - cost.mean):.0f} of those points were answers the cap cut off (a "
-                    "difference of point estimates)")
-        said.append(f"{f'At {other_label}, on' if not said else 'On'} {e.full.model} the cut to {x.cut.depth} of {x.full.n_layers} blocks cost greedy decoding "
-                    f"{cost.points(1)} ({cost.standing()}){made}; at this chapter's setting the cut to {e.cut.depth} "
-                    f"blocks costs {e.parts['power'].terms['cut_cost'].points(1)}")
+            part = _cap_part(x, check)
+            made = (f"; under {check.cap:,} tokens the same cut costs {check.cost.points(1)}, "
+                    + (f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
+                       f"{part.points(1)} less (larger than its noise): answers the shorter cap cut off made that "
+                       "part of its cost" if part.clear else
+                       f"{part.points(1)} less ({part.standing()}): too close to say that the shorter cap made part "
+                       "of its cost"))
+        said.append(f"{f'At {other_label}, on' if not said else 'On'} {e.full.model} the cut to {x.cut.depth} of "
+                    f"{x.full.n_layers} blocks cost greedy decoding {cost.points(1)} ({cost.standing()}){made}; at "
+                    f"this chapter's setting the cut to {e.cut.depth} blocks costs "
+                    f"{e.parts['power'].terms['cut_cost'].points(1)}")
     problems = ("both settings ran the same problems" if same else
                 "**the settings ran different problems**, so their rows do not pair")
     lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "
                   f"above; {problems}, each on the seeds its profile names."]
-    return {"robustness_table": "\n".join(lines),
-            "robustness_sentence": " ".join([
-                f"The same comparison ran at {other_label} too, {'on the same problems' if same else 'on other problems'}"
-                f"; the table sets its decomposition beside this setting's ({label}). Where a longer cap lowers the "
-                "cut's cost, answers the shorter cap cut off made part of it.", *(f"{x}." for x in said)])}
+    lead = (f"The same comparison ran at {other_label} too, {'on the same problems' if same else 'on other problems'}; "
+            f"the table sets its decomposition beside this setting's ({label}).")
+    return {"robustness_table": "\n".join(lines), "robustness_sentence": " ".join([lead, *(f"{x}." for x in said)])}
 
 
 CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this much more often than at full depth

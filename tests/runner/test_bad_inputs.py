@@ -814,20 +814,33 @@ def test_a_missing_release_is_said_first_for_a_profile_read_from_it(tmp_path, mo
         runner.run("full", only="05_cost", build=False)
 
 
-def test_a_robustness_setting_named_by_a_profile_is_that_profiles_parameters_of_the_chapter(tmp_path):
-    """Chapter 04 reads its comparison at another setting beside its own: the runner resolves the profile's name to
-    that profile's parameters of the chapter (its critical depths' sweep included, its own robustness dropped); a
-    profile naming itself, or one on other problems, is refused before anything runs."""
-    other = tmp_path / "shorter.yaml"
-    other.write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    max_new_tokens: 32\n")
-    theirs = plan(str(other), only="04_power_sampling")[0].parameters
-    mine = plan("smoke", {"robustness": str(other)}, only="04_power_sampling")[0].parameters
-    assert mine["robustness"].items() > theirs.items() and mine["robustness"]["max_new_tokens"] == 32
-    assert mine["robustness"]["alpha"] == 4.0 and mine["robustness"]["robustness"] is None  # the notebook's defaults too
-    assert mine["max_new_tokens"] == 48 and plan("smoke", only="04_power_sampling")[0].parameters.get("robustness") is None
-    with pytest.raises(RunError, match="names itself as 04_power_sampling's robustness setting"):
-        plan(str(other), {"robustness": str(other)}, only="04_power_sampling")
-    elsewhere = tmp_path / "elsewhere.yaml"
-    elsewhere.write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    seed: 3\n")
-    with pytest.raises(RunError, match="differs in seed; it must run the same models on the same problems"):
-        plan("smoke", {"robustness": str(elsewhere)}, only="04_power_sampling")
+def test_a_robustness_setting_is_a_profile_checked_before_anything_runs_and_read_as_that_profile_runs(tmp_path):
+    """Chapter 04 reads its comparison at another setting beside its own, named by a profile: `other_setting` gives
+    that profile's parameters of the chapter (the notebook's defaults, its critical depths' sweep, no robustness of
+    its own, whether it is released); the plan refuses, before anything runs, a name that is not text, the profile
+    itself, one on other problems, one at this very setting and one without the chapter. Two profiles naming each
+    other plan (each reads the other without its robustness); a relative path in a profile is found beside it."""
+    from helpers.runner.planning import other_setting
+
+    (tmp_path / "shorter.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    max_new_tokens: 32\n"
+                                           "    robustness: longer.yaml\n")
+    (tmp_path / "longer.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    robustness: shorter.yaml\n")
+    shorter, longer = str(tmp_path / "shorter.yaml"), str(tmp_path / "longer.yaml")
+    theirs = other_setting(shorter, "04_power_sampling")
+    assert theirs["max_new_tokens"] == 32 and theirs["alpha"] == 4.0 and theirs["robustness"] is None
+    assert theirs["released"] is False and other_setting("full", "04_power_sampling")["released"] is True
+    assert other_setting(None, "04_power_sampling") is None
+    assert plan("smoke", {"robustness": shorter}, only="04_power_sampling")[0].parameters["robustness"] == shorter
+    assert plan(longer, only="04_power_sampling")[0].parameters["robustness"] == shorter  # beside it, each way
+    assert plan(shorter, only="04_power_sampling")[0].parameters["robustness"] == longer
+    assert plan("smoke", only="04_power_sampling")[0].parameters.get("robustness") is None
+    (tmp_path / "seeded.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    seed: 3\n")
+    (tmp_path / "same.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    toy_samples: 9\n")
+    (tmp_path / "short.yaml").write_text("base: smoke\nchapters: [01_effective_depth]\n")
+    for value, fragment in [({"max_new_tokens": 32}, "robustness names a profile"), (5, "robustness names a profile"),
+                            ("smoke", "names itself as 04_power_sampling's robustness setting"),
+                            (str(tmp_path / "seeded.yaml"), "differs in seed; it must run the same models on the same"),
+                            (str(tmp_path / "same.yaml"), "runs this very setting"),
+                            (str(tmp_path / "short.yaml"), "does not run 04_power_sampling")]:
+        with pytest.raises(RunError, match=fragment):
+            plan("smoke", {"robustness": value}, only="04_power_sampling")

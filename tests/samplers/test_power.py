@@ -126,6 +126,7 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     trade = SlotCache.trade
     monkeypatch.setattr(SlotCache, "trade", lambda self, a, b, n_a, n_b: (moves.append((a, b, n_a, n_b)),
                                                                          trade(self, a, b, n_a, n_b)))
+    monkeypatch.setattr(SlotEngine, "pack", False)  # only compaction moves rows into free slots
     together = run_chains(SlotEngine(model), prompts, stops, target, cfg, seeds)
     assert any(a < b and n_a == 0 < n_b for a, b, n_a, n_b in moves), "no row was moved down into a free slot"
     alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
