@@ -9,6 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from helpers.core.numbers import counted
+from helpers.data.model_sets import problem_sets
 from helpers.data.problems import Problem, per_level, problems_of
 from helpers.data.published import REPORT_HEADLINE
 from helpers.data.sources import load_problems
@@ -50,7 +51,8 @@ from helpers.evaluation.toy_study import TOY_MAX_TOKENS, stored_toy_curves
 from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
-from helpers.samplers.settings import DecodeSettings, Searches, chapter_settings
+from helpers.results.store import reading_release_only
+from helpers.samplers.settings import SEARCH_PARAMETERS, DecodeSettings, Searches, chapter_settings
 from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.toy import ToyLM, exact_distributions, tv_distance
 
@@ -454,6 +456,27 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
                                                             n_problems=full.n_problems)
                                              for key, _ in SEARCHES}))
     return out
+
+
+def at_setting(parameters: Mapping | None) -> list[DepthRow]:
+    """`compare_methods` at another setting of this chapter, the rows of its robustness comparison ([] without one).
+
+    `parameters` is this chapter's parameters cell as another profile sets it (`helpers.runner.planning.other_setting`
+    resolves a profile's name to them): the same models on the same problems under another token cap or block size.
+    With `released` true (that profile is read from the results release) its records are read and none is computed:
+    a missing one stops the chapter with an error that names it."""
+    if not parameters:
+        return []
+    p = parameters
+    searches = Searches.from_parameters({name: p[name] for name in SEARCH_PARAMETERS})
+    problems = problem_sets(p["models"], p["dataset"], n=p["n_problems"], levels=p["levels"],
+                            model_levels=p["model_levels"], seed=p["seed"])
+    with reading_release_only(bool(p.get("released"))):
+        return compare_methods(p["models"], problems, p["depths"], searches, n_seeds=p["n_seeds"],
+                               max_new_tokens=p["max_new_tokens"], shots=p["shots"], seed=p["seed"],
+                               batch_size=p["batch_size"], engine=p["engine"], search_problems=p["search_problems"],
+                               power_subsets=p["power_subsets"], critical_sweep=p["critical_sweep"],
+                               seeds_at=p["seeds_at"], longer_cap=p["longer_cap"], dtype=p["dtype"])
 
 
 def longer_caps(rows: Sequence[DepthRow]) -> list[LongerCap]:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from helpers.chapters.common_text import levels_text
 from helpers.chapters.power_sampling import (
@@ -19,6 +19,7 @@ from helpers.chapters.power_sampling import (
     comparisons,
     excluded_gains,
     explain,
+    longer_caps,
     mean_resamples,
     per_model,
     report_gains,
@@ -47,10 +48,11 @@ from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
     half_width,
+    paired_difference,
     percent_with_interval,
 )
 from helpers.models.registry import post_training
-from helpers.samplers.settings import Searches
+from helpers.samplers.settings import SEARCH_PARAMETERS, Searches
 
 COLUMNS = (("greedy", "greedy"), ("low", "low temp."), ("temperature", "T=1"), ("best_of_n", "best-of-k"),
            ("majority", "majority"), ("power", "power (MH)"), ("smc", "SMC"))
@@ -762,6 +764,88 @@ def decomposition_values(explained: Sequence[Explained], checks: Sequence[Longer
         for key, _ in SEARCHES:
             values |= {f"dec_{name}_{key}_{term}": round(100 * d.mean, 1) for term, d in e.parts[key].terms.items()}
     return values
+
+
+ROBUSTNESS = ("robustness_table", "robustness_sentence")
+SETTING_WORDS = {"max_new_tokens": "{:,} tokens", "block_size": "B = {}", "mcmc_steps": "N = {}", "alpha": "α = {:g}",
+                 "power_mode": "{} mode", "mh_blocks": "at most {} blocks a chain"}  # tokens and B always, the rest
+# where two settings differ
+
+
+def setting_labels(mine: Mapping, theirs: Mapping) -> tuple[str, str]:
+    """('384 tokens, B = 192', '160 tokens, B = 28'): two settings of the chapter as its tables name them, by their
+    token cap and block size and by every other search setting in which they differ."""
+    keys = [k for k in SETTING_WORDS if k in ("max_new_tokens", "block_size") or mine.get(k) != theirs.get(k)]
+
+    def word(x: Mapping, k: str) -> str:
+        if k == "mh_blocks" and not x[k]:  # 0: as many as the cap holds
+            return f"at most {-(-x['max_new_tokens'] // x['block_size'])} blocks a chain"
+        return SETTING_WORDS[k].format(x[k])
+
+    return tuple(", ".join(word(x, k) for k in keys) for x in (mine, theirs))
+
+
+def _cap_part(e: Explained, check: LongerCap) -> PairedDifference:
+    """How much less the cut costs greedy decoding under the longer cap of `check` than at the rows' own cap, paired
+    by problem: the part of the cut's cost that answers the shorter cap cut off made."""
+    full, cut = e.full.scores["greedy"], e.cut.scores["greedy"]
+    return paired_difference([c - f for c, f in zip(check.cut, check.full, strict=True)],
+                             [c - f for c, f in zip(cut, full, strict=True)])
+
+
+def robustness_values(explained: Sequence[Explained], other_rows: Sequence[DepthRow], searches: Searches,
+                      max_new_tokens: int, other: Mapping | None) -> dict:
+    """The decomposition at the chapter's setting (`searches`, `max_new_tokens`; its `explained`) beside the same
+    comparison at another setting (`other`: its parameters; `other_rows`: `power_sampling.at_setting`'s rows): a
+    table with a row per model and setting, and a sentence per model on what the cut cost at the other setting and,
+    where that setting decoded greedily under a longer cap, how much of the cost that cap takes away. Empty
+    without one."""
+    if not other_rows or not other:
+        return dict.fromkeys(ROBUSTNESS, "")
+    mine = {"max_new_tokens": max_new_tokens} | {name: getattr(getattr(searches, owner), field)
+                                                 for name, (owner, field) in SEARCH_PARAMETERS.items()}
+    label, other_label = setting_labels(mine, other)
+    theirs = {e.full.model: e for e in explain(other_rows)}
+    longer = {c.model: c for c in longer_caps(other_rows)}
+    lines = ["| model | setting | cut to | the cut (greedy) | greedy unfinished at the cut (at full depth) | "
+             "MH at the cut | MH at full depth | headline (MH at the cut − greedy full) |",
+             "|---|---|---|---|---|---|---|---|"]
+    said, same = [], True
+    for e in explained:
+        x = theirs.get(e.full.model)
+        same = same and (x is None or (x.full.problem_ids == e.full.problem_ids and x.cut.problem_ids == e.cut.problem_ids))
+        for name, y in ((label, e), (other_label, x)):
+            if y is None:
+                continue
+            t = y.parts["power"].terms
+            share = (_unfinished(y.cut), _unfinished(y.full))
+            unfinished = "—" if None in share else f"{100 * share[0]:.0f}% ({100 * share[1]:.0f}%)"
+            lines.append(f"| {e.full.model if y is e else ''} | {name} | {y.cut.depth} of {y.full.n_layers} | "
+                         f"{t['cut_cost'].points(1, '')} | {unfinished} | {t['recovery'].points(1, '')} | "
+                         f"{t['full_gain'].points(1, '')} | {t['headline'].points(1, '')} |")
+        if x is None:
+            continue
+        cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
+        made = ""
+        if check is not None and check.depth == x.cut.depth:
+            part = _cap_part(x, check)
+            made = (f"; under {check.cap:,} tokens the same cut costs {check.cost.points(1)}, "
+                    + (f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
+                       f"{part.points(1)} less (larger than its noise): answers the shorter cap cut off made that "
+                       "part of its cost" if part.clear else
+                       f"{part.points(1)} less ({part.standing()}): too close to say that the shorter cap made part "
+                       "of its cost"))
+        said.append(f"{f'At {other_label}, on' if not said else 'On'} {e.full.model} the cut to {x.cut.depth} of "
+                    f"{x.full.n_layers} blocks cost greedy decoding {cost.points(1)} ({cost.standing()}){made}; at "
+                    f"this chapter's setting the cut to {e.cut.depth} blocks costs "
+                    f"{e.parts['power'].terms['cut_cost'].points(1)}")
+    problems = ("both settings ran the same problems" if same else
+                "**the settings ran different problems**, so their rows do not pair")
+    lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "
+                  f"above; {problems}, each on the seeds its profile names."]
+    lead = (f"The same comparison ran at {other_label} too, {'on the same problems' if same else 'on other problems'}; "
+            f"the table sets its decomposition beside this setting's ({label}).")
+    return {"robustness_table": "\n".join(lines), "robustness_sentence": " ".join([lead, *(f"{x}." for x in said)])}
 
 
 CAP_SHARE = 0.10  # a cut whose greedy answers end unfinished at the cap this much more often than at full depth

@@ -167,11 +167,9 @@ class SlotEngine(Engine):
         gathered in every layer of every pass until the waiting rows leave."""
         start = time.perf_counter()
         busy = [s for s, slot in enumerate(self.slots) if slot.decoding]
-        hi = busy[-1] + 1
-        if hi - len(busy) > self.gather_above * hi and self.pack:
-            busy = self._pack(busy)
-            hi = len(busy)
-        computed = busy if hi - len(busy) > self.gather_above * hi else list(range(hi))
+        computed = list(range(busy[-1] + 1))  # slots 0..hi-1, every one not busy riding along
+        if len(computed) - len(busy) > self.gather_above * len(computed):
+            busy = computed = self._pack(busy) if self.pack else busy
         live = [self.slots[s] if self.slots[s].decoding else None for s in computed]  # None: free or waiting
         reqs = [slot.request if slot else None for slot in live]
         # the first token of an extension feeds the prefix's last; later ones feed the extension's previous token
@@ -234,10 +232,7 @@ class SlotEngine(Engine):
         for dst, src in zip(free, reversed(busy), strict=False):
             if dst >= src:
                 break
-            moving = self.slots[src]
-            self.cache.copy_slot(src, dst, max(moving.filled, moving.base + moving.fed))
-            self.slots[dst], self.slots[src] = moving, Slot()
-            self.where[id(moving.task.row)] = dst
+            self._trade(dst, src)  # a free slot holds nothing to move up
 
 
 def _context(row: Row) -> list[int]:

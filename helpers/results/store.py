@@ -65,6 +65,22 @@ def released_only() -> bool:
     return os.environ.get(env.RELEASED_ONLY, "").strip() not in ("", "0")
 
 
+@contextmanager
+def reading_release_only(on: bool = True) -> Iterator[None]:
+    """`released_only()` while the block runs (with `on`; kernels started meanwhile inherit it), as it was afterwards:
+    a published build, or a chapter reading another setting's released records, computes none."""
+    before = os.environ.get(env.RELEASED_ONLY)
+    if on:
+        os.environ[env.RELEASED_ONLY] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(env.RELEASED_ONLY, None)
+        else:
+            os.environ[env.RELEASED_ONLY] = before
+
+
 _REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
 
 

@@ -139,6 +139,8 @@ DOMAINS: dict[str, Domain] = {
     "seeds_at": Domain("a stitched depth searched on fewer samples per problem than n_seeds, as {depth: count}",
                        "dict", null="every depth on n_seeds"),
     "engine": Domain("the decoding engine", "str", choices="helpers.samplers.settings:ENGINES"),
+    "robustness": Domain("a profile whose setting of the chapter (same models and problems, another cap or block "
+                         "size) the chapter reads beside its own", "str", null="no other setting"),
     "sweep_steps": Domain("the MH steps per block the N figure tries", "list"),
     "toy_samples": Domain("chains per point of the toy curves", "int", **COUNT_MAX),
     "toy_steps": Domain("MH steps per block on the toy model", "list"),

@@ -10,7 +10,15 @@ from pathlib import Path
 
 from helpers.core import env
 from helpers.runner.params import check_job, literal_defaults
-from helpers.runner.profiles import NOTEBOOKS, Job, RunError, load_profile, notebook_parameters, toc_chapters
+from helpers.runner.profiles import (
+    NOTEBOOKS,
+    Job,
+    RunError,
+    load_profile,
+    notebook_parameters,
+    profile_path,
+    toc_chapters,
+)
 
 
 def in_checkout(root: Path = env.REPO) -> bool:
@@ -58,7 +66,7 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
                                "parameters cell.")
     sweep = _critical_sweep(spec, overrides) if any("critical_sweep" in p for p in known.values()) else None
 
-    def resolve(stem: str, params: dict) -> dict:
+    def resolve(stem: str, params: dict, other: bool = True) -> dict:
         section = spec["notebooks"].get(stem, {}) or {}
         bad = sorted(set(section) - set(params))
         if bad:
@@ -70,6 +78,9 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
         values["profile"] = profile if "profile" in params else values.get("profile")
         if "critical_sweep" in params and "critical_sweep" not in {**section, **overrides}:
             values["critical_sweep"] = sweep
+        if other and values.get("robustness") is not None and "robustness" in params:
+            named_here = "robustness" not in overrides  # a profile's relative path is read beside the profile
+            values["robustness"] = _check_other_setting(profile, values["robustness"], stem, values, named_here, root)
         return {k: v for k, v in values.items() if k in params}
 
     for stem, params in known.items():
@@ -96,10 +107,60 @@ def _decode_settings(profile: str, spec: dict, stem: str, params: dict, resolve)
     if clash := [k for k in common if k in own]:
         raise RunError(f"Profile {profile!r} sets {clash} for {stem}, which reads {source}'s decodes and takes these "
                        f"settings from it: set them under {source}.")
-    values = resolve(source, source_params)
+    values = resolve(source, source_params, other=False)  # the reader takes the source's decodes, not its robustness
     theirs, mine = literal_defaults(source_params), literal_defaults(params)
     values.update({k: theirs[k] for k in common if k not in values and k in theirs and theirs[k] != mine.get(k)})
     return {k: values[k] for k in common if k in values}
+
+
+SAME_COMPARISON = ("models", "dataset", "n_problems", "levels", "model_levels", "seed", "shots", "search_problems",
+                   "power_subsets")  # what a robustness setting shares with the chapter: the same models on the same
+# problems (and subsets), so that its rows pair with the chapter's
+SETTING = ("max_new_tokens", "block_size", "mh_blocks", "mcmc_steps", "alpha", "power_mode", "n_seeds", "depths",
+           "seeds_at", "longer_cap", "critical_sweep")  # what it may differ in, at least one of them
+
+
+def other_setting(name: str | None, stem: str, root: Path = env.REPO) -> dict | None:
+    """The parameters of chapter `stem` as a run of profile `name` resolves them (the notebook's literal defaults, its
+    critical depths' sweep, no robustness setting of its own), with `released`: whether that profile is read from
+    the results release, so that a chapter reading it beside its own computes nothing (None for None)."""
+    if name is None:
+        return None
+    spec = load_profile(name)
+    if spec.get("chapters") and not any(stem == c or stem.startswith(str(c)) for c in spec["chapters"]):
+        raise RunError(f"Profile {name!r} does not run {stem} (its chapters: {', '.join(map(str, spec['chapters']))}), "
+                       "so it holds no setting of it to read.")
+    job = plan(name, {"robustness": None}, only=stem, root=root)[0]
+    return {**literal_defaults(notebook_parameters(stem)), **job.parameters, "released": bool(spec.get("released"))}
+
+
+def _check_other_setting(profile: str, other, stem: str, values: dict, named_here: bool, root: Path) -> str:
+    """A chapter's `robustness`, checked before anything runs: a profile's name (a relative path found beside the
+    profile that names it), not this profile, whose setting of the chapter runs the same models on the same
+    problems and differs in at least one of `SETTING`. The name, as the chapter is to read it."""
+    if not isinstance(other, str) or not other.strip():
+        raise RunError(f"{stem}: robustness names a profile whose setting of the chapter is read beside this one's "
+                       f"(e.g. full), or is null; got {other!r}.")
+    other = other.strip()
+    if named_here and (other.endswith((".yaml", ".yml")) or "/" in other):
+        path = Path(other).expanduser()
+        other = str(path if path.is_absolute() else profile_path(profile).parent / path)
+    if profile_path(other).resolve() == profile_path(profile).resolve():
+        raise RunError(f"Profile {profile!r} names itself as {stem}'s robustness setting; name another profile, whose "
+                       "setting the chapter reads beside its own (e.g. robustness: full).")
+    try:
+        theirs = other_setting(other, stem, root)
+    except RunError as err:
+        raise RunError(f"{stem}'s robustness setting {other!r} cannot be read: {err}") from None
+    mine = {**literal_defaults(notebook_parameters(stem)), **values}
+    if differ := [k for k in SAME_COMPARISON if theirs.get(k) != mine.get(k)]:
+        raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} differs in {', '.join(differ)}; it "
+                       "must run the same models on the same problems, at another cap or block size, for its rows to "
+                       "pair with the chapter's (-p robustness=null leaves it out).")
+    if all(theirs.get(k) == mine.get(k) for k in SETTING):
+        raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} runs this very setting "
+                       f"({', '.join(SETTING)} all equal); name a profile at another cap or block size.")
+    return other
 
 
 CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth

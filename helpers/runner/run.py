@@ -7,13 +7,13 @@ Any failure stops the run with the notebook and cell named.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
 
 from helpers.core import env
 from helpers.core.budget import BudgetSpent
+from helpers.results.store import reading_release_only
 from helpers.runner import front, glued, weights
 from helpers.runner.book import build_book, prepare_root, source_repository
 from helpers.runner.execute import execute, progress_line, pulse_log
@@ -53,7 +53,7 @@ def run(profile: str, overrides: dict | None = None, only: str | None = None, ou
     guarded = bool(load_profile(profile).get("released")) and not recompute
     if guarded:
         _check_release(profile)
-    with _released_only(guarded):
+    with reading_release_only(guarded):
         return _run(profile, jobs, out_root, build, strict, budget, at_once=book_jobs() if guarded else 1)
 
 
@@ -112,21 +112,6 @@ def _check_release(profile: str) -> None:
     raise RunError(f"Profile {profile!r} is read from the results release, but there is none at {release_folder()} (no "
                    f"{MANIFEST}): restore it (git checkout release/), point {env.RELEASE} at a release folder, or "
                    "compute every record with --recompute (hours for the full profile).")
-
-
-@contextlib.contextmanager
-def _released_only(on: bool):
-    """$SVD_RELEASED_ONLY for this run and its kernels (which inherit the environment), as it was afterwards."""
-    before = os.environ.get(env.RELEASED_ONLY)
-    if on:
-        os.environ[env.RELEASED_ONLY] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(env.RELEASED_ONLY, None)
-        else:
-            os.environ[env.RELEASED_ONLY] = before
 
 
 def book_jobs() -> int:

@@ -1130,3 +1130,67 @@ def test_the_depth_axis_says_once_that_every_models_sweep_ran_on_the_first_probl
                         "where full-depth greedy scores 50% and 60% against 40% and 40% on all 100, in that order; only "
                         "this chapter's depths are drawn. So each critical depth was read on part of the problems it is "
                         "then tested on, and on their easier part.")
+
+
+def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_its_cap_made():
+    """At the other setting (160 tokens, B = 28) big's cut costs 30 points, all of them gone under its longer cap; at
+    this chapter's setting the cut costs 5. The table gives both settings' terms per model, the sentence the cut's
+    cost at the other setting and what the longer cap takes off it; where the longer cap takes nothing off, it says
+    so; nothing is said where no other setting ran."""
+    from helpers.samplers.settings import Searches
+
+    mine = {"alpha": 2.0, "block_size": 192, "mcmc_steps": 10, "power_mode": "reference", "mh_blocks": 16,
+            "smc_particles": 4, "smc_block_size": 16, "smc_ess_threshold": 0.5, "smc_bridge_tokens": 0}
+    searches, other = Searches.from_parameters(mine), {**mine, "max_new_tokens": 160, "block_size": 28, "mh_blocks": 0}
+    other_rows = _two_sizes()
+    other_rows[3].longer = power_sampling.LongerCap("big", 6, 5, 384, 160, tuple(_scores(0.8)), tuple(_scores(0.8)),
+                                                    0, 0.05)
+    now = _two_sizes()
+    now[3].scores["greedy"] = _scores(0.75)
+    explained = power_sampling.explain(now)
+    values = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)
+    table = values["robustness_table"].splitlines()
+    assert [line.split(" | ")[1] for line in table[2:6]] == ["384 tokens, B = 192, at most 16 blocks a chain",
+                                                             "160 tokens, B = 28, at most 6 blocks a chain"] * 2
+    assert table[4].startswith("| big | 384 tokens, B = 192, at most 16 blocks a chain | 5 of 6 | -5.0 [")
+    assert table[5].startswith("|  | 160 tokens") and "| -30.0 [" in table[5]
+    assert "both settings ran the same problems" in table[-1]
+    sentence = values["robustness_sentence"]
+    assert sentence.startswith("The same comparison ran at 160 tokens, B = 28, at most 6 blocks a chain too, on the same "
+                               "problems; the table sets")
+    assert ("On big the cut to 5 of 6 blocks cost greedy decoding -30.0 points [-50, -10] (larger than its noise); "
+            "under 384 tokens the same cut costs +0.0 points [+0, +0], +30.0 points [") in sentence
+    assert "less (larger than its noise): answers the shorter cap cut off made that part of its cost" in sentence
+    assert "at this chapter's setting the cut to 5 blocks costs -5.0 points [" in sentence
+    assert ", on small the cut to 5 of 6 blocks" in sentence and sentence.count("made that part") == 1
+    other_rows[3].longer = dataclasses.replace(other_rows[3].longer, cut=tuple(_scores(0.55)))  # 5 problems back
+    near = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
+    assert "+5.0 points [" in near and "too close to say that the shorter cap made part of its cost" in near
+    other_rows[3].longer = dataclasses.replace(other_rows[3].longer, cut=tuple(_scores(0.4)))  # costs more there
+    worse = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
+    assert "the same cut costs -40.0 points [" in worse and "no less (-10.0 points [" in worse
+    moved = [dataclasses.replace(r, problem_ids=("other",)) for r in other_rows]
+    assert "**the settings ran different problems**" in power_sampling_text.robustness_values(
+        explained, moved, searches, 384, other)["robustness_table"]
+    assert power_sampling_text.robustness_values(explained, [], searches, 384, None) == {
+        "robustness_table": "", "robustness_sentence": ""}
+
+
+def test_the_comparison_at_another_setting_runs_that_settings_parameters_and_reads_a_released_one_only(monkeypatch):
+    """`at_setting` calls `compare_methods` with the other profile's parameters of the chapter, as the notebook calls
+    it with its own, and with that profile released, reads only (a record the release lacks would stop it)."""
+    from helpers.data.model_sets import problem_sets
+    from helpers.results.store import released_only
+    from helpers.runner.planning import other_setting
+
+    calls = []
+    monkeypatch.setattr(power_sampling, "compare_methods", lambda *a, **k: calls.append((a, k, released_only())) or [])
+    setting = other_setting("smoke", "04_power_sampling")
+    assert power_sampling.at_setting(setting) == [] and power_sampling.at_setting(None) == []
+    (models, problems, depths, searches), kwargs, read_only = calls[0]
+    assert models == ["smollm2-135m"] and depths is None and searches.power.block_size == 16 and not read_only
+    assert kwargs["max_new_tokens"] == 48 and kwargs["critical_sweep"]["max_new_tokens"] == 48
+    assert [p.id for p in problems["smollm2-135m"]] == [p.id for p in problem_sets(
+        ["smollm2-135m"], "arithmetic", n=1, levels=[1, 2, 3], seed=0)["smollm2-135m"]]
+    power_sampling.at_setting({**setting, "released": True})
+    assert calls[1][2] and not released_only()  # read only while it runs, as before afterwards

@@ -812,3 +812,35 @@ def test_a_missing_release_is_said_first_for_a_profile_read_from_it(tmp_path, mo
     monkeypatch.setenv(env.RELEASE, str(tmp_path / "nowhere"))
     with pytest.raises(RunError, match=r"read from the results release, but there is none at .*nowhere"):
         runner.run("full", only="05_cost", build=False)
+
+
+def test_a_robustness_setting_is_a_profile_checked_before_anything_runs_and_read_as_that_profile_runs(tmp_path):
+    """Chapter 04 reads its comparison at another setting beside its own, named by a profile: `other_setting` gives
+    that profile's parameters of the chapter (the notebook's defaults, its critical depths' sweep, no robustness of
+    its own, whether it is released); the plan refuses, before anything runs, a name that is not text, the profile
+    itself, one on other problems, one at this very setting and one without the chapter. Two profiles naming each
+    other plan (each reads the other without its robustness); a relative path in a profile is found beside it."""
+    from helpers.runner.planning import other_setting
+
+    (tmp_path / "shorter.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    max_new_tokens: 32\n"
+                                           "    robustness: longer.yaml\n")
+    (tmp_path / "longer.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    robustness: shorter.yaml\n")
+    shorter, longer = str(tmp_path / "shorter.yaml"), str(tmp_path / "longer.yaml")
+    theirs = other_setting(shorter, "04_power_sampling")
+    assert theirs["max_new_tokens"] == 32 and theirs["alpha"] == 4.0 and theirs["robustness"] is None
+    assert theirs["released"] is False and other_setting("full", "04_power_sampling")["released"] is True
+    assert other_setting(None, "04_power_sampling") is None
+    assert plan("smoke", {"robustness": shorter}, only="04_power_sampling")[0].parameters["robustness"] == shorter
+    assert plan(longer, only="04_power_sampling")[0].parameters["robustness"] == shorter  # beside it, each way
+    assert plan(shorter, only="04_power_sampling")[0].parameters["robustness"] == longer
+    assert plan("smoke", only="04_power_sampling")[0].parameters.get("robustness") is None
+    (tmp_path / "seeded.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    seed: 3\n")
+    (tmp_path / "same.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    toy_samples: 9\n")
+    (tmp_path / "short.yaml").write_text("base: smoke\nchapters: [01_effective_depth]\n")
+    for value, fragment in [({"max_new_tokens": 32}, "robustness names a profile"), (5, "robustness names a profile"),
+                            ("smoke", "names itself as 04_power_sampling's robustness setting"),
+                            (str(tmp_path / "seeded.yaml"), "differs in seed; it must run the same models on the same"),
+                            (str(tmp_path / "same.yaml"), "runs this very setting"),
+                            (str(tmp_path / "short.yaml"), "does not run 04_power_sampling")]:
+        with pytest.raises(RunError, match=fragment):
+            plan("smoke", {"robustness": value}, only="04_power_sampling")

@@ -32,15 +32,16 @@ def test_measure_counts_definitions_loops_and_the_parameters_cell(tmp_path):
 
 
 def test_committed_notebooks_meet_the_aim():
-    """At most 341 lines of code in all notebooks (300 for the chapters, a line each for their exercises' values, the
+    """At most 345 lines of code in all notebooks (300 for the chapters, a line each for their exercises' values, the
     two sections that set two sizes of one family side by side, the report's Figures 1 and 2, chapter 03's floor
     sweep, naive depths, lens problems and length study: four parameters and a three-line section; chapters 04 and
     05's `seeds_at`, a depth searched on fewer seeds, and `mh_blocks`, the published loop's block count, chapter 04's settings glued for its comparison with the
     report's, and its Figure 2 across depth, two lines; chapter 04's longer cap, the cut's cost read again where the
-    answers fit, three; Figure 4.5's marks of the terms the cap or the grader limits, one), no definitions,
+    answers fit, three; Figure 4.5's marks of the terms the cap or the grader limits, one; its decomposition beside another setting's,
+    a parameter, an import and two lines), no definitions,
     no loop statements, logic cells of 15 lines."""
     totals = measure_all(NOTEBOOKS)
     assert len(totals["notebooks"]) >= 4
-    assert totals["total_lines"] <= 341, totals
+    assert totals["total_lines"] <= 345, totals
     assert totals["definitions"] == 0 and totals["loops"] == 0, totals
     assert totals["largest_logic_cell"] <= 15, totals

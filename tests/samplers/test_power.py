@@ -123,11 +123,12 @@ def test_rows_moved_down_into_freed_slots_keep_their_samples(tiny, monkeypatch):
     stops = [tokenizer.eos_token_id]
     seeds = [11, 12, 13, 14, 15]
     moves = []
-    copy_slot = SlotCache.copy_slot
-    monkeypatch.setattr(SlotCache, "copy_slot", lambda self, src, dst, n: (moves.append((src, dst)),
-                                                                         copy_slot(self, src, dst, n)))
+    trade = SlotCache.trade
+    monkeypatch.setattr(SlotCache, "trade", lambda self, a, b, n_a, n_b: (moves.append((a, b, n_a, n_b)),
+                                                                         trade(self, a, b, n_a, n_b)))
+    monkeypatch.setattr(SlotEngine, "pack", False)  # only compaction moves rows into free slots
     together = run_chains(SlotEngine(model), prompts, stops, target, cfg, seeds)
-    assert any(src != len(prompts) for src, _ in moves), "no row was moved down (only shared-prefix copies)"
+    assert any(a < b and n_a == 0 < n_b for a, b, n_a, n_b in moves), "no row was moved down into a free slot"
     alone = [power_sample(model, p, stops, target, cfg, seed=s) for p, s in zip(prompts, seeds, strict=True)]
     for a, b in zip(together, alone, strict=True):
         assert a.tokens == b.tokens and a.moves == b.moves and a.decoded_tokens == b.decoded_tokens
