@@ -479,6 +479,14 @@ def at_setting(parameters: Mapping | None) -> list[DepthRow]:
                                seeds_at=p["seeds_at"], longer_cap=p["longer_cap"], dtype=p["dtype"])
 
 
+def cap_part(e: Explained, check: LongerCap) -> PairedDifference:
+    """How much less the cut costs greedy decoding under the longer cap of `check` than at the rows' own cap, paired
+    by problem: the part of the cut's cost that answers the shorter cap cut off made."""
+    full, cut = e.full.scores["greedy"], e.cut.scores["greedy"]
+    return paired_difference([c - f for c, f in zip(check.cut, check.full, strict=True)],
+                             [c - f for c, f in zip(cut, full, strict=True)])
+
+
 def longer_caps(rows: Sequence[DepthRow]) -> list[LongerCap]:
     """`LongerCap` of every model with a cut (`headline_rows`), smaller first, where `compare_methods` decoded under a
     longer cap ([] where it did not)."""

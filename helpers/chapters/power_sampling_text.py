@@ -16,6 +16,7 @@ from helpers.chapters.power_sampling import (
     StepsSweep,
     best_truncation,
     by_size,
+    cap_part,
     comparisons,
     excluded_gains,
     explain,
@@ -48,7 +49,6 @@ from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
     half_width,
-    paired_difference,
     percent_with_interval,
 )
 from helpers.models.registry import post_training
@@ -785,14 +785,6 @@ def setting_labels(mine: Mapping, theirs: Mapping) -> tuple[str, str]:
     return tuple(", ".join(word(x, k) for k in keys) for x in (mine, theirs))
 
 
-def _cap_part(e: Explained, check: LongerCap) -> PairedDifference:
-    """How much less the cut costs greedy decoding under the longer cap of `check` than at the rows' own cap, paired
-    by problem: the part of the cut's cost that answers the shorter cap cut off made."""
-    full, cut = e.full.scores["greedy"], e.cut.scores["greedy"]
-    return paired_difference([c - f for c, f in zip(check.cut, check.full, strict=True)],
-                             [c - f for c, f in zip(cut, full, strict=True)])
-
-
 def robustness_values(explained: Sequence[Explained], other_rows: Sequence[DepthRow], searches: Searches,
                       max_new_tokens: int, other: Mapping | None) -> dict:
     """The decomposition at the chapter's setting (`searches`, `max_new_tokens`; its `explained`) beside the same
@@ -828,7 +820,7 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
         cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
         made = ""
         if check is not None and check.depth == x.cut.depth:
-            part = _cap_part(x, check)
+            part = cap_part(x, check)
             made = (f"; under {check.cap:,} tokens the same cut costs {check.cost.points(1)}, "
                     + (f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
                        f"{part.points(1)} less (larger than its noise): answers the shorter cap cut off made that "
