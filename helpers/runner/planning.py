@@ -114,8 +114,8 @@ def _decode_settings(profile: str, spec: dict, stem: str, params: dict, resolve)
 
 
 SAME_COMPARISON = ("models", "dataset", "n_problems", "levels", "model_levels", "seed", "shots", "search_problems",
-                   "power_subsets")  # what a robustness setting shares with the chapter: the same models on the same
-# problems (and subsets), so that its rows pair with the chapter's
+                   "power_subsets")  # what a robustness setting shares with the chapter: the same problems (and
+# subsets), the chapter's models among its own, so that its rows pair with the chapter's
 SETTING = ("max_new_tokens", "block_size", "mh_blocks", "mcmc_steps", "alpha", "power_mode", "n_seeds", "depths",
            "seeds_at", "longer_cap", "critical_sweep")  # what it may differ in, at least one of them
 
@@ -136,8 +136,9 @@ def other_setting(name: str | None, stem: str, root: Path = env.REPO) -> dict | 
 
 def _check_other_setting(profile: str, other, stem: str, values: dict, named_here: bool, root: Path) -> str:
     """A chapter's `robustness`, checked before anything runs: a profile's name (a relative path found beside the
-    profile that names it), not this profile, whose setting of the chapter runs the same models on the same
-    problems and differs in at least one of `SETTING`. The name, as the chapter is to read it."""
+    profile that names it), not this profile, whose setting of the chapter runs the same problems, every model of
+    this one's among its models (in any order: the chapter reads only its own), and differs in at least one of
+    `SETTING`. The name, as the chapter is to read it."""
     if not isinstance(other, str) or not other.strip():
         raise RunError(f"{stem}: robustness names a profile whose setting of the chapter is read beside this one's "
                        f"(e.g. full), or is null; got {other!r}.")
@@ -153,9 +154,12 @@ def _check_other_setting(profile: str, other, stem: str, values: dict, named_her
     except RunError as err:
         raise RunError(f"{stem}'s robustness setting {other!r} cannot be read: {err}") from None
     mine = {**literal_defaults(notebook_parameters(stem)), **values}
-    if differ := [k for k in SAME_COMPARISON if theirs.get(k) != mine.get(k)]:
+    differ = [k for k in SAME_COMPARISON if k != "models" and theirs.get(k) != mine.get(k)]
+    if outside := [m for m in mine.get("models") or [] if m not in (theirs.get("models") or [])]:
+        differ.insert(0, f"models ({', '.join(outside)} not among its models)")
+    if differ:
         raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} differs in {', '.join(differ)}; it "
-                       "must run the same models on the same problems, at another cap or block size, for its rows to "
+                       "must run the chapter's models on the same problems, at another cap or block size, for its rows to "
                        "pair with the chapter's (-p robustness=null leaves it out).")
     if all(theirs.get(k) == mine.get(k) for k in SETTING):
         raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} runs this very setting "

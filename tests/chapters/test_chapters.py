@@ -1194,3 +1194,5 @@ def test_the_comparison_at_another_setting_runs_that_settings_parameters_and_rea
         ["smollm2-135m"], "arithmetic", n=1, levels=[1, 2, 3], seed=0)["smollm2-135m"]]
     power_sampling.at_setting({**setting, "released": True})
     assert calls[1][2] and not released_only()  # read only while it runs, as before afterwards
+    power_sampling.at_setting({**setting, "models": ["gemma-3-270m", "smollm2-135m"]}, ["smollm2-135m", "other"])
+    assert calls[2][0][0] == ["smollm2-135m"] and list(calls[2][0][1]) == ["smollm2-135m"]  # the chapter's models only
