@@ -48,6 +48,18 @@ def test_profiles_only_use_known_keys(profile):
     assert all(j.parameters.get("profile") == profile for j in jobs)
 
 
+@pytest.mark.parametrize("profile", sorted(p.stem for p in (NOTEBOOKS / "profiles").glob("*.yaml")))
+def test_every_shipped_profile_plans_its_chapters(profile):
+    """Each profile in the repository plans before anything runs (its keys, its base, the settings one chapter
+    reads from another profile), in the book's order, on the chapters it names."""
+    jobs = plan(profile)
+    stems = [j.stem for j in jobs]
+    assert stems and stems == [s for s in toc_chapters() if s in stems]
+    for job in jobs:
+        if setting := job.parameters.get("robustness"):
+            assert plan(setting, only=job.stem)  # the profile it names plans that chapter too
+
+
 def test_a_profile_can_cover_some_chapters_only(tmp_path, monkeypatch):
     jobs = plan("qwen-1.5b")
     assert [j.stem for j in jobs] == ["01_effective_depth", "02_logit_lens"]
