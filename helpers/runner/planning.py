@@ -64,7 +64,11 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
                 where = ", ".join(pool)
                 raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
                                "parameters cell.")
-    sweep = _critical_sweep(spec, overrides) if any("critical_sweep" in p for p in known.values()) else None
+    if any("critical_sweep" in p for p in known.values()):  # chapter 03's settings, as it runs or as it ran
+        sweep = _critical_sweep(spec, {k: v for k, v in overrides.items()
+                                       if CRITICAL_SOURCE in known or k not in OTHER_MEANING})
+    else:
+        sweep = None
 
     def resolve(stem: str, params: dict, other: bool = True) -> dict:
         section = spec["notebooks"].get(stem, {}) or {}
@@ -170,10 +174,14 @@ def _check_other_setting(profile: str, other, stem: str, values: dict, named_her
 CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth
 
 
+OTHER_MEANING = ("depths",)  # chapter 03's names that chapters 04-05 give another meaning (blocks searched, not
+# swept): a -p value of one goes to chapter 03's sweep only where chapter 03 runs
+
+
 def _critical_sweep(spec: dict, overrides: dict) -> dict:
     """Chapter 03's settings in this run (its literal defaults, the profile's values, the -p overrides it defines),
     as `helpers.evaluation.critical.SweepSettings` names them: chapters 04-05 find its stored critical depths by
-    them, whether or not chapter 03 runs in this run."""
+    them, whether or not chapter 03 runs in this run (the caller leaves out `OTHER_MEANING` where it does not)."""
     from helpers.evaluation.critical import SweepSettings
 
     params = notebook_parameters(CRITICAL_SOURCE)

@@ -244,8 +244,14 @@ def test_chapters_04_and_05_find_chapter_03s_critical_depths_by_its_own_settings
 
 
 def test_relative_depths_are_for_chapters_04_and_05_only():
+    """-p depths with --only 04 sets chapter 04's searched depths alone: its critical depths are still read from
+    chapter 03's sweep as the profile sets it (whose `depths` are blocks swept), where a -p value chapter 03 shares in
+    meaning goes to the sweep too."""
     (four,) = plan("smoke", {"depths": ["critical", "critical-1"]}, only="04_power_sampling")
     assert four.parameters["depths"] == ["critical", "critical-1"]
+    assert four.parameters["critical_sweep"] == plan("smoke", only="04_power_sampling")[0].parameters["critical_sweep"]
+    (alone,) = plan("smoke", {"depths": ["critical"], "max_new_tokens": 40}, only="04_power_sampling")
+    assert alone.parameters["critical_sweep"]["max_new_tokens"] == 40 and alone.parameters["critical_sweep"]["depths"] is None
     with pytest.raises(RunError, match=r"03_stitch_and_preserve: .*numbers of blocks"):
         plan("smoke", {"depths": ["critical"]}, only="03_stitch_and_preserve")
 
