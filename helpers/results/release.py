@@ -385,7 +385,8 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         _commit(root, manifest, staged, old_checkpoints)
         return batch
     records_all = [r for rs in new.values() for r in rs]
-    origins = [r["origin"] for r in records_all if isinstance(r.get("origin"), dict)]
+    origins = [r["origin"] for r in records_all
+               if isinstance(r.get("origin"), dict) and isinstance(r["origin"].get("machine"), dict)]
     without = len(records_all) - len(origins)  # stored before records carried their origin: the adder's stands in
     here = machine()
     commits = {str(o.get("commit")) + ("+changes" if o.get("dirty") else "") for o in origins} | ({commit} if without
@@ -413,7 +414,12 @@ def _commit(root: Path, manifest: Manifest, staged: list[tuple[Path, Path]], old
     """All or nothing: every file is written whole under a part name first, then moved into place, and the manifest,
     replaced in one step, comes last. Readers follow the manifest alone, so until it names them the new files are
     not released; an interrupted add leaves the release as it was (and at most unlisted files, which the next add
-    of the same records replaces, as `unlisted` reports them). The checkpoints it no longer lists go last."""
+    of the same records replaces, as `unlisted` reports them). The checkpoints it no longer lists go last. A
+    manifest that its own reading would refuse is never written: nothing is added."""
+    if problem := _manifest_problem(manifest.as_json()):
+        for part, _target in staged:
+            part.unlink(missing_ok=True)
+        raise ReleaseError(f"The release's new manifest would not read back ({problem}); nothing was added.")
     for part, target in staged:
         os.replace(part, target)
     tmp = root / (MANIFEST + f".tmp{os.getpid()}")

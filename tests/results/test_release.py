@@ -116,6 +116,22 @@ def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
     assert all(rel in read_manifest(root).files for rel in again.files)
 
 
+def test_an_add_whose_manifest_would_not_read_back_adds_nothing(released, monkeypatch):
+    """The add checks its new manifest as reading will: one that reading would refuse (here a date that is not a
+    date) is never written, and no file of the refused batch stays behind."""
+    from conftest import tiny_problems
+
+    import helpers.results.release as release
+
+    model, _tokenizer, store, root = released
+    before, files = (root / "manifest.json").read_bytes(), sorted(root.rglob("*"))
+    _decode(model, tiny_problems(), POWER, store)
+    monkeypatch.setattr(release.time, "strftime", lambda *a: "yesterday")
+    with pytest.raises(ReleaseError, match="would not read back .*a date added that is not a date.*nothing was added"):
+        add_batch(store, root, commit="def5678", check=RecordCheck())
+    assert (root / "manifest.json").read_bytes() == before and sorted(root.rglob("*")) == files
+
+
 def test_a_batch_counts_each_record_under_the_chapter_that_computed_it(tiny, tmp_path, monkeypatch):
     """A later chapter reads an earlier one's runs (chapter 05 adds samples to chapter 04's): a record computed in a
     chapter's kernel names that chapter; one that names none belongs to the first chapter in book order that used
