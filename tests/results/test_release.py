@@ -127,7 +127,7 @@ def test_an_add_whose_manifest_would_not_read_back_adds_nothing(released, monkey
     before, files = (root / "manifest.json").read_bytes(), sorted(root.rglob("*"))
     _decode(model, tiny_problems(), POWER, store)
     monkeypatch.setattr(release.time, "strftime", lambda *a: "yesterday")
-    with pytest.raises(ReleaseError, match="would not read back .*a date added that is not a date.*nothing was added"):
+    with pytest.raises(ReleaseError, match=r"would not read back .*a date added that is not a date.*nothing was added"):
         add_batch(store, root, commit="def5678", check=RecordCheck())
     assert (root / "manifest.json").read_bytes() == before and sorted(root.rglob("*")) == files
 
