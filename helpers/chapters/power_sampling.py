@@ -458,16 +458,17 @@ def explain(rows: Sequence[DepthRow]) -> list[Explained]:
     return out
 
 
-def at_setting(parameters: Mapping | None) -> list[DepthRow]:
+def at_setting(parameters: Mapping | None, models: Sequence[str] | None = None) -> list[DepthRow]:
     """`compare_methods` at another setting of this chapter, the rows of its robustness comparison ([] without one).
 
     `parameters` is this chapter's parameters cell as another profile sets it (`helpers.runner.planning.other_setting`
     resolves a profile's name to them): the same models on the same problems under another token cap or block size.
     With `released` true (that profile is read from the results release) its records are read and none is computed:
-    a missing one stops the chapter with an error that names it."""
+    a missing one stops the chapter with an error that names it. `models`: the chapter's own, in its order (those
+    of the other setting among them; None: all of the other setting's), so that nothing the chapter leaves out runs."""
     if not parameters:
         return []
-    p = parameters
+    p = {**parameters, "models": [m for m in models if m in parameters["models"]] if models else parameters["models"]}
     searches = Searches.from_parameters({name: p[name] for name in SEARCH_PARAMETERS})
     problems = problem_sets(p["models"], p["dataset"], n=p["n_problems"], levels=p["levels"],
                             model_levels=p["model_levels"], seed=p["seed"])

@@ -802,19 +802,23 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
     lines = ["| model | setting | cut to | the cut (greedy) | greedy unfinished at the cut (at full depth) | "
              "MH at the cut | MH at full depth | headline (MH at the cut − greedy full) |",
              "|---|---|---|---|---|---|---|---|"]
-    said, same = [], True
+    said, same, subsets = [], True, set()
     for e in explained:
         x = theirs.get(e.full.model)
         same = same and (x is None or (x.full.problem_ids == e.full.problem_ids and x.cut.problem_ids == e.cut.problem_ids))
         for name, y in ((label, e), (other_label, x)):
             if y is None:
                 continue
-            t = y.parts["power"].terms
+            part = y.parts["power"]
             share = (_unfinished(y.cut), _unfinished(y.full))
             unfinished = "—" if None in share else f"{100 * share[0]:.0f}% ({100 * share[1]:.0f}%)"
+            cells = []
+            for term in ("cut_cost", "recovery", "full_gain", "headline"):
+                if part.on_subset(term):
+                    subsets.add((part.terms[term].n, part.n_problems))
+                cells.append(part.terms[term].points(1, "") + (" †" if part.on_subset(term) else ""))
             lines.append(f"| {e.full.model if y is e else ''} | {name} | {y.cut.depth} of {y.full.n_layers} | "
-                         f"{t['cut_cost'].points(1, '')} | {unfinished} | {t['recovery'].points(1, '')} | "
-                         f"{t['full_gain'].points(1, '')} | {t['headline'].points(1, '')} |")
+                         f"{cells[0]} | {unfinished} | {' | '.join(cells[1:])} |")
         if x is None:
             continue
         cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
@@ -827,7 +831,7 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
                        "part of its cost" if part.clear else
                        f"{part.points(1)} less ({part.standing()}): too close to say that the shorter cap made part "
                        "of its cost"))
-        said.append(f"{f'At {other_label}, on' if not said else 'On'} {e.full.model} the cut to {x.cut.depth} of "
+        said.append(f"{'There, on' if not said else 'On'} {e.full.model}, the cut to {x.cut.depth} of "
                     f"{x.full.n_layers} blocks cost greedy decoding {cost.points(1)} ({cost.standing()}){made}; at "
                     f"this chapter's setting the cut to {e.cut.depth} blocks costs "
                     f"{e.parts['power'].terms['cut_cost'].points(1)}")
@@ -835,8 +839,10 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
                 "**the settings ran different problems**, so their rows do not pair")
     lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "
                   f"above; {problems}, each on the seeds its profile names."]
-    lead = (f"The same comparison ran at {other_label} too, {'on the same problems' if same else 'on other problems'}; "
-            f"the table sets its decomposition beside this setting's ({label}).")
+    lines += [f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth ran on "
+              "those), so its interval is wider." for k, n in sorted(subsets)]
+    lead = (f"The table sets this chapter's decomposition ({label}) beside the same comparison at {other_label}, "
+            f"{'on the same problems' if same else 'on other problems'}.")
     return {"robustness_table": "\n".join(lines), "robustness_sentence": " ".join([lead, *(f"{x}." for x in said)])}
 
 

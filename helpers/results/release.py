@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -132,6 +133,12 @@ def _manifest_problem(data: Any) -> str | None:
             return f"{rel!r} is not a path under {RECORDS}/"
         if entry["batch"] not in data["batches"]:
             return f"{rel!r} names batch {entry['batch']!r}, which the manifest does not list"
+    per_batch: Counter = Counter()
+    for entry in data["files"].values():
+        per_batch[entry["batch"]] += entry["records"]
+    for name, batch in data["batches"].items():
+        if problem := _batch_problem(batch, per_batch[name]):
+            return f"batch {name!r} has {problem}"
     if not isinstance(data.get("checkpoints", {}), dict):
         return "'checkpoints' must be a mapping"
     for rel, entry in data.get("checkpoints", {}).items():
@@ -140,6 +147,45 @@ def _manifest_problem(data: Any) -> str | None:
         if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.startswith(CHECKPOINTS + "/"):
             return f"{rel!r} is not a path under {CHECKPOINTS}/"
     return None
+
+
+BATCH_ENTRY = {"added": str, "machine": dict, "records": int, "records_by_chapter": dict,
+               "compute_seconds_by_chapter": dict, "weights": list}  # what every batch says of itself
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _machine_problem(machine: Any) -> str | None:
+    if not isinstance(machine, dict) or not isinstance(machine.get("cpu", ""), str) \
+            or not isinstance(machine.get("flags", []), list) or not all(isinstance(f, str) for f in machine.get("flags", [])):
+        return f"a machine that is not a cpu and its flags ({machine!r})"
+    return None
+
+
+def _batch_problem(batch: Any, records_in_files: int) -> str | None:
+    """What is wrong with one batch's entry of the manifest (None: nothing): its fields and their types, its counts
+    against each other and against the records its files hold."""
+    if not isinstance(batch, dict) or any(not isinstance(batch.get(k), t) for k, t in BATCH_ENTRY.items()):
+        return f"an entry without one of {sorted(BATCH_ENTRY)} of its type"
+    if not _DATE.match(batch["added"]):
+        return f"a date added that is not a date ({batch['added']!r})"
+    by_chapter, seconds = batch["records_by_chapter"], batch["compute_seconds_by_chapter"]
+    if not _count(batch["records"]) or not all(isinstance(k, str) and _count(v) for k, v in by_chapter.items()):
+        return "record counts that are not counts"
+    if sum(by_chapter.values()) != batch["records"] or batch["records"] != records_in_files:
+        return (f"{batch['records']} records, {sum(by_chapter.values())} by chapter and {records_in_files} in its "
+                "files, which must agree")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in seconds.values()):
+        return "compute seconds that are not seconds"
+    if not all(isinstance(w, str) for w in batch["weights"]):
+        return "weights that are not text"
+    computed_on = batch.get("computed_on", [])
+    if not isinstance(computed_on, list):
+        return "machines it was computed on that are not a list"
+    return next(filter(None, map(_machine_problem, [batch["machine"], *computed_on])), None)
 
 
 _MANIFESTS: dict[tuple[Path, int], tuple[Manifest, dict[tuple[str, str], list[str]]]] = {}
@@ -339,7 +385,8 @@ def add_batch(store: Path, root: Path, *, commit: str, check: Check, chapters: d
         _commit(root, manifest, staged, old_checkpoints)
         return batch
     records_all = [r for rs in new.values() for r in rs]
-    origins = [r["origin"] for r in records_all if isinstance(r.get("origin"), dict)]
+    origins = [r["origin"] for r in records_all
+               if isinstance(r.get("origin"), dict) and isinstance(r["origin"].get("machine"), dict)]
     without = len(records_all) - len(origins)  # stored before records carried their origin: the adder's stands in
     here = machine()
     commits = {str(o.get("commit")) + ("+changes" if o.get("dirty") else "") for o in origins} | ({commit} if without
@@ -367,7 +414,12 @@ def _commit(root: Path, manifest: Manifest, staged: list[tuple[Path, Path]], old
     """All or nothing: every file is written whole under a part name first, then moved into place, and the manifest,
     replaced in one step, comes last. Readers follow the manifest alone, so until it names them the new files are
     not released; an interrupted add leaves the release as it was (and at most unlisted files, which the next add
-    of the same records replaces, as `unlisted` reports them). The checkpoints it no longer lists go last."""
+    of the same records replaces, as `unlisted` reports them). The checkpoints it no longer lists go last. A
+    manifest that its own reading would refuse is never written: nothing is added."""
+    if problem := _manifest_problem(manifest.as_json()):
+        for part, _target in staged:
+            part.unlink(missing_ok=True)
+        raise ReleaseError(f"The release's new manifest would not read back ({problem}); nothing was added.")
     for part, target in staged:
         os.replace(part, target)
     tmp = root / (MANIFEST + f".tmp{os.getpid()}")

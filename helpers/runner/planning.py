@@ -64,7 +64,11 @@ def plan(profile: str, overrides: dict | None = None, only: str | None = None, r
                 where = ", ".join(pool)
                 raise RunError(f"{source} sets {key!r}, but no notebook in this run ({where}) defines it in its "
                                "parameters cell.")
-    sweep = _critical_sweep(spec, overrides) if any("critical_sweep" in p for p in known.values()) else None
+    if any("critical_sweep" in p for p in known.values()):  # chapter 03's settings, as it runs or as it ran
+        sweep = _critical_sweep(spec, {k: v for k, v in overrides.items()
+                                       if CRITICAL_SOURCE in known or k not in OTHER_MEANING})
+    else:
+        sweep = None
 
     def resolve(stem: str, params: dict, other: bool = True) -> dict:
         section = spec["notebooks"].get(stem, {}) or {}
@@ -114,8 +118,8 @@ def _decode_settings(profile: str, spec: dict, stem: str, params: dict, resolve)
 
 
 SAME_COMPARISON = ("models", "dataset", "n_problems", "levels", "model_levels", "seed", "shots", "search_problems",
-                   "power_subsets")  # what a robustness setting shares with the chapter: the same models on the same
-# problems (and subsets), so that its rows pair with the chapter's
+                   "power_subsets")  # what a robustness setting shares with the chapter: the same problems (and
+# subsets), the chapter's models among its own, so that its rows pair with the chapter's
 SETTING = ("max_new_tokens", "block_size", "mh_blocks", "mcmc_steps", "alpha", "power_mode", "n_seeds", "depths",
            "seeds_at", "longer_cap", "critical_sweep")  # what it may differ in, at least one of them
 
@@ -136,8 +140,9 @@ def other_setting(name: str | None, stem: str, root: Path = env.REPO) -> dict | 
 
 def _check_other_setting(profile: str, other, stem: str, values: dict, named_here: bool, root: Path) -> str:
     """A chapter's `robustness`, checked before anything runs: a profile's name (a relative path found beside the
-    profile that names it), not this profile, whose setting of the chapter runs the same models on the same
-    problems and differs in at least one of `SETTING`. The name, as the chapter is to read it."""
+    profile that names it), not this profile, whose setting of the chapter runs the same problems, every model of
+    this one's among its models (in any order: the chapter reads only its own), and differs in at least one of
+    `SETTING`. The name, as the chapter is to read it."""
     if not isinstance(other, str) or not other.strip():
         raise RunError(f"{stem}: robustness names a profile whose setting of the chapter is read beside this one's "
                        f"(e.g. full), or is null; got {other!r}.")
@@ -153,9 +158,12 @@ def _check_other_setting(profile: str, other, stem: str, values: dict, named_her
     except RunError as err:
         raise RunError(f"{stem}'s robustness setting {other!r} cannot be read: {err}") from None
     mine = {**literal_defaults(notebook_parameters(stem)), **values}
-    if differ := [k for k in SAME_COMPARISON if theirs.get(k) != mine.get(k)]:
+    differ = [k for k in SAME_COMPARISON if k != "models" and theirs.get(k) != mine.get(k)]
+    if outside := [m for m in mine.get("models") or [] if m not in (theirs.get("models") or [])]:
+        differ.insert(0, f"models ({', '.join(outside)} not among its models)")
+    if differ:
         raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} differs in {', '.join(differ)}; it "
-                       "must run the same models on the same problems, at another cap or block size, for its rows to "
+                       "must run the chapter's models on the same problems, at another cap or block size, for its rows to "
                        "pair with the chapter's (-p robustness=null leaves it out).")
     if all(theirs.get(k) == mine.get(k) for k in SETTING):
         raise RunError(f"Profile {profile!r}: {stem}'s robustness setting {other!r} runs this very setting "
@@ -166,10 +174,14 @@ def _check_other_setting(profile: str, other, stem: str, values: dict, named_her
 CRITICAL_SOURCE = "03_stitch_and_preserve"  # the chapter that stores each model's critical depth
 
 
+OTHER_MEANING = ("depths",)  # chapter 03's names that chapters 04-05 give another meaning (blocks searched, not
+# swept): a -p value of one goes to chapter 03's sweep only where chapter 03 runs
+
+
 def _critical_sweep(spec: dict, overrides: dict) -> dict:
     """Chapter 03's settings in this run (its literal defaults, the profile's values, the -p overrides it defines),
     as `helpers.evaluation.critical.SweepSettings` names them: chapters 04-05 find its stored critical depths by
-    them, whether or not chapter 03 runs in this run."""
+    them, whether or not chapter 03 runs in this run (the caller leaves out `OTHER_MEANING` where it does not)."""
     from helpers.evaluation.critical import SweepSettings
 
     params = notebook_parameters(CRITICAL_SOURCE)

@@ -14,7 +14,7 @@ from pathlib import Path
 from helpers.core import env
 from helpers.core.budget import BudgetSpent
 from helpers.results.store import reading_release_only
-from helpers.runner import front, glued, weights
+from helpers.runner import front, glued, release_table, weights
 from helpers.runner.book import build_book, prepare_root, source_repository
 from helpers.runner.execute import execute, progress_line, pulse_log
 from helpers.runner.installs import check_models, model_cache
@@ -168,6 +168,7 @@ def _run(profile: str, jobs: list[Job], out_root: Path, build: bool, strict: boo
               f"the list is in {out_root / CHAPTERS / 'typed_numbers.md'})", flush=True)
     front.write(out_root / CHAPTERS, rows, profile, info["commit"], info["date"])
     weights.write(out_root / CHAPTERS, job_models(plan(profile)))  # every model of the profile, whatever --only ran
+    release_table.write(out_root / CHAPTERS)
     if not build:
         return None
     missing = [s for s in toc_chapters(out_root) if not (out_root / CHAPTERS / f"{s}.ipynb").is_file()]

@@ -1156,13 +1156,14 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
     assert table[5].startswith("|  | 160 tokens") and "| -30.0 [" in table[5]
     assert "both settings ran the same problems" in table[-1]
     sentence = values["robustness_sentence"]
-    assert sentence.startswith("The same comparison ran at 160 tokens, B = 28, at most 6 blocks a chain too, on the same "
-                               "problems; the table sets")
-    assert ("On big the cut to 5 of 6 blocks cost greedy decoding -30.0 points [-50, -10] (larger than its noise); "
+    assert sentence.startswith("The table sets this chapter's decomposition (384 tokens, B = 192, at most 16 blocks a "
+                               "chain) beside the same comparison at 160 tokens, B = 28, at most 6 blocks a chain, on "
+                               "the same problems. There, on small, the cut")
+    assert ("On big, the cut to 5 of 6 blocks cost greedy decoding -30.0 points [-50, -10] (larger than its noise); "
             "under 384 tokens the same cut costs +0.0 points [+0, +0], +30.0 points [") in sentence
     assert "less (larger than its noise): answers the shorter cap cut off made that part of its cost" in sentence
     assert "at this chapter's setting the cut to 5 blocks costs -5.0 points [" in sentence
-    assert ", on small the cut to 5 of 6 blocks" in sentence and sentence.count("made that part") == 1
+    assert sentence.count("made that part") == 1 and "†" not in values["robustness_table"]
     other_rows[3].longer = dataclasses.replace(other_rows[3].longer, cut=tuple(_scores(0.55)))  # 5 problems back
     near = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
     assert "+5.0 points [" in near and "too close to say that the shorter cap made part of its cost" in near
@@ -1174,6 +1175,10 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
         explained, moved, searches, 384, other)["robustness_table"]
     assert power_sampling_text.robustness_values(explained, [], searches, 384, None) == {
         "robustness_table": "", "robustness_sentence": ""}
+    subset = power_sampling.explain(_two_sizes(small_full_power=[1.0] * 4 + [0.0] * 4))  # MH full on 8 of 20
+    table = power_sampling_text.robustness_values(subset, other_rows, searches, 384, other)["robustness_table"]
+    marked = [line for line in table.splitlines() if "†" in line]
+    assert len(marked) == 2 and marked[0].count(" †") == 1 and "first 8 problems of the 20 only" in marked[1]
 
 
 def test_the_comparison_at_another_setting_runs_that_settings_parameters_and_reads_a_released_one_only(monkeypatch):
@@ -1194,3 +1199,5 @@ def test_the_comparison_at_another_setting_runs_that_settings_parameters_and_rea
         ["smollm2-135m"], "arithmetic", n=1, levels=[1, 2, 3], seed=0)["smollm2-135m"]]
     power_sampling.at_setting({**setting, "released": True})
     assert calls[1][2] and not released_only()  # read only while it runs, as before afterwards
+    power_sampling.at_setting({**setting, "models": ["gemma-3-270m", "smollm2-135m"]}, ["smollm2-135m", "other"])
+    assert calls[2][0][0] == ["smollm2-135m"] and list(calls[2][0][1]) == ["smollm2-135m"]  # the chapter's models only

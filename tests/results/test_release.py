@@ -116,6 +116,22 @@ def test_an_interrupted_add_leaves_the_release_as_it_was(released, monkeypatch):
     assert all(rel in read_manifest(root).files for rel in again.files)
 
 
+def test_an_add_whose_manifest_would_not_read_back_adds_nothing(released, monkeypatch):
+    """The add checks its new manifest as reading will: one that reading would refuse (here a date that is not a
+    date) is never written, and no file of the refused batch stays behind."""
+    from conftest import tiny_problems
+
+    import helpers.results.release as release
+
+    model, _tokenizer, store, root = released
+    before, files = (root / "manifest.json").read_bytes(), sorted(root.rglob("*"))
+    _decode(model, tiny_problems(), POWER, store)
+    monkeypatch.setattr(release.time, "strftime", lambda *a: "yesterday")
+    with pytest.raises(ReleaseError, match=r"would not read back .*a date added that is not a date.*nothing was added"):
+        add_batch(store, root, commit="def5678", check=RecordCheck())
+    assert (root / "manifest.json").read_bytes() == before and sorted(root.rglob("*")) == files
+
+
 def test_a_batch_counts_each_record_under_the_chapter_that_computed_it(tiny, tmp_path, monkeypatch):
     """A later chapter reads an earlier one's runs (chapter 05 adds samples to chapter 04's): a record computed in a
     chapter's kernel names that chapter; one that names none belongs to the first chapter in book order that used
@@ -186,6 +202,30 @@ def test_a_damaged_manifest_is_a_clear_error(released, tmp_path):
     (root / "manifest.json").write_text('{"format": 1, "files": {"../../etc/passwd": {}}, "batches": {}}')
     with pytest.raises(ReleaseError, match="not a release manifest"):
         decode_run(model, GREEDY, root=tmp_path / "empty")
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"records": "1"}, "without one of"), ({"records": True}, "record counts that are not counts"),
+    ({"records": 2, "records_by_chapter": {"04_power_sampling": 2}}, "2 records, 2 by chapter and 1 in its files"),
+    ({"records_by_chapter": {"04_power_sampling": 2, "05_cost": -1}}, "record counts that are not counts"),
+    ({"compute_seconds_by_chapter": {"04_power_sampling": "an hour"}}, "compute seconds that are not seconds"),
+    ({"added": "yesterday"}, "a date added that is not a date"), ({"weights": [3]}, "weights that are not text"),
+    ({"machine": {"cpu": "EPYC", "flags": "avx512f"}}, "a machine that is not a cpu and its flags"),
+    ({"computed_on": [None]}, "a machine that is not a cpu and its flags"), ({"machine": None}, "without one of"),
+])
+def test_a_batch_entry_that_does_not_add_up_is_named(tmp_path, change, fragment):
+    """The manifest's batches are checked on reading, as its files are: each field of its type, the counts agreeing
+    with each other and with the records the batch's files hold."""
+    batch = {"added": "2026-12-04T01:52:48+0000", "machine": {"cpu": "AMD EPYC", "flags": ["avx2"]}, "records": 1,
+             "records_by_chapter": {"04_power_sampling": 1}, "compute_seconds_by_chapter": {"04_power_sampling": 2.5},
+             "weights": ["m: 0123"], "computed_on": [{"cpu": "AMD EPYC", "flags": ["avx2"]}]}
+    files = {"records/decode/abc.b1.jsonl.gz": {"sha256": "0" * 64, "records": 1, "experiment": "decode",
+                                                "config_hash": "abc", "batch": "b1"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "files": files, "batches": {"b1": batch}}))
+    assert read_manifest(tmp_path).batches["b1"]["records"] == 1  # the honest entry reads
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "files": files, "batches": {"b1": batch | change}}))
+    with pytest.raises(ReleaseError, match=f"not a release manifest \\(batch 'b1' has .*{fragment}.*git checkout release/"):
+        read_manifest(tmp_path)
 
 
 def test_release_off_computes_from_the_local_store_alone(released, tmp_path, monkeypatch):

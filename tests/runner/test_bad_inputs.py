@@ -837,10 +837,15 @@ def test_a_robustness_setting_is_a_profile_checked_before_anything_runs_and_read
     (tmp_path / "seeded.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    seed: 3\n")
     (tmp_path / "same.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    toy_samples: 9\n")
     (tmp_path / "short.yaml").write_text("base: smoke\nchapters: [01_effective_depth]\n")
+    (tmp_path / "two.yaml").write_text("base: smoke\nnotebooks:\n  04_power_sampling:\n    max_new_tokens: 32\n"
+                                       "    models: [qwen2.5-coder-0.5b, smollm2-135m]\n")
+    assert plan("smoke", {"robustness": str(tmp_path / "two.yaml")}, only="04_power_sampling")  # its models among theirs
     for value, fragment in [({"max_new_tokens": 32}, "robustness names a profile"), (5, "robustness names a profile"),
                             ("smoke", "names itself as 04_power_sampling's robustness setting"),
-                            (str(tmp_path / "seeded.yaml"), "differs in seed; it must run the same models on the same"),
+                            (str(tmp_path / "seeded.yaml"), "differs in seed; it must run the chapter's models on the same"),
                             (str(tmp_path / "same.yaml"), "runs this very setting"),
                             (str(tmp_path / "short.yaml"), "does not run 04_power_sampling")]:
         with pytest.raises(RunError, match=fragment):
             plan("smoke", {"robustness": value}, only="04_power_sampling")
+    with pytest.raises(RunError, match=r"differs in models \(qwen2.5-coder-0.5b not among its models\)"):
+        plan("smoke", {"robustness": shorter, "models": ["qwen2.5-coder-0.5b"]}, only="04_power_sampling")

@@ -48,6 +48,18 @@ def test_profiles_only_use_known_keys(profile):
     assert all(j.parameters.get("profile") == profile for j in jobs)
 
 
+@pytest.mark.parametrize("profile", sorted(p.stem for p in (NOTEBOOKS / "profiles").glob("*.yaml")))
+def test_every_shipped_profile_plans_its_chapters(profile):
+    """Each profile in the repository plans before anything runs (its keys, its base, the settings one chapter
+    reads from another profile), in the book's order, on the chapters it names."""
+    jobs = plan(profile)
+    stems = [j.stem for j in jobs]
+    assert stems and stems == [s for s in toc_chapters() if s in stems]
+    for job in jobs:
+        if setting := job.parameters.get("robustness"):
+            assert plan(setting, only=job.stem)  # the profile it names plans that chapter too
+
+
 def test_a_profile_can_cover_some_chapters_only(tmp_path, monkeypatch):
     jobs = plan("qwen-1.5b")
     assert [j.stem for j in jobs] == ["01_effective_depth", "02_logit_lens"]
@@ -232,8 +244,14 @@ def test_chapters_04_and_05_find_chapter_03s_critical_depths_by_its_own_settings
 
 
 def test_relative_depths_are_for_chapters_04_and_05_only():
+    """-p depths with --only 04 sets chapter 04's searched depths alone: its critical depths are still read from
+    chapter 03's sweep as the profile sets it (whose `depths` are blocks swept), where a -p value chapter 03 shares in
+    meaning goes to the sweep too."""
     (four,) = plan("smoke", {"depths": ["critical", "critical-1"]}, only="04_power_sampling")
     assert four.parameters["depths"] == ["critical", "critical-1"]
+    assert four.parameters["critical_sweep"] == plan("smoke", only="04_power_sampling")[0].parameters["critical_sweep"]
+    (alone,) = plan("smoke", {"depths": ["critical"], "max_new_tokens": 40}, only="04_power_sampling")
+    assert alone.parameters["critical_sweep"]["max_new_tokens"] == 40 and alone.parameters["critical_sweep"]["depths"] is None
     with pytest.raises(RunError, match=r"03_stitch_and_preserve: .*numbers of blocks"):
         plan("smoke", {"depths": ["critical"]}, only="03_stitch_and_preserve")
 
