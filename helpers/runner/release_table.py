@@ -19,11 +19,11 @@ def _chapter(stem: str) -> str:
 
 
 def _machine(machine: dict) -> str:
-    """'AMD EPYC, AVX-512 (BF16 instructions)': the CPU and its widest vector instructions (not the number format the
-    batch computed in, which has a column of its own)."""
+    """'AMD EPYC, AVX-512 (BF16)': the CPU and its widest vector instructions (not the number format the batch
+    computed in, which has a column of its own)."""
     flags = machine.get("flags") or []
     if "avx512f" in flags:
-        kind = "AVX-512 (BF16 instructions)" if "avx512_bf16" in flags else "AVX-512"
+        kind = "AVX-512 (BF16)" if "avx512_bf16" in flags else "AVX-512"
     else:
         kind = "AVX2" if "avx2" in flags else "no AVX2"
     cpu = str(machine.get("cpu") or "").replace("(R)", "").replace(" Processor", "").strip()
@@ -45,9 +45,10 @@ def batches_markdown(manifest: Manifest | None) -> str:
     for name, batch in manifest.batches.items():
         machines = batch.get("computed_on") or [batch["machine"]]
         where = "; ".join(dict.fromkeys(map(_machine, machines)))
-        if batch.get("records_without_origin") or not batch.get("computed_on"):
-            where += " (where it was added: " + (f"{batch['records_without_origin']} of its records carry no origin)"
-                                                  if batch.get("records_without_origin") else "its records carry none)")
+        if not batch.get("computed_on"):
+            where += " *"
+        elif batch.get("records_without_origin"):
+            where += f" (* for {batch['records_without_origin']:,} of its records)"
         models = ", ".join(sorted({w.split(":", 1)[0] for w in batch["weights"]})) or "—"
         formats = ", ".join(k for k in sorted(batch.get("dtypes") or {}) if k != "None") or "—"
         chapters = ", ".join(f"{_chapter(c)}: {n:,}" for c, n in sorted(batch["records_by_chapter"].items()))
@@ -61,7 +62,8 @@ def batches_markdown(manifest: Manifest | None) -> str:
     foot = f"| all {counted(len(rows), 'batch', 'batches')} | | | | | {total:,} | {seconds_all / 3600:,.1f} hours |"
     return (head + "\n" + "\n".join(rows) + "\n" + foot + "\n\nRead from the release's manifest by the build that "
             "made this page; `default`, `full` and `full-long` share the release, so it lists the batches of all "
-            "three. A decode's compute time is its share of the engine calls it rode in, prompt encoding included; a "
+            "three. BF16: the CPU has bfloat16 instructions (the number format is the column beside it). *: where the "
+            "batch was added, its records carrying no origin of their own. A decode's compute time is its share of the engine calls it rode in, prompt encoding included; a "
             "chain that went on from a checkpoint carries the time of the steps before, so a batch can hold more "
             "than its own step's wall time. Other records hold the time their computation took.\n")
 

@@ -26,11 +26,11 @@ def test_each_batch_is_a_row_from_the_manifest_with_its_total(tmp_path):
                      compute_seconds_by_chapter={}, dtypes={"None": 1}, records_without_origin=1),
         "b3": _batch(computed_on=None)})
     rows = [line for line in batches_markdown(manifest).splitlines() if line.startswith("| `b")]
-    assert rows[0] == ("| `b1` | 2026-12-04 | AMD EPYC, AVX-512 (BF16 instructions) | qwen2.5-coder-1.5b | float32 | "
+    assert rows[0] == ("| `b1` | 2026-12-04 | AMD EPYC, AVX-512 (BF16) | qwen2.5-coder-1.5b | float32 | "
                        "04: 3, 05: 2 | 04: 60, 05: <1 |")
-    assert rows[1] == ("| `b2` | 2026-12-04 | Intel Xeon, AVX2 (where it was added: 1 of its records carry no origin) "
-                       "| — | — | 01: 1 |  |")  # where it was computed, and where that is not known
-    assert "AMD EPYC, AVX-512 (BF16 instructions) (where it was added: its records carry none)" in rows[2]
+    assert rows[1] == ("| `b2` | 2026-12-04 | Intel Xeon, AVX2 (* for 1 of its records) | — | — | 01: 1 |  |")  # where
+    # it was computed, and where that is not known (the machine that added it, marked)
+    assert "| AMD EPYC, AVX-512 (BF16) * |" in rows[2]
     assert "| all 3 batches | | | | | 11 | 2.0 hours |" in batches_markdown(manifest)
     assert batches_markdown(None).startswith("No results release was present")
     assert batches_markdown(Manifest(tmp_path)).startswith("No results release was present")
