@@ -59,10 +59,6 @@ class SweepSettings:
         def tupled(v):
             return tuple(v) if isinstance(v, list | tuple) else v
 
-        depths = values.get("depths")
-        if depths is not None and (not isinstance(depths, list | tuple)
-                                   or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in depths)):
-            raise ValueError(f"chapter 03's sweep depths are block counts (e.g. [24, 20, 16]) or null, got {depths!r}")
         fields = {name: tupled(values[name]) for name in cls.__dataclass_fields__ if name in values}
         if "model_levels" in values:
             fields["model_levels"] = check_model_levels(values["model_levels"]) or None
