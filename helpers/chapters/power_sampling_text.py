@@ -630,9 +630,14 @@ def decomposition_table(explained: Sequence[Explained]) -> str:
                     else "")
             lines.append(f"| {name} | {TERM_NAMES[term]} | " + " | ".join(cells) + " |")
     for k, n in sorted(subsets):
-        lines += ["", f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth "
-                      "ran on those), so its interval is wider and it is not on the same problems as the other rows."]
+        lines += ["", _subset_note(k, n)]
     return "\n".join(lines + own_problems_note([e.full for e in explained]))
+
+
+def _subset_note(k: int, n: int) -> str:
+    """The footnote of a decomposition term marked † (`Decomposition.on_subset`): paired over the first k of n."""
+    return (f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth ran on "
+            "those), so its interval is wider and it is not on the same problems as the other rows.")
 
 
 def _p(d: PairedDifference) -> str:
@@ -812,11 +817,9 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
             part = y.parts["power"]
             share = (_unfinished(y.cut), _unfinished(y.full))
             unfinished = "—" if None in share else f"{100 * share[0]:.0f}% ({100 * share[1]:.0f}%)"
-            cells = []
-            for term in ("cut_cost", "recovery", "full_gain", "headline"):
-                if part.on_subset(term):
-                    subsets.add((part.terms[term].n, part.n_problems))
-                cells.append(part.terms[term].points(1, "") + (" †" if part.on_subset(term) else ""))
+            terms = ("cut_cost", "recovery", "full_gain", "headline")
+            subsets |= {(part.terms[t].n, part.n_problems) for t in terms if part.on_subset(t)}
+            cells = [part.terms[t].points(1, "") + (" †" if part.on_subset(t) else "") for t in terms]
             lines.append(f"| {e.full.model if y is e else ''} | {name} | {y.cut.depth} of {y.full.n_layers} | "
                          f"{cells[0]} | {unfinished} | {' | '.join(cells[1:])} |")
         if x is None:
@@ -839,8 +842,7 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
                 "**the settings ran different problems**, so their rows do not pair")
     lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "
                   f"above; {problems}, each on the seeds its profile names."]
-    lines += [f"† Paired over the first {counted(k, 'problem')} of the {n} only (MH at this model's full depth ran on "
-              "those), so its interval is wider." for k, n in sorted(subsets)]
+    lines += [_subset_note(k, n) for k, n in sorted(subsets)]
     lead = (f"The table sets this chapter's decomposition ({label}) beside the same comparison at {other_label}, "
             f"{'on the same problems' if same else 'on other problems'}.")
     return {"robustness_table": "\n".join(lines), "robustness_sentence": " ".join([lead, *(f"{x}." for x in said)])}

@@ -63,9 +63,10 @@ def batches_markdown(manifest: Manifest | None) -> str:
     return (head + "\n" + "\n".join(rows) + "\n" + foot + "\n\nRead from the release's manifest by the build that "
             "made this page; `default`, `full` and `full-long` share the release, so it lists the batches of all "
             "three. BF16: the CPU has bfloat16 instructions (the number format is the column beside it). *: where the "
-            "batch was added, its records carrying no origin of their own. A decode's compute time is its share of the engine calls it rode in, prompt encoding included; a "
-            "chain that went on from a checkpoint carries the time of the steps before, so a batch can hold more "
-            "than its own step's wall time. Other records hold the time their computation took.\n")
+            "batch was added, its records carrying no origin of their own. A decode's compute time is its share of "
+            "the engine calls it rode in, prompt encoding included; a chain that went on from a checkpoint carries "
+            "the time of the steps before, so a batch can hold more than its own step's wall time. Other records "
+            "hold the time their computation took.\n")
 
 
 def write(chapters_dir: Path) -> Path:
