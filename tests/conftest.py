@@ -32,13 +32,26 @@ def tiny_dir(request, tmp_path_factory) -> Path:
     return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))
 
 
+# Where the tiny models run: the CPU, or the device SVD_TEST_DEVICE names ("cuda", "cuda:1"), so that the same
+# invariants are checked on a GPU machine (`SVD_TEST_DEVICE=cuda make unit`). A named device that is not there
+# stops the session at once rather than testing the CPU under another name.
+TEST_DEVICE = os.environ.get("SVD_TEST_DEVICE", "").strip() or "cpu"
+
+
+def _check_test_device() -> None:
+    if TEST_DEVICE.split(":")[0] == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"SVD_TEST_DEVICE={TEST_DEVICE!r}, but this torch sees no CUDA device; unset it "
+                                "to test on the CPU")
+
+
 # The unit tests' invariants (batch-independence, cache reuse, ...) hold to float32's last bits: their models
 # are float32 on every machine. bfloat16 has tests of its own (test_precision.py).
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
     from helpers.models.loading import load_model
 
-    return load_model(str(tiny_dir), device="cpu", dtype="float32")
+    _check_test_device()
+    return load_model(str(tiny_dir), device=TEST_DEVICE, dtype="float32")
 
 
 @pytest.fixture(scope="session")

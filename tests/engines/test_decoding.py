@@ -327,6 +327,7 @@ def test_a_sequence_past_a_local_attention_window_decodes_exactly(tiny):
                              pad_token_id=tokenizer.pad_token_id)
         assert row.tokens == ref[0, len(prompt):].tolist()
         with torch.no_grad():  # the model's own masks over the whole sequence: its log-probability of the tokens
-            logits = model(torch.tensor([prompt + row.tokens])).logits[0, len(prompt) - 1:-1].float()
-        forced = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.tokens)[:, None]).sum().item()
+            logits = model(torch.tensor([prompt + row.tokens], device=model.device)).logits[0, len(prompt) - 1:-1].float()
+        forced = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.tokens, device=logits.device)[:, None]
+                                                      ).sum().item()
         assert row.sum_logp == pytest.approx(forced, abs=1e-3)

@@ -106,3 +106,26 @@ def test_a_bfloat16_model_keeps_its_keys_in_float32_and_decodes_as_it_would_from
     assert (cache.keys.dtype, cache.values.dtype, cache.length) == (torch.float32, torch.bfloat16, 10)
     float32_model = load_model(str(tiny_dir), device="cpu", dtype="float32").module
     assert attention.key_format(float32_model) == torch.float32
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (SVD_TEST_DEVICE=cuda make unit)")
+def test_on_cuda_the_attention_never_asks_cudnn(monkeypatch):
+    """cuDNN's attention prepares a plan for each new key length, which every decoding step is: on a GPU the
+    attention takes PyTorch's other fused kernels, for the prompt pass and the decoding steps alike, and leaves
+    the backends as it found them."""
+    seen: list[bool] = []
+    sdpa = F.scaled_dot_product_attention
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+
+    def recording(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    for length in (7, 1):  # a prompt pass, then one query per row
+        query = torch.randn(2, 4, length, 64, device="cuda", dtype=torch.bfloat16)
+        key = value = torch.randn(2, 2, 9, 64, device="cuda", dtype=torch.bfloat16)
+        out, _ = attention.sdpa_gqa_forward(None, query, key, value, None, scaling=0.125, is_causal=length > 1)
+        assert out.shape == (2, length, 4, 64)
+    assert seen == [False, False] and torch.backends.cuda.cudnn_sdp_enabled() == before
