@@ -33,15 +33,17 @@ def tiny_dir(request, tmp_path_factory) -> Path:
 
 
 # Where the tiny models run: the CPU, or the device SVD_TEST_DEVICE names ("cuda", "cuda:1"), so that the same
-# invariants are checked on a GPU machine (`SVD_TEST_DEVICE=cuda make unit`). A named device that is not there
-# stops the session at once rather than testing the CPU under another name.
+# invariants are checked on a GPU machine. A device that is not there stops the session before any test runs, rather
+# than testing the CPU under another name.
 TEST_DEVICE = os.environ.get("SVD_TEST_DEVICE", "").strip() or "cpu"
 
 
-def _check_test_device() -> None:
-    if TEST_DEVICE.split(":")[0] == "cuda" and not torch.cuda.is_available():
-        raise pytest.UsageError(f"SVD_TEST_DEVICE={TEST_DEVICE!r}, but this torch sees no CUDA device; unset it "
-                                "to test on the CPU")
+def pytest_configure(config) -> None:
+    try:
+        torch.empty(0, device=TEST_DEVICE)
+    except (RuntimeError, AssertionError) as err:  # a bad name, a missing device, a torch built without it
+        raise pytest.UsageError(f"SVD_TEST_DEVICE={TEST_DEVICE!r} names no device this torch can use ({err}); "
+                                "unset it to test on the CPU") from None
 
 
 # The unit tests' invariants (batch-independence, cache reuse, ...) hold to float32's last bits: their models
@@ -50,7 +52,6 @@ def _check_test_device() -> None:
 def tiny(tiny_dir):
     from helpers.models.loading import load_model
 
-    _check_test_device()
     return load_model(str(tiny_dir), device=TEST_DEVICE, dtype="float32")
 
 

@@ -20,9 +20,11 @@ converted once when written instead of at every step, so the same numbers for le
 
 On a GPU, PyTorch may route SDPA to cuDNN's attention, which prepares a plan for every new shape on the host. A
 decoding step's keys are one longer than the last step's, so every layer of every step pays that preparation while
-the GPU waits for work: the decode becomes bound by the host, not the GPU. This attention therefore takes PyTorch's
-other fused kernels on CUDA (`CUDA_BACKENDS`: flash, memory-efficient, and the plain math as the fallback), whose
-cost does not depend on the shape being new (the performance page measures both, with the command).
+the GPU waits for work: the decode becomes bound by the host, not the GPU. On CUDA this attention therefore lets
+PyTorch choose among its other backends (`CUDA_BACKENDS`): flash or memory-efficient attention where they accept the
+inputs, else the math backend, which accepts any (for grouped queries it repeats the key and value heads, the copy
+the CPU path avoids). None of them prepares anything per shape; the performance page measures the difference. The
+backend flags are the process's: they are set and restored around each call, from the one thread that decodes.
 """
 
 from __future__ import annotations
