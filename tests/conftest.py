@@ -32,13 +32,27 @@ def tiny_dir(request, tmp_path_factory) -> Path:
     return make_tiny(request.param, tmp_path_factory.mktemp(f"tiny-{request.param}"))
 
 
+# Where the tiny models run: the CPU, or the device SVD_TEST_DEVICE names ("cuda", "cuda:1"), so that the same
+# invariants are checked on a GPU machine. A device that is not there stops the session before any test runs, rather
+# than testing the CPU under another name.
+TEST_DEVICE = os.environ.get("SVD_TEST_DEVICE", "").strip() or "cpu"
+
+
+def pytest_configure(config) -> None:
+    try:
+        torch.empty(0, device=TEST_DEVICE)
+    except (RuntimeError, AssertionError) as err:  # a bad name, a missing device, a torch built without it
+        raise pytest.UsageError(f"SVD_TEST_DEVICE={TEST_DEVICE!r} names no device this torch can use ({err}); "
+                                "unset it to test on the CPU") from None
+
+
 # The unit tests' invariants (batch-independence, cache reuse, ...) hold to float32's last bits: their models
 # are float32 on every machine. bfloat16 has tests of its own (test_precision.py).
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
     from helpers.models.loading import load_model
 
-    return load_model(str(tiny_dir), device="cpu", dtype="float32")
+    return load_model(str(tiny_dir), device=TEST_DEVICE, dtype="float32")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,16 @@ def machine() -> str:
     from helpers.models.loading import default_device
     from helpers.models.precision import describe
 
-    return f"{platform.machine()}, {torch.get_num_threads()} threads, {describe(default_device())}"
+    device = default_device()
+    gpu = f", {torch.cuda.get_device_name(device)}" if device == "cuda" else ""
+    return f"{platform.machine()}, {torch.get_num_threads()} threads{gpu}, {describe(device)}"
+
+
+def finished(device: torch.device | str) -> None:
+    """Wait until `device` has run what was queued on it: a GPU runs its kernels after the call that queued them
+    returns, so a timer read before this measures the queueing, not the work."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def inputs(model, tokenizer, levels, n: int, shots: int, seed: int) -> tuple[list[int], list[list[int]], list[int]]:

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from helpers.bench.common import machine
+from helpers.bench.common import finished, machine
 
 
 @torch.no_grad()  # for the run only: a caller's autograd mode is left as it was
@@ -29,24 +29,28 @@ def bench_throughput(model_name: str = "smollm2-135m", batch_sizes: tuple[int, .
     pool = arithmetic_problems(max(batch_sizes) // 6 + 1, seed=0)
     warm = [build_prompt(tokenizer, pool[0].question, shots=shots)]
     decode(model, warm, 2, stop_ids=[])  # first-call costs (thread pools, kernels) stay out of the timings
-    model.generate(input_ids=torch.tensor(warm), max_new_tokens=2, do_sample=False,
+    model.generate(input_ids=torch.tensor(warm, device=model.device), max_new_tokens=2, do_sample=False,
                    pad_token_id=tokenizer.pad_token_id)
     rows = []
     for size in batch_sizes:
         prompts = [build_prompt(tokenizer, p.question, shots=shots) for p in pool[:size]]
+        finished(model.device)
         start = time.perf_counter()
         decode(model, prompts, max_new_tokens, stop_ids=[])
+        finished(model.device)
         ours = time.perf_counter() - start
         row = {"batch": size, "prompt_tokens": sum(map(len, prompts)), "new_tokens": size * max_new_tokens,
                "decode_seconds": round(ours, 2), "decode_tokens_per_second": round(size * max_new_tokens / ours, 1)}
         if with_generate:
             width = max(map(len, prompts))
             pad = tokenizer.pad_token_id
-            ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=model.device)
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
+            finished(model.device)
             start = time.perf_counter()
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                            min_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+            finished(model.device)
             theirs = time.perf_counter() - start
             row |= {"generate_seconds": round(theirs, 2),
                     "generate_tokens_per_second": round(size * max_new_tokens / theirs, 1),

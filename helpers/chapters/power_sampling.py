@@ -52,6 +52,7 @@ from helpers.models.handle import ModelHandle
 from helpers.models.loading import load_model
 from helpers.models.registry import post_training
 from helpers.results.store import reading_release_only
+from helpers.samplers.power import PowerConfig
 from helpers.samplers.settings import SEARCH_PARAMETERS, DecodeSettings, Searches, chapter_settings
 from helpers.samplers.target import MH_MODES, Target
 from helpers.samplers.toy import ToyLM, exact_distributions, tv_distance
@@ -342,9 +343,9 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
     power = searches.power
     ordered = sorted(set(steps) | {power.mcmc_steps})
     configs = {n: replace(power, mcmc_steps=n) for n in ordered}
-    other = ("reference" if power.mode == "exact" else "exact") if other_mode and power.mcmc_steps > 0 else None
+    other = other_mode_config(power) if other_mode and power.mcmc_steps > 0 else None
     if other:
-        configs[other] = replace(power, mode=other, top_k=0)
+        configs[other.mode] = other
     runs = sample_methods(m, subset, {
         name: DecodeSettings("power", max_new_tokens, shots, seed, target=searches.target, power=cfg)
         for name, cfg in configs.items()},
@@ -354,9 +355,16 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
                        [tokens_per_problem(runs[n]) for n in keep], {n: per_problem(runs[n]) for n in ordered},
                        len(subset), n_seeds, power.mode, power.mcmc_steps)
     if other:
-        sweep.other_mode, sweep.other_accuracy = other, mean_accuracy(runs[other])
-        sweep.other_tokens, sweep.other_scores = tokens_per_problem(runs[other]), per_problem(runs[other])
+        sweep.other_mode, sweep.other_accuracy = other.mode, mean_accuracy(runs[other.mode])
+        sweep.other_tokens, sweep.other_scores = tokens_per_problem(runs[other.mode]), per_problem(runs[other.mode])
     return sweep
+
+
+def other_mode_config(power: PowerConfig) -> PowerConfig:
+    """The same MH chain in the other mode: each mode's proposal at its defaults (top-k 0: the published 50 in
+    reference mode, the full distribution in exact mode) and the block count the length sets (blocks 0), since exact
+    mode takes no other and a reference chain's `blocks` is the published loop's, not exact mode's."""
+    return replace(power, mode="reference" if power.mode == "exact" else "exact", top_k=0, blocks=0).validate()
 
 
 def deepest_truncation(rows: Sequence[DepthRow]) -> int | None:

@@ -17,14 +17,24 @@ bfloat16's numbers, so a bfloat16 decode's store key carries the revision (the d
 `helpers.results.kinds.DECODE`, in the engine's part of the key).
 A KV cache that knows this keeps a bfloat16 model's keys in float32 (`key_format`): the same bfloat16 values,
 converted once when written instead of at every step, so the same numbers for less work per step.
+
+On a GPU, PyTorch may route SDPA to cuDNN's attention, which prepares a plan for every new shape on the host. A
+decoding step's keys are one longer than the last step's, so every layer of every step pays that preparation while
+the GPU waits for work: the decode becomes bound by the host, not the GPU. On CUDA this attention therefore lets
+PyTorch choose among its other backends (`CUDA_BACKENDS`): flash or memory-efficient attention where they accept the
+inputs, else the math backend, which accepts any (for grouped queries it repeats the key and value heads, the copy
+the CPU path avoids). None of them prepares anything per shape; the performance page measures the difference. The
+backend flags are the process's: they are set and restored around each call, from the one thread that decodes.
 """
 
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 NAME = "sdpa_gqa"
+CUDA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)  # not cuDNN's
 ONE_QUERY_MATMULS = True  # decoding steps on a CPU take `_one_query`
 ONE_QUERY_DTYPES = (torch.float32, torch.bfloat16)
 
@@ -42,9 +52,16 @@ def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torc
         key = key.to(query.dtype)
     if is_causal is None:
         is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
-                                         scale=scaling, is_causal=bool(is_causal),
-                                         enable_gqa=key.shape[1] != query.shape[1])
+    def attend() -> torch.Tensor:
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                              scale=scaling, is_causal=bool(is_causal),
+                                              enable_gqa=key.shape[1] != query.shape[1])
+
+    if query.device.type == "cuda":
+        with sdpa_kernel(list(CUDA_BACKENDS)):
+            out = attend()
+    else:
+        out = attend()
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -395,3 +395,15 @@ def test_the_savings_table_prices_a_measured_model_at_its_own_context_as_the_siz
     assert f"| {100 * c.flops_unembedding / c.flops_per_token:.0f}% |" in row
     other = next(line for line in mine.splitlines() if line.startswith("| ") and name not in line and "model" not in line)
     assert other in cost_benefit_text.savings_table(configs, 100.0, {"×10": 10.0})  # the others as before
+
+
+def test_the_other_mode_of_a_reference_chain_with_the_published_block_count_is_a_valid_exact_chain():
+    """The steps sweep runs the chapter's MH in the other mode too: a reference chain's published block count (the
+    `full-long` profile's 16 blocks) is not exact mode's, which takes the blocks its length sets."""
+    from helpers.chapters.power_sampling import other_mode_config
+    from helpers.samplers.power import PowerConfig
+
+    reference = PowerConfig(block_size=192, mcmc_steps=10, mode="reference", top_k=50, blocks=16)
+    exact = other_mode_config(reference)
+    assert exact == PowerConfig(block_size=192, mcmc_steps=10, mode="exact", top_k=0, blocks=0)
+    assert other_mode_config(exact) == PowerConfig(block_size=192, mcmc_steps=10, mode="reference", top_k=0, blocks=0)

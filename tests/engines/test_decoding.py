@@ -35,7 +35,7 @@ def test_greedy_matches_transformers_generate(tiny):
     model, tokenizer = tiny.module, tiny.tokenizer
     prompt = _prompts(tokenizer)[1]
     (ours,) = decode(model, [prompt], 10, [])
-    ref = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=None,
+    ref = model.generate(torch.tensor([prompt], device=model.device), max_new_tokens=10, do_sample=False, eos_token_id=None,
                          pad_token_id=tokenizer.pad_token_id)
     assert ours.tokens == ref[0, len(prompt):].tolist()
 
@@ -323,10 +323,11 @@ def test_a_sequence_past_a_local_attention_window_decodes_exactly(tiny):
     n = 2 * window  # every row crosses the window, the longer prompt first
     rows = decode(model, prompts, n, [])
     for prompt, row in zip(prompts, rows, strict=True):
-        ref = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None,
+        ref = model.generate(torch.tensor([prompt], device=model.device), max_new_tokens=n, do_sample=False, eos_token_id=None,
                              pad_token_id=tokenizer.pad_token_id)
         assert row.tokens == ref[0, len(prompt):].tolist()
         with torch.no_grad():  # the model's own masks over the whole sequence: its log-probability of the tokens
-            logits = model(torch.tensor([prompt + row.tokens])).logits[0, len(prompt) - 1:-1].float()
-        forced = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.tokens)[:, None]).sum().item()
+            logits = model(torch.tensor([prompt + row.tokens], device=model.device)).logits[0, len(prompt) - 1:-1].float()
+        forced = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.tokens, device=logits.device)[:, None]
+                                                      ).sum().item()
         assert row.sum_logp == pytest.approx(forced, abs=1e-3)

@@ -106,3 +106,28 @@ def test_a_bfloat16_model_keeps_its_keys_in_float32_and_decodes_as_it_would_from
     assert (cache.keys.dtype, cache.values.dtype, cache.length) == (torch.float32, torch.bfloat16, 10)
     float32_model = load_model(str(tiny_dir), device="cpu", dtype="float32").module
     assert attention.key_format(float32_model) == torch.float32
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (SVD_TEST_DEVICE=cuda)")
+def test_on_cuda_the_attention_never_runs_cudnns_kernel():
+    """cuDNN's attention prepares a plan for each new key length, which every decoding step is: on a GPU the
+    attention takes the other backends, on the engine's shapes (bfloat16, grouped queries, a boolean padding mask),
+    with the outputs of the math backend, even where cuDNN is enabled around it."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    b, heads, kv_heads, width, dim = 3, 12, 2, 40, 128
+    keys, values = (torch.randn(b, kv_heads, width, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    allowed = torch.ones(b, 1, 1, width, dtype=torch.bool, device="cuda")
+    allowed[1, ..., :7] = False  # a left-padded row
+    query = torch.randn(b, heads, 1, dim, device="cuda", dtype=torch.bfloat16)
+    every = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    with sdpa_kernel(every), profile(activities=[ProfilerActivity.CPU]) as prof:
+        out, _ = attention.sdpa_gqa_forward(None, query, keys, values, allowed, scaling=dim ** -0.5)
+    assert not [e.key for e in prof.key_averages() if "cudnn" in e.key.lower()]
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(query, keys, values, attn_mask=allowed, scale=dim ** -0.5,
+                                                  enable_gqa=True).transpose(1, 2)
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)

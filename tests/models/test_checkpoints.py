@@ -17,8 +17,9 @@ def test_a_written_truncation_computes_the_in_memory_truncations_logits(tiny, me
     folder = checkpoint(short, root=tmp_path)
     config = AutoConfig.from_pretrained(folder)
     assert config.num_hidden_layers == 3 and config.model_type == model.config.model_type  # a plain Llama or Qwen2
-    loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    ids = torch.tensor([tokenizer("Ada has 3 apples . How many apples does Ada have now ?")["input_ids"]])
+    loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(model.device).eval()
+    ids = torch.tensor([tokenizer("Ada has 3 apples . How many apples does Ada have now ?")["input_ids"]],
+                       device=model.device)
     with torch.inference_mode():
         assert torch.allclose(loaded(ids).logits, short.module(ids).logits, atol=1e-5, rtol=1e-5)
     # the kept blocks, renumbered 0..2: the last one is the original last block under stitch-and-preserve
@@ -38,6 +39,6 @@ def test_checkpoints_are_cached_by_identity_and_rewritten_when_damaged(tiny, tmp
         fh.write(b"\0" * 4096)
     assert checkpoint(a, root=tmp_path) == first
     assert "cannot be trusted" in capsys.readouterr().err
-    loaded = AutoModelForCausalLM.from_pretrained(first, dtype=torch.float32)
+    loaded = AutoModelForCausalLM.from_pretrained(first, dtype=torch.float32).to(tiny.module.device)
     assert torch.equal(loaded.model.layers[0].self_attn.q_proj.weight, tiny.module.model.layers[0].self_attn.q_proj.weight)
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporary folder left behind

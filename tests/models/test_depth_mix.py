@@ -30,7 +30,7 @@ def test_each_row_of_a_mixed_pass_gets_its_truncation_s_logits(tiny):
     model, tokenizer = tiny.module, tiny.tokenizer
     variants = _variants(model.config.num_hidden_layers)
     mix = DepthMix(model, variants)
-    ids = torch.tensor([tokenizer("Ada has 3 apples and 4 pears")["input_ids"]] * len(variants))
+    ids = torch.tensor([tokenizer("Ada has 3 apples and 4 pears")["input_ids"]] * len(variants), device=model.device)
     routed = list(range(len(variants)))[::-1]  # rows in another order than the variants
     mix.route(routed)
     mixed = mix.model(input_ids=ids[:, :-1], use_cache=False).logits

@@ -11,7 +11,7 @@ from helpers.models.hooks import hooked, recorder
 
 def _logits(model, ids):
     with torch.inference_mode():
-        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
+        return model(input_ids=torch.tensor([ids], device=model.device), use_cache=False).logits[0]
 
 
 def test_points_see_the_residual_identity_and_replacements_take_effect(tiny):

@@ -9,6 +9,7 @@ from conftest import tiny_problems
 
 from helpers.evaluation.decodes import DecodeSettings, decode_run, solve
 from helpers.models import precision
+from helpers.models.loading import default_device
 from helpers.samplers.power import PowerConfig, power_sample
 from helpers.samplers.target import Target
 from helpers.samplers.toy import EOS, ToyLM, empirical, exact_distributions, tv_distance
@@ -225,7 +226,7 @@ def test_the_appendix_compares_both_dtypes_on_the_same_problems(tiny_dir, tmp_pa
     assert rows == 16 and set(speeds) == {"float32", "bfloat16"}
     assert all(s.prompt_tokens_per_s > 0 and s.tokens_per_s > 0 for s in speeds.values())
     assert values["dtype_prompt_float32"] == speeds["float32"].prompt_tokens_per_s
-    assert values["dtype_auto"] == c.auto == precision.auto_name("cpu", str(tiny_dir))
+    assert values["dtype_auto"] == c.auto == precision.auto_name(default_device(), str(tiny_dir))
     assert f"`dtype: auto` takes {c.auto}" in values["dtype_speed_sentence"] and c.auto_reason in values[
         "dtype_speed_sentence"]
     assert f"read 16 prompts at {speeds['float32'].prompt_tokens_per_s:.0f} prompt tokens/s" in values[

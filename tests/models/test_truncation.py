@@ -26,13 +26,13 @@ def _ids(tokenizer):
 @pytest.mark.parametrize("method", ["stitch", "naive"])
 def test_full_depth_gives_identical_logits(tiny, method):
     model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
-    x = torch.tensor([_ids(tokenizer)])
+    x = torch.tensor([_ids(tokenizer)], device=model.device)
     with torch.inference_mode():
         assert torch.equal(truncate(model, info.n_layers, method)(x).logits, model(x).logits)
 
 
 def test_at_depth_is_the_model_itself_at_full_depth_and_a_truncation_below(tiny):
-    x = torch.tensor([_ids(tiny.tokenizer)])
+    x = torch.tensor([_ids(tiny.tokenizer)], device=tiny.module.device)
     L = tiny.n_layers
     assert tiny.at_depth(L) is tiny and tiny.at_depth(L, "naive") is tiny
     with torch.inference_mode():
@@ -72,7 +72,7 @@ def test_error_names_the_valid_range(tiny):
 def test_kv_cache_generation_equals_no_cache(tiny, method):
     model, tokenizer = tiny.module, tiny.tokenizer
     shallow = truncate(model, 2, method)
-    x = torch.tensor([_ids(tokenizer)])
+    x = torch.tensor([_ids(tokenizer)], device=model.device)
     kwargs = dict(max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
     with_cache = shallow.generate(x, use_cache=True, **kwargs)
     without = shallow.generate(x, use_cache=False, **kwargs)
@@ -83,7 +83,7 @@ def test_kv_cache_generation_equals_no_cache(tiny, method):
 
 def test_original_is_unchanged_and_weights_are_shared(tiny):
     model, tokenizer, info = tiny.module, tiny.tokenizer, tiny.info
-    x = torch.tensor([_ids(tokenizer)])
+    x = torch.tensor([_ids(tokenizer)], device=model.device)
     with torch.inference_mode():
         before = model(x).logits.clone()
     layer_ids = [b.self_attn.layer_idx for b in model.model.layers]
