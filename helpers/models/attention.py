@@ -29,6 +29,8 @@ backend flags are the process's: they are set and restored around each call, fro
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -52,16 +54,10 @@ def sdpa_gqa_forward(module, query: torch.Tensor, key: torch.Tensor, value: torc
         key = key.to(query.dtype)
     if is_causal is None:
         is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
-    def attend() -> torch.Tensor:
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
-                                              scale=scaling, is_causal=bool(is_causal),
-                                              enable_gqa=key.shape[1] != query.shape[1])
-
-    if query.device.type == "cuda":
-        with sdpa_kernel(list(CUDA_BACKENDS)):
-            out = attend()
-    else:
-        out = attend()
+    with sdpa_kernel(list(CUDA_BACKENDS)) if query.device.type == "cuda" else nullcontext():
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                             scale=scaling, is_causal=bool(is_causal),
+                                             enable_gqa=key.shape[1] != query.shape[1])
     return out.transpose(1, 2).contiguous(), None
 
 
