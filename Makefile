@@ -41,8 +41,9 @@ book: $(STAMP)
 # the smoke book with its browser checks, on two pytest-xdist workers (one builds and checks the book, its notebook
 # kernels on one thread, see tests/conftest.py; the other runs the unit tests beside it). `make check`, which CI
 # runs: all of that, then the unit tests in the two other environments (tests/test_environments.py), the lowest
-# supported transformers and vLLM's environment, and an audit of a sample of the results release's records
-# (tests/results/test_release.py, with the full profile's models). vLLM's environment installs in the background
+# supported transformers and vLLM's environment, an audit of a sample of the results release's records
+# (tests/results/test_release.py, with the full profile's models), and the audit of every kind of study computed
+# afresh (tests/evaluation/test_audit_studies.py: two minutes of a core, which `make test` leaves out). vLLM's environment installs in the background
 # from the start, at the lowest CPU priority, beside this environment's own install (mostly downloads and
 # unpacking: 3.7 GB), so it is ready before the unit tests' worker needs it. If this environment's setup or the
 # lint fails, or on Ctrl-C, that install (its own process group, by setsid) is stopped at once, not awaited.
@@ -50,11 +51,11 @@ book: $(STAMP)
 PYTEST_WORKERS ?= 2
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not release_audit" --durations=8
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not release_audit and not studies_audit" --durations=8
 
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not release_audit" --durations=12
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not release_audit and not studies_audit" --durations=12
 
 check:
 	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed

@@ -355,8 +355,9 @@ def steps_sweep(model_name: str, problems: Sequence[Problem], depth: int | None,
                        [tokens_per_problem(runs[n]) for n in keep], {n: per_problem(runs[n]) for n in ordered},
                        len(subset), n_seeds, power.mode, power.mcmc_steps)
     if other:
-        sweep.other_mode, sweep.other_accuracy = other.mode, mean_accuracy(runs[other.mode])
-        sweep.other_tokens, sweep.other_scores = tokens_per_problem(runs[other.mode]), per_problem(runs[other.mode])
+        chains = runs[other.mode]
+        sweep.other_mode, sweep.other_accuracy = other.mode, mean_accuracy(chains)
+        sweep.other_tokens, sweep.other_scores = tokens_per_problem(chains), per_problem(chains)
     return sweep
 
 

@@ -11,8 +11,9 @@ from helpers.evaluation.audit_studies import STUDIES, audit_records, reason
 from helpers.results.kinds import KINDS
 from helpers.runner.publish import sample_each_kind, stored_records
 
-# The audit's own logic, the same under every transformers: one run.
-pytestmark = pytest.mark.once
+# The audit's own logic, the same under every transformers: one run. Computing every kind and computing it again
+# takes two minutes of a core, so `make test` leaves it to `make check` (CI); the audit's refusals are tested there too.
+pytestmark = [pytest.mark.once, pytest.mark.studies_audit]
 
 
 @pytest.fixture(scope="module")
