@@ -43,19 +43,22 @@ book: $(STAMP)
 # runs: all of that, then the unit tests in the two other environments (tests/test_environments.py), the lowest
 # supported transformers and vLLM's environment, an audit of a sample of the results release's records
 # (tests/results/test_release.py, with the full profile's models), and the audit of every kind of study computed
-# afresh (tests/evaluation/test_audit_studies.py: two minutes of a core, which `make test` leaves out). vLLM's environment installs in the background
-# from the start, at the lowest CPU priority, beside this environment's own install (mostly downloads and
-# unpacking: 3.7 GB), so it is ready before the unit tests' worker needs it. If this environment's setup or the
-# lint fails, or on Ctrl-C, that install (its own process group, by setsid) is stopped at once, not awaited.
+# afresh (tests/evaluation/test_audit_studies.py), the two audits `make unit` and `make test` leave out
+# (`OUTSIDE_CHECK`). vLLM's environment installs in the background from the start, at the lowest CPU priority,
+# beside this environment's own install (mostly downloads and unpacking: 3.7 GB), so it is ready before the unit
+# tests' worker needs it. If this environment's setup or the lint fails, or on Ctrl-C, that install (its own
+# process group, by setsid) is stopped at once, not awaited.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
+# The tests `make unit` and `make test` run: all but the two audits.
+OUTSIDE_CHECK = not release_audit and not studies_audit
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and not release_audit and not studies_audit" --durations=8
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not book and not browser and $(OUTSIDE_CHECK)" --durations=8
 
 test: $(STAMP)
 	$(PY) -m ruff check helpers tests
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not release_audit and not studies_audit" --durations=12
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "$(OUTSIDE_CHECK)" --durations=12
 
 check:
 	@rm -f $(VLLM_VENV)/.ready $(VLLM_VENV)/.install-failed

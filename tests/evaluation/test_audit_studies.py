@@ -11,8 +11,8 @@ from helpers.evaluation.audit_studies import STUDIES, audit_records, reason
 from helpers.results.kinds import KINDS
 from helpers.runner.publish import sample_each_kind, stored_records
 
-# The audit's own logic, the same under every transformers: one run. Computing every kind and computing it again
-# takes two minutes of a core, so `make test` leaves it to `make check` (CI); the audit's refusals are tested there too.
+# The audit's own logic, the same under every transformers: one run. Every kind is computed and then computed again,
+# the suite's longest unit test, so `make test` leaves this module to `make check` (CI), refusals included.
 pytestmark = [pytest.mark.once, pytest.mark.studies_audit]
 
 
