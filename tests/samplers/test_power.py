@@ -21,9 +21,11 @@ def toy():
 
 
 def _tv(model, law, mode, steps, n=2000):
+    """TV(empirical, law) of `n` chains, seeds 0..n-1, run together on the re-encoding engine (a chain's samples
+    are what it draws alone: each row draws from its own generator)."""
     cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
-    samples = [power_sample(model, [1], [EOS], Target(ALPHA, T), cfg, seed=s, cache=False).tokens for s in range(n)]
-    return tv_distance(empirical(samples), law)
+    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], Target(ALPHA, T), cfg, list(range(n)))
+    return tv_distance(empirical(c.tokens for c in chains), law)
 
 
 @pytest.mark.toy
@@ -41,6 +43,28 @@ def test_exact_mode_converges_to_the_power_distribution(toy):
 def test_reference_mode_is_biased(toy):
     model, dist = toy
     assert _tv(model, dist["power"], "reference", 10) > 0.1
+
+
+@pytest.mark.toy
+def test_the_re_encoding_engine_gives_each_chain_what_it_draws_alone():
+    """Chains run all at once, refilled through three rows, or one at a time on the re-encoding engine draw the same
+    tokens at the same per-chain cost; together, rows of one length share a forward pass, so the model runs fewer."""
+    model = ToyLM(vocab=4, seed=3, sharpness=1.0)
+    cfg, target, n = PowerConfig(block_size=2, mcmc_steps=3), Target(2.0, 6), 12
+    runs = {}
+    for capacity in (None, 3, 1):
+        engine = ReencodeEngine(model)
+        chains = run_chains(engine, [[1]] * n, [EOS], target, cfg, list(range(n)), batch_size=capacity)
+        runs[capacity] = chains, engine.passes
+    alone, one_at_a_time = runs[1]
+    assert len({tuple(c.tokens) for c in alone}) > 3  # the chains differ: sharing a pass could have mixed them up
+    assert one_at_a_time == sum(c.forward_passes for c in alone)  # alone: one model pass per row and token
+    for chains, _ in (runs[None], runs[3]):
+        for a, b in zip(chains, alone, strict=True):
+            assert (a.tokens, a.moves, a.decoded_tokens, a.prefill_tokens, a.forward_passes) == \
+                (b.tokens, b.moves, b.decoded_tokens, b.prefill_tokens, b.forward_passes)
+            assert max(abs(x - y) for x, y in zip(a.logp + a.logq, b.logp + b.logq, strict=True)) < 1e-6
+    assert runs[None][1] < runs[3][1] < one_at_a_time
 
 
 def test_cache_reuse_gives_the_same_chain(tiny):
