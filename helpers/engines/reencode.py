@@ -1,10 +1,13 @@
 """The re-encoding engine ('reencode'): every pass re-encodes each decoding row's prompt and prefix, keeping nothing
-between passes, so it is the check on the engines that keep a cache, and it runs models without a KV cache.
+between passes, so it is the check on the engines that keep a cache, and it runs models without a KV cache (any
+module whose `model(input_ids=..., use_cache=False, logits_to_keep=1)` returns `.logits` of shape [rows, ≥ 1, V]).
 
 Every row with an extension under way decodes one token per `step`, as on the slot engine; rows whose sequences
-are equally long share a forward pass (no padding, no mask: each row is encoded exactly as it would be alone), so a
-step costs one pass per distinct length, not one per row. A row's draw depends only on its logits and its own
-generator (`helpers.engines.categorical`), so which rows share a step changes no sample.
+are equally long share a forward pass (no padding, no mask: each row is encoded as it would be alone, up to the
+rounding of another batch size), at most `pass_tokens` tokens a pass, so a step costs about one pass per distinct
+length, not one per row. A row's draw depends only on its logits and its own generator
+(`helpers.engines.categorical`), so on a model whose numbers do not depend on the batch (the toy model's table)
+which rows share a step changes no sample.
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ from helpers.engines.protocol import Charge, Extension, Task
 class ReencodeEngine(Engine):
     """Keeps nothing between passes: each step re-encodes every decoding row's whole sequence for its next token."""
 
+    pass_tokens = 8192  # most tokens in one forward pass: rows of one length beyond it split into several passes
+
     def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
         super().open_run(tasks, stops, capacity, room)
+        variants = sorted({t.row.variant for t in tasks})
+        if self.mix is None and variants != [0]:
+            raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
+                             "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
         self.capacity = capacity or len(tasks)
         self.held = 0  # rows admitted and not yet ended (a row waiting at a barrier keeps its place)
         self.under_way: list[tuple[Task, Extension]] = []
@@ -49,21 +58,24 @@ class ReencodeEngine(Engine):
     @torch.inference_mode()
     def step(self) -> tuple[list[tuple[Task, Extension]], Charge]:
         """One token for every row with an extension under way, each row's whole sequence encoded afresh; the rows
-        whose extension ended (a stop token, or its limit)."""
+        whose extension ended (a stop token, or its limit). A pass's wall time is charged to its rows by the tokens
+        each encoded, times what its variant of a depth mix costs."""
         start = time.perf_counter()
+        rows = [req.row for _, req in self.under_way]
         seqs = [req.row.prompt + req.row.tokens[:req.keep] + req.tokens for _, req in self.under_way]
         by_length: dict[int, list[int]] = {}
         for b, seq in enumerate(seqs):
             by_length.setdefault(len(seq), []).append(b)
-        order = [b for rows in by_length.values() for b in rows]
+        passes = [group[i:i + max(1, self.pass_tokens // n)] for n, group in by_length.items()
+                  for i in range(0, len(group), max(1, self.pass_tokens // n))]
         parts = []
-        for rows in by_length.values():
+        for group in passes:
             if self.mix is not None:  # a depth mix: each row runs its own truncation
-                self.mix.route([self.under_way[b][1].row.variant for b in rows])
-            ids = torch.tensor([seqs[b] for b in rows], device=self.device)
+                self.mix.route([rows[b].variant for b in group])
+            ids = torch.tensor([seqs[b] for b in group], device=self.device)
             parts.append(self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].float())
-        logits = torch.cat(parts)[torch.tensor(order).argsort()]  # back in the rows' order
-        rows = [req.row for _, req in self.under_way]
+        order = torch.tensor([b for group in passes for b in group])
+        logits = torch.cat(parts)[order.argsort()]  # back in the rows' order
         chosen, logp, logq = draw_each(logits, [(r.temperature, r.top_k) for r in rows], [r.generator for r in rows])
         ended, going_on = [], []
         for (task, req), token, lp, lq in zip(self.under_way, chosen, logp, logq, strict=True):
@@ -71,8 +83,9 @@ class ReencodeEngine(Engine):
             (ended if token in self.stops or len(req.tokens) >= req.limit else going_on).append((task, req))
         tasks = [task for task, _ in self.under_way]
         self.under_way = going_on
-        return ended, Charge(tasks, time.perf_counter() - start, [len(s) - 1 for s in seqs],
-                             model_passes=len(by_length), weights=[len(s) for s in seqs], tokens=len(tasks))
+        cost = [self.mix.costs[r.variant] if self.mix is not None else 1.0 for r in rows]
+        return ended, Charge(tasks, time.perf_counter() - start, [len(s) - 1 for s in seqs], model_passes=len(passes),
+                             weights=[len(s) * c for s, c in zip(seqs, cost, strict=True)], tokens=len(tasks))
 
     def close_run(self) -> None:
         self.under_way = []

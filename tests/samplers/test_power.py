@@ -67,6 +67,28 @@ def test_the_re_encoding_engine_gives_each_chain_what_it_draws_alone():
     assert runs[None][1] < runs[3][1] < one_at_a_time
 
 
+@pytest.mark.toy
+def test_the_re_encoding_engine_encodes_the_whole_sequence_for_every_token(monkeypatch):
+    """Each token's pass encodes prompt and prefix (prefill 1 + 2 + 3 + 4 for four tokens after a two-token prompt),
+    its recorded log p is the model's, and rows of one length beyond `pass_tokens` split into passes of at most
+    that many tokens without changing a sample."""
+    from helpers.samplers.plain import decode
+    from helpers.samplers.toy import sequence_logprob
+
+    model = ToyLM(vocab=4, seed=3, sharpness=1.0)
+    engine = ReencodeEngine(model)
+    (row,) = decode(model, [[1, 2]], 4, [], temperature=1.0, seeds=[0], engine=engine)
+    assert (len(row.tokens), row.prefill_tokens, row.forward_passes) == (4, 1 + 2 + 3 + 4, 4)
+    assert engine.prefill == 10 and engine.passes == 4
+    assert abs(row.sum_logp - sequence_logprob(model, [1, 2], row.tokens)) < 1e-5
+    prompts, seeds = [[1, 2]] * 6, list(range(6))
+    together = decode(model, prompts, 4, [], temperature=1.0, seeds=seeds, engine=(shared := ReencodeEngine(model)))
+    monkeypatch.setattr(ReencodeEngine, "pass_tokens", 7)  # three rows of 2 tokens a pass, two of 3, one of 4 or 5
+    split = decode(model, prompts, 4, [], temperature=1.0, seeds=seeds, engine=(small := ReencodeEngine(model)))
+    assert [c.tokens for c in split] == [c.tokens for c in together]
+    assert (shared.passes, small.passes) == (4, 2 + 3 + 6 + 6)
+
+
 def test_cache_reuse_gives_the_same_chain(tiny):
     model, tokenizer = tiny.module, tiny.tokenizer
     prompt = tokenizer("Ada has 3 apples .")["input_ids"]
