@@ -130,7 +130,7 @@ def test_a_chapters_prose_computes_no_numbers():
                     assert {a.name for a in node.names} <= WORDING, (path.name, [a.name for a in node.names])
 
 
-ENGINE_CLASSES = {"Engine", "SerialEngine", "SlotEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
+ENGINE_CLASSES = {"Engine", "SlotEngine", "ReencodeEngine", "GenerateEngine", "VLLMEngine"}
 
 
 def test_no_module_above_the_engines_names_a_concrete_engine_class():

@@ -4,8 +4,8 @@ An engine decodes; it does not run programs. It offers the loop (`helpers.engine
 interface: take waiting rows in (`admit`), decode a step (`step`, which hands back the extensions that ended), and
 hear what became of a row (`extend`, `adopt`, `park`, `copy`, `end`): each an explicit message, the engine holding
 only what it was told. The engines by kind (`helpers.engines.registry`): 'slot' is `helpers.engines.slot.SlotEngine`,
-'reencode' `helpers.engines.reencode.ReencodeEngine`, 'generate' `helpers.engines.generate.GenerateEngine` (the
-last two decode one extension at a time, `helpers.engines.serial.SerialEngine`), 'vllm'
+'reencode' `helpers.engines.reencode.ReencodeEngine` (many rows at once, each re-encoded whole for every token),
+'generate' `helpers.engines.generate.GenerateEngine` (one extension at a time, one `generate` call each), 'vllm'
 `helpers.engines.vllm.VLLMEngine`.
 """
 

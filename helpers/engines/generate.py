@@ -10,17 +10,47 @@ ratio, per-block EOS check), so the baseline is the published algorithm at the p
 
 from __future__ import annotations
 
+import time
+from collections import deque
+
 import torch
 
-from helpers.engines.protocol import Extension
-from helpers.engines.serial import SerialEngine
+from helpers.engines.engine import Engine
+from helpers.engines.protocol import Charge, Extension, Task
 
 
-class GenerateEngine(SerialEngine):
-    """Each extension is one `generate` call at batch 1 on the re-encoded prefix, scores and logits kept."""
+class GenerateEngine(Engine):
+    """Each extension is one `generate` call at batch 1 on the re-encoded prefix, scores and logits kept: one program
+    runs at a time, to its end or a barrier (where it is set aside until the rest of its group arrives, and the next
+    one runs)."""
+
+    def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
+        self.ready: deque[tuple[Task, Extension]] = deque()
+        return super().open_run(tasks, stops, capacity, room)
+
+    def admit(self, waiting: deque[Task]) -> tuple[list[Task], Charge | None]:
+        return ([waiting.popleft()] if waiting and not self.ready else []), None
+
+    def extend(self, task: Task, request: Extension) -> None:
+        if request.limit > 0:
+            self.ready.append((task, request))
+
+    def decoding(self) -> bool:
+        return bool(self.ready)
+
+    def step(self) -> tuple[list[tuple[Task, Extension]], Charge]:
+        task, request = self.ready.popleft()
+        start = time.perf_counter()
+        prefill, passes = self._extend(request, self.stops)
+        return [(task, request)], Charge([task], time.perf_counter() - start, [prefill], passes,
+                                         tokens=len(request.tokens))
+
+    def close_run(self) -> None:
+        self.ready = deque()
 
     @torch.inference_mode()
     def _extend(self, req: Extension, stops: set[int]) -> tuple[int, int]:
+        """Decode `req` with one `generate` call; the context tokens encoded and the forward passes run."""
         temperature, top_k = req.row.temperature, req.row.top_k
         prefix = req.row.prompt + req.row.tokens[:req.keep]
         ids = torch.tensor([prefix], device=self.device)

@@ -8,11 +8,11 @@ tokens at once, meets barriers, turns a returned program into a completion, and 
 wall time, prefill and passes to the rows it served (`charge`), the same way for every engine. The engine never
 calls the loop and holds nothing of it; what one run needs of the engine (a KV buffer) it lets go in `close_run`.
 
-The engines (`helpers.engines.registry` names them by kind): `helpers.engines.slot.SlotEngine` ('slot': transformers'
-modules, many rows at once on KV slots), `helpers.engines.reencode.ReencodeEngine` and
-`helpers.engines.generate.GenerateEngine` (one extension at a time: re-encoding, the check on the others, and
-`generate`) and `helpers.engines.vllm.VLLMEngine`. Each hands back, per token, the token, its log-probability
-under the model at T=1 and under the distribution it was drawn from.
+The engines (`helpers.engines.registry` names them by kind): `helpers.engines.slot.SlotEngine` ('slot':
+transformers' modules, many rows at once on KV slots), `helpers.engines.reencode.ReencodeEngine` (many rows at once,
+each re-encoded whole for every token: the check on the others), `helpers.engines.generate.GenerateEngine` (one
+extension at a time, one `generate` call each) and `helpers.engines.vllm.VLLMEngine`. Each hands back, per token,
+the token, its log-probability under the model at T=1 and under the distribution it was drawn from.
 """
 
 from __future__ import annotations

@@ -300,7 +300,7 @@ def test_rows_stranded_at_a_barrier_raise_and_the_run_is_closed():
 
 
 def test_only_the_loop_sends_to_programs():
-    """The engines (serial, slot, vLLM) never run programs: `run_programs` does, written once."""
+    """The engines (slot, re-encoding, generate, vLLM) never run programs: `run_programs` does, written once."""
     from pathlib import Path
 
     engines = Path(decoding.__file__).parent

@@ -73,7 +73,8 @@ def test_a_mixed_run_decodes_what_each_truncation_decodes_alone(tiny, engine):
                 assert max((abs(x - y) for x, y in zip(a.logp, b.logp, strict=True)), default=0) < 1e-4
 
 
-def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
+@pytest.mark.parametrize("engine", [SlotEngine, ReencodeEngine])
+def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny, engine):
     model, tokenizer = tiny.module, tiny.tokenizer
     L = model.config.num_hidden_layers
     mix = DepthMix(model, [("naive", 2), ("stitch", L), ("stitch", 2)])
@@ -85,8 +86,9 @@ def test_a_mixed_run_splits_a_pass_s_time_by_what_each_variant_costs(tiny):
         row.variant = 0
     for row, _ in works[1].tasks:
         row.variant = 1
-    shallow, deep = run_together(SlotEngine(mix), works, set())
-    assert {c.forward_passes for c in shallow + deep} == {6}  # the prompts' pass and five steps, all shared
+    shallow, deep = run_together(engine(mix), works, set())
+    shared = 6 if engine is SlotEngine else 5  # (the prompts' pass and) five steps, all shared
+    assert {c.forward_passes for c in shallow + deep} == {shared}
     seconds = [sum(c.seconds for c in cs) for cs in (shallow, deep)]
     assert seconds[0] / seconds[1] == pytest.approx(mix.costs[0] / mix.costs[1])
 
@@ -95,8 +97,9 @@ def test_variants_are_refused_where_the_model_is_not_a_mix(tiny):
     model, tokenizer = tiny.module, tiny.tokenizer
     work = decode_work([tokenizer("0 1 2")["input_ids"]], 3, {tokenizer.eos_token_id})
     work.tasks[0][0].variant = 1
-    with pytest.raises(ValueError, match="depth mix"):
-        run_together(SlotEngine(model), [work], {tokenizer.eos_token_id})
+    for engine in (SlotEngine, ReencodeEngine):
+        with pytest.raises(ValueError, match="depth mix"):
+            run_together(engine(model), [work], {tokenizer.eos_token_id})
     with pytest.raises(ValueError, match="naive truncation must be an integer"):
         DepthMix(model, [("naive", 0)])
     mix = DepthMix(model, [("naive", 1)])

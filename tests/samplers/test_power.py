@@ -21,9 +21,11 @@ def toy():
 
 
 def _tv(model, law, mode, steps, n=2000):
+    """TV(empirical, law) of `n` chains, seeds 0..n-1, run together on the re-encoding engine (a chain's samples
+    are what it draws alone: each row draws from its own generator)."""
     cfg = PowerConfig(block_size=2, mcmc_steps=steps, mode=mode)
-    samples = [power_sample(model, [1], [EOS], Target(ALPHA, T), cfg, seed=s, cache=False).tokens for s in range(n)]
-    return tv_distance(empirical(samples), law)
+    chains = run_chains(ReencodeEngine(model), [[1]] * n, [EOS], Target(ALPHA, T), cfg, list(range(n)))
+    return tv_distance(empirical(c.tokens for c in chains), law)
 
 
 @pytest.mark.toy
@@ -41,6 +43,50 @@ def test_exact_mode_converges_to_the_power_distribution(toy):
 def test_reference_mode_is_biased(toy):
     model, dist = toy
     assert _tv(model, dist["power"], "reference", 10) > 0.1
+
+
+@pytest.mark.toy
+def test_the_re_encoding_engine_gives_each_chain_what_it_draws_alone():
+    """Chains run all at once, refilled through three rows, or one at a time on the re-encoding engine draw the same
+    tokens at the same per-chain cost; together, rows of one length share a forward pass, so the model runs fewer."""
+    model = ToyLM(vocab=4, seed=3, sharpness=1.0)
+    cfg, target, n = PowerConfig(block_size=2, mcmc_steps=3), Target(2.0, 6), 12
+    runs = {}
+    for capacity in (None, 3, 1):
+        engine = ReencodeEngine(model)
+        chains = run_chains(engine, [[1]] * n, [EOS], target, cfg, list(range(n)), batch_size=capacity)
+        runs[capacity] = chains, engine.passes
+    alone, one_at_a_time = runs[1]
+    assert len({tuple(c.tokens) for c in alone}) > 3  # the chains differ: sharing a pass could have mixed them up
+    assert one_at_a_time == sum(c.forward_passes for c in alone)  # alone: one model pass per row and token
+    for chains, _ in (runs[None], runs[3]):
+        for a, b in zip(chains, alone, strict=True):
+            assert (a.tokens, a.moves, a.decoded_tokens, a.prefill_tokens, a.forward_passes) == \
+                (b.tokens, b.moves, b.decoded_tokens, b.prefill_tokens, b.forward_passes)
+            assert max(abs(x - y) for x, y in zip(a.logp + a.logq, b.logp + b.logq, strict=True)) < 1e-6
+    assert runs[None][1] < runs[3][1] < one_at_a_time
+
+
+@pytest.mark.toy
+def test_the_re_encoding_engine_encodes_the_whole_sequence_for_every_token(monkeypatch):
+    """Each token's pass encodes prompt and prefix (prefill 1 + 2 + 3 + 4 for four tokens after a two-token prompt),
+    its recorded log p is the model's, and rows of one length beyond `pass_tokens` split into passes of at most
+    that many tokens without changing a sample."""
+    from helpers.samplers.plain import decode
+    from helpers.samplers.toy import sequence_logprob
+
+    model = ToyLM(vocab=4, seed=3, sharpness=1.0)
+    engine = ReencodeEngine(model)
+    (row,) = decode(model, [[1, 2]], 4, [], temperature=1.0, seeds=[0], engine=engine)
+    assert (len(row.tokens), row.prefill_tokens, row.forward_passes) == (4, 1 + 2 + 3 + 4, 4)
+    assert engine.prefill == 10 and engine.passes == 4
+    assert abs(row.sum_logp - sequence_logprob(model, [1, 2], row.tokens)) < 1e-5
+    prompts, seeds = [[1, 2]] * 6, list(range(6))
+    together = decode(model, prompts, 4, [], temperature=1.0, seeds=seeds, engine=(shared := ReencodeEngine(model)))
+    monkeypatch.setattr(ReencodeEngine, "pass_tokens", 7)  # three rows of 2 tokens a pass, two of 3, one of 4 or 5
+    split = decode(model, prompts, 4, [], temperature=1.0, seeds=seeds, engine=(small := ReencodeEngine(model)))
+    assert [c.tokens for c in split] == [c.tokens for c in together]
+    assert (shared.passes, small.passes) == (4, 2 + 3 + 6 + 6)
 
 
 def test_cache_reuse_gives_the_same_chain(tiny):
