@@ -38,6 +38,13 @@ class Engine:
         self.stops = stops
         return []
 
+    def refuse_variants_without_mix(self, tasks: list[Task]) -> None:
+        """Refuse rows that ask for a model variant (a truncation of a depth mix) when the model is a single model."""
+        variants = sorted({t.row.variant for t in tasks})
+        if self.mix is None and variants != [0]:
+            raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
+                             "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
+
     def check_reach(self, tasks: list[Task], reach: int) -> None:
         """Refuse, before any work, rows this engine cannot run exactly when each sequence may reach `reach`
         positions past its prompt (a ValueError that says what to change); every row is fine by default."""

@@ -29,10 +29,7 @@ class ReencodeEngine(Engine):
 
     def open_run(self, tasks, stops, capacity, room) -> list[Charge]:
         super().open_run(tasks, stops, capacity, room)
-        variants = sorted({t.row.variant for t in tasks})
-        if self.mix is None and variants != [0]:
-            raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
-                             "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
+        self.refuse_variants_without_mix(tasks)
         self.capacity = capacity or len(tasks)
         self.held = 0  # rows admitted and not yet ended (a row waiting at a barrier keeps its place)
         self.under_way: list[tuple[Task, Extension]] = []

@@ -45,10 +45,8 @@ class SlotEngine(Engine):
         n_slots = min(capacity or len(tasks), len(tasks))
         longest = max(len(t.row.prompt) for t in tasks)
         self.costs = self.mix.costs if self.mix is not None else None
+        self.refuse_variants_without_mix(tasks)
         variants = sorted({t.row.variant for t in tasks})
-        if self.mix is None and variants != [0]:
-            raise ValueError(f"rows ask for model variants {variants}, but this engine's model is a single model; "
-                             "variants need a depth mix (helpers.models.depth_mix.DepthMix).")
         self.spare = {v: n_slots + i for i, v in enumerate(variants)}  # the shared prefix, encoded per variant
         self.cache = SlotCache(self.model, n_slots + len(variants), longest + max(room, 16) + 1)
         self.runner = SlotRunner(self.model, self.cache, self.mix.route if self.mix is not None else None)
