@@ -200,8 +200,9 @@ class _Decode:
         return [(p, s) for p in self.problems for s in range(self.n_seeds) if self.key(p, s) not in self.run]
 
     def records(self) -> list[list[dict]]:
-        return [[{**self.run.get(self.key(p, s)), "seconds": self.run.seconds(self.key(p, s))}
-                 for s in range(self.n_seeds)] for p in self.problems]
+        keys = [self.key(p, s) for p in self.problems for s in range(self.n_seeds)]
+        flat = [{**r, "seconds": self.run.seconds(k)} for k, r in zip(keys, self.run.get_many(keys), strict=True)]
+        return [flat[i:i + self.n_seeds] for i in range(0, len(flat), self.n_seeds)]
 
 
 def _searches_first(d: _Decode) -> int:

@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,7 @@ class Run:
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
         self._lock = None
+        self._said: dict[str, int] = {}  # the unusable lines this reader has reported, by what is wrong with them
         self._released = self._load_released()
         self._load()
         if self._bad:
@@ -173,11 +174,13 @@ class Run:
                     self._records[record["key"]] = record
         self._bad = sum(bad.values())
         for what, n in bad.items():
-            if n:
+            if n and self._said.get(what) != n:  # a reload that finds the same lines says nothing new
+                self._said[what] = n
                 lines = counted(n, f"{what} line") if what == "unreadable" else \
                     f"{counted(n, 'record')} whose result has the wrong shape or length for {self.experiment}"
-                print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name}, and the "
-                      "units they held are computed again", file=sys.stderr, flush=True)
+                print(f"[store] skipped {lines} of {self.path}; they are moved to {self.aside_path.name} (now, or by "
+                      "the process holding this run's lock before it writes), and the units they held are computed "
+                      "again", file=sys.stderr, flush=True)
 
     def _set_aside_now(self) -> None:
         """Set the lines that cannot count aside as soon as they are read, so that they are said once, not by every
@@ -236,6 +239,8 @@ class Run:
                     print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
                           "and then reusing its records", file=sys.stderr, flush=True)
                     lock.acquire()
+            except Timeout:  # an OSError too, but no failure to write: the lock is busy and this caller won't wait
+                raise
             except OSError as err:
                 raise StoreError(f"The results store cannot be written at {self.path.parent} ({err.strerror or err}); "
                                  "set SVD_RESULTS to a folder you can write to.") from None
@@ -309,6 +314,12 @@ class Run:
             return None
         usage.note("reused", self.experiment, self.hash, [key], self._released)
         return record["result"]
+
+    def get_many(self, keys: Sequence[str]) -> list[dict | None]:
+        """The stored results of units `keys` in order (None where missing), counted as one use."""
+        found = [k for k in keys if k in self._records]
+        usage.note("reused", self.experiment, self.hash, found, self._released)
+        return [self._records[k]["result"] if k in self._records else None for k in keys]
 
     def seconds(self, key: str) -> float | None:
         """The wall time stored with unit `key` (its share of the batch it was computed in), or None."""

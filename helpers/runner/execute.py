@@ -139,11 +139,20 @@ class _Watch:
 
 
 def progress_line(stem: str, log: Path) -> str | None:
-    """One line of a chapter's progress from the last entry of its pulse log (None before there is one)."""
+    """One line of a chapter's progress from the last entry of its pulse log that counts records (None before there
+    is one; an outcome line of a decode that kept no pulse counts none)."""
     try:
-        last = json.loads(log.read_text().strip().splitlines()[-1])
-        done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
-    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        lines = log.read_text().strip().splitlines()
+    except OSError:
+        return None
+    for raw in reversed(lines):
+        try:
+            last = json.loads(raw)
+            done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
+            break
+        except (ValueError, KeyError, TypeError):
+            continue
+    else:
         return None
     width = 20
     filled = round(width * done / total) if total else 0

@@ -82,6 +82,7 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
     Run("exp", {"k": 4}, root=tmp_path).add("other", 2, 0.1)
     old.get("new")
     old.compute("new", lambda: 99)
+    assert old.get_many(["new", "absent"]) == [1, None]
     old.results()
     with log.open("a") as fh:
         fh.write('{"run": "exp/torn", "reu')  # a kernel stopped mid-line
@@ -91,16 +92,25 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
 
 
 def test_nothing_is_counted_without_a_usage_file(tmp_path, monkeypatch):
+    import helpers.results.usage as usage
+
+    def no_file(*args, **kwargs):
+        raise AssertionError(f"usage opened {args} with no usage file named")
+
     monkeypatch.delenv(env.STORE_USAGE, raising=False)
-    monkeypatch.chdir(tmp_path)
-    run = Run("exp", {"k": 3}, root=tmp_path / "results")
+    monkeypatch.setattr(usage, "open", no_file, raising=False)  # the module's `open`, before the builtin
+    run = Run("exp", {"k": 3}, root=tmp_path)
     run.add("new", 1, 0.1)
-    run.get("new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+    run.save_checkpoint("later", {"step": 1})
+    assert run.get("new") == 1 and run.get_many(["new"]) == [1] and run.results() == {"new": 1}
+    usage.report_at_exit()
+    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.jsonl"))
+    with pytest.raises(AssertionError, match="usage opened"):  # the check itself can fail
+        run.get("new")
 
 
-def test_a_kernel_reports_its_peak_memory_when_asked_never_at_import(tmp_path, monkeypatch):
-    """Importing the store registers nothing to run at exit; a chapter's first call asks for the report, and
+def test_a_kernel_reports_its_peak_memory_once_when_asked(tmp_path, monkeypatch):
+    """Nothing is registered to run at exit without a usage file; a chapter's first call asks for the report, and
     asking twice writes it once."""
     import helpers.results.usage as usage
 
