@@ -16,6 +16,6 @@ def start(seed: int) -> None:
     from helpers.results import origin, usage
 
     quiet_host()  # the notebook's kernel: no stray stderr in the executed page
-    usage.report_at_exit()  # run by the book's runner: what this kernel reused and computed, written as it exits
+    usage.report_at_exit()  # run by the book's runner: this kernel's peak memory, written as it exits
     origin.read_now()  # the records this kernel stores name the code it started with
     style.setup(seed)

@@ -1,13 +1,16 @@
 """A long run's pulse: decoded tokens, rows in flight and records done, written to a file the runner reads.
 
-The chapters run in kernels the runner starts, whose progress bars are off (`helpers.core.progress`). So the decode
-loop reports here instead: `beat` after every engine step (tokens decoded, rows in flight), `records` as finished
-records are stored. Every `INTERVAL` seconds, and when records finish, one JSON line goes to the file named by
-$SVD_PULSE (nothing is written without it): the runner prints progress from the last line (records done of total,
-tokens/s, an ETA) and keeps the file as the run's minute-by-minute log of its sustained rate.
+The chapters run in kernels the runner starts, whose progress bars are off (`helpers.core.progress`). So a decode
+reports here instead: whoever starts one makes a `Pulse` (`Pulse.from_env`) and hands it to the decode loop, which
+calls `beat` after every engine step (tokens decoded, rows in flight); the decode calls `records` as finished records
+are stored. Every `INTERVAL` seconds, and when records finish, one JSON line goes to the file named by $SVD_PULSE
+(nothing is written without it): the runner prints progress from the last line (records done of total, tokens/s, an
+ETA) and keeps the file as the run's minute-by-minute log of its sustained rate. The file is the only state shared:
+each decode's counts live on its own `Pulse`.
 
-When the decode loop stops at its budget's end (`helpers.core.budget`), `outcome` writes a last line that says so,
-which the runner reads to tell a spent budget from a failure.
+When the decode loop stops at its budget's end (`helpers.core.budget`), or a published build meets records the
+release lacks, a last line says so (`Pulse.write(outcome=...)`, or `outcome` where no decode is under way), which the
+runner reads to tell a spent budget from a failure.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ RATE_SPAN = 5.0  # fewest seconds a line's tokens/s is measured over: a line wri
                  # stored, then the budget's end) repeats the last rate instead of dividing a step by microseconds
 
 
-class _Pulse:
-    def __init__(self) -> None:
-        self.reset()
+class Pulse:
+    """One decode's progress, written as JSON lines to `path` (None: counted, never written)."""
 
-    def reset(self) -> None:
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path = path
         self.start = self.rated_at = time.time()
         self.tokens = self.tokens_at_rate = 0
         self.rate = 0.0
@@ -35,7 +38,15 @@ class _Pulse:
         self.done = self.total = 0
         self.what = ""
 
+    @classmethod
+    def from_env(cls) -> Pulse:
+        """A pulse writing to the file $SVD_PULSE names (the runner sets it for a chapter's kernel), or to none."""
+        return cls(os.environ.get(env.PULSE) or None)
+
     def beat(self, tokens: int, rows: int, computed: int | None = None) -> None:
+        """An engine step decoded `tokens` tokens with `rows` rows in flight, computing `computed` rows (rows waiting
+        at a barrier or free slots below the highest busy one ride along in the pass; None: just the rows in
+        flight)."""
         self.tokens += tokens
         self.rows = rows
         self.computed = rows if computed is None else computed
@@ -43,14 +54,13 @@ class _Pulse:
             self.write()
 
     def records(self, done: int, total: int, what: str) -> None:
-        if done == 0:  # a decode begins: its rate counts from here
-            self.reset()
+        """`done` of the `total` records of this decode (`what`) are stored."""
         self.done, self.total, self.what = done, total, what
         if time.time() - self.rated_at >= RATE_SPAN or done == total:
             self.write()
 
     def write(self, outcome: str | None = None) -> None:
-        path = os.environ.get(env.PULSE)
+        """A line of the counts so far; with `outcome`, the run's last, saying how it ended."""
         now = time.time()
         if now - self.rated_at >= RATE_SPAN:
             self.rate = (self.tokens - self.tokens_at_rate) / (now - self.rated_at)
@@ -62,32 +72,23 @@ class _Pulse:
                 "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
         if outcome is not None:
             line["outcome"] = outcome
-        if not path:
-            return
-        try:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-        except OSError:
-            pass  # a progress report never stops the work
-
-
-PULSE = _Pulse()
-
-
-def beat(tokens: int, rows: int, computed: int | None = None) -> None:
-    """An engine step decoded `tokens` tokens with `rows` rows in flight, computing `computed` rows (rows waiting at a
-    barrier or free slots below the highest busy one ride along in the pass; None: just the rows in flight)."""
-    PULSE.beat(tokens, rows, computed)
-
-
-def records(done: int, total: int, what: str) -> None:
-    """`done` of the `total` records of the current decode (`what`) are stored."""
-    PULSE.records(done, total, what)
+        _append(self.path, line)
 
 
 def outcome(what: str) -> None:
-    """The run ended as `what` says (`helpers.core.budget.SPENT`): a last line for the runner to read."""
-    PULSE.write(outcome=what)
+    """The run ended as `what` says (`helpers.core.budget.SPENT`, `helpers.results.store.NOT_RELEASED`) where no
+    decode's pulse is at hand: a last line for the runner to read."""
+    _append(os.environ.get(env.PULSE) or None, {"time": round(time.time(), 1), "outcome": what})
+
+
+def _append(path: str | os.PathLike | None, line: dict) -> None:
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+    except OSError:
+        pass  # a progress report never stops the work
 
 
 def read_outcome(path: str | os.PathLike) -> str | None:

@@ -21,7 +21,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from helpers.core import budget, pulse
+from helpers.core import budget
+from helpers.core.pulse import Pulse, outcome
 from helpers.engines.engine import Engine
 from helpers.engines.protocol import (
     Adopt,
@@ -40,9 +41,10 @@ from helpers.engines.protocol import (
 
 def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: set[int], capacity: int | None = None,
                  on_done: OnDone | None = None, room: int = 0, on_checkpoint: OnCheckpoint | None = None,
-                 reach: int | None = None) -> list[Completion]:
+                 reach: int | None = None, pulse: Pulse | None = None) -> list[Completion]:
     """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends,
-    `on_checkpoint(i, state, spent)` of each checkpoint its program yields.
+    `on_checkpoint(i, state, spent)` of each checkpoint its program yields, `pulse` (a long run's progress log,
+    `helpers.core.pulse`) of every engine step.
 
     Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the order
     given; `room` is how many positions past its prompt a row may need (its proposals included), `reach` how many
@@ -113,9 +115,13 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             charge(engine, cost)
             for task, extension in ended:
                 resume(task, extension)
-            pulse.beat(cost.tokens, len(cost.rows), cost.computed)
+            if pulse is not None:
+                pulse.beat(cost.tokens, len(cost.rows), cost.computed)
             if budget.spent():  # after the rows that ended stored their records: the run ends here, and says why
-                pulse.outcome(budget.SPENT)
+                if pulse is not None:
+                    pulse.write(outcome=budget.SPENT)
+                else:
+                    outcome(budget.SPENT)
                 raise budget.BudgetSpent("the run's time budget is spent (run --budget); every finished record "
                                              "is stored, and the same command again goes on from there")
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from helpers.core import pulse
 from helpers.core.checks import is_count
 from helpers.core.progress import bar
+from helpers.core.pulse import Pulse
 from helpers.data.problems import Problem
 from helpers.data.prompts import build_prompt
 from helpers.engines.protocol import Completion, Spent
@@ -200,8 +200,9 @@ class _Decode:
         return [(p, s) for p in self.problems for s in range(self.n_seeds) if self.key(p, s) not in self.run]
 
     def records(self) -> list[list[dict]]:
-        return [[{**self.run.get(self.key(p, s)), "seconds": self.run.seconds(self.key(p, s))}
-                 for s in range(self.n_seeds)] for p in self.problems]
+        keys = [self.key(p, s) for p in self.problems for s in range(self.n_seeds)]
+        flat = [{**r, "seconds": self.run.seconds(k)} for k, r in zip(keys, self.run.get_many(keys), strict=True)]
+        return [flat[i:i + self.n_seeds] for i in range(0, len(flat), self.n_seeds)]
 
 
 def _searches_first(d: _Decode) -> int:
@@ -245,7 +246,8 @@ def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, pro
     total = sum(len(d.jobs) for d in decodes)
     done = bar(total=total, desc=what, progress=progress)
     stored = [0]  # a disabled bar counts nothing
-    pulse.records(0, total, what)
+    meter = Pulse.from_env()  # this decode's progress, for the runner
+    meter.records(0, total, what)
 
     def store(w: int, i: int, c: Completion) -> None:
         d = decodes[w]
@@ -253,7 +255,7 @@ def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, pro
         d.run.add(d.key(p, s), _record(p, tokenizer, prompts[w][i], c), seconds=c.seconds, seed=s)
         done.update(1)
         stored[0] += 1
-        pulse.records(stored[0], total, what)
+        meter.records(stored[0], total, what)
 
     saved: dict[tuple[int, int], float] = {}  # when each chain's last checkpoint was stored
 
@@ -269,7 +271,7 @@ def _decode(model: ModelHandle, decodes: Sequence[_Decode], batch_size: int, pro
     try:
         with done:
             run_together(make_engine("slot", mix) if mix else engine_for(models[0], engine), works, stops,
-                         batch_size, store, checkpoint)
+                         batch_size, store, checkpoint, pulse=meter)
     finally:
         if mix is not None:
             mix.close()

@@ -86,7 +86,7 @@ def profiles(model: ModelHandle, problems: Sequence[Problem], root: Path | None 
         if key not in run:
             ids, _ = analysis_sequence(model.tokenizer, p)
             run.compute(key, lambda ids=ids: profile_one(model.module, ids))
-    return [run.get(key) for key in keys]
+    return run.get_many(keys)
 
 
 def curves(records: Sequence[dict], how: str = "tokens") -> dict[str, np.ndarray]:
@@ -135,7 +135,7 @@ def _skip_records(model: ModelHandle, problems: Sequence[Problem], run: Run, par
             continue
         splits = skip_splits(run.experiment, ids, start, p.id, n_splits, seed)
         run.compute(keys[-1], lambda ids=ids, splits=splits: skip_effects(model.module, ids, part, splits).as_dict())
-    return [SkipEffects.from_dict(run.get(key)) for key in keys]
+    return [SkipEffects.from_dict(r) for r in run.get_many(keys)]
 
 
 def skip_effects_over(model: ModelHandle, problems: Sequence[Problem], part: str, n_splits: int | None,

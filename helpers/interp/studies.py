@@ -38,7 +38,7 @@ def lens_over_problems(model: ModelHandle, items: Sequence[tuple[str, list[int],
     keys = [sequence_key(name, ids, start) for name, ids, start in items]
     for key, (_, ids, start) in bar(list(zip(keys, items, strict=True)), desc="logit lens", progress=progress):
         run.compute(key, lambda ids=ids, start=start: lens_record(model.module, ids, start, k, direction))
-    stored = [run.get(key) for key in keys]
+    stored = run.get_many(keys)
     return {name: np.array([s[name] for s in stored]) for name in ("kl", "overlap")}
 
 

@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,12 @@ from filelock import FileLock, Timeout
 
 from helpers.core import env, pulse
 from helpers.core.numbers import counted
+from helpers.results import usage
 from helpers.results.checkpoints import checkpoint_line, checkpoint_states
 from helpers.results.identity import _canonical, config_hash
 from helpers.results.kinds import Kind
 from helpers.results.origin import origin
 from helpers.results.shapes import conforms, shape_sizes
-from helpers.results.usage import USAGE
 from helpers.results.versions import keyed
 
 
@@ -81,17 +81,14 @@ def reading_release_only(on: bool = True) -> Iterator[None]:
             os.environ[env.RELEASED_ONLY] = before
 
 
-_REPORTED: set = set()  # (store file, what, how many) bad lines already reported by this process
-
-
 class Run:
     """The records of one experiment under one configuration, keyed by unit of work.
 
     The book's records are opened by their kind, `Run(KIND, config)` (`helpers.results.kinds`), which gives the name
     they are stored under, the version in their key and their shape; a bare name and an optional `shape` serve the
     store's own tests. With a shape (see `conforms`; its `Sized` lengths are read from the configuration), a stored
-    result of another shape or length does not count as finished: it is reported once, set aside in `aside_path`
-    when the run next writes, and its unit computed again.
+    result of another shape or length does not count as finished: it is reported, set aside in `aside_path` as soon
+    as it is read (or by the process holding the run's lock, before it writes), and its unit computed again.
     """
 
     def __init__(self, experiment: str | Kind, config: dict, root: Path | None = None, shape: Any = None):
@@ -111,8 +108,11 @@ class Run:
         self._records: dict[str, dict] = {}
         self._lock_depth = 0
         self._lock = None
+        self._said: dict[str, int] = {}  # the unusable lines this reader has reported, by what is wrong with them
         self._released = self._load_released()
         self._load()
+        if self._bad:
+            self._set_aside_now()
 
     @property
     def released(self) -> frozenset[str]:
@@ -174,12 +174,23 @@ class Run:
                     self._records[record["key"]] = record
         self._bad = sum(bad.values())
         for what, n in bad.items():
-            if n and (self.path, what, n) not in _REPORTED:
-                _REPORTED.add((self.path, what, n))
+            if n and self._said.get(what) != n:  # a reload that finds the same lines says nothing new
+                self._said[what] = n
                 lines = counted(n, f"{what} line") if what == "unreadable" else \
                     f"{counted(n, 'record')} whose result has the wrong shape or length for {self.experiment}"
-                print(f"[store] skipped {lines} of {self.path}; they are set aside in {self.aside_path.name} when "
-                      "this run next writes, and the units they held are computed again", file=sys.stderr, flush=True)
+                print(f"[store] skipped {lines} of {self.path}; they are moved to {self.aside_path.name} (now, or by "
+                      "the process holding this run's lock before it writes), and the units they held are computed "
+                      "again", file=sys.stderr, flush=True)
+
+    def _set_aside_now(self) -> None:
+        """Set the lines that cannot count aside as soon as they are read, so that they are said once, not by every
+        reader: unless another process holds the run's lock (it sets them aside itself before it writes) or the
+        folder cannot be written (then every reader skips them, and says so)."""
+        try:
+            with self.locked(wait=False):
+                pass
+        except (Timeout, StoreError):
+            pass
 
     @property
     def aside_path(self) -> Path:
@@ -210,11 +221,11 @@ class Run:
         return self.path.stat().st_size if self.path.is_file() else 0
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self, wait: bool = True) -> Iterator[None]:
         """Hold this run's lock file, so that two processes never compute or write the same run at once.
 
         Reentrant within a process. A second process waits, says so on stderr, and then reads what the first
-        one wrote, so it computes only what is still missing.
+        one wrote, so it computes only what is still missing; without `wait`, `Timeout` is raised instead.
         """
         if self._lock_depth == 0:
             try:
@@ -223,9 +234,13 @@ class Run:
                 try:
                     lock.acquire(timeout=0)
                 except Timeout:
+                    if not wait:
+                        raise
                     print(f"[store] another process is working on {self.experiment}/{self.path.name}; waiting for it "
                           "and then reusing its records", file=sys.stderr, flush=True)
                     lock.acquire()
+            except Timeout:  # an OSError too, but no failure to write: the lock is busy and this caller won't wait
+                raise
             except OSError as err:
                 raise StoreError(f"The results store cannot be written at {self.path.parent} ({err.strerror or err}); "
                                  "set SVD_RESULTS to a folder you can write to.") from None
@@ -297,8 +312,14 @@ class Run:
         record = self._records.get(key)
         if record is None:
             return None
-        USAGE.note("reused", self.experiment, self.hash, key, key in self.released)
+        usage.note("reused", self.experiment, self.hash, [key], self._released)
         return record["result"]
+
+    def get_many(self, keys: Sequence[str]) -> list[dict | None]:
+        """The stored results of units `keys` in order (None where missing), counted as one use."""
+        found = [k for k in keys if k in self._records]
+        usage.note("reused", self.experiment, self.hash, found, self._released)
+        return [self._records[k]["result"] if k in self._records else None for k in keys]
 
     def seconds(self, key: str) -> float | None:
         """The wall time stored with unit `key` (its share of the batch it was computed in), or None."""
@@ -307,8 +328,7 @@ class Run:
 
     def results(self) -> dict[str, Any]:
         """All stored results by key."""
-        for k in self._records:
-            USAGE.note("reused", self.experiment, self.hash, k, k in self.released)
+        usage.note("reused", self.experiment, self.hash, self._records, self._released)
         return {k: r["result"] for k, r in self._records.items()}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -333,7 +353,7 @@ class Run:
                                  "folder.") from None
             self._records[key] = record
             self._loaded_size = self._size()
-        USAGE.note("computed", self.experiment, self.hash, key)
+        usage.note("computed", self.experiment, self.hash, [key])
 
     @property
     def checkpoints_path(self) -> Path:
@@ -352,7 +372,7 @@ class Run:
             except OSError as err:
                 raise StoreError(f"{self.checkpoints_path} cannot be written ({err.strerror or err}); set SVD_RESULTS "
                                  "to a folder you can write to.") from None
-        USAGE.used(self.experiment, self.hash)  # `release add` carries the checkpoints of the runs a build used
+        usage.used(self.experiment, self.hash)  # `release add` carries the checkpoints of the runs a build used
 
     def checkpoints(self) -> dict[str, dict]:
         """The newest checkpoint of each unit the store does not hold finished, by key: the release's
@@ -420,5 +440,5 @@ class Run:
                     result = fn()
                     self.add(key, result, time.perf_counter() - start, seed)
                     return self._records[key]["result"]
-        USAGE.note("reused", self.experiment, self.hash, key, key in self.released)
+        usage.note("reused", self.experiment, self.hash, [key], self._released)
         return self._records[key]["result"]

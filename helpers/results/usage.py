@@ -1,6 +1,10 @@
-"""What a process did with the results store: the records it reused (and how many of them came from the release) and
-computed, and the runs it used, which a chapter's kernel reports when it exits (`report_at_exit`), for the runner's
-table of chapter times and for `release add`, which releases the runs a build used.
+"""What a chapter's kernel did with the results store: the records it reused (and how many of them came from the
+release) and computed, and the runs it used, for the runner's table of chapter times and for `release add`, which
+releases the runs a build used.
+
+Counted only where $SVD_STORE_USAGE names a file (the runner sets it for each chapter's kernel): every use is one
+JSON line appended to it, and the kernel's peak memory one more as it exits (`report_at_exit`). The file is the
+tally, so the process keeps none; the runner reads it back with `summary`.
 """
 
 from __future__ import annotations
@@ -8,60 +12,87 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 from helpers.core import env
 
 
-class Usage:
-    """The runs and units one process used, counted only where $SVD_STORE_USAGE names a report file."""
-
-    def __init__(self) -> None:
-        self.reused: set = set()
-        self.computed: set = set()
-        self.released: set = set()
-        self.runs: set = set()
-
-    @staticmethod
-    def counting() -> bool:
-        return bool(os.environ.get(env.STORE_USAGE))
-
-    def used(self, experiment: str, run_hash: str) -> None:
-        """Count a run among those this process used."""
-        if self.counting():
-            self.runs.add(f"{experiment}/{run_hash}")
-
-    def note(self, kind: str, experiment: str, run_hash: str, key: str, released: bool = False) -> None:
-        """Count unit `key` of a run as 'reused' (from the release where `released`) or 'computed'."""
-        if self.counting():
-            self.used(experiment, run_hash)
-            getattr(self, kind).add((run_hash, key))
-            if kind == "reused" and released:
-                self.released.add((run_hash, key))
-
-    def write(self, path: str) -> None:
-        """The records this process reused (and how many of them from the release) and computed, the runs it used,
-        and its peak resident memory (MiB; the runner's table of chapter times and memory, which the instructor's
-        page quotes, and the release's counts per chapter)."""
-        usage = {"reused": len(self.reused - self.computed), "computed": len(self.computed),
-                 "released": len(self.released - self.computed), "runs": sorted(self.runs)}
-        try:
-            import resource
-
-            usage["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
-        except ImportError:  # not on Windows
-            pass
-        Path(path).write_text(json.dumps(usage))
+def used(experiment: str, run_hash: str) -> None:
+    """Count a run among those this process used."""
+    _append([{"run": f"{experiment}/{run_hash}"}])
 
 
-USAGE = Usage()  # this process's
-_REPORTING: list[str] = []  # the file a report at exit is registered for, once
+def note(kind: str, experiment: str, run_hash: str, keys: Iterable[str], released: Container[str] = ()) -> None:
+    """Count the units `keys` of a run as 'reused' (those in `released` from the release) or 'computed'."""
+    if kind not in ("reused", "computed"):
+        raise ValueError(f"a unit is 'reused' or 'computed', not {kind!r}")
+    if not os.environ.get(env.STORE_USAGE):
+        return  # not counted: nothing to build
+    run = f"{experiment}/{run_hash}"
+    _append([{"run": run, kind: key, **({"released": True} if kind == "reused" and key in released else {})}
+             for key in keys])
 
 
 def report_at_exit() -> None:
-    """Where $SVD_STORE_USAGE names a file (a chapter's kernel, `helpers.runner.execute`): write this process's usage
-    there when it exits. A chapter's first call (`helpers.chapters.start`) asks for it; registered once."""
+    """Where $SVD_STORE_USAGE names a file (a chapter's kernel, `helpers.runner.execute`): add the process's peak
+    resident memory to it when it exits. A chapter's first call (`helpers.chapters.start`) asks for it; asked twice,
+    it is still written once."""
     path = os.environ.get(env.STORE_USAGE)
-    if path and path not in _REPORTING:
-        _REPORTING.append(path)
-        atexit.register(USAGE.write, path)
+    atexit.unregister(_write_peak)
+    if path:
+        atexit.register(_write_peak, path)
+
+
+def summary(path: str | os.PathLike) -> dict | None:
+    """What the kernel that wrote `path` reused (and from the release) and computed, the runs it used and its peak
+    resident memory in MiB (None: no file). A unit computed in the process and read again counts as computed only;
+    a line cut off (a kernel stopped mid-write) is skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    reused, computed, released, runs, peaks = set(), set(), set(), set(), []
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(line, dict):
+            continue
+        if isinstance(line.get("peak_mib"), int):
+            peaks.append(line["peak_mib"])
+        run = line.get("run")
+        if not isinstance(run, str):
+            continue
+        runs.add(run)
+        if isinstance(line.get("computed"), str):
+            computed.add((run, line["computed"]))
+        elif isinstance(line.get("reused"), str):
+            reused.add((run, line["reused"]))
+            if line.get("released") is True:
+                released.add((run, line["reused"]))
+    usage = {"reused": len(reused - computed), "computed": len(computed), "released": len(released - computed),
+             "runs": sorted(runs)}
+    if peaks:
+        usage["peak_mib"] = max(peaks)
+    return usage
+
+
+def _write_peak(path: str) -> None:
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    _append([{"peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}], path)  # KiB on Linux
+
+
+def _append(lines: list[dict], path: str | None = None) -> None:
+    path = path or os.environ.get(env.STORE_USAGE)
+    if not path or not lines:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    except OSError:
+        pass  # an account of the work never stops it

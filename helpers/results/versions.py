@@ -87,7 +87,7 @@ def _normalised(tree: ast.AST) -> str:
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            body[0] = ast.Pass()
+            body[0:1] = [] if len(body) > 1 else [ast.Pass()]  # a docstring added or removed is no change
     for node in list(ast.walk(tree)):
         if isinstance(node, ast.Raise) and node.exc is not None:
             _silenced(node.exc)

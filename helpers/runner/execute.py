@@ -16,6 +16,7 @@ from pathlib import Path
 from helpers.core import env
 from helpers.core.budget import SPENT, BudgetSpent
 from helpers.core.pulse import read_outcome
+from helpers.results import usage
 from helpers.results.store import NOT_RELEASED
 from helpers.runner.profiles import CHAPTERS, NOTEBOOKS, Job, RunError
 
@@ -138,11 +139,20 @@ class _Watch:
 
 
 def progress_line(stem: str, log: Path) -> str | None:
-    """One line of a chapter's progress from the last entry of its pulse log (None before there is one)."""
+    """One line of a chapter's progress from the last entry of its pulse log that counts records (None before there
+    is one; an outcome line of a decode that kept no pulse counts none)."""
     try:
-        last = json.loads(log.read_text().strip().splitlines()[-1])
-        done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
-    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        lines = log.read_text().strip().splitlines()
+    except OSError:
+        return None
+    for raw in reversed(lines):
+        try:
+            last = json.loads(raw)
+            done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
+            break
+        except (ValueError, KeyError, TypeError):
+            continue
+    else:
         return None
     width = 20
     filled = round(width * done / total) if total else 0
@@ -178,16 +188,16 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
     target = out_root / CHAPTERS / f"{job.stem}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    usage = target.with_suffix(".usage.json")
-    usage.unlink(missing_ok=True)
+    usage_log = target.with_suffix(".usage.jsonl")
+    usage_log.unlink(missing_ok=True)
     log = pulse_log(out_root, job.stem)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     # The kernel inherits these: explorers print a note, not widgets (helpers.plots.widgets); no tqdm bar is drawn,
     # for it would stay in the page as a stale widget (helpers.core.progress); the kernel counts the stored records
-    # it reuses and computes into `usage`, and logs its decoding's progress to `log`; the launch cell
+    # it reuses and computes into `usage_log`, and logs its decoding's progress to `log`; the launch cell
     # (helpers.runner.launch) has nothing to do; the records it computes name the chapter (helpers.results.origin).
-    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage), env.BOOK_RUN: "1",
+    kernel_env = {env.LIVE_WIDGETS: "0", env.PROGRESS: "0", env.STORE_USAGE: str(usage_log), env.BOOK_RUN: "1",
                   env.PULSE: str(log), env.CHAPTER: job.stem}
     if deadline is not None:
         kernel_env[env.DEADLINE] = str(deadline)
@@ -203,7 +213,7 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         job.seconds = time.perf_counter() - start
         outcome = read_outcome(log)
         if outcome == SPENT:  # the decode loop stopped at the deadline and logged it
-            _read_usage(job, usage)  # the kernel has exited: what it reused and computed, for the run configuration
+            _read_usage(job, usage_log)  # the kernel has exited: what it reused and computed, for the run configuration
             raise BudgetSpent(f"the budget ran out in {job.stem} after {job.seconds:.0f} s") from None
         if outcome == NOT_RELEASED:  # a published build met records the release lacks: said, not a traceback
             raise RunError(f"{job.stem} stopped before computing anything: {exc.evalue}") from None
@@ -217,7 +227,7 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         raise RunError(f"{job.stem} could not be executed ({type(exc).__name__}): {detail}") from None
     job.seconds = time.perf_counter() - start
     write_student_notebook(job, out_root)
-    _read_usage(job, usage)
+    _read_usage(job, usage_log)
     _show_build_parameters(target, job.parameters)
     noisy = stderr_cells(target)
     if noisy:
@@ -227,14 +237,11 @@ def execute(job: Job, out_root: Path, timeout: float | None, strict: bool = Fals
         print("warning: " + message, file=sys.stderr)
 
 
-def _read_usage(job: Job, usage: Path) -> None:
-    """What the chapter's kernel reused and computed (written when it exits), into `job.records`."""
-    if usage.is_file():
-        try:
-            job.records = json.loads(usage.read_text())
-        except (OSError, ValueError):
-            job.records = None
-        usage.unlink(missing_ok=True)
+def _read_usage(job: Job, usage_log: Path) -> None:
+    """What the chapter's kernel reused and computed, and its peak memory (`helpers.results.usage`), into
+    `job.records`."""
+    job.records = usage.summary(usage_log)
+    usage_log.unlink(missing_ok=True)
 
 
 DOWNLOADS = "downloads"  # beside the executed chapters: the notebooks as a student runs them

@@ -338,11 +338,12 @@ def _check_model_levels(where: str, value: dict) -> None:
 
 
 def _check_engine(where: str, name: str) -> None:
-    from helpers.samplers.settings import ENGINES
+    from helpers.samplers.settings import check_engine
 
-    if name not in ENGINES:
-        hint = " ('slot' is the book's own engine, on transformers' modules)" if name == "transformers" else ""
-        raise RunError(f"{where}: the engine is one of {', '.join(ENGINES)}{hint}.")
+    try:
+        check_engine(name)
+    except ValueError as err:
+        raise RunError(f"{where}: {err}") from None
 
 
 def check_engines(jobs: list[Job]) -> None:

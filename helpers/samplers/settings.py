@@ -121,9 +121,10 @@ def engine_key(engine: str, samples: bool = False, dtype: str = "float32", devic
 
 
 def check_engine(engine: str) -> str:
+    """`engine`, where it names one the book decodes on (`ENGINES`); else a ValueError that lists them."""
     if engine not in ENGINES:
         hint = " ('slot' is the book's own engine, on transformers' modules)" if engine == "transformers" else ""
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}{hint}")
+        raise ValueError(f"the engine is one of {', '.join(ENGINES)}, not {engine!r}{hint}.")
     return engine
 
 

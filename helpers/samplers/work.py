@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers.core.checks import is_count
+from helpers.core.pulse import Pulse
 from helpers.engines.engine import Engine
 from helpers.engines.loop import run_programs
 from helpers.engines.protocol import Completion, Program, Row, Spent
@@ -66,11 +67,12 @@ def capacity(batch_size: int | None, works: Sequence[Work]) -> int | None:
 
 
 def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_size: int | None = None,
-                 on_done: OnJobDone | None = None, on_checkpoint: OnJobCheckpoint | None = None
-                 ) -> list[list[Completion]]:
+                 on_done: OnJobDone | None = None, on_checkpoint: OnJobCheckpoint | None = None,
+                 pulse: Pulse | None = None) -> list[list[Completion]]:
     """Run every work's tasks in one engine run, at most `batch_size` rows at once (see `capacity`); returns each
     work's jobs' completions in order. `on_done(work, job, completion)` hears of each job as soon as it ends,
-    `on_checkpoint(work, task, state, spent)` of each checkpoint of a task whose job is itself (`collect` None)."""
+    `on_checkpoint(work, task, state, spent)` of each checkpoint of a task whose job is itself (`collect` None);
+    `pulse` of every engine step (`run_programs`)."""
     works = list(works)
     if not works:
         return []
@@ -95,7 +97,7 @@ def run_together(engine: Engine, works: Sequence[Work], stops: set[int], batch_s
 
     run_programs(engine, [task for work in works for task in work.tasks], stops, capacity(batch_size, works), task_done,
                  room=max(w.room for w in works), on_checkpoint=task_checkpoint,
-                 reach=max(w.room if w.reach is None else w.reach for w in works))
+                 reach=max(w.room if w.reach is None else w.reach for w in works), pulse=pulse)
     return results  # type: ignore[return-value]: every job ended, or the run raised
 
 

@@ -265,11 +265,15 @@ def test_the_one_loop_answers_empty_requests_adopts_meets_barriers_charges_and_f
     assert (engine.prefill, engine.passes) == (6, 1)
 
 
-def test_the_loop_hands_on_checkpoints_and_beats_the_pulse_for_every_engine(monkeypatch):
+def test_the_loop_hands_on_checkpoints_and_beats_the_pulse_for_every_engine():
     """A program's checkpoint reaches `on_checkpoint` with its row's costs so far, and a row restored from one goes
     on from the costs it was saved with (what restoring it cost is the interruption's), so no engine need know of
-    budgets; after each step the loop beats the pulse with the tokens the engine says it decoded."""
-    from helpers.core import pulse
+    budgets; after each step the loop beats the pulse it is handed with the tokens the engine says it decoded."""
+    from helpers.core.pulse import Pulse
+
+    class Beats(Pulse):  # a pulse that keeps what it is told
+        def beat(self, tokens: int, rows: int, computed: int | None = None) -> None:
+            beats.append((tokens, rows))
 
     def twice(row):
         ext = yield decoding.Extension(row, 0, 1)
@@ -279,11 +283,10 @@ def test_the_loop_hands_on_checkpoints_and_beats_the_pulse_for_every_engine(monk
         return decoding.Completion(row.tokens + ext.tokens, [], [], stopped=False)
 
     beats, saved = [], []
-    monkeypatch.setattr(pulse, "beat", lambda tokens, rows, computed=None: beats.append((tokens, rows)))
     rows = [decoding.Row([1, 2]), decoding.Row([1, 3], restored=decoding.Spent(5, 9, 4, 2.0))]
     engine = _Recorder()
     results = run_programs(engine, [(row, twice(row)) for row in rows], set(),
-                           on_checkpoint=lambda i, state, spent: saved.append((i, state, spent)))
+                           on_checkpoint=lambda i, state, spent: saved.append((i, state, spent)), pulse=Beats(None))
     assert saved == [(0, {"at": 1}, decoding.Spent(1, 3, 1, 0.5)), (1, {"at": 1}, decoding.Spent(6, 12, 5, 2.5))]
     assert [(c.decoded_tokens, c.prefill_tokens, c.forward_passes, c.seconds) for c in results] == \
            [(2, 6, 2, 1.0), (7, 15, 6, 3.0)]

@@ -258,7 +258,6 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
     monkeypatch.setattr(pulse, "INTERVAL", 0.0)
-    pulse.PULSE.reset()
     done = []
 
     def works():
@@ -268,7 +267,7 @@ def test_a_budgeted_run_on_vllm_checkpoints_stops_and_reports_progress_as_on_the
     saved = []
     run_together(engine, works(), set(), batch_size=8, on_done=lambda w, i, c: done.append((w, i)),
                  on_checkpoint=lambda w, i, state, spent: saved.append((w, i, state["block"], state["step"],
-                                                                       state["grown"])))
+                                                                       state["grown"])), pulse=pulse.Pulse.from_env())
     assert sorted(done) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
     assert sorted(s[:3] for s in saved if not s[4]) == [(0, i, b) for i in (0, 1) for b in range(1, T)]  # each
     # chain, after each block but its last; within each block, after its growth and after its first move

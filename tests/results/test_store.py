@@ -69,45 +69,75 @@ def test_bad_experiment_name(tmp_path):
 
 
 def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
-    import json
+    import helpers.results.usage as usage
 
-    import helpers.results.usage as usage_module
-
-    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
-    monkeypatch.setattr(usage_module, "USAGE", usage_module.Usage())
-    import helpers.results.store as store
-
-    monkeypatch.setattr(store, "USAGE", usage_module.USAGE)
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv(env.STORE_USAGE, str(log))
     run = Run("exp", {"k": 3}, root=tmp_path)
     run.add("new", 1, 0.1)
     run.get("new")  # computed in this process: not a reuse
+    assert usage.summary(log) == {"reused": 0, "computed": 1, "released": 0, "runs": [f"exp/{run.hash}"]}
+    log.unlink()  # as if what follows were a later process
     old = Run("exp", {"k": 3}, root=tmp_path)
     Run("exp", {"k": 4}, root=tmp_path).add("other", 2, 0.1)
-    usage_module.USAGE.computed.clear()  # as if `old` were opened by a later process
     old.get("new")
     old.compute("new", lambda: 99)
-    usage_module.USAGE.write(str(tmp_path / "usage.json"))
-    usage = json.loads((tmp_path / "usage.json").read_text())
-    peak = usage.pop("peak_mib")
-    assert usage == {"reused": 1, "computed": 0, "released": 0, "runs": sorted({f"exp/{old.hash}",
-                                                                                f"exp/{Run('exp', {'k': 4}).hash}"})}
-    assert isinstance(peak, int) and peak > 0  # the process's peak resident memory, for the run table
+    assert old.get_many(["new", "absent"]) == [1, None]
+    old.results()
+    with log.open("a") as fh:
+        fh.write('{"run": "exp/torn", "reu')  # a kernel stopped mid-line
+    assert usage.summary(log) == {"reused": 1, "computed": 1, "released": 0,
+                                  "runs": sorted({f"exp/{old.hash}", f"exp/{Run('exp', {'k': 4}).hash}"})}
+    assert usage.summary(tmp_path / "absent.jsonl") is None
 
 
-def test_a_kernel_reports_its_usage_when_asked_never_at_import(tmp_path, monkeypatch):
-    """Importing the store registers nothing to run at exit; a chapter's first call asks for the report, once."""
-    import helpers.results.usage as usage_module
+def test_nothing_is_counted_without_a_usage_file(tmp_path, monkeypatch):
+    import helpers.results.usage as usage
 
-    registered = []
-    monkeypatch.setattr(usage_module.atexit, "register", lambda *a: registered.append(a))
-    monkeypatch.setattr(usage_module, "_REPORTING", [])
+    def no_file(*args, **kwargs):
+        raise AssertionError(f"usage opened {args} with no usage file named")
+
     monkeypatch.delenv(env.STORE_USAGE, raising=False)
-    usage_module.report_at_exit()
-    assert registered == []  # not a chapter's kernel: nothing to report
-    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.json"))
-    usage_module.report_at_exit()
-    usage_module.report_at_exit()
-    assert len(registered) == 1 and registered[0][1] == str(tmp_path / "usage.json")
+    monkeypatch.setattr(usage, "open", no_file, raising=False)  # the module's `open`, before the builtin
+    run = Run("exp", {"k": 3}, root=tmp_path)
+    run.add("new", 1, 0.1)
+    run.save_checkpoint("later", {"step": 1})
+    assert run.get("new") == 1 and run.get_many(["new"]) == [1] and run.results() == {"new": 1}
+    usage.report_at_exit()
+    monkeypatch.setenv(env.STORE_USAGE, str(tmp_path / "usage.jsonl"))
+    with pytest.raises(AssertionError, match="usage opened"):  # the check itself can fail
+        run.get("new")
+
+
+def test_a_kernel_reports_its_peak_memory_once_when_asked(tmp_path, monkeypatch):
+    """Nothing is registered to run at exit without a usage file; a chapter's first call asks for the report, and
+    asking twice writes it once."""
+    import helpers.results.usage as usage
+
+    class Exit:  # atexit's registry, as the test sees it
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+
+        def register(self, fn, *args) -> None:
+            self.calls.append((fn, *args))
+
+        def unregister(self, fn) -> None:
+            self.calls = [c for c in self.calls if c[0] is not fn]
+
+    at_exit = Exit()
+    monkeypatch.setattr(usage, "atexit", at_exit)
+    monkeypatch.delenv(env.STORE_USAGE, raising=False)
+    usage.report_at_exit()
+    assert at_exit.calls == []
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv(env.STORE_USAGE, str(log))
+    usage.report_at_exit()
+    usage.report_at_exit()
+    assert len(at_exit.calls) == 1 and at_exit.calls[0][1] == str(log)
+    fn, path = at_exit.calls[0]
+    fn(path)  # as the process exits
+    peak = usage.summary(log)["peak_mib"]
+    assert isinstance(peak, int) and peak > 0  # the process's peak resident memory, for the run table
 
 
 def test_checkpoints_keep_the_newest_of_each_unfinished_unit(tmp_path):

@@ -45,10 +45,12 @@ def copy_of_helpers(tmp_path, monkeypatch) -> Path:
 def test_a_changed_lens_function_without_a_new_version_fails(copy_of_helpers, monkeypatch):
     lens = copy_of_helpers / "interp" / "lens.py"
     text = lens.read_text()
-    assert "kl[:-1] < fraction * kl.max()" in text
+    assert "kl[:-1] < fraction * kl.max()" in text and '"""(ED + 1) / L, the share' in text
     lens.write_text(text.replace('    """First layer l in 0..L-2 whose KL', '    """The first layer l in 0..L-2 whose KL')
                     .replace("# the flags", "# flags")  # a docstring and a comment: not a change of the code
                     .replace('f"k must be at least 1, got {k}"', 'f"k counts tokens: at least 1, not {k}"'))  # a message
+    assert not versions.stale()
+    lens.write_text(text.replace('    """(ED + 1) / L, the share of the depth in use."""\n', ""))  # a docstring gone
     assert not versions.stale()
     lens.write_text(text.replace("kl[:-1] < fraction * kl.max()", "kl[:-1] <= fraction * kl.max()"))
     complaints = versions.stale()

@@ -577,8 +577,9 @@ def test_store_lines_of_the_wrong_shape_are_skipped_once_with_the_path(case, lin
     assert again.get("good") == {"x": 1} and len(again) == 1, case
     err = capsys.readouterr().err
     assert f"skipped 1 unreadable line of {run.path}" in err, case
+    assert again.aside_path.read_bytes() == line and line not in run.path.read_bytes()  # set aside as it was read
     Run("exp", {"a": 1}, root=tmp_path)
-    assert "skipped" not in capsys.readouterr().err  # said once per process
+    assert "skipped" not in capsys.readouterr().err  # so said once
     again.add("more", {"x": 2}, 0.0)  # the damaged line blocks nothing
     assert Run("exp", {"a": 1}, root=tmp_path).get("more") == {"x": 2}
 
@@ -598,13 +599,32 @@ def test_a_record_of_the_wrong_shape_is_set_aside_and_recomputed(case, result, t
     err = capsys.readouterr().err
     assert f"skipped 1 record whose result has the wrong shape or length for exp of {run.path}" in err, case
     Run("exp", {"a": 1}, root=tmp_path, shape=shape)
-    assert "skipped" not in capsys.readouterr().err  # said once per process
+    assert "skipped" not in capsys.readouterr().err  # set aside as it was read, so said once
     assert again.compute("unit", lambda: {"kl": 0.25, "nll": 1.5, "nll_full": 1.5}) == {"kl": 0.25, "nll": 1.5,
                                                                                           "nll_full": 1.5}
     assert again.aside_path.read_text() == bad  # set aside, never deleted
     assert bad not in run.path.read_text() and len(run.path.read_text().splitlines()) == 2
     fresh = Run("exp", {"a": 1}, root=tmp_path, shape=shape)
     assert fresh.get("unit")["kl"] == 0.25 and "skipped" not in capsys.readouterr().err
+
+
+def test_lines_another_process_holds_the_lock_over_are_skipped_by_each_reader_and_set_aside_by_the_holder(
+        tmp_path, capsys):
+    """A reader never waits for a computing process to set bad lines aside: it skips them and says so; the lock's
+    holder sets them aside before it writes."""
+    from filelock import FileLock
+
+    run = Run("exp", {"a": 1}, root=tmp_path)
+    run.add("good", {"x": 1}, 0.0)
+    with run.path.open("ab") as fh:
+        fh.write(b"[1, 2]\n")
+    with FileLock(run.path.with_suffix(".lock")):  # another process's, as far as the readers can tell
+        for _ in range(2):
+            assert Run("exp", {"a": 1}, root=tmp_path).get("good") == {"x": 1}
+            assert "skipped 1 unreadable line" in capsys.readouterr().err
+        assert not run.aside_path.exists()
+    run.add("more", {"x": 2}, 0.0)
+    assert run.aside_path.read_bytes() == b"[1, 2]\n" and len(Run("exp", {"a": 1}, root=tmp_path)) == 2
 
 
 def test_a_stored_analysis_of_the_wrong_shape_is_recomputed_not_read(tiny, tmp_path, capsys):

@@ -40,13 +40,28 @@ def test_decoding_stops_at_the_deadline_with_finished_records_stored_and_resumes
     assert len(stored) == 6 and all(len(per) == 3 for per in records)  # only the five missing ones were decoded
 
 
+def test_a_decode_without_a_pulse_still_says_why_it_stopped(tiny, tmp_path, monkeypatch):
+    """A decode that keeps no progress log (a sampler called directly) still ends the log with the budget's outcome,
+    which is all the runner needs to tell a spent budget from a failure."""
+    from helpers.samplers.plain import decode
+
+    log = tmp_path / "pulse.jsonl"
+    monkeypatch.setenv(env.PULSE, str(log))
+    pulse.Pulse.from_env().records(2, 2, "greedy")  # an earlier decode's progress
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0)
+    with pytest.raises(budget.BudgetSpent):
+        decode(tiny, [[1, 2, 3]], 4, stop_ids=[])
+    assert json.loads(log.read_text().splitlines()[-1]).keys() == {"time", "outcome"}
+    assert pulse.read_outcome(log) == budget.SPENT
+    assert "2/2 records" in progress_line("06_precision", log)  # the progress line is the last that counts records
+
+
 def test_the_pulse_log_gives_the_progress_line(tiny, tmp_path, monkeypatch):
     from conftest import tiny_problems
 
     model = tiny
     log = tmp_path / "pulse.jsonl"
     monkeypatch.setenv(env.PULSE, str(log))
-    pulse.PULSE.reset()
     sample(model, tiny_problems(), DecodeSettings("greedy", max_new_tokens=6), batch_size=2,
            root=tmp_path, progress=False)
     last = json.loads(log.read_text().splitlines()[-1])
@@ -63,18 +78,17 @@ def test_a_line_written_just_after_another_repeats_the_rate_instead_of_dividing_
     clock = [1000.0]
     monkeypatch.setattr(pulse.time, "time", lambda: clock[0])
     log = tmp_path / "pulse.jsonl"
-    monkeypatch.setenv(env.PULSE, str(log))
-    pulse.PULSE.reset()
-    pulse.records(0, 10, "greedy")
+    meter = pulse.Pulse(log)
+    meter.records(0, 10, "greedy")
     clock[0] += 10.0
-    pulse.beat(200, rows=20)  # 20 tokens/s over ten seconds
-    pulse.records(1, 10, "greedy")
+    meter.beat(200, rows=20)  # 20 tokens/s over ten seconds
+    meter.records(1, 10, "greedy")
     clock[0] += 11.0 + 1e-5
-    pulse.beat(20, rows=20)
-    pulse.records(2, 10, "greedy")  # a line for the record: 20 tokens over 11 s
+    meter.beat(20, rows=20)
+    meter.records(2, 10, "greedy")  # a line for the record: 20 tokens over 11 s
     clock[0] += 1e-5
-    pulse.beat(20, rows=20)
-    pulse.outcome(budget.SPENT)  # the decode loop's last line at the budget's end, a step later
+    meter.beat(20, rows=20)
+    meter.write(outcome=budget.SPENT)  # the decode loop's last line at the budget's end, a step later
     rates = [json.loads(line)["tokens_per_s"] for line in log.read_text().splitlines()]
     assert rates == [20.0, round(20 / 11, 2), round(20 / 11, 2)] and pulse.read_outcome(log) == budget.SPENT
 
