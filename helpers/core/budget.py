@@ -2,8 +2,7 @@
 
 The decode loop owns the deadline (`helpers.engines.loop`): after each engine step, once every row that ended has
 stored its record, it asks `spent()`, and past the deadline it ends the run, says so as the run's outcome in the
-pulse log (through its decode's `Pulse`, else `helpers.core.pulse.outcome`: `SPENT`) and raises `BudgetSpent`, which
-stops the chapter's notebook.
+pulse log (its decode's `Pulse` writes `SPENT`) and raises `BudgetSpent`, which stops the chapter's notebook.
 The runner reads that outcome from the log, not the exception's name, to tell a spent budget from a failure, and
 raises `BudgetSpent` itself for the command line to say so.
 """

@@ -15,11 +15,10 @@ runner reads to tell a spent budget from a failure.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from helpers.core import env
+from helpers.core import env, jsonlog
 
 INTERVAL = 60.0  # seconds between lines while tokens flow: the run's log of sustained speed
 RATE_SPAN = 5.0  # fewest seconds a line's tokens/s is measured over: a line written just after another (a record
@@ -72,30 +71,16 @@ class Pulse:
                 "mean_tokens_per_s": round(self.tokens / max(now - self.start, 1e-9), 2)}
         if outcome is not None:
             line["outcome"] = outcome
-        _append(self.path, line)
+        jsonlog.append(self.path, [line])
 
 
 def outcome(what: str) -> None:
     """The run ended as `what` says (`helpers.core.budget.SPENT`, `helpers.results.store.NOT_RELEASED`) where no
     decode's pulse is at hand: a last line for the runner to read."""
-    _append(os.environ.get(env.PULSE) or None, {"time": round(time.time(), 1), "outcome": what})
-
-
-def _append(path: str | os.PathLike | None, line: dict) -> None:
-    if not path:
-        return
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\n")
-    except OSError:
-        pass  # a progress report never stops the work
+    jsonlog.append(os.environ.get(env.PULSE) or None, [{"time": round(time.time(), 1), "outcome": what}])
 
 
 def read_outcome(path: str | os.PathLike) -> str | None:
     """The outcome a kernel's pulse log ends with (`outcome`), or None (no log, or it ended otherwise)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().strip().splitlines()
-        return json.loads(lines[-1]).get("outcome") if lines else None
-    except (OSError, ValueError, AttributeError):
-        return None
+    lines = jsonlog.read(path)
+    return lines[-1].get("outcome") if lines else None

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from helpers.core import budget
-from helpers.core.pulse import Pulse, outcome
+from helpers.core.pulse import Pulse
 from helpers.engines.engine import Engine
 from helpers.engines.protocol import (
     Adopt,
@@ -44,7 +44,8 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
                  reach: int | None = None, pulse: Pulse | None = None) -> list[Completion]:
     """Run every (row, program) on `engine` to its end; `on_done(i, completion)` hears of each as soon as it ends,
     `on_checkpoint(i, state, spent)` of each checkpoint its program yields, `pulse` (a long run's progress log,
-    `helpers.core.pulse`) of every engine step.
+    `helpers.core.pulse`) of every engine step; where none is handed, one writing to the file the runner names
+    (`Pulse.from_env`), so that a spent budget is said in one way, whoever started the loop.
 
     Each row draws at its own temperature and top-k. At most `capacity` rows run at once, admitted in the order
     given; `room` is how many positions past its prompt a row may need (its proposals included), `reach` how many
@@ -55,6 +56,7 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
         return []
     results: list[Completion | None] = [None] * len(todo)
     barriers = Barriers()
+    pulse = Pulse.from_env() if pulse is None else pulse
 
     def resume(task: Task, reply: Extension | Barrier | None) -> None:
         """Send `reply` to the task's program (None: start it) until it asks for a decode, waits or ends."""
@@ -115,13 +117,9 @@ def run_programs(engine: Engine, tasks: Sequence[tuple[Row, Program]], stops: se
             charge(engine, cost)
             for task, extension in ended:
                 resume(task, extension)
-            if pulse is not None:
-                pulse.beat(cost.tokens, len(cost.rows), cost.computed)
+            pulse.beat(cost.tokens, len(cost.rows), cost.computed)
             if budget.spent():  # after the rows that ended stored their records: the run ends here, and says why
-                if pulse is not None:
-                    pulse.write(outcome=budget.SPENT)
-                else:
-                    outcome(budget.SPENT)
+                pulse.write(outcome=budget.SPENT)
                 raise budget.BudgetSpent("the run's time budget is spent (run --budget); every finished record "
                                              "is stored, and the same command again goes on from there")
     finally:  # the run's state (a KV buffer of GBs at a full batch) goes with the run, not with the engine

@@ -10,28 +10,25 @@ tally, so the process keeps none; the runner reads it back with `summary`.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 from collections.abc import Container, Iterable
-from pathlib import Path
 
-from helpers.core import env
+from helpers.core import env, jsonlog
 
 
 def used(experiment: str, run_hash: str) -> None:
     """Count a run among those this process used."""
-    _append([{"run": f"{experiment}/{run_hash}"}])
+    jsonlog.append(os.environ.get(env.STORE_USAGE), [{"run": f"{experiment}/{run_hash}"}])
 
 
 def note(kind: str, experiment: str, run_hash: str, keys: Iterable[str], released: Container[str] = ()) -> None:
     """Count the units `keys` of a run as 'reused' (those in `released` from the release) or 'computed'."""
     if kind not in ("reused", "computed"):
         raise ValueError(f"a unit is 'reused' or 'computed', not {kind!r}")
-    if not os.environ.get(env.STORE_USAGE):
-        return  # not counted: nothing to build
     run = f"{experiment}/{run_hash}"
-    _append([{"run": run, kind: key, **({"released": True} if kind == "reused" and key in released else {})}
-             for key in keys])
+    jsonlog.append(os.environ.get(env.STORE_USAGE),  # not set: not counted, and the lines never made
+                   ({"run": run, kind: key, **({"released": True} if kind == "reused" and key in released else {})}
+                    for key in keys))
 
 
 def report_at_exit() -> None:
@@ -48,18 +45,11 @@ def summary(path: str | os.PathLike) -> dict | None:
     """What the kernel that wrote `path` reused (and from the release) and computed, the runs it used and its peak
     resident memory in MiB (None: no file). A unit computed in the process and read again counts as computed only;
     a line cut off (a kernel stopped mid-write) is skipped."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    lines = jsonlog.read(path)
+    if lines is None:
         return None
     reused, computed, released, runs, peaks = set(), set(), set(), set(), []
-    for raw in text.splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(line, dict):
-            continue
+    for line in lines:
         if isinstance(line.get("peak_mib"), int):
             peaks.append(line["peak_mib"])
         run = line.get("run")
@@ -84,15 +74,6 @@ def _write_peak(path: str) -> None:
         import resource
     except ImportError:  # not on Windows
         return
-    _append([{"peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}], path)  # KiB on Linux
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    jsonlog.append(path, [{"peak_mib": round(peak_kib / 1024)}])
 
-
-def _append(lines: list[dict], path: str | None = None) -> None:
-    path = path or os.environ.get(env.STORE_USAGE)
-    if not path or not lines:
-        return
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
-    except OSError:
-        pass  # an account of the work never stops it

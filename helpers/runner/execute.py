@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import json
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers.core import env
+from helpers.core import env, jsonlog
 from helpers.core.budget import SPENT, BudgetSpent
 from helpers.core.pulse import read_outcome
 from helpers.results import usage
@@ -140,22 +139,18 @@ class _Watch:
 
 def progress_line(stem: str, log: Path) -> str | None:
     """One line of a chapter's progress from the last entry of its pulse log that counts records (None before there
-    is one; an outcome line of a decode that kept no pulse counts none)."""
-    try:
-        lines = log.read_text().strip().splitlines()
-    except OSError:
-        return None
-    for raw in reversed(lines):
+    is one; an outcome line counts none, nor does a decode's that stores no records, such as a timing's)."""
+    for last in reversed(jsonlog.read(log) or []):
         try:
-            last = json.loads(raw)
             done, total, elapsed = int(last["done"]), int(last["total"]), float(last["elapsed"])
-            break
         except (ValueError, KeyError, TypeError):
             continue
+        if total > 0:
+            break
     else:
         return None
     width = 20
-    filled = round(width * done / total) if total else 0
+    filled = round(width * done / total)
     eta = "?" if not done or done >= total else time.strftime("%H:%M:%S", time.gmtime(elapsed / done * (total - done)))
     return (f"[run] {stem}: {last.get('what') or 'decode'} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
             f"records, {last.get('tokens_per_s', 0):.1f} tokens/s ({last.get('mean_tokens_per_s', 0):.1f} since the "
