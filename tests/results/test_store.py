@@ -92,13 +92,14 @@ def test_a_process_counts_what_it_reused_and_computed(tmp_path, monkeypatch):
 
 
 def test_nothing_is_counted_without_a_usage_file(tmp_path, monkeypatch):
+    import helpers.core.jsonlog as jsonlog
     import helpers.results.usage as usage
 
     def no_file(*args, **kwargs):
         raise AssertionError(f"usage opened {args} with no usage file named")
 
     monkeypatch.delenv(env.STORE_USAGE, raising=False)
-    monkeypatch.setattr(usage, "open", no_file, raising=False)  # the module's `open`, before the builtin
+    monkeypatch.setattr(jsonlog, "open", no_file, raising=False)  # the log writer's `open`, before the builtin
     run = Run("exp", {"k": 3}, root=tmp_path)
     run.add("new", 1, 0.1)
     run.save_checkpoint("later", {"step": 1})
