@@ -39,6 +39,7 @@ from helpers.evaluation.decodes import (
     tokens_per_problem,
 )
 from helpers.evaluation.decomposition import SEARCHES, Decomposition, decompose
+from helpers.evaluation.lengths import looping
 from helpers.evaluation.levels import LevelScan, level_scan
 from helpers.evaluation.sharpness import Sharpness, sharpness
 from helpers.evaluation.stats import (
@@ -161,6 +162,8 @@ class DepthRow:
     n_seeds: int = 1
     outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
     ends: dict[str, list[list[str]]] = field(default_factory=dict)  # greedy, power, smc -> per problem, each sample's
+    loops: dict[str, list[list[bool]]] = field(default_factory=dict)  # greedy, power, smc -> per problem, whether
+    # each sample is unfinished and loops (`looping`): a cap's cost that no longer cap would undo
     resamples: float = 0.0  # SMC: resampling events per sample
     choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
     multiplier: float = float("nan")  # `token_multiplier`: MH's decoded tokens per answer over greedy's, here
@@ -198,6 +201,13 @@ class DepthRow:
         """How the method's samples ended (`OUTCOMES`), over all its problems or the first `first`."""
         flat = [o for per in self.ends[key][:first] for o in per]
         return {name: flat.count(name) / len(flat) if flat else 0.0 for name in OUTCOMES}
+
+    def looping_count(self, key: str, first: int | None = None) -> int | None:
+        """How many of the method's samples (over all its problems or the first `first`) are unfinished and loop; None
+        where the row does not say (rows built before it kept the loops)."""
+        if key not in self.loops:
+            return None
+        return sum(sum(per) for per in self.loops[key][:first])
 
 
 def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping[str, Sequence[Problem]], depths: Sequence[int | str] | None,
@@ -268,6 +278,7 @@ def compare_methods(models: Sequence[str], problems: Sequence[Problem] | Mapping
                           "smc": outcome_shares(particles, max_new_tokens)},
                 ends={"greedy": ended(greedy, max_new_tokens), "power": ended(chains, max_new_tokens),
                       "smc": ended(particles, max_new_tokens)},
+                loops={"greedy": looping(greedy), "power": looping(chains), "smc": looping(particles)},
                 resamples=float(np.mean([r["resamples"] for per in particles for r in per])), choice=choice,
                 multiplier=token_multiplier(chains, greedy), sharp=sharpness(greedy, warm),
                 problem_ids=tuple(p.id for p in order), problem_levels=tuple(p.level for p in order),

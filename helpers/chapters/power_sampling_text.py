@@ -103,8 +103,8 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
     (not cut off at the token cap) are right: where the failures are, and how much of a cut's cost the cap made."""
     mine = [r for m in by_size(rows) for r in rows if r.model == m and r.outcomes]  # smaller first, as the figures
     own = own_problems(mine)
-    lines = ["| model | depth | method | problems | " + " | ".join(OUTCOMES) + " | right among finished |",
-             "|---" * (len(OUTCOMES) + 5) + "|"]
+    lines = ["| model | depth | method | problems | " + " | ".join(OUTCOMES) + " | looping | right among finished |",
+             "|---" * (len(OUTCOMES) + 6) + "|"]
     subsets = set()
     for r in mine:
         for method in (m for m in ("greedy", "power", "smc") if m in r.outcomes):
@@ -113,8 +113,10 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
             subsets |= {(n, r.n_problems)} if mark else set()
             finished = 1 - sum(shares[o] for o in UNFINISHED)
             right = f"{100 * shares['correct'] / finished:.0f}%" if finished > 0 else "none finished"
+            loops, samples = r.looping_count(method), sum(len(per) for per in r.loops.get(method, []))
+            looped = f"{100 * loops / samples:.0f}%" if loops is not None and samples else "–"
             lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | {method}{mark} | {n} | "
-                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + f" | {right} |")
+                         + " | ".join(f"{100 * shares[o]:.0f}%" for o in OUTCOMES) + f" | {looped} | {right} |")
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
@@ -123,9 +125,12 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
               "proposal that the published loop regenerates only up to the current length, and no block was left to "
               "finish it (more blocks, `mh_blocks`, give it room). The other three columns are the finished samples, "
               "so 'correct' can sit below the accuracy elsewhere, which credits an unfinished answer whose text "
-              "already holds the right number. Right among finished: correct over the finished samples. Where a cut "
-              "leaves it near the full model's while 'cut off' grows, the cut's cost is mostly answers the cap ended, "
-              "not wrong ones.")
+              "already holds the right number. Looping: the unfinished samples whose last 256 tokens mostly repeat what they "
+              "wrote before (at least half of their 8-token runs occurred earlier in the answer); no longer cap would "
+              "end them, while the other unfinished ones were still writing when the cap came. Right among finished: "
+              "correct over the finished samples. Where a cut leaves it near the full model's while 'cut off' grows "
+              "and few of those loop, the cut's cost is mostly answers the cap ended, not wrong ones; where most "
+              "loop, it is the model's.")
     return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
@@ -154,8 +159,24 @@ def _failure(mine: Sequence[DepthRow]) -> str:
                        if o != worst and f"{100 * f[o]:.0f}{100 * c[o]:.0f}" != "00")  # a failure that never occurs: unsaid
     return (f"On {full.model}, at {cut.depth} blocks {100 * c['correct']:.0f}% of power samples finish with the right "
             f"answer, against {100 * f['correct']:.0f}% at the full {full.n_layers}{where}; the failure that grows most is "
-            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples" + (f" ({others})." if others
-                                                                                          else "."))
+            f"'{worst}', from {100 * f[worst]:.0f}% to {100 * c[worst]:.0f}% of samples" + (f" ({others})" if others
+                                                                                          else "")
+            + (_loops_clause(cut, k) if worst in UNFINISHED else "") + ".")
+
+
+def _loops_clause(cut: DepthRow, k: int) -> str:
+    """How many of the cut's unfinished power samples (on its first `k` problems) loop, and what a longer cap would
+    make of them ("" where the row kept no loops or none is unfinished)."""
+    loops = cut.looping_count("power", k)
+    unfinished = sum(o in UNFINISHED for per in cut.ends["power"][:k] for o in per)
+    if loops is None or not unfinished:
+        return ""
+    if 2 * loops >= unfinished:
+        return (f"; {loops} of its {unfinished} unfinished samples loop, repeating what they wrote, so that no longer cap "
+                "would end them: the loss is the model's, not the cap's")
+    some = (f"only {loops} of its {unfinished} unfinished samples loop, the others still writing" if loops else
+            f"none of its {unfinished} unfinished samples loops: they were all still writing")
+    return f"; {some} when the cap came, so that a longer cap may end some of them"
 
 
 UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart

@@ -166,6 +166,12 @@ def box_stop(records: Sequence[dict], golds: Sequence[str], decode: Callable[[li
 LOOP_SHARE = 0.5  # an unfinished answer whose tail repeats at least this share of its n-grams is counted a loop
 
 
+def looping(records: Sequence[Sequence[dict]]) -> list[list[bool]]:
+    """Per problem, whether each sample is unfinished (it never ended by itself) and loops (`repeated_share` of its
+    tokens at least `LOOP_SHARE`): an answer that no longer cap would end, as against one still reasoning."""
+    return [[not r["stopped"] and repeated_share(r["tokens"]) >= LOOP_SHARE for r in per] for per in records]
+
+
 def choose_cap(records: Sequence[dict], candidates: Sequence[int], share: float = 0.95,
                tolerance: float = 0.01) -> int:
     """The cap a measurement's window needs: the smallest of `candidates` within which `share` of the answers end,

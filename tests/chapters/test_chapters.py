@@ -21,6 +21,7 @@ from helpers.chapters import (
 from helpers.data.problems import Problem
 from helpers.evaluation.cost import ModelCost
 from helpers.evaluation.decodes import ended, outcome_shares
+from helpers.evaluation.lengths import looping
 from helpers.evaluation.stats import percent_with_interval, wilson
 from helpers.results.identity import problem_key
 from helpers.runner import glued
@@ -502,13 +503,17 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     rows[0].outcomes = {"greedy": outcome_shares(full), "power": outcome_shares(full), "smc": outcome_shares(full)}
     rows[1].outcomes = {"greedy": outcome_shares(cut), "power": outcome_shares(cut)}  # a method left out: no row
     rows[0].ends, rows[1].ends = {"power": ended(full)}, {"power": ended(cut)}
+    cut[0][0]["tokens"], cut[1][1]["tokens"] = [1, 2, 3, 4] * 100, list(range(400))  # a loop, and one still writing
+    cut[0][1]["tokens"] = cut[1][0]["tokens"] = [5, 6, 7, 8] * 100  # repeats, but finished: not a loop
+    assert looping(cut) == [[True, False], [False, False]]
+    rows[1].loops = {"greedy": looping(cut), "power": looping(cut)}  # the full rows kept none: "–"
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 0% | 25% | 25% | 0% | 50% | 0% |"
-    assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 0% | 75% |"  # right among the finished ones
+    assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 0% | 25% | 25% | 0% | 50% | 25% | 0% |"
+    assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 0% | – | 75% |"  # right among the finished ones
     assert table[-1].startswith("Each sample is counted once. Cut off: unfinished at the token cap.")
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
     table = power_sampling_text.outcomes_table(rows).splitlines()
-    assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 0% | 75% |"
+    assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 0% | – | 75% |"
     assert "† On the first 8 problems of the 20" in table[-3]
     other = [dataclasses.replace(r, model="other") for r in rows]  # every model, each named in its rows
     assert sum(line.startswith("| other |") for line in power_sampling_text.outcomes_table(rows + other).splitlines()) == 5
@@ -518,6 +523,11 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     assert "On toy, at 4 blocks 0% of power samples finish with the right answer, against 75% at the full 6" in sentence
     assert "'cut off', from 0% to 50% of samples (no answer: " in sentence  # the worst said once, the other beside it
     assert sentence.count("cut off") == 1
+    assert "; 1 of its 2 unfinished samples loop, repeating what they wrote, so that no longer cap would end" in sentence
+    rows[1].loops = {"power": [[False, False], [False, False]]}
+    assert "; none of its 2 unfinished samples loops: they were all still writing when the cap came" in power_sampling_text.failure_sentence(rows)
+    rows[1].loops = {}  # rows that kept no loops say nothing of them
+    assert "unfinished samples" not in power_sampling_text.failure_sentence(rows)
     assert "no truncated depth" in power_sampling_text.failure_sentence(rows[:1]).lower()
 
 

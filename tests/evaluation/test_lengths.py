@@ -5,6 +5,7 @@ import pytest
 from helpers.evaluation.lengths import (
     box_stop,
     first_box_end,
+    looping,
     repeated_share,
     shares,
     smallest_cap,
@@ -64,6 +65,14 @@ def test_a_loop_repeats_and_reasoning_does_not():
     assert repeated_share([1, 2], n=4, tail=64) == 0.0
     with pytest.raises(ValueError):
         repeated_share([1, 2, 3], n=4, tail=2)
+
+
+def test_a_loop_is_an_unfinished_answer_that_repeats_itself():
+    loop, writing = [1, 2, 3, 4] * 100, list(range(400))
+    per_problem = [[rec(400, False, False, loop), rec(400, False, False, writing)],
+                   [rec(400, True, False, loop)]]  # repeats, but ended by itself: not a loop
+    assert looping(per_problem) == [[True, False], [False]]
+    assert looping([]) == []
 
 
 def test_the_first_closed_box_is_found_with_nested_braces():
