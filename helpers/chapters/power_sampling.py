@@ -163,7 +163,7 @@ class DepthRow:
     outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # greedy, power, smc -> share per outcome
     ends: dict[str, list[list[str]]] = field(default_factory=dict)  # greedy, power, smc -> per problem, each sample's
     loops: dict[str, list[list[bool]]] = field(default_factory=dict)  # greedy, power, smc -> per problem, whether
-    # each sample is unfinished and loops (`looping`): a cap's cost that no longer cap would undo
+    # each sample is unfinished and loops (`looping`): a cap's cost that a longer cap would hardly undo
     resamples: float = 0.0  # SMC: resampling events per sample
     choice: DepthChoice | None = None  # how this model's depths were chosen (fixed, or from chapter 03)
     multiplier: float = float("nan")  # `token_multiplier`: MH's decoded tokens per answer over greedy's, here

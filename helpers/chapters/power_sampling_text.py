@@ -125,12 +125,12 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
               "proposal that the published loop regenerates only up to the current length, and no block was left to "
               "finish it (more blocks, `mh_blocks`, give it room). The other three columns are the finished samples, "
               "so 'correct' can sit below the accuracy elsewhere, which credits an unfinished answer whose text "
-              "already holds the right number. Looping: the unfinished samples whose last 256 tokens mostly repeat what they "
-              "wrote before (at least half of their 8-token runs occurred earlier in the answer); no longer cap would "
-              "end them, while the other unfinished ones were still writing when the cap came. Right among finished: "
-              "correct over the finished samples. Where a cut leaves it near the full model's while 'cut off' grows "
-              "and few of those loop, the cut's cost is mostly answers the cap ended, not wrong ones; where most "
-              "loop, it is the model's.")
+              "already holds the right number. Looping: the unfinished samples whose last 256 tokens mostly repeat "
+              "what they wrote before (at least half of their 8-token runs occurred earlier in the answer); a longer "
+              "cap would hardly end them, while the other unfinished ones were still writing when the cap came. "
+              "Right among finished: correct over the finished samples. Where a cut leaves it near the full model's "
+              "while 'cut off' grows and few of those loop, the cut's cost is mostly answers the cap ended, not wrong "
+              "ones; where most loop, it is the model's.")
     return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
@@ -172,8 +172,8 @@ def _loops_clause(cut: DepthRow, k: int) -> str:
     if loops is None or not unfinished:
         return ""
     if 2 * loops >= unfinished:
-        return (f"; {loops} of its {unfinished} unfinished samples loop, repeating what they wrote, so that no longer cap "
-                "would end them: the loss is the model's, not the cap's")
+        return (f"; {loops} of its {unfinished} unfinished samples loop, repeating what they wrote, so that a longer "
+                "cap would hardly end them: the loss is the model's, not the cap's")
     some = (f"only {loops} of its {unfinished} unfinished samples loop, the others still writing" if loops else
             f"none of its {unfinished} unfinished samples loops: they were all still writing")
     return f"; {some} when the cap came, so that a longer cap may end some of them"

@@ -168,7 +168,7 @@ LOOP_SHARE = 0.5  # an unfinished answer whose tail repeats at least this share 
 
 def looping(records: Sequence[Sequence[dict]]) -> list[list[bool]]:
     """Per problem, whether each sample is unfinished (it never ended by itself) and loops (`repeated_share` of its
-    tokens at least `LOOP_SHARE`): an answer that no longer cap would end, as against one still reasoning."""
+    tokens at least `LOOP_SHARE`): an answer a longer cap would hardly end, as against one still reasoning."""
     return [[not r["stopped"] and repeated_share(r["tokens"]) >= LOOP_SHARE for r in per] for per in records]
 
 

@@ -523,7 +523,7 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     assert "On toy, at 4 blocks 0% of power samples finish with the right answer, against 75% at the full 6" in sentence
     assert "'cut off', from 0% to 50% of samples (no answer: " in sentence  # the worst said once, the other beside it
     assert sentence.count("cut off") == 1
-    assert "; 1 of its 2 unfinished samples loop, repeating what they wrote, so that no longer cap would end" in sentence
+    assert "; 1 of its 2 unfinished samples loop, repeating what they wrote, so that a longer cap would hardly end" in sentence
     rows[1].loops = {"power": [[False, False], [False, False]]}
     assert "; none of its 2 unfinished samples loops: they were all still writing when the cap came" in power_sampling_text.failure_sentence(rows)
     rows[1].loops = {}  # rows that kept no loops say nothing of them
