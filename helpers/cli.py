@@ -235,12 +235,35 @@ def _release(args: argparse.Namespace) -> int:
     if args.action == "status":
         print(publish.status(Path(args.release) if args.release else None))
         return 0
+    if args.action == "drop-checkpoints":
+        return _drop_checkpoints(args)
     batch = publish.add(Path(args.store) if args.store else None, Path(args.release) if args.release else None,
                         Path(args.build) if args.build else None, args.commit, dry_run=args.dry_run,
                         chapter=args.chapter)
     lines, released = publish.add_report(batch, args.dry_run)
     print("\n".join(lines))
     return 0 if released else 1
+
+
+def _drop_checkpoints(args: argparse.Namespace) -> int:
+    from helpers.results.release import ReleaseError, drop_checkpoints, release_root
+
+    runs = [tuple(run.split("/", 1)) for run in args.run or []]
+    if not runs or any(len(run) != 2 or not all(run) for run in runs):
+        print("Name each run whose checkpoints to drop as --run EXPERIMENT/CONFIG_HASH (`release status` lists "
+              "them).", file=sys.stderr)
+        return 2
+    root = Path(args.release) if args.release else release_root()
+    if root is None:
+        print("There is no release here (release/manifest.json is absent, or SVD_RELEASE=off).", file=sys.stderr)
+        return 2
+    try:
+        chains = drop_checkpoints(root, runs)
+    except ReleaseError as err:
+        print(err, file=sys.stderr)
+        return 2
+    print(f"dropped the checkpoints of {chains} chains from the release; its records are unchanged")
+    return 0
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -359,9 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_notebook_code)
 
     p = sub.add_parser("release", help="the results release: add the local store's checked records, or show it")
-    p.add_argument("action", choices=("add", "status"),
+    p.add_argument("action", choices=("add", "status", "drop-checkpoints"),
                    help="add: release the local store's records the release lacks, each checked (shape, key, "
-                   "weights), as one new batch; status: what the release holds")
+                   "weights), as one new batch; status: what the release holds; drop-checkpoints: take the "
+                   "checkpoints of the chains of the --run runs out of it (a configuration no profile computes any "
+                   "more)")
     p.add_argument("--store", help="the local store to add from (default: SVD_RESULTS or results/)")
     p.add_argument("--release", help="the release folder (default: release/ in the checkout)")
     p.add_argument("--build", help="the folder of the build whose run_config.json says which chapter used which "
@@ -369,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit", help="the commit that computed the records (default: HEAD)")
     p.add_argument("--chapter", help="count every record of this batch under this chapter (a step that ran one)")
     p.add_argument("--dry-run", action="store_true", help="check and count, write nothing")
+    p.add_argument("--run", action="append", metavar="EXPERIMENT/CONFIG_HASH",
+                   help="drop-checkpoints: a run whose checkpoints to drop (repeat for more)")
     p.set_defaults(func=_release)
 
     p = sub.add_parser("audit", help="compute released records again with the model on this machine")

@@ -431,6 +431,24 @@ def _commit(root: Path, manifest: Manifest, staged: list[tuple[Path, Path]], old
             path.unlink(missing_ok=True)
 
 
+def drop_checkpoints(root: Path, runs: Iterable[tuple[str, str]]) -> int:
+    """Take the checkpoints of `runs` ((experiment, config hash) pairs) out of the release at `root`, and return how
+    many chains they held: the chains of a configuration that no profile computes any more, which no budgeted step
+    will resume, and which `add_batch` would otherwise carry on (it keeps every checkpoint it is given). Records
+    are never touched. A run the release holds no checkpoints of is refused before anything changes."""
+    manifest = read_manifest(root)
+    wanted = set(runs)
+    held = {(e["experiment"], e["config_hash"]) for e in manifest.checkpoints.values()}
+    if missing := sorted(wanted - held):
+        raise ReleaseError(f"The release holds no checkpoints of {', '.join(f'{e}/{h}' for e, h in missing)}; "
+                           "`python -m helpers release status` lists the runs it holds checkpoints of.")
+    old = [root / rel for rel in manifest.checkpoints]
+    dropped = {rel: e for rel, e in manifest.checkpoints.items() if (e["experiment"], e["config_hash"]) in wanted}
+    manifest.checkpoints = {rel: e for rel, e in manifest.checkpoints.items() if rel not in dropped}
+    _commit(root, manifest, [], old)
+    return sum(e["chains"] for e in dropped.values())
+
+
 def _current(manifest: Manifest) -> dict[tuple[str, str], list[bytes]]:
     """The release's checkpoint lines by run, as `_pending` gives them."""
     out: dict[tuple[str, str], list[bytes]] = {}

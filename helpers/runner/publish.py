@@ -210,6 +210,14 @@ def sample_each_kind(records: list[dict], k: int | None, seed: int = 0) -> list[
     return [r for kind in sorted(kinds) for r in sample_records(kinds[kind], k, seed)]
 
 
+def run_settings(root: Path, rel: str, entry: dict) -> str:
+    """The settings that tell one run from another, read from its first released record (model, method, depth,
+    seed, cap: what a reader needs to say whether any profile still computes it)."""
+    config = json.loads(file_lines(root, rel, entry)[0])["config"]
+    return ", ".join(f"{key} {config[key]}" for key in ("model", "method", "depth", "seed", "max_new_tokens", "mode")
+                     if key in config)
+
+
 def status(root: Path | None = None) -> str:
     """What the release holds: records by experiment and by batch, size, and the batches' provenance."""
     root = root or release_root()
@@ -230,7 +238,14 @@ def status(root: Path | None = None) -> str:
     if manifest.checkpoints:
         chains = sum(e["chains"] for e in manifest.checkpoints.values())
         lines.append(f"  checkpoints of {counted(chains, 'MH chain')} under way in "
-                     f"{counted(len(manifest.checkpoints), 'run')}: the next budgeted step goes on from them")
+                     f"{counted(len(manifest.checkpoints), 'run')}: the next budgeted step goes on from them (those "
+                     "of a configuration no profile computes any more: `release drop-checkpoints --run RUN`)")
+        runs = manifest.runs()
+        for entry in sorted(manifest.checkpoints.values(), key=lambda e: (e["experiment"], e["config_hash"])):
+            run = (entry["experiment"], entry["config_hash"])
+            lines.append(f"    {'/'.join(run)}: {counted(entry['chains'], 'chain')}"
+                         + (f" ({run_settings(root, runs[run][0], manifest.files[runs[run][0]])})" if run in runs else
+                            " (none of its records is released yet)"))
     debris = unlisted(root)
     if debris:
         lines.append(f"  {counted(len(debris), 'file')} under records/ or checkpoints/ that the manifest does not "

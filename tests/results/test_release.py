@@ -640,6 +640,49 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     assert not read_manifest(root).checkpoints and not list((root / "checkpoints").rglob("*.gz")) and not unlisted(root)
 
 
+def test_the_checkpoints_of_a_configuration_no_profile_computes_can_be_dropped(released, monkeypatch, capsys):
+    """`release status` lists each run's chains under way with its settings; `release drop-checkpoints` takes a
+    named run's checkpoints out (manifest and files) and leaves its records, and refuses a run the release holds
+    none of, or a malformed name, before anything changes."""
+    from conftest import tiny_problems
+
+    from helpers.cli import main
+    from helpers.core import budget
+    from helpers.results.release import file_lines, unlisted
+    from helpers.results.store import Run
+    from helpers.runner.publish import run_settings
+
+    model, _tokenizer, store, root = released
+    chains = DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1))
+    saved = []
+    save = Run.save_checkpoint
+    monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
+    monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
+    with pytest.raises(budget.BudgetSpent):
+        _decode(model, tiny_problems(), chains, store, n_seeds=2)
+    batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
+    manifest = read_manifest(root)
+    (entry,) = manifest.checkpoints.values()
+    run = f"{entry['experiment']}/{entry['config_hash']}"
+    assert main(["release", "status", "--release", str(root)]) == 0
+    said = capsys.readouterr().out
+    assert f"    {run}: {entry['chains']} chains (none of its records is released yet)" in said
+    rel, file_entry = next(iter(manifest.files.items()))  # a run with records: its settings, from the first
+    assert f"method {json.loads(file_lines(root, rel, file_entry)[0])['config']['method']}" in run_settings(
+        root, rel, file_entry)
+    before = (root / "manifest.json").read_bytes()
+    assert main(["release", "drop-checkpoints", "--release", str(root), "--run", "decode/0000000000000000"]) == 2
+    assert "holds no checkpoints of decode/0000000000000000" in capsys.readouterr().err
+    assert main(["release", "drop-checkpoints", "--release", str(root), "--run", "no-slash"]) == 2
+    assert main(["release", "drop-checkpoints", "--release", str(root)]) == 2
+    assert (root / "manifest.json").read_bytes() == before  # refused: nothing changed
+    assert main(["release", "drop-checkpoints", "--release", str(root), "--run", run]) == 0
+    assert f"dropped the checkpoints of {batch.checkpoints} chains" in capsys.readouterr().out
+    after = read_manifest(root)
+    assert not after.checkpoints and after.files == manifest.files and after.batches == manifest.batches
+    assert not list((root / "checkpoints").rglob("*.gz")) and not unlisted(root)
+
+
 def test_a_records_origin_is_the_code_its_process_started_with(monkeypatch):
     """A long run's records name the commit it started at, even when commits land while it runs: the origin is read
     when a chapter (or a command) starts, not at the first record."""
