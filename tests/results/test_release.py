@@ -596,18 +596,14 @@ def test_a_push_audit_refuses_what_git_cannot_answer(tmp_path, capsys):
     assert "Give one or the other" in capsys.readouterr().err
 
 
-def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, tmp_path, monkeypatch, capsys):
-    """A step stopped by its budget leaves MH chains under way: `release add` carries their checkpoints (listed and
-    checked like records), a fresh store elsewhere goes on from them to the records an uninterrupted run writes,
-    and the add that releases those records drops them."""
+def _stopped_under_way(model, store, monkeypatch) -> DecodeSettings:
+    """Decode MH chains of the tiny problems into `store` until a budget runs out after three checkpoints: a step
+    that leaves chains under way. The chains' settings, to go on with."""
     from conftest import tiny_problems
 
-    from helpers.cli import main
     from helpers.core import budget
-    from helpers.results.release import unlisted
     from helpers.results.store import Run
 
-    model, _tokenizer, store, root = released
     chains = DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1))
     saved = []
     save = Run.save_checkpoint
@@ -616,6 +612,20 @@ def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, t
     with pytest.raises(budget.BudgetSpent):
         _decode(model, tiny_problems(), chains, store, n_seeds=2)
     monkeypatch.setattr(budget, "deadline", lambda: None)
+    return chains
+
+
+def test_the_checkpoints_of_chains_under_way_travel_with_the_release(released, tmp_path, monkeypatch, capsys):
+    """A step stopped by its budget leaves MH chains under way: `release add` carries their checkpoints (listed and
+    checked like records), a fresh store elsewhere goes on from them to the records an uninterrupted run writes,
+    and the add that releases those records drops them."""
+    from conftest import tiny_problems
+
+    from helpers.cli import main
+    from helpers.results.release import unlisted
+
+    model, _tokenizer, store, root = released
+    chains = _stopped_under_way(model, store, monkeypatch)
     under_way = decode_run(model, chains, root=store).checkpoints()
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
     manifest = read_manifest(root)
@@ -644,22 +654,12 @@ def test_the_checkpoints_of_a_configuration_no_profile_computes_can_be_dropped(r
     """`release status` lists each run's chains under way with its settings; `release drop-checkpoints` takes a
     named run's checkpoints out (manifest and files) and leaves its records, and refuses a run the release holds
     none of, or a malformed name, before anything changes."""
-    from conftest import tiny_problems
-
     from helpers.cli import main
-    from helpers.core import budget
     from helpers.results.release import file_lines, unlisted
-    from helpers.results.store import Run
     from helpers.runner.publish import run_settings
 
     model, _tokenizer, store, root = released
-    chains = DecodeSettings("power", 24, target=Target(2.0), power=PowerConfig(block_size=4, mcmc_steps=1))
-    saved = []
-    save = Run.save_checkpoint
-    monkeypatch.setattr(Run, "save_checkpoint", lambda self, *a: (saved.append(a[0]), save(self, *a)))
-    monkeypatch.setattr(budget, "deadline", lambda: 0.0 if len(saved) >= 3 else None)
-    with pytest.raises(budget.BudgetSpent):
-        _decode(model, tiny_problems(), chains, store, n_seeds=2)
+    _stopped_under_way(model, store, monkeypatch)
     batch = add_batch(store, root, commit="abc1234", check=RecordCheck())
     manifest = read_manifest(root)
     (entry,) = manifest.checkpoints.values()
