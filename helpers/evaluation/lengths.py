@@ -166,10 +166,16 @@ def box_stop(records: Sequence[dict], golds: Sequence[str], decode: Callable[[li
 LOOP_SHARE = 0.5  # an unfinished answer whose tail repeats at least this share of its n-grams is counted a loop
 
 
+def loops(record: dict) -> bool:
+    """Whether an answer's tail repeats it (`repeated_share` of its tokens at least `LOOP_SHARE`): the one rule for
+    a loop, whichever cap decides that the answer is unfinished."""
+    return repeated_share(record["tokens"]) >= LOOP_SHARE
+
+
 def looping(records: Sequence[Sequence[dict]]) -> list[list[bool]]:
-    """Per problem, whether each sample is unfinished (it never ended by itself) and loops (`repeated_share` of its
-    tokens at least `LOOP_SHARE`): an answer a longer cap would hardly end, as against one still reasoning."""
-    return [[not r["stopped"] and repeated_share(r["tokens"]) >= LOOP_SHARE for r in per] for per in records]
+    """Per problem, whether each sample is unfinished (it never ended by itself) and `loops`: an answer a longer cap
+    would hardly end, as against one still reasoning."""
+    return [[not r["stopped"] and loops(r) for r in per] for per in records]
 
 
 def choose_cap(records: Sequence[dict], candidates: Sequence[int], share: float = 0.95,
@@ -206,4 +212,4 @@ def summarize(records: Sequence[dict], caps: Sequence[int]) -> LengthSummary:
     by_cap = {cap: shares(records, cap) for cap in sorted(caps)}
     unfinished = [r for r in records if not finished_within(r, longest)]
     return LengthSummary(len(records), float(np.median(n_tokens)), float(np.quantile(n_tokens, 0.9)), by_cap,
-                         len(unfinished), sum(repeated_share(r["tokens"]) >= LOOP_SHARE for r in unfinished))
+                         len(unfinished), sum(loops(r) for r in unfinished))
