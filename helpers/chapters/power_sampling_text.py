@@ -471,7 +471,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
                 f"{sweep.n_seeds} seeds each, MH power sampling ({sweep.mode} mode) scored from "
                 f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = {best}: "
                 f"{percent_with_interval(at[best], sweep.n_problems)}; the figure gives each). N = {top} spent "
-                f"{cost[top]:.0f} decoded tokens per answer against {cost[base]:.0f} for N = {base}; the paired "
+                f"{cost[top]:,.0f} decoded tokens per answer against {cost[base]:,.0f} for N = {base}; the paired "
                 f"difference N = {top} − N = {base} is {d.points()} (p {_p(d)}), {_verdict_word(d)}.")
     values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
               "steps_difference": round(100 * d.mean, 1)}
@@ -479,7 +479,7 @@ def sweep_glue(sweep: StepsSweep) -> dict:
         o = sweep.other_versus_chapter()
         sentence += (f" The {sweep.other_mode} mode at the chapter's N = {sweep.chapter_steps} scored "
                      f"{percent_with_interval(sweep.other_accuracy, len(sweep.other_scores))} for "
-                     f"{sweep.other_tokens:.0f} decoded tokens per answer; {sweep.other_mode} − {sweep.mode} is "
+                     f"{sweep.other_tokens:,.0f} decoded tokens per answer; {sweep.other_mode} − {sweep.mode} is "
                      f"{o.points()} (p {_p(o)}), {_verdict_word(o)}.")
         values["mode_difference"] = round(100 * o.mean, 1)
     return {**values, "steps_sentence": sentence}
