@@ -40,11 +40,16 @@ def rebind(module: nn.Module) -> nn.Module:
     return clone
 
 
+def lowest_depth(method: str) -> int:
+    """The fewest blocks a truncation keeps: a stitched model runs at least one early block and the last."""
+    return 2 if method == "stitch" else 1
+
+
 def kept_blocks(n_layers: int, depth: int, method: str) -> list[int]:
     """Indices of the original blocks a truncated model runs, in order; invalid depths raise ValueError."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    low = 2 if method == "stitch" else 1
+    low = lowest_depth(method)
     if not isinstance(depth, int) or isinstance(depth, bool) or not low <= depth <= n_layers:
         raise ValueError(f"depth for {method} truncation must be an integer in {low}..{n_layers} "
                          f"(this model has {n_layers} blocks), got {depth!r}")
@@ -109,3 +114,11 @@ def critical_depth(accuracy_by_depth: dict[int, float], full_accuracy: float, fr
         else:
             break
     return critical
+
+
+def critical_is_bound(accuracy_by_depth: dict[int, float], critical: int | None, method: str = "stitch") -> bool:
+    """Whether `critical_depth` is only an upper bound: the shallowest depth tested still keeps the share, so the
+    depth where accuracy falls below it was never reached and the true critical depth is this one or shallower. A
+    critical depth at the full depth, or at the shallowest the cut allows (`lowest_depth`), bounds nothing."""
+    lowest = lowest_depth(method)
+    return critical is not None and critical == min(accuracy_by_depth) and lowest < critical < max(accuracy_by_depth)

@@ -11,6 +11,7 @@ from helpers.interp.residual import capture
 from helpers.interp.studies import agreement, agreement_over
 from helpers.models.truncation import (
     critical_depth,
+    critical_is_bound,
     kept_blocks,
     naive_truncate,
     stitch_and_preserve,
@@ -152,6 +153,19 @@ def test_critical_depth():
     assert critical_depth(acc, 0.4, fraction=0.9) == 28
     assert critical_depth({20: 0.5, 30: 0.4}, 0.4) == 20
     assert critical_depth(acc, 0.0) is None
+
+
+def test_a_critical_depth_at_the_shallowest_depth_tested_is_only_a_bound():
+    """Where the shallowest depth a sweep ran still keeps the share, the depth that fails was never reached: the
+    critical depth is that one or shallower, unless the cut can go no lower or nothing below full depth ran."""
+    acc = {20: 0.0, 22: 0.05, 24: 0.3, 26: 0.2, 28: 0.4, 30: 0.4}
+    assert not critical_is_bound(acc, critical_depth(acc, 0.4))  # 22 was tested and fails: 24 is measured
+    held = {22: 0.3, 23: 0.35, 24: 0.4}
+    assert critical_depth(held, 0.4) == 22 and critical_is_bound(held, 22)
+    assert not critical_is_bound({2: 0.3, 3: 0.4}, 2, "stitch")  # a stitched cut keeps at least two blocks
+    assert critical_is_bound({2: 0.3, 3: 0.4}, 2, "naive")
+    assert not critical_is_bound({24: 0.4}, 24) and not critical_is_bound(acc, None)
+    assert not critical_is_bound({23: 0.0, 24: 0.4}, 24)  # at full depth: nothing below keeps it
 
 
 @pytest.mark.slow
