@@ -20,6 +20,7 @@ from helpers.chapters.power_sampling import (
     comparisons,
     excluded_gains,
     explain,
+    headline_row,
     longer_caps,
     mean_resamples,
     per_model,
@@ -66,7 +67,7 @@ def bars_title(searches: Searches) -> str:
 
 def results_table(rows: Sequence[DepthRow]) -> str:
     """A Markdown table of every method at every depth, each accuracy with its 95% interval."""
-    seeds = rows[0].n_seeds if rows else 1
+    seeds = max((r.n_seeds for r in rows), default=1)  # the profile's; a depth may run fewer (`seeds_at`)
     columns = [(key, label) for key, label in COLUMNS if not (key == "majority" and seeds <= 2)]  # of two, a tie goes
     # to the first sample: majority is then T = 1's first seed, not a vote
     lines = ["| model | depth | " + " | ".join(label for _, label in columns) + " | MH acceptance | tokens/sample "
@@ -81,7 +82,8 @@ def results_table(rows: Sequence[DepthRow]) -> str:
             cells.append(r.interval(key) + (" †" if on_subset else ""))
         marks = {key: "†" if r.count(key) < r.n_problems else "" for key in ("greedy", "power", "smc")}  # a cost
         # on the searches' subset is marked as its accuracy is, on its own number
-        lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers} | " + " | ".join(cells)
+        fewer = " ‡" if r.n_seeds < seeds else ""
+        lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers}{fewer} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f}{marks['greedy']} / {r.tokens_power:.0f}"
                        f"{marks['power']} / {r.tokens_smc:.0f}{marks['smc']} |")
     lines += ["", f"Best-of-k uses each problem's k = {seeds} temperature-1 samples (N is MH's steps per block only) "
@@ -90,6 +92,11 @@ def results_table(rows: Sequence[DepthRow]) -> str:
                      "take the first, so it would only repeat T = 1." if seeds == 2 else
                      "." if seeds < 2 else "; majority keeps the most frequent answer (a tie goes to the answer that "
                      "came first).")]
+    for k in sorted({r.n_seeds for r in rows if r.n_seeds < seeds}):
+        best = "is T = 1's own sample" if k == 1 else f"keeps the likeliest of {k}"
+        lines += ["", f"‡ {counted(k, 'seed')} at this depth, not {seeds}: each sampled method drew "
+                      f"{counted(k, 'sample')} a problem here, so best-of-k {best}, and a sampled accuracy here rests "
+                      "on fewer samples than the other rows'."]
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
                       f"every other cell is on all {n} (in the tokens column, the one number a † follows). Compare "
@@ -185,10 +192,10 @@ ANSWERS = {  # (below full-depth greedy?, standing) -> the answer's word and wha
     (True, "borderline"): ("Probably not", "power sampling falls short of what truncation costs"),
     (True, "noise"): (UNDECIDED, "power sampling stays below, within the noise"),
     (False, "clear"): ("Yes", "power sampling wins back what truncation costs"),
-    (False, "borderline"): (UNDECIDED, "power sampling reaches the full model's greedy accuracy, but these problems "
-                                       "cannot tell a win from a tie"),
-    (False, "noise"): (UNDECIDED, "power sampling reaches the full model's greedy accuracy, but these problems cannot "
-                                  "tell a win from a tie"),
+    (False, "borderline"): (UNDECIDED, "power sampling scores above the full model's greedy decoding, by a margin "
+                                       "that the noise of these problems leaves in doubt"),
+    (False, "noise"): (UNDECIDED, "power sampling scores no lower than the full model's greedy decoding, but the paired "
+                                  "interval holds a loss as well as a gain"),
 }
 
 
@@ -384,7 +391,7 @@ def _report_sizes() -> str:
              for name, r in REPORT_HEADLINE.items()]
     listed = " and ".join(f"{d:+.0f} points for {name} ({depth} of {layers} layers)" for name, d, depth, layers in diffs)
     return (f"The report's differences were {listed}, on {REPORT_SUBSET}, without intervals (its layer 26 read as 26 "
-            "blocks kept; read literally it keeps all 28, as §4.11 says).")
+            "blocks kept; read literally it keeps all 28, as *How this compares with the report* says).")
 
 
 def acceptance_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
@@ -409,8 +416,9 @@ def acceptance_values(rows: Sequence[DepthRow], searches: Searches) -> dict:
 
 def smc_table(rows: Sequence[DepthRow]) -> str:
     """SMC against MH at each depth of each model, on the problems both ran: each one's accuracy, decoded tokens and
-    wall seconds per sample there, and their paired difference; then SMC on each model's deepest truncation against
-    its full model's greedy decoding on the same problems (the report's question asked of the other sampler)."""
+    wall seconds per sample there, and their paired difference; then SMC at each model's headline cut (`headline_row`,
+    the depth MH's answer is judged at) against its full model's greedy decoding on the same problems (the report's
+    question asked of the other sampler, at the same depth as of MH)."""
     lines = ["| model | depth | problems | SMC | MH | tokens per sample, SMC / MH | seconds per sample, SMC / MH | "
              "SMC − MH [95% interval] | against its noise |", "|---" * 9 + "|"]
     against = []
@@ -426,8 +434,8 @@ def smc_table(rows: Sequence[DepthRow]) -> str:
                          f"{r.cost('smc', 'tokens', k):.0f} / {r.cost('power', 'tokens', k):.0f} | "
                          f"{r.cost('smc', 'seconds', k):.1f} / {r.cost('power', 'seconds', k):.1f} | {d.points(0)} | "
                          f"{d.standing()} (p {_p(d)}) |")
-        cut = min((r for r in mine if r.depth < r.n_layers), key=lambda r: r.depth, default=None)
-        if cut is not None:
+        cut, _ = headline_row(rows, model)  # where the chapter asks it of MH: not a deeper cut, where every method fails
+        if cut is not full and cut.count("smc"):
             d = cut.paired("smc", full, "greedy")
             against.append(f"on {model}, SMC at {cut.depth} blocks − greedy at {full.n_layers} is {d.points(0)} "
                            f"({d.standing()}, p {_p(d)})")
@@ -846,19 +854,22 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
         if x is None:
             continue
         cost, check = x.parts["power"].terms["cut_cost"], longer.get(e.full.model)
-        made = ""
+        made, own = "", (check is not None and check.cap == max_new_tokens and check.depth == e.cut.depth
+                         and x.cut.problem_ids == e.cut.problem_ids)  # its longer cap's greedy decodes are this chapter's
         if check is not None and check.depth == x.cut.depth:
             part = cap_part(x, check)
-            made = (f"; under {check.cap:,} tokens the same cut costs {check.cost.points(1)}, "
+            where = f"this chapter's cap of {check.cap:,} tokens, where its greedy decodes are this chapter's own," \
+                if own else f"{check.cap:,} tokens"
+            made = (f"; under {where} the same cut costs {check.cost.points(1)}, "
                     + (f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
                        f"{part.points(1)} less (larger than its noise): answers the shorter cap cut off made that "
                        "part of its cost" if part.clear else
                        f"{part.points(1)} less ({part.standing()}): too close to say that the shorter cap made part "
                        "of its cost"))
         said.append(f"{'There, on' if not said else 'On'} {e.full.model}, the cut to {x.cut.depth} of "
-                    f"{x.full.n_layers} blocks cost greedy decoding {cost.points(1)} ({cost.standing()}){made}; at "
-                    f"this chapter's setting the cut to {e.cut.depth} blocks costs "
-                    f"{e.parts['power'].terms['cut_cost'].points(1)}")
+                    f"{x.full.n_layers} blocks cost greedy decoding {cost.points(1)} ({cost.standing()}){made}"
+                    + ("" if own and made else f"; at this chapter's setting the cut to {e.cut.depth} blocks costs "
+                       f"{e.parts['power'].terms['cut_cost'].points(1)}"))
     problems = ("both settings ran the same problems" if same else
                 "**the settings ran different problems**, so their rows do not pair")
     lines += ["", f"Each cell is a paired difference in points with its 95% interval, MH's terms of the decomposition "

@@ -16,13 +16,13 @@ from helpers.chapters.stitch import (
     method_differences,
     naive_everywhere,
 )
-from helpers.core.numbers import counted, readable
+from helpers.core.numbers import counted, listed, readable
 from helpers.data.model_sets import on_own_problems
 from helpers.data.problems import Problem
 from helpers.evaluation.critical import critical_interval
 from helpers.evaluation.lengths import LOOP_SHARE, choose_cap, summarize
 from helpers.evaluation.stats import percent_with_interval
-from helpers.models.truncation import critical_depth
+from helpers.models.truncation import critical_depth, critical_is_bound
 
 
 def sweep_sentence(sweeps: dict, depths: Sequence[int] | None, span: int | None, floor_fraction: float | None = None,
@@ -134,6 +134,9 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
         sentence = (f"No truncated depth keeps {share}: with stitch-and-preserve the critical depth is the full "
                     f"depth **{cs}** of {s.n_layers}, and every shallower model tested scores at most "
                     f"{100 * max(below, default=0):.0f}%. ")
+    elif _bound(s, "stitch", cs):
+        sentence = (f"With stitch-and-preserve, accuracy stays at or above {share} at every depth the sweep ran, down "
+                    f"to **{cs}** of {s.n_layers}, the shallowest: the critical depth is {cs} or shallower. ")
     else:
         sentence = (f"With stitch-and-preserve, accuracy stays at or above {share} from depth **{cs}** of {s.n_layers} "
                     f"on, the critical depth; below it the best any depth tested reaches is "
@@ -144,7 +147,9 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
         sentence += (f"Naive truncation, run at {_listed(naive)} blocks only, holds that level at "
                      f"{_listed(held) if held else 'neither' if len(naive) == 2 else 'none of them'}.")
     elif "naive" in crit:
-        sentence += (f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
+        sentence += (f"Naive truncation holds that level at every depth it ran, down to **{cn}**, the shallowest: its "
+                     f"critical depth is {cn} or shallower." if _bound(s, "naive", cn)
+                     else f"Naive truncation holds that level from depth **{cn}** on." if cn is not None and cn < s.n_layers
                      else "Naive truncation does not hold it at any depth below the full model.")
     truncated = [(a, x, m) for m, by_depth in s.accuracy.items() for x, a in by_depth.items() if x < s.n_layers]
     if truncated:  # on a tie the shallower depth, as the models' table picks it, then stitch-and-preserve
@@ -186,6 +191,12 @@ def _listed(depths: Sequence[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+def _bound(s: Sweep, method: str, critical: int | None) -> bool:
+    """Whether the method's critical depth on this sweep is only an upper bound (`critical_is_bound`): it still held
+    the share at the shallowest depth it ran."""
+    return critical_is_bound(s.accuracy.get(method, {}), critical, method)
+
+
 def _own(sweeps: dict[str, Sweep]) -> dict[str, bool]:
     """Which models run problems of their own (`on_own_problems`: not the set most models share)."""
     return on_own_problems({s.model: [p.id for p in s.problems] for s in sweeps.values()})
@@ -209,10 +220,13 @@ def models_table(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
         bd = max(truncated, key=lambda d: (truncated[d], -d)) if truncated else None
         best = f"{percent_with_interval(truncated[bd], n)} at {bd}" if bd is not None else "–"
         where = f"{len(s.problems)}, {levels_text(p.level for p in s.problems)} | " if differ else ""
+        at_most, at_least = ("≤ ", "≥ ") if _bound(s, "stitch", cs) else ("", "")  # the sweep went no lower
+        stitched = _with_span(cs, None if _few(s) or at_most else critical_span(s, collapse_fraction), _few(s))
         rows.append(f"| {s.model} | {where}{s.n_layers} | {percent_with_interval(full, n) if full is not None else '–'} | "
-                    f"{_with_span(cs, None if _few(s) else critical_span(s, collapse_fraction), _few(s))} | "
-                    f"{s.n_layers - cs if cs is not None else '–'} | "
-                    f"{cn if cn is not None else '–'} | {best} | {lens_cuts(s)} |")
+                    f"{at_most if cs is not None else ''}{stitched} | "
+                    f"{f'{at_least}{s.n_layers - cs}' if cs is not None else '–'} | "
+                    f"{('≤ ' if _bound(s, 'naive', cn) else '') + str(cn) if cn is not None else '–'} | {best} | "
+                    f"{lens_cuts(s)} |")
     return "\n".join(rows)
 
 
@@ -255,9 +269,13 @@ def models_sentence(sweeps: dict[str, Sweep], collapse_fraction: float) -> str:
                          "no critical depth")
         elif cs == s.n_layers:
             parts.append(f"{s.model} cannot lose a single block of its {s.n_layers}{own} ({_solved(s)})")
+        elif _few(s):  # a critical depth on one or two solved problems is a coin's toss, not a finding
+            parts.append(f"{s.model} gives no critical depth worth reading{own} ({_solved(s)}; the rule returns {cs})")
         else:
-            parts.append(f"{s.model} can lose {s.n_layers - cs} of its {s.n_layers} blocks{own} "
-                         f"({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs})")
+            bound = _bound(s, "stitch", cs)
+            parts.append(f"{s.model} can lose {'at least ' if bound else ''}{s.n_layers - cs} of its {s.n_layers} "
+                         f"blocks{own} ({100 * (s.n_layers - cs) / s.n_layers:.0f}% of its depth; critical depth {cs}"
+                         + (" or shallower: the sweep went no lower)" if bound else ")"))
     return ("Keeping at least " + f"{100 * collapse_fraction:.0f}% of its own full-depth accuracy, " + "; ".join(parts) + ".")
 
 
@@ -316,7 +334,67 @@ def methods_values(sweeps: Sequence[Sweep]) -> dict:
     return {"methods_table": "\n".join(rows), "methods_sentence": " ".join(sentences)}
 
 
-COMPARISON_MARKDOWN = ("methods_table", "methods_sentence", "report_sentence", "summary_sentence")
+def naive_report_sentence(sweeps: Sequence[Sweep]) -> str:
+    """The report's claim that naive truncation "produced incoherent outputs", put to accuracy: at how many of the
+    depths where both cuts ran (every model's) each is the more accurate by more than the noise, how often naive
+    truncation's accuracy is the higher at all, and what that means for the later chapters, which search the
+    stitched model as the report does."""
+    pairs = [(s.model, d, x, s.accuracy["naive"][d] - s.accuracy["stitch"][d])
+             for s in sweeps for d, x in method_differences(s).items()]
+    if not pairs:
+        return ("Naive truncation ran beside stitch-and-preserve at no truncated depth of this build, so the claim "
+                "is not put to accuracy here.")
+    naive_up = [f"{m} at {d}" for m, d, x, _ in pairs if x.clear and x.mean < 0]
+    stitch_up = [f"{m} at {d}" for m, d, x, _ in pairs if x.clear and x.mean > 0]
+    higher = sum(gap > 0 for *_, gap in pairs)
+    where = f"of the {counted(len(pairs), 'depth')} where both cuts ran, over every model"
+    if naive_up and not stitch_up:
+        said = (f"In accuracy the claim does not hold here: naive truncation scores above stitch-and-preserve by more "
+                f"than the noise at {listed(naive_up)}, and below it at none {where}")
+    elif stitch_up and not naive_up:
+        said = (f"In accuracy the claim holds here: stitch-and-preserve scores above naive truncation by more than "
+                f"the noise at {listed(stitch_up)}, and below it at none {where}")
+    elif stitch_up:
+        said = (f"In accuracy the claim holds on some models and depths and fails on others {where}: "
+                f"stitch-and-preserve scores above naive truncation by more than the noise at {listed(stitch_up)}, "
+                f"below it at {listed(naive_up)}")
+    else:
+        said = f"In accuracy the two cuts are not told apart by more than the noise at any {where}"
+    said += f" (naive truncation's accuracy is the higher at {higher} of the {len(pairs)})."
+    return said + (" Chapters 04 and 05 search the stitched model, as the report does, so where naive truncation "
+                   "scores higher the search starts from the weaker of the two cuts." if naive_up else "")
+
+
+def lens_report_sentence(sweeps: Sequence[Sweep], collapse_fraction: float) -> str:
+    """The report chose its cut from the logit lens: where each model's lens cut points (`Sweep.cuts`, blocks kept)
+    fall against the critical depth this chapter reads from accuracy. A model whose critical depth is a bound, or
+    rests on too few solved problems, says nothing about it and is left out; empty where no model is left."""
+    parts, below = [], []
+    for s in sweeps:
+        if not s.cuts or not s.accuracy.get("stitch", {}).get(s.n_layers) or _few(s):
+            continue
+        cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
+        if cs is None or _bound(s, "stitch", cs):
+            continue
+        cuts = sorted(set(s.cuts))
+        parts.append(f"{s.model} at {_listed(cuts)} of {s.n_layers} blocks (critical depth {cs})")
+        below.append(all(c < cs for c in cuts))
+    if not parts:
+        return ""
+    share = f"{100 * collapse_fraction:.0f}%"
+    said = ("The report chose where to cut from the logit lens. On these problems the lens's cut points (chapter 02's "
+            "rules, as blocks kept) would cut " + "; ".join(parts))
+    if all(below):
+        return (said + f": each lies below its model's critical depth, the shallowest cut from which greedy decoding "
+                f"keeps {share} of the full model's accuracy, so here the lens would cut too deep, and chapters 04 "
+                "and 05 search at the critical depth read from accuracy instead.")
+    if not any(below):
+        return said + f": none lies below its model's critical depth, so here the lens's cut keeps {share} of the full model's accuracy."
+    return said + ": on some models the lens would cut below the critical depth, on others not."
+
+
+COMPARISON_MARKDOWN = ("methods_table", "methods_sentence", "report_sentence", "summary_sentence",
+                       "naive_report_sentence", "lens_report_sentence")
 
 
 def comparison_values(s: Sweep, collapse_fraction: float, sweeps: Sequence[Sweep] = ()) -> dict:
@@ -324,7 +402,9 @@ def comparison_values(s: Sweep, collapse_fraction: float, sweeps: Sequence[Sweep
     first model's removable share set beside the report's, and the chapter's summary: the values glued after the
     methods' table (`COMPARISON_MARKDOWN` are Markdown)."""
     return {**methods_values(list(sweeps) or [s]), "report_sentence": report_sentence(s, collapse_fraction),
-            "summary_sentence": summary_sentence(s, collapse_fraction)}
+            "summary_sentence": summary_sentence(s, collapse_fraction),
+            "naive_report_sentence": naive_report_sentence(list(sweeps) or [s]),
+            "lens_report_sentence": lens_report_sentence(list(sweeps) or [s], collapse_fraction)}
 
 
 def summary_sentence(s: Sweep, collapse_fraction: float) -> str:
@@ -336,19 +416,25 @@ def summary_sentence(s: Sweep, collapse_fraction: float) -> str:
     cs = critical_depth(s.accuracy["stitch"], s.accuracy["stitch"][s.n_layers], collapse_fraction)
     if cs is None:
         return f"{s.model} keeps no depth at its share of full-depth accuracy, so this chapter names no cut."
-    removed = s.n_layers - cs
+    removed, bound = s.n_layers - cs, _bound(s, "stitch", cs)
     text = (f"On {s.model}, stitch-and-preserve keeps at least {100 * collapse_fraction:.0f}% of full-depth greedy "
             f"accuracy down to {cs} of {s.n_layers} blocks"
+            + (", the shallowest the sweep ran" if bound else "")
             + (f", {counted(removed, 'block')} removed" if removed else ": not one block can go"))
     found = critical_interval({d: [r["correct"] for r in records] for d, records in s.outputs.get("stitch", {}).items()},
                               collapse_fraction) if s.outputs.get("stitch") else None
-    if found is not None and found[0] != found[1]:
+    if found is not None and found[0] != found[1] and not bound:
         text += f", with a 95% interval of {found[0]} to {found[1]} blocks"
     text += "."
     diffs = method_differences(s)
     if diffs:
-        clear = [d for d, x in diffs.items() if x.clear]
-        text += (" Naive truncation differs from it by more than the noise at " + _listed(clear) + " blocks." if clear
+        above = [d for d, x in diffs.items() if x.clear and x.mean < 0]  # stitch − naive: naive the more accurate
+        below = [d for d, x in diffs.items() if x.clear and x.mean > 0]
+        said = [f"above it at {_listed(above)} blocks"] if above else []
+        said += [f"below it at {_listed(below)} blocks"] if below else []
+        text += (" Naive truncation scores " + " and ".join(said) + ", by more than the noise" + (
+                 f", and is not told apart from it at the other {len(diffs) - len(above) - len(below)}"
+                 if len(above) + len(below) < len(diffs) else "") + "." if said
                  else f" Naive truncation is not told apart from it at any of the {len(diffs)} depths where both ran.")
     return text
 
@@ -362,7 +448,7 @@ def report_sentence(s: Sweep, collapse_fraction: float) -> str:
     cs = critical_depth(s.accuracy["stitch"], full, collapse_fraction)
     if cs is None:
         return f"{s.model} solves none of the problems at full depth, so it cannot be compared with the report."
-    share = (s.n_layers - cs) / s.n_layers
+    share, bound = (s.n_layers - cs) / s.n_layers, _bound(s, "stitch", cs)
     lo, hi = REPORT_REMOVABLE
     if cs == s.n_layers:
         return (f"{s.model} cannot lose a single block of its {s.n_layers} ({_solved(s)}), where the report's models "
@@ -371,9 +457,10 @@ def report_sentence(s: Sweep, collapse_fraction: float) -> str:
                 if share > hi + 1e-9 else "about the same share of its depth as")
     kept = s.accuracy["stitch"][cs] / full if full else 0.0
     return (f"By this book's criterion (greedy decoding keeps at least {100 * collapse_fraction:.0f}% of the full "
-            f"model's accuracy at every deeper cut), {s.model} can lose {s.n_layers - cs} of {s.n_layers} blocks "
-            f"({100 * share:.0f}% of its depth), {relation} the report's models lose before their power-sampled "
-            f"accuracy recovers ({100 * lo:.0f}–{100 * hi:.0f}%); at its critical depth it keeps {100 * kept:.0f}% "
+            f"model's accuracy at every deeper cut), {s.model} can lose {'at least ' if bound else ''}"
+            f"{s.n_layers - cs} of {s.n_layers} blocks ({100 * share:.0f}% of its depth"
+            + (", the most the sweep removed" if bound else "")
+            + f"), {relation} the report's models lose before their power-sampled accuracy recovers ({100 * lo:.0f}–{100 * hi:.0f}%); at its critical depth it keeps {100 * kept:.0f}% "
             "of its full-depth accuracy on these problems. The two are different criteria (greedy decoding against a "
             "threshold here, search-aided recovery there), so only their order of magnitude compares.")
 

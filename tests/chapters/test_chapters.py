@@ -135,6 +135,76 @@ def test_stitch_against_naive_is_paired_per_depth():
     assert stitch_text.methods_values([s])["methods_sentence"] == ""
 
 
+def test_a_critical_depth_the_sweep_never_got_below_is_printed_as_a_bound():
+    """Both cuts still keep half the full model's accuracy at the shallowest depth the sweep ran: each critical depth
+    is that depth or shallower, and every sentence and cell that names it says so."""
+    s = _sweep({4: 0.3, 5: 0.35, 6: 0.5}, {4: 0.3, 5: 0.4, 6: 0.5})
+    sentence = stitch_text.critical_values(s, 0.5, 10)["critical_sentence"]
+    assert "at every depth the sweep ran, down to **4** of 6, the shallowest: the critical depth is 4 or shallower" in sentence
+    assert "Naive truncation holds that level at every depth it ran, down to **4**, the shallowest" in sentence
+    values = stitch_text.models_values({"toy": s}, 0.5)
+    assert values["models_table"].splitlines()[2].startswith("| toy | 6 | 50% [24–76] | ≤ 4 | ≥ 2 | ≤ 4 |")
+    assert "toy can lose at least 2 of its 6 blocks (33% of its depth; critical depth 4 or shallower: the sweep went " \
+           "no lower)" in values["models_sentence"]
+    assert "down to 4 of 6 blocks, the shallowest the sweep ran, 2 blocks removed." in stitch_text.summary_sentence(s, 0.5)
+    assert "can lose at least 2 of 6 blocks (33% of its depth, the most the sweep removed)" in \
+        stitch_text.report_sentence(s, 0.5)
+    measured = _sweep({3: 0.0, 4: 0.3, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.3, 5: 0.4, 6: 0.5})  # 3 was run and fails
+    assert "or shallower" not in stitch_text.critical_values(measured, 0.5, 10)["critical_sentence"]
+    few = _sweep({4: 0.0, 5: 0.3, 6: 0.4}, {4: 0.0, 5: 0.3, 6: 0.4})  # 4 of 10 solved at full depth
+    assert "toy gives no critical depth worth reading (it solves 4 of 10 problems at full depth, too few to read a " \
+           "cut by; the rule returns 5)" in stitch_text.models_values({"toy": few}, 0.5)["models_sentence"]
+
+
+def test_the_summary_and_the_report_comparison_say_which_cut_is_the_more_accurate():
+    """The report found naive truncation incoherent: the chapter says in which direction its accuracy differs from
+    stitch-and-preserve's where the paired interval and test tell them apart, and what that means for the search."""
+    s = _sweep({4: 0.8, 5: 0.4, 6: 0.8}, {4: 0.0, 5: 0.4, 6: 0.8})
+    right = [{"correct": i < 8, "text": ""} for i in range(10)]
+    wrong = [{"correct": False, "text": ""} for _ in range(10)]
+    same = [{"correct": i < 4, "text": ""} for i in range(10)]
+    s.outputs = {"stitch": {4: right, 5: same, 6: right}, "naive": {4: wrong, 5: same, 6: right}}
+    assert stitch_text.summary_sentence(s, 0.5).endswith(
+        "Naive truncation scores below it at 4 blocks, by more than the noise, and is not told apart from it at the "
+        "other 1.")
+    holds = stitch_text.naive_report_sentence([s])
+    assert holds == ("In accuracy the claim holds here: stitch-and-preserve scores above naive truncation by more than "
+                     "the noise at toy at 4, and below it at none of the 2 depths where both cuts ran, over every model "
+                     "(naive truncation's accuracy is the higher at 0 of the 2).")
+    flipped = dataclasses.replace(s, accuracy={"stitch": s.accuracy["naive"], "naive": s.accuracy["stitch"]},
+                                  outputs={"stitch": s.outputs["naive"], "naive": s.outputs["stitch"]})
+    assert "Naive truncation scores above it at 4 blocks, by more than the noise" in stitch_text.summary_sentence(flipped, 0.5)
+    fails = stitch_text.naive_report_sentence([flipped])
+    assert fails.startswith("In accuracy the claim does not hold here: naive truncation scores above stitch-and-preserve")
+    assert fails.endswith("the search starts from the weaker of the two cuts.")
+    both = stitch_text.naive_report_sentence([s, dataclasses.replace(flipped, model="other")])
+    assert "holds on some models and depths and fails on others" in both and "below it at other at 4" in both
+    s.outputs = {"stitch": s.outputs["stitch"], "naive": {4: same, 5: same, 6: right}}
+    s.accuracy = {"stitch": s.accuracy["stitch"], "naive": {4: 0.4, 5: 0.4, 6: 0.8}}
+    assert stitch_text.naive_report_sentence([s]).startswith("In accuracy the two cuts are not told apart by more than "
+                                                             "the noise at any of the 2 depths")
+    s.outputs = {"stitch": s.outputs["stitch"]}  # one method ran
+    assert "is not put to accuracy" in stitch_text.naive_report_sentence([s])
+
+
+def test_the_lens_cut_points_are_set_against_the_critical_depth_read_from_accuracy():
+    """The report cut where the logit lens said; the chapter says where the lens's cut points fall against the
+    critical depth, and leaves out a model whose critical depth is only a bound."""
+    s = _sweep({3: 0.0, 4: 0.1, 5: 0.35, 6: 0.5}, {3: 0.0, 4: 0.0, 5: 0.1, 6: 0.5})  # critical depth 5, lens cut at 3
+    deep = stitch_text.lens_report_sentence([s], 0.5)
+    assert deep.startswith("The report chose where to cut from the logit lens. On these problems the lens's cut points "
+                           "(chapter 02's rules, as blocks kept) would cut toy at 3 of 6 blocks (critical depth 5): each "
+                           "lies below its model's critical depth")
+    assert stitch_text.lens_report_sentence([dataclasses.replace(s, cuts=[5, 6])], 0.5).endswith(
+        "none lies below its model's critical depth, so here the lens's cut keeps 50% of the full model's accuracy.")
+    mixed = [s, dataclasses.replace(s, model="other", cuts=[5])]
+    assert stitch_text.lens_report_sentence(mixed, 0.5).endswith("on some models the lens would cut below the "
+                                                                 "critical depth, on others not.")
+    held = _sweep({4: 0.3, 5: 0.35, 6: 0.5}, {4: 0.3, 5: 0.4, 6: 0.5})  # critical depth 4 or shallower
+    assert stitch_text.lens_report_sentence([held], 0.5) == ""
+    assert stitch_text.lens_report_sentence([dataclasses.replace(s, cuts=[])], 0.5) == ""
+
+
 def test_where_no_depth_separates_the_methods_the_sentence_says_so_in_words():
     s = _sweep({4: 0.4, 5: 0.4, 6: 0.8}, {4: 0.4, 5: 0.4, 6: 0.8})
     same = [{"correct": i < 4, "text": ""} for i in range(10)]
@@ -311,6 +381,10 @@ def test_power_verdict_compares_the_best_truncation_with_full_greedy():
     assert "| majority |" not in two and "it would only repeat T = 1" in two
     three = power_sampling_text.results_table([dataclasses.replace(r, n_seeds=3) for r in rows])
     assert "| majority |" in three and "a tie goes to the answer that came first" in three
+    deeper = power_sampling_text.results_table([dataclasses.replace(r, n_seeds=2 if r.depth == 6 else 1) for r in rows])
+    assert "| toy | 4/6 ‡ |" in deeper and "| toy | 6/6 |" in deeper  # one seed one depth lower: marked, and said
+    assert "‡ 1 seed at this depth, not 2: each sampled method drew 1 sample a problem here, so best-of-k is T = 1's " \
+           "own sample" in deeper and "k = 2 temperature-1 samples" in deeper
     assert table[2].endswith("| 0.40 | 10 / 35 / 40 |")
 
 
@@ -387,6 +461,8 @@ def test_the_smc_table_sets_smc_against_mh_at_every_depth_of_every_model_and_the
     text = power_sampling_text.smc_sentence(rows)
     assert text.startswith("Of the 2 depths where both ran, SMC decoded fewer tokens than MH at 0 and took less time at 2")
     assert text.endswith("differs from MH's by more than the noise at toy at 4.")
+    deeper = power_sampling_text.smc_table([*rows, _row(3, 0.0, 0.0, low=0.0, smc=0.0)]).splitlines()
+    assert deeper[-1] == table[-1]  # asked where MH's answer is judged (the cut nearest full depth), not a deeper one
     two = power_sampling_text.smc_table(_two_sizes()).splitlines()
     assert sum(line.startswith("| small |") for line in two) == 2 and sum(line.startswith("| big |") for line in two) == 2
 
@@ -783,10 +859,10 @@ def test_the_models_table_names_each_models_problems_where_they_differ():
     lines = stitch_text.models_table({"a": a, "b": b, "base": base}, 0.5).splitlines()
     assert lines[0].startswith("| model | problems | blocks |") and lines[4].startswith("| base | 10, levels 1 and 3 | 6 |")
     sentence = stitch_text.models_sentence({"a": a, "base": base}, 0.5)
-    assert "base can lose 3 of its 6 blocks on its own problems, levels 1 and 3 (50% of its depth" in sentence
-    assert "a can lose 3 of its 6 blocks (" in sentence
+    assert "base can lose at least 3 of its 6 blocks on its own problems, levels 1 and 3 (50% of its depth" in sentence
+    assert "a can lose at least 3 of its 6 blocks (" in sentence
     first = stitch_text.models_sentence({"base": base, "a": a, "b": b}, 0.5)  # the base model listed first
-    assert "base can lose 3 of its 6 blocks on its own problems" in first and "a can lose 3 of its 6 blocks (" in first
+    assert "base can lose at least 3 of its 6 blocks on its own problems" in first and "a can lose at least 3 of its 6 blocks (" in first
 
 
 def test_the_linear_maps_read_enough_texts_for_their_token_budget():
@@ -1153,7 +1229,7 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
             "smc_particles": 4, "smc_block_size": 16, "smc_ess_threshold": 0.5, "smc_bridge_tokens": 0}
     searches, other = Searches.from_parameters(mine), {**mine, "max_new_tokens": 160, "block_size": 28, "mh_blocks": 0}
     other_rows = _two_sizes()
-    other_rows[3].longer = power_sampling.LongerCap("big", 6, 5, 384, 160, tuple(_scores(0.8)), tuple(_scores(0.8)),
+    other_rows[3].longer = power_sampling.LongerCap("big", 6, 5, 512, 160, tuple(_scores(0.8)), tuple(_scores(0.8)),
                                                     0, 0.05)
     now = _two_sizes()
     now[3].scores["greedy"] = _scores(0.75)
@@ -1170,7 +1246,7 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
                                "chain) beside the same comparison at 160 tokens, B = 28, at most 6 blocks a chain, on "
                                "the same problems. There, on small, the cut")
     assert ("On big, the cut to 5 of 6 blocks cost greedy decoding -30.0 points [-50, -10] (larger than its noise); "
-            "under 384 tokens the same cut costs +0.0 points [+0, +0], +30.0 points [") in sentence
+            "under 512 tokens the same cut costs +0.0 points [+0, +0], +30.0 points [") in sentence
     assert "less (larger than its noise): answers the shorter cap cut off made that part of its cost" in sentence
     assert "at this chapter's setting the cut to 5 blocks costs -5.0 points [" in sentence
     assert sentence.count("made that part") == 1 and "†" not in values["robustness_table"]
@@ -1180,6 +1256,12 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
     other_rows[3].longer = dataclasses.replace(other_rows[3].longer, cut=tuple(_scores(0.4)))  # costs more there
     worse = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
     assert "the same cut costs -40.0 points [" in worse and "no less (-10.0 points [" in worse
+    mine_cap = dataclasses.replace(other_rows[3].longer, cap=384, full=tuple(now[2].scores["greedy"]),
+                                   cut=tuple(now[3].scores["greedy"]))  # its longer cap is this chapter's own cap
+    other_rows[3].longer = mine_cap
+    own = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
+    assert ("under this chapter's cap of 384 tokens, where its greedy decodes are this chapter's own, the same cut costs "
+            "-5.0 points [") in own and "at this chapter's setting" not in own.split("On big")[1]  # said once
     moved = [dataclasses.replace(r, problem_ids=("other",)) for r in other_rows]
     assert "**the settings ran different problems**" in power_sampling_text.robustness_values(
         explained, moved, searches, 384, other)["robustness_table"]
