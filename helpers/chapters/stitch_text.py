@@ -78,7 +78,8 @@ def _closer_sentence(closer: dict[str, list[int]], compared: list[int]) -> str:
 
 
 def examples_table(s: Sweep, problems: Sequence[Problem], n_examples: int) -> str:
-    """Generations of the full model and of each method at the shallowest depth where every method ran (Markdown)."""
+    """Generations of the full model and of each method at the shallowest depth where every method ran, on the first
+    `n_examples` problems (not chosen), each marked right or wrong (Markdown)."""
     compared = compared_depths(s)
     cut = min(compared) if compared else min(s.depths)
     methods = [m for m in ("stitch", "naive") if m in s.outputs and cut in s.outputs[m]]
@@ -86,10 +87,13 @@ def examples_table(s: Sweep, problems: Sequence[Problem], n_examples: int) -> st
     def clip(text: str) -> str:
         return text.replace("\n", " ⏎ ").replace("|", "∣")[:220]
 
+    def marked(record: dict) -> str:
+        return ("✓ " if record["correct"] else "✗ ") + clip(record["text"])
+
     rows = ["| problem | full model | " + " | ".join(f"{m} at {cut}" for m in methods) + " |",
             "|---" * (len(methods) + 2) + "|"]
     for i, p in enumerate(problems[:n_examples]):
-        cells = [clip(s.full[i]["text"])] + [clip(s.outputs[m][cut][i]["text"]) for m in methods]
+        cells = [marked(s.full[i])] + [marked(s.outputs[m][cut][i]) for m in methods]
         rows.append(f"| {clip(p.question)} (answer {p.answer}) | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

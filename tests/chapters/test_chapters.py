@@ -238,6 +238,7 @@ def test_agreement_values_and_examples_table():
     table = stitch_text.examples_table(s, problems, 3).splitlines()
     assert table[0] == "| problem | full model | stitch at 3 | naive at 3 |" and len(table) == 3
     assert "∣" in table[2] and "⏎" in table[2]  # pipes and newlines cannot break the table
+    assert [cell.split()[0] for cell in table[2].split(" | ")[1:]] == ["✓", "✗", "✗"]  # full right, both cuts wrong
 
 
 @pytest.mark.parametrize(("x", "decimals", "shown"), [
