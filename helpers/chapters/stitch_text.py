@@ -511,7 +511,8 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
     sentence = (f"{on} its critical depth, " + "; ".join(clauses) + ". A cap is counted as enough where at least 95% of "
                 "the answers end within it, or, where fewer ever end within the study's longest decode, within a "
                 "point of all that do (an answer that loops is not waited for).")
-    sentence += (f" On {n} problems one answer is {100 / n:.0f} points of a share, and these shares are this chapter's "
+    one = f"{100 / n:.2g}" if n else ""
+    sentence += (f" On {n} problems one answer is {one} point{'' if one == '1' else 's'} of a share, and these shares are this chapter's "
                  "problems' only: chapter 04 counts how the answers end on its own problems (its outcomes table, "
                  "which the front page quotes), and where those are other or harder problems, the shares there can "
                  "differ." if n else "")

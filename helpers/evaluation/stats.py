@@ -75,14 +75,21 @@ class PairedDifference:
 
     def points(self, decimals: int = 0, unit: str = " points") -> str:
         """'+12 points [−3, +25]': the mean to `decimals` places (one where the sentence sets it beside a difference
-        of differences, whose halves whole points would round apart), the interval's ends to whole points; a table
+        of differences, whose halves whole points would round apart), the interval's ends to whole points (`_end`); a table
         whose header names the unit passes `unit=""`."""
-        return f"{100 * self.mean:+.{decimals}f}{unit} [{100 * self.low:+.0f}, {100 * self.high:+.0f}]"
+        return f"{100 * self.mean:+.{decimals}f}{unit} [{_end(self.low)}, {_end(self.high)}]"
 
     def describe(self, decimals: int = 0) -> str:
         """'+12 points [−3, +25] (better on 5, worse on 2 of 16 problems; paired test p = 0.45)'."""
         return (f"{self.points(decimals)} (better on {self.better}, worse on {self.worse} of "
                 f"{counted(self.n, 'problem')}; paired test p {'' if self.p_text.startswith('<') else '= '}{self.p_text})")
+
+
+def _end(x: float) -> str:
+    """An interval's end in whole points, or to a tenth where whole points would round it to zero: '[-0, +16]' would
+    hide that the interval reaches below zero."""
+    points = 100 * x
+    return f"{points:+.1f}" if points != 0 and round(points) == 0 else f"{points:+.0f}"
 
 
 def sign_test(better: int, worse: int) -> float:

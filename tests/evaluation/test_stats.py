@@ -45,6 +45,16 @@ def test_a_consistent_gain_is_clear_and_a_noisy_one_is_not():
     assert noisy.standing("within the noise: no answer") == "within the noise: no answer"
 
 
+def test_an_interval_end_that_whole_points_would_round_to_zero_keeps_its_sign():
+    """'[-0, +16]' would hide that the interval reaches below zero: such an end is printed to a tenth."""
+    import dataclasses
+
+    d = paired_difference([1] * 12 + [0] * 4, [0] * 12 + [0] * 4)
+    assert dataclasses.replace(d, mean=0.08, low=-0.004, high=0.16).points() == "+8 points [-0.4, +16]"
+    assert dataclasses.replace(d, mean=0.0, low=0.0, high=0.0).points() == "+0 points [+0, +0]"  # none: plain zero
+    assert dataclasses.replace(d, mean=-0.07, low=-0.13, high=0.003).points(1, "") == "-7.0 [-13, +0.3]"
+
+
 def test_the_pairing_matters():
     """The same two accuracies, paired differently: pairing removes the problems' own difficulty."""
     easy_hard = [1] * 8 + [0] * 8
