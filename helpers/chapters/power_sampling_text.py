@@ -340,6 +340,12 @@ def depth_axis_sentence(axes) -> str:
             reasons.setdefault(a.why, []).append(a.model)
     text = ("The line is chapter 03's stitched greedy sweep on these same problems, for " + listed(drawn) + "."
             if drawn else "")
+    picked = [a for a in axes if a.curve and a.critical is not None
+              and any(r.choice is not None and r.choice.relative for r in a.rows)]  # depths named from that curve
+    if picked:
+        text += (f" The depths searched are named from it: {'each' if len(picked) > 1 else 'the'} critical depth is "
+                 "the shallowest whose greedy accuracy holds its share on these very problems, so by its choice the "
+                 "cut costs greedy decoding little on them; a depth read on other problems may cost more.")
     apart = [a for a in axes if not a.curve]
     shared = {(a.sweep_subset.n, a.sweep_subset.of) for a in apart if a.sweep_subset is not None}
     if len(apart) > 1 and len(shared) == 1 and all(a.subset_only for a in apart):  # one reason for all: said once

@@ -1098,7 +1098,13 @@ def test_the_depth_axis_draws_chapter_03s_curve_only_on_the_same_problems_and_se
     axes = power_sampling.depth_axes(rows, max_new_tokens=160, shots=2)
     assert len(ids) == 20 and axes[0].curve == {4: 0.2, 5: 0.45, 6: 0.5} and axes[0].why == "" and axes[0].critical == 5
     assert power_sampling_text.depth_axis_sentence(axes) == (
-        "The line is chapter 03's stitched greedy sweep on these same problems, for toy (4–6 blocks, 20 problems).")
+        "The line is chapter 03's stitched greedy sweep on these same problems, for toy (4–6 blocks, 20 problems). "
+        "The depths searched are named from it: the critical depth is the shallowest whose greedy accuracy holds its "
+        "share on these very problems, so by its choice the cut costs greedy decoding little on them; a depth read on "
+        "other problems may cost more.")  # a selection the headline's cut inherits, said where the depth is named
+    fixed = [dataclasses.replace(a, rows=tuple(dataclasses.replace(r, choice=dataclasses.replace(choice, relative=False))
+                                               for r in a.rows)) for a in axes]
+    assert "named from it" not in power_sampling_text.depth_axis_sentence(fixed)
     fig = depth_axis(axes)
     assert [line.get_label() for line in fig.axes[0].get_lines()][:1] == ["greedy, chapter 03's sweep"]
     lens = power_sampling.depth_axes([dataclasses.replace(r, choice=dataclasses.replace(choice, cuts=(2, 5)))
