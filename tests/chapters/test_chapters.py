@@ -710,6 +710,12 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     assert "| T = 1 at full depth | MH − T = 1 [95% interval], against its noise |" in table[0]  # both comparators
     assert "| -5.0 points [" in table[2] and "| 10% [3–30] | +35.0 points [" in table[2]  # 45% at the cut − 10%
     assert "larger than its noise** where the paired 95% interval excludes zero" in table[5]  # the words, defined
+    tests = [e.parts["power"].terms["headline"] for e in power_sampling.explain(rows)]
+    several = next(line for line in table if line.startswith("The headline is tested once on each of the 2 models"))
+    assert f"After Holm's correction for 2 tests, the paired tests' p are small {min(1, 2 * tests[0].p_value):.2g}" \
+           in several and several.endswith("big 0.062: none stay below 5%.")  # big's p = 0.031, alone below 5%,
+    # is doubled as the smaller of two
+    assert power_sampling_text.several_tests(power_sampling.explain(rows)[:1]) == ""  # one model: one test
     assert "for scale only (the MH − greedy intervals of small and big lie below both)" in table[5]
     assert "unfinished" not in values["answer_table"]  # these rows keep no endings: no column, no claim
     cut = [dataclasses.replace(r, ends={"greedy": [["cut off" if i < 8 and r.depth == 5 else "correct"]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from helpers.evaluation.stats import paired_difference, sign_flip_test, sign_test
+from helpers.evaluation.stats import holm, paired_difference, sign_flip_test, sign_test
 
 
 def test_sign_test_matches_the_binomial_tails():
@@ -53,6 +53,12 @@ def test_an_interval_end_that_whole_points_would_round_to_zero_keeps_its_sign():
     assert dataclasses.replace(d, mean=0.08, low=-0.004, high=0.16).points() == "+8 points [-0.4, +16]"
     assert dataclasses.replace(d, mean=0.0, low=0.0, high=0.0).points() == "+0 points [+0, +0]"  # none: plain zero
     assert dataclasses.replace(d, mean=-0.07, low=-0.13, high=0.003).points(1, "") == "-7.0 [-13, +0.3]"
+
+
+def test_holm_adjusts_several_tests_step_down_in_their_own_order():
+    assert holm([0.048, 1.0, 0.00001]) == pytest.approx([0.096, 1.0, 0.00003])  # the front's three headline tests
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # each at least the one ranked before it
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0]) and holm([0.02]) == [0.02] and holm([]) == []
 
 
 def test_the_pairing_matters():
