@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from helpers.evaluation.comparison import per_model
-from helpers.plots.style import METHOD_COLOURS, finish, method_colour
+from helpers.plots.style import METHOD_COLOURS, finish, legend_below, method_colour
 
 
 def toy_convergence(result):
@@ -18,6 +18,7 @@ def toy_convergence(result):
     ax = axes[0, 0]
     for i, (mode, tv) in enumerate(result.tv.items()):  # both modes are MH: its colour, a marker and line each
         ax.plot(result.steps, tv, ("o-", "s--")[i % 2], color=METHOD_COLOURS["power"], label=f"MH, {mode} mode")
+    ax.set_xticks(result.steps)
     ax.set(xlabel="MH steps per block (N)", ylabel="TV distance to p^α",
            title=f"Metropolis–Hastings, α = {result.target.alpha:g}, {result.n_chains} chains")
     if result.particles:
@@ -30,8 +31,10 @@ def toy_convergence(result):
         a.axhline(result.low_temperature_gap, color=METHOD_COLOURS["low_temperature"], ls=":",
                   label="low temperature (exact distance)")
         a.axhline(result.noise_floor, color="grey", ls="--", lw=0.8, label=f"noise of {result.n_chains} exact draws")
-        a.legend(fontsize=8)
-    return finish(fig)
+    legend_below(fig, axes[0])  # under the panels: inside, it lay on the lines near the noise floor
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    plt.close(fig)
+    return fig
 
 
 def toy_distributions(tables, alpha: float, ax=None):
@@ -103,7 +106,8 @@ def pass_at_k_curves(rows):
             for key, label in (("temperature", "T = 1"), ("power", "power (MH)")):
                 ax.plot(ks, 100 * np.array(r.pass_at_k[key]), style, color=method_colour(key),
                         label=f"{label}, {r.depth} blocks")
-            ax.set_xticks(ks)
+        ax.set_xticks(np.arange(1, max(len(r.pass_at_k["power"]) for r in mine) + 1))  # every k any depth drew: a
+        # depth on fewer seeds draws fewer
         ax.set(xlabel="k", title=mine[0].model)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)  # below: covers no point
     axes[0, 0].set_ylabel("pass@k [%]")
@@ -180,12 +184,7 @@ def decomposition(explained, report: dict[str, float] | None = None, marks: dict
         ax.set_yticks(y, [short[t] + (" †" if e.parts["power"].on_subset(t) else "") for t in TERMS], fontsize=8)
         ax.set_title(f"{e.full.model}: {e.cut.depth} of {e.full.n_layers} blocks", fontsize=9)
         ax.set_xlabel("paired difference [points] (95% interval)")
-    seen: dict[str, object] = {}
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            seen.setdefault(label, handle)
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=len(seen), fontsize=8,
-               bbox_to_anchor=(0.5, -0.02))
+    legend_below(fig, axes[0], max_columns=99, frameon=True, bbox_to_anchor=(0.5, -0.02))
     used = {m for mine in (marks or {}).values() for m in mine.values()}
     notes = "   ".join(f"{m} {words}" for m, words in (legend or {}).items() if m in used)
     if notes:
@@ -243,17 +242,12 @@ def depth_axis(axes, marks: dict[str, str] | None = None):
             ax.annotate("lens cut", (c, 99), fontsize=7, color="0.35", ha="center", va="center")
         if below:  # far below the depths searched: named, not drawn to scale
             ax.annotate("← lens cut" + ("s" if len(below) > 1 else "") + " at " + ", ".join(map(str, sorted(below))),
-                        (0.02, 0.03), xycoords="axes fraction", fontsize=7, color="0.35", ha="left", va="bottom")
+                        (0.02, 0.97), xycoords="axes fraction", fontsize=7, color="0.35", ha="left", va="top")  # above
+            # the shallowest depth's points, which sit near zero where the lens would cut
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set(title=a.model + (marks or {}).get(a.model, ""), xlabel=f"blocks kept (of {a.n_layers})")
     panels[0][0].set_ylabel("accuracy (%)")
-    handles, labels = {}, {}
-    for ax in panels[0]:  # one legend under the panels, each entry once, clear of the points
-        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(label, h)
-    labels = list(handles)
-    fig.legend([handles[k] for k in labels], labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8,
-               frameon=False)
+    legend_below(fig, panels[0])
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     plt.close(fig)
     return fig

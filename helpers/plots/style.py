@@ -72,6 +72,18 @@ def finish(fig):
     return fig
 
 
+def legend_below(fig, axes, *, max_columns: int = 6, **kwargs) -> None:
+    """One legend under a figure's panels, each label once (the first panel's handle), where it covers no point of
+    any panel; `kwargs` go to `Figure.legend` (a placement of one's own). The caller leaves room for it in its
+    layout."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    fig.legend(list(seen.values()), list(seen), **{"loc": "lower center", "ncol": min(len(seen), max_columns),
+                                                   "fontsize": 8, "frameon": False, **kwargs})
+
+
 def no_figure(message: str):
     """A small figure that says in words why a build has nothing to draw (a glued figure must exist to be shown)."""
     fig, ax = plt.subplots(figsize=(7.0, 0.9))

@@ -43,6 +43,10 @@ def test_chapter_04s_bars_and_pass_at_k_give_every_model_a_panel_of_its_own():
         assert [ax.get_title() for ax in axes] == ["big", "small"]
         assert all(len(ax.get_xticks()) == 2 for ax in axes)  # two depths per model
         plt.close(fig)
+    rows[3].pass_at_k = {"temperature": [0.2], "power": [0.25]}  # big at 5 blocks on one seed: k = 1 only
+    fig = power.pass_at_k_curves(rows)
+    assert [list(ax.get_xticks()) for ax in fig.axes if ax.get_title()] == [[1, 2], [1, 2]]  # its k = 2 still marked
+    plt.close(fig)
     fig = power.method_bars(rows, marks={"small": " ‡", "big": ""})
     assert [ax.get_title() for ax in fig.axes] == ["big", "small ‡"]  # a model on problems of its own, marked
     labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
