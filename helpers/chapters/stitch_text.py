@@ -480,7 +480,7 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
     if not studies:
         return {"lengths_table": "This build ran no length study (length_cap is not set).",
                 "lengths_sentence": ("**This build ran no length study**: its profile sets no `length_cap` (the "
-                                     "`full-long` profile runs one). The section above says what the study does; "
+                                     "`full` profile runs one). The section above says what the study does; "
                                      "the figure and table here are empty."),
                 "lengths_cap": float("nan"), "length_cap": length_cap or 0}
     cap = next(iter(studies.values())).cap

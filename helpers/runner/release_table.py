@@ -61,7 +61,7 @@ def batches_markdown(manifest: Manifest | None) -> str:
             "chapter |\n|---|---|---|---|---|---|---|")
     foot = f"| all {counted(len(rows), 'batch', 'batches')} | | | | | {total:,} | {seconds_all / 3600:,.1f} hours |"
     return (head + "\n" + "\n".join(rows) + "\n" + foot + "\n\nRead from the release's manifest by the build that "
-            "made this page; `default`, `full` and `full-long` share the release, so it lists the batches of all "
+            "made this page; `default`, `full` and `full-160` share the release, so it lists the batches of all "
             "three. BF16: the CPU has bfloat16 instructions (the number format is the column beside it). *: where the "
             "batch was added, its records carrying no origin of their own. A decode's compute time is its share of "
             "the engine calls it rode in, prompt encoding included; a chain that went on from a checkpoint carries "

@@ -399,7 +399,7 @@ def test_the_savings_table_prices_a_measured_model_at_its_own_context_as_the_siz
 
 def test_the_other_mode_of_a_reference_chain_with_the_published_block_count_is_a_valid_exact_chain():
     """The steps sweep runs the chapter's MH in the other mode too: a reference chain's published block count (the
-    `full-long` profile's 16 blocks) is not exact mode's, which takes the blocks its length sets."""
+    `full` profile's 16 blocks) is not exact mode's, which takes the blocks its length sets."""
     from helpers.chapters.power_sampling import other_mode_config
     from helpers.samplers.power import PowerConfig
 

@@ -102,21 +102,34 @@ def test_a_profile_on_a_base_takes_the_bases_settings_where_it_sets_none(tmp_pat
 
 
 def test_the_full_profile_runs_the_reports_search_on_the_default_books_other_chapters():
-    full, default = ({j.stem: j.parameters for j in plan(p)} for p in ("full", "default"))
-    four = full["04_power_sampling"]
+    """`full` is `default` with two more models, the report's search settings (alpha = 2, N = 10, blocks of 192,
+    the published 16 blocks) under the cap chapter 03 searches at, and the depth axis on the headline's problems;
+    `full-160` is `full` at its earlier setting (160 tokens, blocks of 28), which `full` reads as its robustness row
+    and which reads `full` back as its own."""
+    full, default, short = ({j.stem: j.parameters for j in plan(p)} for p in ("full", "default", "full-160"))
+    four, three = full["04_power_sampling"], full["03_stitch_and_preserve"]
     assert (four["alpha"], four["mcmc_steps"], four["n_seeds"]) == (2.0, 10, 2)
+    assert (four["block_size"], four["mh_blocks"], four["power_mode"]) == (192, 16, "reference")
     assert four["n_problems"] * len(four["levels"]) >= 100 and 0 in four["sweep_steps"] and 10 in four["sweep_steps"]
-    mine = ("profile", "models", "map_models", "map_tokens", "model_levels",
-            "length_cap")  # full adds chapter 03's length study, read from released decodes; default runs none
-    assert full["03_stitch_and_preserve"]["length_cap"] == 1024 and default["03_stitch_and_preserve"]["length_cap"] is None
-    for stem in ("01_effective_depth", "02_logit_lens", "03_stitch_and_preserve"):  # the 1.5B and the base model in 02-03
+    assert four["max_new_tokens"] == three["max_new_tokens"] == 384 and four["depths"] == ["critical", "critical-1"]
+    assert (three["n_problems"], three["levels"]) == (four["n_problems"], four["levels"])  # the depth axis: its problems
+    assert three["floor_fraction"] == 0.25 and three["naive_depths"] == ["critical", "critical-1"]
+    assert three["length_cap"] == 1024 and default["03_stitch_and_preserve"]["length_cap"] is None
+    mine = ("profile", "models", "map_models", "map_tokens", "model_levels")
+    for stem in ("01_effective_depth", "02_logit_lens"):  # the 1.5B and the base model in 02
         assert {k: v for k, v in full[stem].items() if k not in mine} == \
             {k: v for k, v in default[stem].items() if k not in mine}
+    for stem in ("02_logit_lens", "03_stitch_and_preserve"):
         extra = [m for m in full[stem]["models"] if m not in default[stem]["models"]]
-        assert extra == ([] if stem.startswith("01") else ["qwen2.5-coder-1.5b", "gemma-3-270m"]), stem
-    for stem in ("03_stitch_and_preserve", "04_power_sampling"):  # the base model on levels of its own, the same in both
-        assert full[stem]["model_levels"] == {"gemma-3-270m": [1, 3]}, stem
+        assert extra == ["qwen2.5-coder-1.5b", "gemma-3-270m"], stem
+    for stem in ("03_stitch_and_preserve", "04_power_sampling"):  # the base model on levels of its own, the same in all
+        assert full[stem]["model_levels"] == short[stem]["model_levels"] == {"gemma-3-270m": [1, 3]}, stem
     assert full["01_effective_depth"]["map_models"] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # across sizes
+    old = short["04_power_sampling"]
+    assert (old["max_new_tokens"], old["block_size"], old["depths"], old["longer_cap"]) == (160, 28, ["critical"], 384)
+    assert short["03_stitch_and_preserve"]["n_problems"] == default["03_stitch_and_preserve"]["n_problems"]
+    assert (four["robustness"], old["robustness"]) == ("full-160", "full")  # each reads the other beside its own
+    assert list(short) == ["03_stitch_and_preserve", "04_power_sampling", "05_cost"]
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
@@ -214,8 +227,9 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes(tmp_path, monkeypatch):
     assert {"models", "depths", "alpha", "mcmc_steps", "smc_particles", "search_problems", "engine"} <= common
     assert {k: literal_defaults(four)[k] for k in common} == {k: literal_defaults(five)[k] for k in common}
     for profile, overrides in (("smoke", {}), ("default", {}), ("full", {}), ("paper", {}), ("full", {"seed": 3})):
-        jobs = {j.stem: j.parameters for j in plan(profile, overrides)}
-        (alone,) = plan(profile, overrides, only="05_cost")
+        with_04 = overrides | ({"robustness": None} if overrides else {})  # full-160 runs seed 0 only: none beside
+        jobs = {j.stem: j.parameters for j in plan(profile, with_04)}
+        (alone,) = plan(profile, overrides, only="05_cost")  # chapter 05 reads no robustness setting
         for five_job in (jobs["05_cost"], alone.parameters):
             assert {k: jobs["04_power_sampling"].get(k) for k in common} == {k: five_job.get(k) for k in common}
     mine = tmp_path / "mine.yaml"
