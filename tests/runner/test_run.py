@@ -227,7 +227,7 @@ def test_chapter_05_asks_for_exactly_chapter_04s_decodes(tmp_path, monkeypatch):
     assert {"models", "depths", "alpha", "mcmc_steps", "smc_particles", "search_problems", "engine"} <= common
     assert {k: literal_defaults(four)[k] for k in common} == {k: literal_defaults(five)[k] for k in common}
     for profile, overrides in (("smoke", {}), ("default", {}), ("full", {}), ("paper", {}), ("full", {"seed": 3})):
-        with_04 = overrides | ({"robustness": None} if overrides else {})  # full-160 runs seed 0 only: none beside
+        with_04 = overrides | ({"robustness": None} if overrides else {})  # full-160 draws seed 0's problems
         jobs = {j.stem: j.parameters for j in plan(profile, with_04)}
         (alone,) = plan(profile, overrides, only="05_cost")  # chapter 05 reads no robustness setting
         for five_job in (jobs["05_cost"], alone.parameters):
