@@ -270,9 +270,11 @@ def measure_models(names: Sequence[str], problems: Sequence[Problem] | Mapping[s
 
 
 def cut_depth(m: Measured) -> int:
-    """The shallowest depth chapter 04 decoded on `m`'s model: the truncation this chapter prices (the critical depth
-    where the profile names depths by it; the full depth where no truncation ran)."""
-    return min(m.greedy_tokens)
+    """The truncation this chapter prices: chapter 04's headline cut on `m`'s model, the truncated depth nearest the
+    full one (the critical depth where the profile names depths by it, not a depth below it that chapter 04 also
+    searched; the full depth where no truncation ran), as `power_sampling.headline_row` picks it."""
+    below = [d for d in m.greedy_tokens if d < m.n_layers]
+    return max(below, default=m.n_layers)
 
 
 def multiplier_values(m: Measured) -> dict:

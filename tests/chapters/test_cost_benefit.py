@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import traceback
@@ -276,6 +277,15 @@ def test_each_size_is_priced_at_its_own_truncation_smaller_model_first():
                                           "truncation saves: a power-sampled answer at the cut decoded 12.0–14.0 times")
     assert f"saved {100 * ch.size_cost(small).saved:.0f}–{100 * seven.saved:.0f}% of the FLOPs" in values["cost_lead"]
     assert values["cost_short"] == "no"  # the front page's word: at no size do the blocks removed pay
+
+
+def test_the_cut_priced_is_the_headlines_not_a_depth_below_it():
+    """Chapter 04 may search one depth below the critical one too: the cut this chapter prices is the headline's, the
+    truncated depth nearest the full one, not the shallowest decoded."""
+    two = dataclasses.replace(_priced("Qwen2.5-Math-1.5B", 27, 12.0), greedy_tokens={26: 80.0, 27: 90.0, 28: 95.0},
+                              full_multipliers={26: 30.0, 27: 12.0, 28: 12.5})
+    assert ch.cut_depth(two) == 27 and ch.size_cost(two).depth == 27 and ch.size_cost(two).multiplier == 12.0
+    assert ch.cut_depth(dataclasses.replace(two, greedy_tokens={28: 95.0})) == 28  # no truncation: the full depth
 
 
 def test_a_size_whose_truncation_pays_for_the_search_is_named():
