@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
@@ -83,7 +84,7 @@ def results_table(rows: Sequence[DepthRow]) -> str:
             cells.append(r.interval(key) + (" †" if on_subset else ""))
         marks = {key: "†" if r.count(key) < r.n_problems else "" for key in ("greedy", "power", "smc")}  # a cost
         # on the searches' subset is marked as its accuracy is, on its own number
-        fewer = " ‡" if r.n_seeds < seeds else ""
+        fewer = f" ({counted(r.n_seeds, 'seed')})" if r.n_seeds < seeds else ""  # in words: ‡ marks own problems
         lines.append(f"| {r.model}{own[r.model]} | {r.depth}/{r.n_layers}{fewer} | " + " | ".join(cells)
                      + f" | {r.acceptance:.2f} | {r.tokens_greedy:.0f}{marks['greedy']} / {r.tokens_power:.0f}"
                        f"{marks['power']} / {r.tokens_smc:.0f}{marks['smc']} |")
@@ -95,9 +96,9 @@ def results_table(rows: Sequence[DepthRow]) -> str:
                      "came first).")]
     for k in sorted({r.n_seeds for r in rows if r.n_seeds < seeds}):
         best = "is T = 1's own sample" if k == 1 else f"keeps the likeliest of {k}"
-        lines += ["", f"‡ {counted(k, 'seed')} at this depth, not {seeds}: each sampled method drew "
-                      f"{counted(k, 'sample')} a problem here, so best-of-k {best}, and a sampled accuracy here rests "
-                      "on fewer samples than the other rows'."]
+        lines += ["", f"A depth marked ({counted(k, 'seed')}) ran {counted(k, 'seed')}, not {seeds}: each sampled method "
+                      f"drew {counted(k, 'sample')} a problem there, so best-of-k {best}, and a sampled accuracy there "
+                      "rests on fewer samples than the other rows'."]
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} (the searches' subset, levels taken in turn); "
                       f"every other cell is on all {n} (in the tokens column, the one number a † follows). Compare "
@@ -272,7 +273,13 @@ def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -
     is more than noise, and where a longer cap (`checks`, `longer_caps`) ran, what it says of the cut's cost. `answer`
     and `headline` are the first model's, which the front page falls back on."""
     check = {c.model: c for c in checks}
-    verdicts = [_verdict(mine, check.get(mine[0].model)) for mine in per_model(rows, by_size=True)]
+    groups = per_model(rows, by_size=True)
+    tested = [(mine, best_truncation(mine, "power")) for mine in groups]
+    ds = corrected([best.paired("power", next(r for r in mine if r.depth == r.n_layers), "greedy")
+                    for mine, best in tested if best is not None])
+    adjusted = iter(ds)
+    verdicts = [_verdict(mine, check.get(mine[0].model), next(adjusted) if best is not None else None,
+                         len(ds)) for mine, best in tested]
     first = next(v for v in verdicts if v["model"] == rows[0].model)  # the profile's first model's
     if len(verdicts) == 1:
         sentence = first["sentence"]
@@ -282,8 +289,27 @@ def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -
             "answer": first["answer"], "headline": first["headline"]}
 
 
-def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None) -> dict:
-    """One model's verdict for `verdict_values`, from its rows and its longer cap's greedy decodes (`check`)."""
+def corrected(ds: Sequence[PairedDifference]) -> list[PairedDifference]:
+    """The headline's differences, one per model, each with its p after Holm's correction across them (`holm`): the
+    answer asks one question of several models, so its words read the corrected p (one model: unchanged)."""
+    if len(ds) < 2:
+        return list(ds)
+    return [dataclasses.replace(d, p_value=p) for d, p in zip(ds, holm([d.p_value for d in ds]), strict=True)]
+
+
+def _holm_p(d: PairedDifference, adjusted: PairedDifference, tests: int) -> str:
+    """'p = 0.048' for one test, 'p = 0.048; 0.097 after Holm's correction for 3 models' for several."""
+    if tests < 2:
+        return f"p {_p(d)}"
+    floor = tests * 1e-4  # the test's own floor (`PairedDifference.p_text`), times the tests
+    shown = f"< {floor:.1g}" if adjusted.p_value < floor else f"{adjusted.p_value:.2g}"
+    return f"p {_p(d)}; {shown} after Holm's correction for {tests} models"
+
+
+def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None, adjusted: PairedDifference | None = None,
+             tests: int = 1) -> dict:
+    """One model's verdict for `verdict_values`, from its rows, its longer cap's greedy decodes (`check`) and its
+    headline difference with the p corrected across the `tests` models (`corrected`), which the answer's words read."""
     full = next(r for r in mine if r.depth == r.n_layers)
     best = best_truncation(mine, "power")
     g, p = full.accuracy["greedy"], full.accuracy["power"]
@@ -293,17 +319,18 @@ def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None) -> dict:
     else:
         b = best.accuracy["power"]
         d = best.paired("power", full, "greedy")
+        adjusted = adjusted if adjusted is not None else d
         warm = best.paired("power", full, "temperature")
         outcome = "above" if b > g else "equal to" if b == g else "below"
-        noise = d.standing()  # the words the chapter's reading note defines
+        noise = adjusted.standing()  # the words the chapter's reading note defines, on the corrected p
         before, after = _unfinished(full), _unfinished(best)
         check = check if check is not None and check.depth == best.depth else None
-        word, clause = answer_of(b < g, d, check, _capped(before, after))
+        word, clause = answer_of(b < g, adjusted, check, _capped(before, after))
         answer = f"{word}: on this model {clause}{fragile(d)}. "
         sentence = answer + (f"Power sampling on the stitched {best.depth}-block model scored "
                     f"{best.interval('power')}, {outcome} the full {full.n_layers}-block model's "
                     f"greedy {full.interval('greedy')}. The paired difference is "
-                    f"{d.points(1)} (p {_p(d)}), {noise}. Against T = 1 sampling at full depth ({full.interval('temperature')}), "
+                    f"{d.points(1)} ({_holm_p(d, adjusted, tests)}), {noise}. Against T = 1 sampling at full depth ({full.interval('temperature')}), "
                     f"it is {warm.points(1)}, {warm.standing()} (p {_p(warm)}).")
         if _capped(before, after) and check is not None:
             said = cap_clause(check, before, after)
@@ -516,7 +543,8 @@ def steps_values(sweep: StepsSweep, rows: Sequence[DepthRow]) -> dict:
     first = (f"On {'all ' if n == row.n_problems else 'the '}{counted(n, 'problem')} of the method comparison, {sweep.model}'s MH with "
              f"N = {sweep.chapter_steps} at {sweep.depth} blocks scored {row.interval('power', n)} against "
              f"{row.interval('low', n)} for low-temperature sampling at the same depth, which is what N = 0 draws (the "
-             f"proposal alone{TOP_50 if sweep.mode == 'reference' else ''}): {d.points()} (p {_p(d)}), "
+             f"proposal alone{TOP_50 if sweep.mode == 'reference' else ''}): {d.points(1)} (p {_p(d)}), "  # to a tenth, as the
+             # decomposition's table prints the same difference
              f"{_verdict_word(d)}. ")
     subset = "" if sweep.n_problems == n else (f"The N sweep ran on the first {sweep.n_problems} of them, so its "
                                                "intervals are wider. ")
@@ -916,27 +944,25 @@ def _report_note(explained: Sequence[Explained]) -> str:
         f"the MH − greedy {of(out)[4:]} {'lies' if len(out) == 1 else 'lie'} below both" if out else "",
         f"the MH − greedy {of(held)[4:]} {'holds' if len(held) == 1 else 'hold'} at least one" if held else "") if part)
     return (f"The report's gains, {report}, came from Qwen2.5-Math base models on MATH500, with blocks of 192 tokens (and "
-            f"the answer length of about {REPORT_SETTINGS['length']:.0f} tokens it took from Karan and Du's runs, not "
-            "measured on its own), at the depths its lens chose: not this build's models, problems or "
+            f"an answer length of about {REPORT_SETTINGS['length']:.0f} tokens, which it gives with Karan and Du's "
+            "suggested parameters and which matches the mean length they report for power sampling on "
+            "Qwen2.5-Math-7B; the report does not say it measured it), at the depths its lens chose: not this build's models, problems or "
             f"settings, so they are set beside these intervals for scale only ({verdict}). Read literally, its "
             "\"Layer 26\" keeps all 28 blocks, and its gains are then search on the uncut model, chapter 04's "
             "*search at full depth* term.")
 
 
 def several_tests(explained: Sequence[Explained]) -> str:
-    """The note under the front table where the headline was tested on several models: each one's p after Holm's
-    correction (`holm`), and which stay below 5% ("" for one model). The table's words read each test alone."""
+    """The note under the front table where the headline was tested on several models: why each p is given after
+    Holm's correction too (`corrected`), and which stay below 5% ("" for one model)."""
     if len(explained) < 2:
         return ""
-    tests = [(e.full.model, e.parts["power"].terms["headline"]) for e in explained]
-    adjusted = holm([d.p_value for _, d in tests])
-    floor = len(tests) * 1e-4  # the test's own floor (`PairedDifference.p_text`), times the tests
-    said = [f"{model} {'< ' + format(floor, '.1g') if p < floor else format(p, '.2g')}"
-            for (model, _), p in zip(tests, adjusted, strict=True)]
-    kept = [model for (model, _), p in zip(tests, adjusted, strict=True) if p < 0.05]
-    return (f"The headline is tested once on each of the {len(tests)} models, so one p below 5% among them is weaker "
-            f"evidence than it would be alone. After Holm's correction for {len(tests)} tests, the paired tests' p are "
-            f"{listed(said)}: {listed(kept, 'none') + (' stays' if len(kept) == 1 else ' stay')} below 5%.")
+    fair = corrected([e.parts["power"].terms["headline"] for e in explained])
+    kept = [e.full.model for e, d in zip(explained, fair, strict=True) if d.p_value < 0.05]
+    return (f"The headline is tested once on each of the {len(explained)} models, so one p below 5% among them is "
+            f"weaker evidence than it would be alone: the table gives each p after Holm's correction for "
+            f"{len(explained)} tests too, and its words and the answer above read the corrected p. After it, "
+            f"{listed(kept, 'none') + (' stays' if len(kept) == 1 else ' stay')} below 5%.")
 
 
 def _knife_edge(explained: Sequence[Explained]) -> str:
@@ -1030,18 +1056,19 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
              "|---|---|---|---|---|---|---|" + ("---|" if ends else "")]
     answers, own = [], own_problems([e.full for e in explained])
     longer = {c.model: c for c in checks}
-    for e in explained:
+    adjusted = corrected([e.parts["power"].terms["headline"] for e in explained])  # one question, several models
+    for e, fair in zip(explained, adjusted, strict=True):
         d = e.parts["power"].terms["headline"]
         before, after = _unfinished(e.full), _unfinished(e.cut)
         check = longer.get(e.full.model)
         check = check if check is not None and check.depth == e.cut.depth else None
-        word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], d, check,
+        word, clause = answer_of(e.cut.accuracy["power"] < e.full.accuracy["greedy"], fair, check,
                                  _capped(before, after))
         answers.append((word, clause + fragile(d)))
         warm = e.cut.paired("power", e.full, "temperature")
         cell = f" {100 * before:.0f}% → {100 * after:.0f}% |" if ends else ""
         lines.append(f"| {e.full.model}{own[e.full.model]} | {e.cut.depth} of {e.full.n_layers} | {e.cut.interval('power')} | "
-                     f"{e.full.interval('greedy')} | {d.points(1)}, {d.standing()} (p {_p(d)}) | "
+                     f"{e.full.interval('greedy')} | {d.points(1)}, {fair.standing()} ({_holm_p(d, fair, len(adjusted))}) | "
                      f"{e.full.interval('temperature')} | {warm.points(1)}, {warm.standing()} (p {_p(warm)}) |{cell}")
     notes = ["", "Against its noise: **larger than its noise** where the paired 95% interval excludes zero and the paired "
                  "test rejects at 5%, **borderline** where only one of the two does, **within its noise** where neither "
