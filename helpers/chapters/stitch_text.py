@@ -390,7 +390,7 @@ def lens_report_sentence(sweeps: Sequence[Sweep], collapse_fraction: float) -> s
             "rules, as blocks kept) would cut " + "; ".join(parts))
     if all(below):
         return (said + f": each lies below its model's critical depth, the shallowest cut from which greedy decoding "
-                f"keeps {share} of the full model's accuracy, so here the lens would cut too deep, and chapters 04 "
+                f"keeps {share} of the full model's accuracy, so here the lens would remove too many blocks, and chapters 04 "
                 "and 05 search at the critical depth read from accuracy instead.")
     if not any(below):
         return said + f": none lies below its model's critical depth, so here the lens's cut keeps {share} of the full model's accuracy."
