@@ -126,9 +126,9 @@ def _point_colour(method: str) -> str:
 
 def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float = 0.0, ax=None):
     """Cost of power sampling on the stitched model relative to full-depth greedy, against the kept depth, for
-    each setting (label → {'length', 'block_size', 'mcmc_steps', 'multiplier'}: `net_cost_settings`), each in MH's
-    colour and a line style of its own; below the line at 1 the trade pays."""
-    from helpers.evaluation.cost import Shape, net_cost_ratio
+    each token multiplier (label → {'multiplier', ...}: `net_cost_settings`), each in MH's colour and a line style
+    of its own: the multiplier times the FLOPs per token the depth keeps; below the line at 1 the trade pays."""
+    from helpers.evaluation.cost import Shape, flops_share
 
     own = ax is None
     if own:
@@ -136,8 +136,7 @@ def net_cost(config, settings: Mapping[str, Mapping[str, float]], context: float
     L = Shape.of(config).layers
     depths = np.arange(1, L + 1)
     for i, (label, s) in enumerate(settings.items()):
-        ratio = [net_cost_ratio(config, int(d), int(s["length"]), int(s["block_size"]), int(s["mcmc_steps"]), context)
-                 for d in depths]
+        ratio = [s["multiplier"] * flops_share(config, int(d), context) for d in depths]
         ax.plot(depths, ratio, ("-", "--", ":", "-.")[i % 4], color=method_colour("power"), lw=max(1.0, 2.4 - 0.7 * i),
                 label=f"{label}: ×{s['multiplier']:.2f} tokens")  # every setting is MH's: its colour, a style each
     ax.axhline(1.0, color="0.3", lw=1, ls="--", label="full-depth greedy")

@@ -288,6 +288,23 @@ def test_the_cut_priced_is_the_headlines_not_a_depth_below_it():
     assert ch.cut_depth(dataclasses.replace(two, greedy_tokens={28: 95.0})) == 28  # no truncation: the full depth
 
 
+def test_the_net_cost_figure_draws_the_chains_measured_multiplier_beside_the_schedules():
+    """The schedule's count at a mean length can fall below what the chains measured: the figure draws both, so no
+    break-even shows that the measurement does not make."""
+    from helpers.plots.cost import net_cost
+
+    m = dataclasses.replace(_priced("Qwen2.5-Math-7B", 26, 12.0),
+                            power_records={28: [{"id": "a", "decoded_tokens": 1000, "n_tokens": 100}]})
+    settings = ch.net_cost_settings(m, SEARCHES.power)
+    (report, build, measured) = settings.values()
+    assert measured == {"multiplier": 10.0} and build["length"] == 100 and report["length"] == 679
+    assert list(settings)[-1] == "this build, its chains measured"
+    fig = net_cost(m.config, settings)
+    lines = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("this build, its chains")]
+    assert len(lines) == 1 and lines[0].get_ydata()[-1] == pytest.approx(10.0)  # at full depth: the multiplier itself
+    assert ch.net_multipliers(m, SEARCHES.power)["net_build_length"] == 100
+
+
 def test_a_size_whose_truncation_pays_for_the_search_is_named():
     cheap = _priced("Qwen2.5-Math-7B", 20, 1.05)  # 8 of 28 blocks removed save far more than 5% of the tokens cost
     values = cost_benefit_text.size_cost_values([_priced("Qwen2.5-Math-1.5B", 27, 12.0), cheap])
