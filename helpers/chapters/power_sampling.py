@@ -44,6 +44,7 @@ from helpers.evaluation.levels import LevelScan, level_scan
 from helpers.evaluation.sharpness import Sharpness, sharpness
 from helpers.evaluation.stats import (
     PairedDifference,
+    holm,
     paired_difference,
     paired_prefix,
     percent_with_interval,
@@ -648,3 +649,9 @@ def level_scans(models: Sequence[str], model_levels: Mapping[str, Sequence[int]]
     return scans
 
 
+def corrected(ds: Sequence[PairedDifference]) -> list[PairedDifference]:
+    """The headline's differences, one per model, each with its p after Holm's correction across them (`holm`): the
+    answer asks one question of several models, so its words read the corrected p (one model: unchanged)."""
+    if len(ds) < 2:
+        return list(ds)
+    return [replace(d, p_value=p) for d, p in zip(ds, holm([d.p_value for d in ds]), strict=True)]

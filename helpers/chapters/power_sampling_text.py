@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
@@ -19,6 +18,7 @@ from helpers.chapters.power_sampling import (
     by_size,
     cap_part,
     comparisons,
+    corrected,
     excluded_gains,
     explain,
     headline_row,
@@ -51,7 +51,6 @@ from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
     half_width,
-    holm,
     percent_with_interval,
 )
 from helpers.models.registry import post_training
@@ -287,14 +286,6 @@ def verdict_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -
         sentence = "\n".join(f"* **{v['model']}.** {v['sentence']}" for v in verdicts)
     return {"full_greedy": first["full_greedy"], "full_power": first["full_power"], "verdict": sentence,
             "answer": first["answer"], "headline": first["headline"]}
-
-
-def corrected(ds: Sequence[PairedDifference]) -> list[PairedDifference]:
-    """The headline's differences, one per model, each with its p after Holm's correction across them (`holm`): the
-    answer asks one question of several models, so its words read the corrected p (one model: unchanged)."""
-    if len(ds) < 2:
-        return list(ds)
-    return [dataclasses.replace(d, p_value=p) for d, p in zip(ds, holm([d.p_value for d in ds]), strict=True)]
 
 
 def _holm_p(d: PairedDifference, adjusted: PairedDifference, tests: int) -> str:

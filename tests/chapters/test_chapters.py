@@ -732,7 +732,7 @@ def test_the_front_page_leads_only_with_what_every_size_supports():
     same = [dataclasses.replace(r, model=r.model + "2", size=r.size * 3) for r in rows if r.model == "big"]
     values = power_sampling_text.answer_values(power_sampling.explain([r for r in rows if r.model == "big"] + same))
     twice = power_sampling.explain(rows)[1].parts["power"].terms["headline"]
-    both = power_sampling_text.answer_of(True, power_sampling_text.corrected([twice, twice])[0])  # two tests of one
+    both = power_sampling_text.answer_of(True, power_sampling.corrected([twice, twice])[0])  # two tests of one
     assert values["answer_lead"] == f"**{both[0]}, at both sizes:** {both[1]}."
     assert values["answer_short"] == "probably not"  # one word that settles it, at both sizes (after Holm's correction)  # the report's gains: the note's, for scale
 
