@@ -50,6 +50,7 @@ from helpers.evaluation.decomposition import SEARCHES, TERMS
 from helpers.evaluation.levels import ROOM, LevelScan
 from helpers.evaluation.stats import (
     PairedDifference,
+    format_p,
     half_width,
     percent_with_interval,
 )
@@ -292,9 +293,7 @@ def _holm_p(d: PairedDifference, adjusted: PairedDifference, tests: int) -> str:
     """'p = 0.048' for one test, 'p = 0.048; 0.097 after Holm's correction for 3 models' for several."""
     if tests < 2:
         return f"p {_p(d)}"
-    floor = tests * 1e-4  # the test's own floor (`PairedDifference.p_text`), times the tests
-    shown = f"< {floor:.1g}" if adjusted.p_value < floor else f"{adjusted.p_value:.2g}"
-    return f"p {_p(d)}; {shown} after Holm's correction for {tests} models"
+    return f"p {_p(d)}; {format_p(adjusted.p_value, tests)} after Holm's correction for {tests} models"
 
 
 def _verdict(mine: Sequence[DepthRow], check: LongerCap | None = None, adjusted: PairedDifference | None = None,
@@ -943,16 +942,16 @@ def _report_note(explained: Sequence[Explained]) -> str:
             "*search at full depth* term.")
 
 
-def several_tests(explained: Sequence[Explained]) -> str:
+def several_tests(models: Sequence[str], fair: Sequence[PairedDifference]) -> str:
     """The note under the front table where the headline was tested on several models: why each p is given after
-    Holm's correction too (`corrected`), and which stay below 5% ("" for one model)."""
-    if len(explained) < 2:
+    Holm's correction too, and which stay below 5% (`fair`: each model's headline difference as `corrected` gives
+    it; "" for one model)."""
+    if len(models) < 2:
         return ""
-    fair = corrected([e.parts["power"].terms["headline"] for e in explained])
-    kept = [e.full.model for e, d in zip(explained, fair, strict=True) if d.p_value < 0.05]
-    return (f"The headline is tested once on each of the {len(explained)} models, so one p below 5% among them is "
+    kept = [m for m, d in zip(models, fair, strict=True) if d.p_value < 0.05]
+    return (f"The headline is tested once on each of the {len(models)} models, so one p below 5% among them is "
             f"weaker evidence than it would be alone: the table gives each p after Holm's correction for "
-            f"{len(explained)} tests too, and its words and the answer above read the corrected p. After it, "
+            f"{len(models)} tests too, and its words and the answer above read the corrected p. After it, "
             f"{listed(kept, 'none') + (' stays' if len(kept) == 1 else ' stay')} below 5%.")
 
 
@@ -1066,7 +1065,7 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
                  "does (chapter 04 defines them). The answer above is read against greedy decoding at full depth; "
                  "the report's \"full baseline\" does not say whether it decoded greedily or sampled, so the table "
                  "also sets the search against sampling at T = 1 at full depth. " + _report_note(explained)]
-    several = several_tests(explained)
+    several = several_tests([e.full.model for e in explained], adjusted)
     if several:
         notes += ["", several]
     edge = _knife_edge(explained)

@@ -148,8 +148,8 @@ def _critical_sentence(s: Sweep, crit: dict, full_acc: float, collapse_fraction:
     naive = sorted((d for d in s.accuracy.get("naive", {}) if d < s.n_layers), reverse=True)
     if naive and not naive_everywhere(s):  # run at a few depths only: say which hold the level
         held = [d for d in naive if s.accuracy["naive"][d] >= collapse_fraction * full_acc / 100]
-        sentence += (f"Naive truncation, run at {_listed(naive)} blocks only, holds that level at "
-                     f"{_listed(held) if held else 'neither' if len(naive) == 2 else 'none of them'}.")
+        sentence += (f"Naive truncation, run at {listed(naive)} blocks only, holds that level at "
+                     f"{listed(held) if held else 'neither' if len(naive) == 2 else 'none of them'}.")
     elif "naive" in crit:
         sentence += (f"Naive truncation holds that level at every depth it ran, down to **{cn}**, the shallowest: its "
                      f"critical depth is {cn} or shallower." if _bound(s, "naive", cn)
@@ -187,12 +187,6 @@ def _interval_sentence(s: Sweep, critical: int | None, collapse_fraction: float)
         return f" Resampling the {len(s.full)} problems puts the critical depth at {lo} in 95% of resamples."
     return (f" Resampling the {len(s.full)} problems, the critical depth's 95% interval spans depths {lo} to {hi}: "
             "a problem or two either way can move it, so a depth named by it sits on a knife-edge.")
-
-
-def _listed(depths: Sequence[int]) -> str:
-    """'23', '23 and 22', '24, 23 and 22'."""
-    words = [str(d) for d in depths]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _bound(s: Sweep, method: str, critical: int | None) -> bool:
@@ -323,13 +317,13 @@ def methods_values(sweeps: Sequence[Sweep]) -> dict:
         better = [d for d, x in diffs.items() if x.clear and x.mean > 0]
         worse = [d for d, x in diffs.items() if x.clear and x.mean < 0]
 
-        def listed(depths: list[int]) -> str:
+        def which(depths: list[int]) -> str:
             return f" ({', '.join(map(str, depths))})" if depths else ""
 
         if better or worse:
             sentences.append(f"On {s.model}'s {n} problems, stitch-and-preserve is clearly more accurate than naive "
-                             f"truncation at {len(better)} of the {len(diffs)} truncated depths{listed(better)}, clearly "
-                             f"less accurate at {len(worse)}{listed(worse)}, and indistinguishable from it at the rest.")
+                             f"truncation at {len(better)} of the {len(diffs)} truncated depths{which(better)}, clearly "
+                             f"less accurate at {len(worse)}{which(worse)}, and indistinguishable from it at the rest.")
         else:  # "more accurate at 0 of the 3 depths, less accurate at 0" says nothing a reader can use
             sentences.append(f"On {s.model}'s {n} problems, no truncated depth of the {len(diffs)} separates "
                              "stitch-and-preserve from naive truncation by more than the noise of these problems.")
@@ -381,7 +375,7 @@ def lens_report_sentence(sweeps: Sequence[Sweep], collapse_fraction: float) -> s
         if cs is None or _bound(s, "stitch", cs):
             continue
         cuts = sorted(set(s.cuts))
-        parts.append(f"{s.model} at {_listed(cuts)} of {s.n_layers} blocks (critical depth {cs})")
+        parts.append(f"{s.model} at {listed(cuts)} of {s.n_layers} blocks (critical depth {cs})")
         below.append(all(c < cs for c in cuts))
     if not parts:
         return ""
@@ -434,8 +428,8 @@ def summary_sentence(s: Sweep, collapse_fraction: float) -> str:
     if diffs:
         above = [d for d, x in diffs.items() if x.clear and x.mean < 0]  # stitch − naive: naive the more accurate
         below = [d for d, x in diffs.items() if x.clear and x.mean > 0]
-        said = [f"above it at {_listed(above)} blocks"] if above else []
-        said += [f"below it at {_listed(below)} blocks"] if below else []
+        said = [f"above it at {listed(above)} blocks"] if above else []
+        said += [f"below it at {listed(below)} blocks"] if below else []
         text += (" Naive truncation scores " + " and ".join(said) + ", by more than the noise" + (
                  f", and is not told apart from it at the other {len(diffs) - len(above) - len(below)}"
                  if len(above) + len(below) < len(diffs) else "") + "." if said

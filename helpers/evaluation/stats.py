@@ -10,6 +10,16 @@ import numpy as np
 
 from helpers.core.numbers import counted
 
+P_FLOOR = 1e-4  # the smallest p prose prints as a number: below it the test's 100,000 random draws show too few extremes
+
+
+def format_p(p: float, tests: int = 1) -> str:
+    """A test's p as prose gives it: two significant digits, or '< 0.0001' below `P_FLOOR` (a p of 0 would claim more
+    than the test's random draws can show). `tests`: p after a correction for that many tests (Holm's), whose floor is
+    that many times the test's own ('< 0.0003' for 3)."""
+    floor = tests * P_FLOOR
+    return f"< {floor:.1g}" if p < floor else f"{p:.2g}"
+
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval (95% by default) of a proportion; (0, 1) when n is 0.
@@ -69,9 +79,8 @@ class PairedDifference:
 
     @property
     def p_text(self) -> str:
-        """The paired test's p as prose gives it: two significant digits, or '< 0.0001' where the test's draws
-        found no sign pattern as extreme (a p of 0 would claim more than 100,000 random draws can show)."""
-        return "< 0.0001" if self.p_value < 1e-4 else f"{self.p_value:.2g}"
+        """The paired test's p as prose gives it (`format_p`): '0.048', or '< 0.0001'."""
+        return format_p(self.p_value)
 
     def points(self, decimals: int = 0, unit: str = " points") -> str:
         """'+12 points [−3, +25]': the mean to `decimals` places (one where the sentence sets it beside a difference

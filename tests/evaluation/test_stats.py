@@ -91,3 +91,11 @@ def test_a_p_value_below_what_the_draws_can_show_is_said_as_a_bound():
     assert PairedDifference(0.3, 0.2, 0.4, 100, 30, 0, 0.0).p_text == "< 0.0001"
     assert PairedDifference(0.3, 0.2, 0.4, 100, 30, 0, 0.000015).p_text == "< 0.0001"
     assert PairedDifference(0.1, 0.0, 0.2, 100, 10, 4, 0.0312).p_text == "0.031"
+
+
+def test_a_corrected_p_has_its_floor_raised_by_the_number_of_tests():
+    from helpers.evaluation.stats import format_p
+
+    assert format_p(0.0, tests=3) == "< 0.0003"  # Holm multiplies the smallest p by 3: so does what it can show
+    assert format_p(0.0002, tests=3) == "< 0.0003" and format_p(0.0002) == "0.0002"
+    assert format_p(0.097, tests=3) == "0.097"
