@@ -293,6 +293,46 @@ def multiplier_values(m: Measured) -> dict:
             "multiplier_problems": len({r["id"] for r in records})}
 
 
+def matched_reach(ms: Sequence[Measured]) -> tuple[tuple[int, int], float] | None:
+    """What the compute-matched tests of MH can see: the fewest and most problems one ran on, and the median half-width
+    of their paired 95% intervals, as a share (None where no model ran them)."""
+    tests = [d for m in ms for _, d in matched_comparisons(m, "power")]
+    if not tests:
+        return None
+    return (min(d.n for d in tests), max(d.n for d in tests)), float(np.median([(d.high - d.low) / 2 for d in tests]))
+
+
+@dataclass(frozen=True)
+class UnseenBlocks:
+    """Chains the exact count gives one block that ran more. A `reference` chain stops only at the end of a block whose
+    answer still ends in EOS after that block's moves: a move that swaps a finished ending for an unfinished one sends
+    it into another block (B more tokens, N more moves), which a count from the final length cannot see. The records
+    keep a chain's acceptance rate, the mean of its blocks' rates (accepted moves over N); a mean that is no multiple
+    of 1/N proves two blocks or more, so `ran_more` is a lower bound."""
+
+    chains: int
+    fits_one: int  # chains whose final answer fits in one block, so the count gives them one
+    ran_more: int  # of those, chains whose acceptance proves a second block
+    share: float  # their tokens above the count over every chain's tokens above it (nan where the chains decoded no
+    # more than the count in all)
+
+
+def unseen_blocks(records: Sequence[dict], cfg: PowerConfig, max_new_tokens: int) -> UnseenBlocks:
+    """How many power-sampled chains (`records`, one depth) provably ran blocks the exact count does not see, and
+    their part of the gap between measured and counted tokens (`UnseenBlocks`)."""
+    steps = cfg.mcmc_steps
+    fits = [r for r in records if r["n_tokens"] <= cfg.block_size]
+    more = [r for r in fits if steps and r.get("acceptance") is not None
+            and abs(r["acceptance"] * steps - round(r["acceptance"] * steps)) > 1e-6]
+
+    def excess(rs: Sequence[dict]) -> float:
+        return sum(r["decoded_tokens"] - expected_decoded_tokens(r["n_tokens"], cfg.block_size, steps, mode=cfg.mode,
+                                                                 max_new_tokens=max_new_tokens) for r in rs)
+
+    total = excess(records)
+    return UnseenBlocks(len(records), len(fits), len(more), excess(more) / total if total > 0 else math.nan)
+
+
 # --------------------------------------------------------------------------------------------------
 # What truncation saves
 # --------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ words).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from helpers.chapters.cost_benefit import (
@@ -12,11 +13,13 @@ from helpers.chapters.cost_benefit import (
     Measured,
     Point,
     SizeCost,
+    UnseenBlocks,
     cut_depth,
     exercise_steps,
     front_overlaps,
     headline_set,
     matched_comparisons,
+    matched_reach,
     mean_of,
     multiplier_values,
     pareto_front,
@@ -24,6 +27,7 @@ from helpers.chapters.cost_benefit import (
     report_arithmetic,
     size_cost,
     sizes_in_order,
+    unseen_blocks,
 )
 from helpers.chapters.exercises import rerun_command
 from helpers.core.numbers import counted, listed, significant
@@ -54,7 +58,26 @@ def multiplier_glue(m: Measured, power: PowerConfig) -> dict:
     gap = 100 * (v["measured_tokens"] / v["predicted_tokens"] - 1) if v["predicted_tokens"] else 0.0
     return {**v, "multiplier_model": m.model, "multiplier_layers": m.n_layers,
             "multiplier_count": counted(v["multiplier_problems"], "problem"), "build_steps": n, "steps_clause": clause,
-            "count_gap": abs(gap), "count_gap_side": "above" if gap >= 0 else "below"}
+            "count_gap": abs(gap), "count_gap_side": "above" if gap >= 0 else "below",
+            "unseen_sentence": unseen_sentence(unseen_blocks(m.power_records[m.n_layers], m.power, m.max_new_tokens),
+                                               m.power)}
+
+
+def unseen_sentence(u: UnseenBlocks, cfg: PowerConfig) -> str:
+    """What the records say of the blocks the count does not see (`unseen_blocks`), in a sentence for the token-count
+    section."""
+    if cfg.mode != "reference" or not cfg.mcmc_steps:
+        return ""
+    if not u.ran_more:
+        return (f"None of the {u.chains} chains whose final answer fits in one block shows, by its acceptance rate, that "
+                "it ran a second; the records cannot rule it out.")
+    part = ("" if math.isnan(u.share) else
+            "; they alone decoded more tokens above the count than all the chains together (others decoded fewer "
+            "than theirs)" if u.share > 1 else
+            f"; they account for {100 * u.share:.0f}% of the tokens the chains decoded above the count")
+    return (f"The records bound the second reason from below: of the {u.chains} chains, {u.fits_one} end within one block of "
+            f"{cfg.block_size} tokens, and at least {u.ran_more} of those ran a second (an acceptance rate, the mean of "
+            f"the blocks' rates, that is no multiple of 1/N proves it){part}.")
 
 
 def exercise_values(m: Measured, profile: str) -> dict:
@@ -334,13 +357,25 @@ def matched_summary(ms: Sequence[Measured]) -> str:
     said = [(m.model, c) for m in ms if (c := _matched_clause(verdicts[m.model]))]
     if not said:
         return "no compute-matched baseline was run"
+    noise = _matched_noise(ms)
     if len(said) == 1 and len(ms) == 1:
-        return "given its budget in best-of-k and majority-of-k samples, MH " + said[0][1]
+        return "given its budget in best-of-k and majority-of-k samples, MH " + said[0][1] + noise
     if len(said) > 1 and not any(beat or lost for beat, lost, _ in verdicts.values()):
         return ("given its budget in best-of-k and majority-of-k samples, MH was not told apart from them by more than "
-                f"the noise at any depth of {listed([model for model, _ in said])}")
+                f"the noise at any depth of {listed([model for model, _ in said])}{noise}")
     return "given its budget in best-of-k and majority-of-k samples, MH " + "; ".join(
-        f"{clause} on {model}" for model, clause in said)
+        f"{clause} on {model}" for model, clause in said) + noise
+
+
+def _matched_noise(ms: Sequence[Measured]) -> str:
+    """How much the compute-matched tests can see (`matched_reach`), for the summary's clause: ' (on 16 problems a
+    depth, where a paired 95% interval spans about ±24 points)'; '' where none ran."""
+    reach = matched_reach(ms)
+    if reach is None:
+        return ""
+    (low, high), half = reach
+    n = f"{low}" if low == high else f"{low}–{high}"
+    return f" (on {n} problems a depth, where a paired 95% interval spans about ±{100 * half:.0f} points)"
 
 
 def _strongest_matched(m: Measured) -> str:

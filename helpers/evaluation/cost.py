@@ -156,8 +156,10 @@ def expected_decoded_tokens(length: int, block_size: int, mcmc_steps: int, *, mo
     The answer is decoded once (T tokens); then after block k each of the N moves cuts the current t_k =
     min(kB, T) tokens at a uniform position i in 0..t_k−1 and regenerates t_k − i of them, (t_k + 1)/2 on
     average. `reference` mode stops at the block in which EOS appears; `exact` mode keeps making moves in
-    every block up to `max_new_tokens`. Assumes each proposal ends where the current answer does (exact when
-    an answer's length is fixed; an approximation when proposals stop at EOS elsewhere).
+    every block up to `max_new_tokens`. Assumes each proposal ends where the current answer does and the answer
+    never shrinks (exact when an answer's length is fixed; an approximation when proposals stop at EOS elsewhere,
+    or when a move swaps a finished ending for an unfinished one and a `reference` chain runs another block, which
+    a count from the final length cannot see; chapter 05 bounds that case from the records).
     """
     _check_schedule(length, block_size, mcmc_steps)
     if mode not in MH_MODES:

@@ -341,22 +341,25 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     tests = {"power": [("power − best-of-4, both at 6", noise), ("power − majority-of-4, both at 6", borderline)],
              "SMC": []}
     monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m, method="power": tests[method])
+    monkeypatch.setattr(ch, "matched_comparisons", lambda m, method="power": tests[method])  # what `matched_reach` reads
     m = SimpleNamespace(model="small", matched_k={6: 4}, n_layers=6, points=[])
     sentence = cost_benefit_text.matched_sentence([m])
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
     assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
+    seen = " (on 16 problems a depth, where a paired 95% interval spans about ±10 points)"  # the median half-width
     assert cost_benefit_text.matched_summary([m]) == ("given its budget in best-of-k and majority-of-k samples, MH was "
-                                                    "not told apart from them by more than the noise at 6 blocks")
+                                                    "not told apart from them by more than the noise at 6 blocks" + seen)
     assert cost_benefit_text.matched_summary([m, SimpleNamespace(**{**vars(m), "model": "twin"})]).endswith(
-        "was not told apart from them by more than the noise at any depth of small and twin")  # said once for all
+        "was not told apart from them by more than the noise at any depth of small and twin" + seen)  # once for all
     clear = PairedDifference(0.3, 0.1, 0.5, 16, 6, 0, 0.01)
     tests["power"] = [("power − best-of-4, both at 6", clear), ("power − majority-of-4, both at 6", clear)]
-    assert cost_benefit_text.matched_summary([m]).endswith("MH beat both at 6 blocks")
+    seen = seen.replace("±10", "±20")
+    assert cost_benefit_text.matched_summary([m]).endswith("MH beat both at 6 blocks" + seen)
     other = SimpleNamespace(model="large", matched_k={}, n_layers=8, points=[])  # ran no baseline: not named
     twin = SimpleNamespace(**{**vars(m), "model": "twin"})
     assert cost_benefit_text.matched_summary([m, twin]).endswith("MH beat both at 6 blocks on small; beat both at 6 "
-                                                                 "blocks on twin")
-    assert cost_benefit_text.matched_summary([m, other]).endswith("MH beat both at 6 blocks on small")
+                                                                 "blocks on twin" + seen)
+    assert cost_benefit_text.matched_summary([m, other]).endswith("MH beat both at 6 blocks on small" + seen)
     assert cost_benefit_text.matched_sentence([m, other]).startswith("On small: MH power sampling against")
     assert "| small | power − best-of-4, both at 6 |" in cost_benefit_text.matched_table([m, other])
     tests["power"] = []
@@ -434,3 +437,24 @@ def test_the_other_mode_of_a_reference_chain_with_the_published_block_count_is_a
     exact = other_mode_config(reference)
     assert exact == PowerConfig(block_size=192, mcmc_steps=10, mode="exact", top_k=0, blocks=0)
     assert other_mode_config(exact) == PowerConfig(block_size=192, mcmc_steps=10, mode="reference", top_k=0, blocks=0)
+
+
+def test_chains_that_ran_a_block_the_count_cannot_see_are_found_from_their_acceptance_rate():
+    from helpers.evaluation.cost import expected_decoded_tokens
+
+    cfg = PowerConfig(block_size=192, mcmc_steps=10, mode="reference")
+
+    def chain(length: int, acceptance: float, above: float) -> dict:
+        count = expected_decoded_tokens(length, 192, 10, mode="reference")
+        return {"n_tokens": length, "acceptance": acceptance, "decoded_tokens": count + above}
+
+    # 0.35 is no multiple of 1/10: two blocks at least (3 and 4 of 10 accepted); 0.3 may be one block; the last
+    # answer spans two blocks, which the count already gives it
+    u = ch.unseen_blocks([chain(50, 0.35, 300), chain(60, 0.3, 100), chain(300, 0.25, 0)], cfg, 384)
+    assert (u.chains, u.fits_one, u.ran_more) == (3, 2, 1) and u.share == pytest.approx(0.75)
+    said = cost_benefit_text.unseen_sentence(u, cfg)
+    assert "at least 1 of those ran a second" in said and "account for 75% of the tokens" in said
+    none = ch.unseen_blocks([chain(60, 0.3, -5)], cfg, 384)  # decoded less than its count: no share to give
+    assert none.ran_more == 0 and none.share != none.share  # nan
+    assert cost_benefit_text.unseen_sentence(none, cfg).startswith("None of the 1 chains")
+    assert cost_benefit_text.unseen_sentence(u, dataclasses.replace(cfg, mode="exact")) == ""  # exact: no such stop
