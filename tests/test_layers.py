@@ -112,7 +112,8 @@ def test_every_chapter_keeps_its_prose_beside_its_numbers():
         assert not prose.findall(path.read_text(encoding="utf-8")), path.name
 
 
-WORDING = {"PairedDifference", "percent_with_interval", "half_width"}  # what prose may take from the statistics
+WORDING = {"PairedDifference", "percent_with_interval", "half_width", "format_p"}  # what prose may take from the
+# statistics
 
 
 def test_a_chapters_prose_computes_no_numbers():

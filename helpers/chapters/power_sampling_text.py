@@ -136,10 +136,11 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
               "so 'correct' can sit below the accuracy elsewhere, which credits an unfinished answer whose text "
               "already holds the right number. Looping: the unfinished samples whose last 256 tokens mostly repeat "
               "what they wrote before (at least half of their 8-token runs occurred earlier in the answer); a longer "
-              "cap would hardly end them, while the other unfinished ones were still writing when the cap came. "
-              "Right among finished: correct over the finished samples. Where a cut leaves it near the full model's "
-              "while 'cut off' grows and few of those loop, the cut's cost is mostly answers the cap ended, not wrong "
-              "ones; where most loop, it is the model's.")
+              "cap would hardly end them. The others were not looping in that window, which a loop that starts late "
+              "can escape: whether they would have ended is what chapter 03's length study measures, by decoding the "
+              "same greedy answers to a longer cap. Right among finished: correct over the finished samples. Where a "
+              "cut leaves it near the full model's while 'cut off' grows, the cut's cost may be answers the cap ended "
+              "rather than wrong ones; chapter 03's longer decode says how many of them ever end.")
     return "\n".join([*lines, "", legend, *own_problems_note(mine)])
 
 
@@ -183,9 +184,10 @@ def _loops_clause(cut: DepthRow, k: int) -> str:
     if 2 * loops >= unfinished:
         return (f"; {loops} of its {unfinished} unfinished samples loop, repeating what they wrote, so that a longer "
                 "cap would hardly end them: the loss is the model's, not the cap's")
-    some = (f"only {loops} of its {unfinished} unfinished samples loop, the others still writing" if loops else
-            f"none of its {unfinished} unfinished samples loops: they were all still writing")
-    return f"; {some} when the cap came, so that a longer cap may end some of them"
+    some = (f"only {loops} of its {unfinished} unfinished samples loop in their last 256 tokens" if loops else
+            f"none of its {unfinished} unfinished samples loops in its last 256 tokens")
+    return (f"; {some}, so that a longer cap may end some of them (a loop that starts late escapes that window: "
+            "chapter 03's length study decodes greedy answers to a longer cap and counts those that end)")
 
 
 UNDECIDED = "Too close to call"  # the answer's word where the paired interval cannot tell the two apart
@@ -498,11 +500,11 @@ def sweep_glue(sweep: StepsSweep) -> dict:
     top, base, d = sweep.difference()
     at = dict(zip(sweep.steps, sweep.accuracy, strict=True))
     cost = dict(zip(sweep.steps, sweep.tokens, strict=True))
-    best = max(sweep.steps, key=lambda n: at[n])
+    best = [n for n in sweep.steps if at[n] >= max(sweep.accuracy) - 1e-9]  # ties named together
     sentence = (f"On {sweep.model} at {sweep.depth} of {sweep.n_layers} blocks, on {counted(sweep.n_problems, 'problem')} with "
                 f"{sweep.n_seeds} seeds each, MH power sampling ({sweep.mode} mode) scored from "
-                f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = {best}: "
-                f"{percent_with_interval(at[best], sweep.n_problems)}; the figure gives each). N = {top} spent "
+                f"{100 * min(sweep.accuracy):.0f}% to {100 * max(sweep.accuracy):.0f}% across N (highest at N = "
+                f"{listed(best)}: {percent_with_interval(at[best[0]], sweep.n_problems)}; the figure gives each). N = {top} spent "
                 f"{cost[top]:,.0f} decoded tokens per answer against {cost[base]:,.0f} for N = {base}; the paired "
                 f"difference N = {top} − N = {base} is {d.points()} (p {_p(d)}), {_verdict_word(d)}.")
     values = {"steps_depth": sweep.depth, "steps_top": top, "steps_base": base,
@@ -629,9 +631,32 @@ def size_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> d
     gap = (f"The larger {values['size_large']}'s difference ({values['size_large_difference']:+.1f} points) minus the "
            f"smaller {values['size_small']}'s ({values['size_small_difference']:+.1f}) is {dd.points(decimals=1)}")
     sentence = (f"{gap} (paired over the same {counted(n, 'problem')}, p = {dd.p_value:.2g}), {word}. {shares} "
-                + _sizes_capped(contrast.rows, checks) + _report_sizes())
+                + _tolerance(contrast.rows) + _sizes_capped(contrast.rows, checks) + _report_sizes())
     headline = f"{short[1]} {gap}, {dd.standing()}."
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
+
+
+def _tolerance(pairs) -> str:
+    """The report's claim that the smaller model tolerates an earlier cut, read from the two sizes' critical depths
+    (chapter 03's, where both cuts are theirs and the sweep went below them; '' otherwise): the blocks each loses and
+    their share of its depth."""
+    lost = []
+    for cut, full in pairs:
+        c = cut.choice
+        if cut is full or c is None or c.critical != cut.depth or not c.curve or min(d for d, _ in c.curve) >= c.critical:
+            return ""
+        lost.append((full.n_layers - cut.depth, full.n_layers, full.model))
+    (k_small, n_small, small), (k_large, n_large, large) = lost
+    said = (f"At their critical depths {small} loses {counted(k_small, 'block')} of {n_small} "
+            f"({100 * k_small / n_small:.0f}% of its depth) and {large} {counted(k_large, 'block')} of {n_large} "
+            f"({100 * k_large / n_large:.0f}%)")
+    if k_small == k_large:
+        fewest = ", the fewest a cut can remove" if k_small == 1 else ""
+        return (f"{said}: the same number of blocks{fewest}, so these two sizes give no sign of the report's claim that "
+                "the smaller model tolerates an earlier cut. ")
+    if k_small / n_small > k_large / n_large:
+        return f"{said}: the smaller tolerates the larger share of its depth cut, as the report says. "
+    return f"{said}: the larger tolerates the larger share of its depth cut, the other way from the report's claim. "
 
 
 def _sizes_capped(pairs, checks: Sequence[LongerCap]) -> str:
@@ -1092,6 +1117,39 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
             "answer_summary": summary, "answer_short": accuracy_short(explained, [w for w, _ in answers])}
 
 
+def limit_sentence(explained: Sequence[Explained], rows: Sequence[DepthRow]) -> str:
+    """Where the answer's test can look: how many blocks each searched cut removes, what greedy decoding and MH
+    scored one block deeper where that ran (a collapse there leaves no range of depths where a cut costs accuracy
+    and leaves some to win back), and the models whose cut cost greedy decoding no more than its noise, where a search
+    that reaches the full model's accuracy cannot be told from a cut that cost nothing. Glued as `answer_limit`
+    ('' without a cut)."""
+    cut = [e for e in explained if e.cut.depth < e.full.n_layers]
+    if not cut:
+        return ""
+    removed = {e.full.n_layers - e.cut.depth for e in cut}
+    critical = all(e.cut.choice is not None and e.cut.choice.critical == e.cut.depth for e in cut)
+    where = "its critical depth, " if critical else ""
+    said = (f"Every model was searched {counted(removed.pop(), 'block')} below its full depth ({where}"
+            f"{listed([f'{e.cut.depth} of {e.full.n_layers}' for e in cut])} blocks)" if len(removed) == 1 else
+            "The models were searched at " + listed([f"{e.cut.depth} of {e.full.n_layers} blocks ({e.full.model})"
+                                                     for e in cut]) + (", each its critical depth" if critical else ""))
+    said += f", keeping {_range([100 * e.cut.depth / e.full.n_layers for e in cut], '.0f')}% of the blocks."
+    deeper = [next((r for r in rows if r.model == e.full.model and r.depth == e.cut.depth - 1), None) for e in cut]
+    if deeper and all(r is not None and "power" in r.accuracy for r in deeper):
+        seeds = " (one seed)" if all(r.n_seeds == 1 for r in deeper) else ""
+        said += (f" One block deeper, greedy decoding scored {_range([100 * r.accuracy['greedy'] for r in deeper], '.0f')}% "
+                 f"and MH {_range([100 * r.accuracy['power'] for r in deeper], '.0f')}%{seeds}, against "
+                 f"{_range([100 * e.full.accuracy['greedy'] for e in cut], '.0f')}% for greedy decoding at full depth: "
+                 "between a cut that costs these models little and one that leaves little to search, the depths "
+                 "offer no middle range where a cut costs accuracy the search could win back.")
+    free = [e for e in cut if not e.parts["power"].terms["cut_cost"].clear]
+    if free:
+        costs = listed([f"{e.full.model} ({e.parts['power'].terms['cut_cost'].points(1)})" for e in free])
+        said += (f" Where the cut's own cost to greedy decoding is within its noise, on {costs}, a search that reaches "
+                 "the full model's accuracy cannot be told from a cut that cost nothing.")
+    return said
+
+
 SETTLED = {"No": "no", "Probably not": "probably not", "Yes": "yes"}  # the answer's words that settle it one way
 
 
@@ -1136,11 +1194,17 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         lines += ["", f"† MH on the first {counted(k, 'problem')} only, paired with greedy there."]
     sharpest = max(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
     softest = min(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
-    sentence = (f"The sharpest here is {sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
+    sentence = (f"Ranked by the share of T = 1 answers equal to the greedy one, the sharpest here is {sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
                 f"of its T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token, and MH "
                 f"moved its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}). The least sharp is "
                 f"{softest[0].model} at {softest[0].depth} blocks ({100 * softest[0].sharp.agreement:.0f}%, "
                 f"{softest[0].sharp.entropy:.3f} nats), where MH moved it by {softest[1].points(1)} ({softest[1].standing()}).")
+    calm = min(gains, key=lambda g: g[0].sharp.entropy)[0]
+    wild = max(gains, key=lambda g: g[0].sharp.entropy)[0]
+    if calm is not sharpest[0] or wild is not softest[0]:  # the two measures rank the rows apart: say so, not merge them
+        sentence += (f" By entropy per token the two measures part: the lowest is {calm.model} at {calm.depth} blocks "
+                     f"({calm.sharp.entropy:.3f} nats), the highest {wild.model} at {wild.depth} blocks "
+                     f"({wild.sharp.entropy:.3f} nats).")
     if sharpest[0] is softest[0]:
         sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "
@@ -1306,7 +1370,7 @@ def level_values(scans: Sequence[LevelScan], shared: Sequence[int] | None) -> di
     return {"levels_table": "\n".join(lines), "levels_sentence": " ".join(sentences)}
 
 
-PROSE = ("comparisons_table", "acceptance_rates", "acceptance_reading", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
+PROSE = ("answer_limit", "comparisons_table", "acceptance_rates", "acceptance_reading", "outcomes_table", "failure_sentence", "cap_table", "cap_sentence",
          "smc_sentence", "smc_table", "depth_sentence", "size_sentence", "size_headline", "decomposition_table",
          "decomposition_sentence", "answer_lead", "answer_table", "answer_why", "sharpness_table", "sharpness_sentence",
          "premise_sentence", "premise_summary", "levels_table", "levels_sentence", "pass_sentence")
@@ -1326,7 +1390,7 @@ def prose_values(rows: Sequence[DepthRow], searches: Searches, scans: Sequence[L
             "failure_sentence": failure_sentence(rows), "smc_sentence": smc_sentence(rows), **smc_values(rows, searches),
             "smc_table": smc_table(rows),
             "depth_sentence": depth_sentence(rows), **size_values(rows, checks), **decomposition_values(explained, checks),
-            **answer_values(explained, checks), **cap_values(rows, checks), **sharpness_values(rows), **level_values(scans, levels),
+            **answer_values(explained, checks), "answer_limit": limit_sentence(explained, rows), **cap_values(rows, checks), **sharpness_values(rows), **level_values(scans, levels),
             "pass_sentence": pass_sentence(rows), **report_values()}
 
 

@@ -184,7 +184,8 @@ def _interval_sentence(s: Sweep, critical: int | None, collapse_fraction: float)
         return ""
     lo, hi = found
     if lo == hi:
-        return f" Resampling the {len(s.full)} problems puts the critical depth at {lo} in 95% of resamples."
+        return (f" Resampling the {len(s.full)} problems puts the critical depth at {lo} in at least 95% of resamples "
+                "(its 95% interval is that one depth).")
     return (f" Resampling the {len(s.full)} problems, the critical depth's 95% interval spans depths {lo} to {hi}: "
             "a problem or two either way can move it, so a depth named by it sits on a knife-edge.")
 
@@ -511,8 +512,8 @@ def lengths_values(studies: dict[str, AnswerLengths], sweep_cap: int, length_cap
                  "which the front page quotes), and where those are other or harder problems, the shares there can "
                  "differ." if n else "")
     legend = (f"An unfinished answer is counted as looping when at least {100 * LOOP_SHARE:.0f}% of the 8-token sequences "
-              "in its last 256 tokens occurred earlier in it; the rest are still writing something new when the cap "
-              "comes. The last column asks whether stopping each answer at its first closed `\\boxed{}` would change "
+              "in its last 256 tokens occurred earlier in it; the rest were not repeating themselves in that window when "
+              "the cap came. The last column asks whether stopping each answer at its first closed `\\boxed{}` would change "
               "its graded answer, and how many of its tokens it would save.")
     return {"lengths_table": "\n".join([*rows, "", legend]), "lengths_sentence": sentence,
             "lengths_cap": max(needs.values()), "length_cap": cap}

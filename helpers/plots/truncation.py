@@ -150,8 +150,9 @@ def answer_lengths(studies: Mapping, marks: Mapping[str, int]):
         # past the longest answer that ended every curve is flat: each panel's axis stops a little after its own
         longest = max([r["n_tokens"] for records in a.records.values() for per in records for r in per
                        if finished_within(r, a.cap)] + list(marks.values()) + [1])
-        ax.set(xlabel=f"new tokens (decoded up to {a.cap})", title=name, xlim=(0, min(a.cap, 1.15 * longest)),
-               ylim=(0, 101))
+        end = min(a.cap, 1.15 * longest)
+        ax.set(xlabel=f"new tokens (decoded up to {a.cap}" + ("; flat past the axis)" if end < a.cap else ")"),
+               title=name, xlim=(0, end), ylim=(0, 101))
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False,
                   handlelength=1.6, columnspacing=0.8)  # under the panel: inside, it sat on the cut's curves
     axes[0][0].set_ylabel("answers ended [%]")

@@ -12,7 +12,8 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     """The answer from chapters 04 and 05's glued values (`glued.collect` rows): first what the search costs against
     what the truncation saves (chapter 05's `cost_lead`, the result no token cap moves), then chapter 04's lead (which
     every size this build ran supports, or a line per model, and what the token cap leaves provisional), its table
-    with a row per model and why, from the decomposition; the report's premise in a sentence, where a base model
+    with a row per model and why, from the decomposition; where the test can look (`answer_limit`: the depths searched
+    and what lay one block deeper); the report's premise in a sentence, where a base model
     ran. A build whose chapter 04 ran no truncation gives its answer and headline instead; a chapter this build did
     not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
@@ -25,6 +26,8 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
                  if isinstance(v, str) and v), None)  # chapter 05's sentence, at each size it priced
     missing = "This build did not run chapter 05, which sets the search's cost against what truncation saves."
     lead, table, why = (values.get(("04_power_sampling", key)) for key in ("answer_lead", "answer_table", "answer_why"))
+    limit = values.get(("04_power_sampling", "answer_limit"))
+    limit = f"**Where the test can look.** {limit}\n\n" if isinstance(limit, str) and limit else ""
     premise = values.get(("04_power_sampling", "premise_summary")) or values.get(("04_power_sampling", "premise_sentence"))
     premise = f"**The premise.** {premise}\n\n" if premise and values.get(("04_power_sampling", "premise_base_models")) \
         else ""  # only where a base model ran
@@ -32,7 +35,7 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
         short = _short(values.get(("05_cost", "cost_short")), values.get(("04_power_sampling", "answer_short")))
         first = short + (f"**What it costs.** {cost}\n\n" if cost else "")
         last = "" if cost else f"{missing}\n\n"
-        return f"{first}{lead}\n\n{table}\n\n**Why.** {why}\n\n{premise}{last}{built}\n"
+        return f"{first}{lead}\n\n{table}\n\n**Why.** {why}\n\n{limit}{premise}{last}{built}\n"
     first = f"**{answer}** {headline}".strip() if headline else f"**{answer}**"
     sizes = values.get(("04_power_sampling", "size_headline"))
     if isinstance(sizes, str) and sizes:

@@ -77,7 +77,7 @@ def test_critical_depth_sentence_states_where_accuracy_holds():
     collapsed = stitch_text.critical_values(_sweep({3: 0.0, 6: 0.5}, {3: 0.0, 6: 0.5}), 0.5, 10)
     assert "critical depth is the full depth **6**" in collapsed["critical_sentence"]
     assert "No truncated model below full depth solves a single problem" in collapsed["critical_sentence"]
-    assert "puts the critical depth at 6 in 95% of resamples" in collapsed["critical_sentence"]
+    assert "puts the critical depth at 6 in at least 95% of resamples" in collapsed["critical_sentence"]
     naive_best = stitch_text.critical_values(_sweep({4: 0.1, 5: 0.3, 6: 0.5}, {4: 0.0, 5: 0.4, 6: 0.5}), 0.5, 10)
     assert "The most accurate truncated model is naively truncated at depth 5, with 40%" in \
         naive_best["critical_sentence"]  # the best of either cut, not the stitched one's by choice
@@ -361,6 +361,22 @@ def test_the_size_gap_is_printed_as_the_difference_of_the_two_differences_beside
     assert re.search(r"\(paired -22.5 points \[[^]]+\], (larger than its noise|borderline|within its noise)\)\.",
                      values["size_headline"]), "the larger model's own difference, to the gap's decimal, and its standing"
     assert "-7.5 points [" not in values["size_sentence"]  # each model's own difference is the table's, not said twice
+    assert "critical depths" not in values["size_sentence"]  # depths not read from chapter 03: no claim about them
+
+
+def test_the_sizes_critical_depths_say_whether_the_smaller_model_tolerates_an_earlier_cut():
+    from helpers.evaluation.critical import DepthChoice
+
+    rows = _two_sizes()
+    curve = ((4, 0.1), (5, 0.4), (6, 0.5))
+    for r in rows:
+        r.choice = DepthChoice(r.model, 6, (5,), critical=5, relative=True, curve=curve)
+    said = power_sampling_text.size_values(rows)["size_sentence"]
+    assert ("At their critical depths small loses 1 block of 6 (17% of its depth) and big 1 block of 6 (17%): the same "
+            "number of blocks, the fewest a cut can remove, so these two sizes give no sign") in said
+    for r in rows:  # a sweep that never went below the depth makes it a bound, not a depth to compare
+        r.choice = DepthChoice(r.model, 6, (5,), critical=5, relative=True, curve=curve[1:])
+    assert "critical depths" not in power_sampling_text.size_values(rows)["size_sentence"]
 
 
 def test_power_verdict_compares_the_best_truncation_with_full_greedy():
@@ -602,7 +618,7 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     assert sentence.count("cut off") == 1
     assert "; 1 of its 2 unfinished samples loop, repeating what they wrote, so that a longer cap would hardly end" in sentence
     rows[1].loops = {"power": [[False, False], [False, False]]}
-    assert "; none of its 2 unfinished samples loops: they were all still writing when the cap came" in power_sampling_text.failure_sentence(rows)
+    assert "; none of its 2 unfinished samples loops in its last 256 tokens, so that a longer cap may end some" in power_sampling_text.failure_sentence(rows)
     rows[1].loops = {}  # rows that kept no loops say nothing of them
     assert "unfinished samples" not in power_sampling_text.failure_sentence(rows)
     assert "no truncated depth" in power_sampling_text.failure_sentence(rows[:1]).lower()
@@ -801,8 +817,14 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
     table = values["sharpness_table"].splitlines()
     assert len(table) == 8 and table[2].startswith("| small | base or tuned: not known from its name | 6/6 | 90% | 0.050 |")
     assert "points" not in "".join(table[2:6]) and "in points" in table[7]  # the legend names the unit once
-    assert "The sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
+    assert "the sharpest here is big at 6 blocks: 95%" in values["sharpness_sentence"]
     assert "The least sharp is big at 5 blocks (50%, 0.600 nats)" in values["sharpness_sentence"]
+    assert "By entropy" not in values["sharpness_sentence"]  # both measures rank these rows alike: one ranking
+    rows[3].sharp = Sharpness(0.5, 0.3, 40, 400)  # the least often greedy, yet not the most uncertain per token
+    parted = power_sampling_text.sharpness_values(rows)["sharpness_sentence"]
+    assert "The least sharp is big at 5 blocks (50%, 0.300 nats)" in parted
+    assert parted.endswith("By entropy per token the two measures part: the lowest is big at 6 blocks (0.020 nats), "
+                           "the highest small at 5 blocks (0.400 nats).")
     from helpers.models.registry import post_training
 
     assert post_training("gemma-3-270m") == "base" and post_training("qwen2.5-coder-0.5b") == "instruction-tuned"
@@ -1313,3 +1335,33 @@ def test_the_comparison_at_another_setting_runs_that_settings_parameters_and_rea
     assert calls[1][2] and not released_only()  # read only while it runs, as before afterwards
     power_sampling.at_setting({**setting, "models": ["gemma-3-270m", "smollm2-135m"]}, ["smollm2-135m", "other"])
     assert calls[2][0][0] == ["smollm2-135m"] and list(calls[2][0][1]) == ["smollm2-135m"]  # the chapter's models only
+
+
+def test_the_n_sweep_names_every_n_that_shares_the_highest_accuracy():
+    from helpers.chapters.power_sampling import StepsSweep
+
+    scores = {0: [1.0, 0.0, 0.5, 0.0], 1: [0.5, 0.0, 0.0, 0.0], 2: [1.0, 0.5, 0.0, 0.0], 4: [0.5, 0.5, 0.5, 0.0]}
+    sweep = StepsSweep("small", 5, 6, [0, 1, 2, 4], [sum(v) / 4 for v in scores.values()], [10.0, 20.0, 30.0, 50.0],
+                       scores, n_problems=4, n_seeds=2, mode="reference", chapter_steps=4)
+    said = power_sampling_text.sweep_glue(sweep)["steps_sentence"]
+    assert "scored from 12% to 38% across N (highest at N = 0, 2 and 4: 38% [" in said  # a three-way tie, not N = 0
+
+
+def test_the_answer_says_where_its_test_can_look_and_what_lay_one_block_deeper():
+    from helpers.evaluation.critical import DepthChoice
+
+    rows = _two_sizes()
+    rows += [dataclasses.replace(_row(4, 0.05, 0.0), model=name, size=size) for name, size in (("small", 1e9), ("big", 2e9))]
+    for r in rows:
+        r.choice = DepthChoice(r.model, 6, (5, 4), critical=5, relative=True)
+    explained = power_sampling.explain(rows)
+    said = power_sampling_text.limit_sentence(explained, rows)
+    assert said.startswith("Every model was searched 1 block below its full depth (its critical depth, 5 of 6 and 5 of 6 "
+                           "blocks), keeping 83% of the blocks.")
+    assert "One block deeper, greedy decoding scored 5% and MH 0% (one seed), against 50–80% for greedy decoding" in said
+    costs = {e.full.model: e.parts["power"].terms["cut_cost"] for e in explained}
+    assert not costs["small"].clear and costs["big"].clear  # -10 on 20 problems is noise, -30 is not
+    assert said.endswith(f"on small ({costs['small'].points(1)}), a search that reaches the full model's accuracy "
+                         "cannot be told from a cut that cost nothing.")
+    assert "One block deeper" not in power_sampling_text.limit_sentence(explained, rows[:4])  # nothing ran there
+    assert power_sampling_text.limit_sentence([], rows) == ""

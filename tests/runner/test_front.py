@@ -94,3 +94,15 @@ def test_the_premise_is_stated_on_the_front_only_where_a_base_model_ran():
     assert "40%" not in text
     rows[-1]["value"] = 0
     assert "**The premise.**" not in answer_markdown(rows, **BUILT)
+
+
+def test_the_front_says_where_the_test_can_look_after_why():
+    rows = [{"chapter": "04_power_sampling", "name": "answer", "value": "No."},
+            {"chapter": "04_power_sampling", "name": "answer_lead", "value": "**No:** it does not."},
+            {"chapter": "04_power_sampling", "name": "answer_table", "value": "| model |"},
+            {"chapter": "04_power_sampling", "name": "answer_why", "value": "The cut costs 20 points."},
+            {"chapter": "04_power_sampling", "name": "answer_limit", "value": "Every model lost 1 block."}]
+    assert "**Why.** The cut costs 20 points.\n\n**Where the test can look.** Every model lost 1 block.\n\n" in \
+        answer_markdown(rows, **BUILT)
+    rows[-1]["value"] = ""  # a build without a cut says nothing of it
+    assert "**Where the test can look.**" not in answer_markdown(rows, **BUILT)
