@@ -911,7 +911,8 @@ def robustness_values(explained: Sequence[Explained], other_rows: Sequence[Depth
             where = f"this chapter's cap of {check.cap:,} tokens, where its greedy decodes are this chapter's own," \
                 if own else f"{check.cap:,} tokens"
             made = (f"; under {where} the same cut costs {check.cost.points(1)}, "
-                    + (f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
+                    + ("no less: every problem is graded alike under both caps" if part.better == part.worse == 0
+                       else f"no less ({part.points(1)} apart, {part.standing()})" if part.mean <= 0 else
                        f"{part.points(1)} less (larger than its noise): answers the shorter cap cut off made that "
                        "part of its cost" if part.clear else
                        f"{part.points(1)} less ({part.standing()}): too close to say that the shorter cap made part "

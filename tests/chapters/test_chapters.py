@@ -1298,6 +1298,10 @@ def test_the_decomposition_at_another_setting_sits_beside_this_ones_with_what_it
     other_rows[3].longer = dataclasses.replace(other_rows[3].longer, cut=tuple(_scores(0.4)))  # costs more there
     worse = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
     assert "the same cut costs -40.0 points [" in worse and "no less (-10.0 points [" in worse
+    other_rows[3].longer = dataclasses.replace(other_rows[3].longer, full=tuple(other_rows[2].scores["greedy"]),
+                                               cut=tuple(other_rows[3].scores["greedy"]))  # the longer cap moved none
+    alike = power_sampling_text.robustness_values(explained, other_rows, searches, 384, other)["robustness_sentence"]
+    assert "no less: every problem is graded alike under both caps" in alike and "[+0, +0] apart" not in alike
     mine_cap = dataclasses.replace(other_rows[3].longer, cap=384, full=tuple(now[2].scores["greedy"]),
                                    cut=tuple(now[3].scores["greedy"]))  # its longer cap is this chapter's own cap
     other_rows[3].longer = mine_cap
