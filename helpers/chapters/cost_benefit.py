@@ -156,6 +156,8 @@ class Measured:
     smc_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC's, on SMC's own problems
     mh_on_smc_problems: dict[int, float] = field(default_factory=dict)  # depth -> MH's, on SMC's problems only
     smc_problems: int = 0  # how many problems SMC ran on (the searches' subset)
+    smc_full_multipliers: dict[int, float] = field(default_factory=dict)  # depth -> SMC there against full-depth
+    # greedy on SMC's problems: what truncating to that depth must pay for
 
 
 def mean_of(records: Sequence[dict], key: str) -> float:
@@ -245,6 +247,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
     multipliers = {d: token_multiplier(runs["power"], runs["greedy"]) for d, runs in decoded.items()}
     full_multipliers = {d: token_multiplier(runs["power"], decoded[L]["greedy"]) for d, runs in decoded.items()}
     smc_multipliers = {d: token_multiplier(runs["SMC"], runs["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
+    smc_full = {d: token_multiplier(runs["SMC"], decoded[L]["greedy"]) for d, runs in decoded.items() if runs["SMC"]}
     mh_on_smc = {d: token_multiplier(runs["power"][:len(runs["SMC"])], runs["greedy"]) for d, runs in decoded.items()
                  if runs["SMC"]}  # like with like: MH on the problems SMC ran
     even = break_even_depth(model.config, multipliers[L], context)
@@ -257,7 +260,7 @@ def measure(name: str, problems: Sequence[Problem] | Mapping[str, Sequence[Probl
                         model.config, even, even_accuracy, smc,
                         {d: [r for per in runs["SMC"] for r in per] for d, runs in decoded.items()}, multipliers,
                         full_multipliers, smc_multipliers, mh_on_smc,
-                        max((len(runs["SMC"]) for runs in decoded.values()), default=0))
+                        max((len(runs["SMC"]) for runs in decoded.values()), default=0), smc_full)
     del model
     return measured
 

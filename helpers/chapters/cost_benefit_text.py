@@ -74,10 +74,11 @@ def unseen_sentence(u: UnseenBlocks, cfg: PowerConfig) -> str:
     part = ("" if math.isnan(u.share) else
             "; they alone decoded more tokens above the count than all the chains together (others decoded fewer "
             "than theirs)" if u.share > 1 else
-            f"; they account for {100 * u.share:.0f}% of the tokens the chains decoded above the count")
-    return (f"The records bound the second reason from below: of the {u.chains} chains, {u.fits_one} end within one block of "
-            f"{cfg.block_size} tokens, and at least {u.ran_more} of those ran a second (an acceptance rate, the mean of "
-            f"the blocks' rates, that is no multiple of 1/N proves it){part}.")
+            f"; they account for {100 * u.share:.0f}% of the chains' net excess over the count (some chains decoded "
+            "fewer tokens than theirs)")
+    return (f"The records bound the second reason from below: of the {u.chains} chains, {u.fits_one} end inside their "
+            f"first block of {cfg.block_size} tokens, and at least {u.ran_more} of those ran a second (an acceptance "
+            f"rate, the mean of the blocks' rates, that is no multiple of 1/N proves it){part}.")
 
 
 def exercise_values(m: Measured, profile: str) -> dict:
@@ -357,7 +358,7 @@ def matched_summary(ms: Sequence[Measured]) -> str:
     said = [(m.model, c) for m in ms if (c := _matched_clause(verdicts[m.model]))]
     if not said:
         return "no compute-matched baseline was run"
-    noise = _matched_noise(ms)
+    noise = _matched_noise(ms) + _borderline_matched(ms)
     if len(said) == 1 and len(ms) == 1:
         return "given its budget in best-of-k and majority-of-k samples, MH " + said[0][1] + noise
     if len(said) > 1 and not any(beat or lost for beat, lost, _ in verdicts.values()):
@@ -365,6 +366,20 @@ def matched_summary(ms: Sequence[Measured]) -> str:
                 f"the noise at any depth of {listed([model for model, _ in said])}{noise}")
     return "given its budget in best-of-k and majority-of-k samples, MH " + "; ".join(
         f"{clause} on {model}" for model, clause in said) + noise
+
+
+def _borderline_matched(ms: Sequence[Measured]) -> str:
+    """The compute-matched tests of MH that are borderline (the interval and the paired test disagree), for the
+    summary: '; borderline, in MH's favour, against best-of-8 on m at 23 blocks (+15.6 points [+3, +31])' ('' where
+    none is)."""
+    found = []
+    for m in ms:
+        for label, d in matched_comparisons(m, "power"):
+            if d.borderline:
+                baseline, depth = label.split(" − ", 1)[1].split(", both at ")
+                side = "in MH's favour" if d.mean > 0 else "against MH"
+                found.append(f"{side}, against {baseline} on {m.model} at {depth} blocks ({d.points(1)})")
+    return f"; borderline (the interval and the paired test disagree): {listed(found)}" if found else ""
 
 
 def _matched_noise(ms: Sequence[Measured]) -> str:
@@ -439,28 +454,35 @@ def front_values(m: Measured, ms: Sequence[Measured] = ()) -> dict:
 
 
 def smc_values(m: Measured) -> dict:
-    """SMC's measured token multiplier, the saving truncation would need to pay for it, the break-even depth,
-    and whether the report's conclusion (truncation cannot pay for the search) still holds with SMC."""
+    """SMC's measured token multiplier at full depth (set beside MH's on the same problems), and at the cut against
+    full-depth greedy decoding (what the truncation must pay for; full depth's where SMC did not run at the cut): the
+    saving truncation would need, the break-even depth, and whether the report's conclusion (truncation cannot pay
+    for the search) still holds with SMC."""
     L, cut = m.n_layers, cut_depth(m)
     smc_tokens = mean_of(m.smc_records[L], "decoded_tokens")
     mult = m.smc_multipliers[L]  # against greedy on SMC's own problems, like MH's against greedy on MH's
     mh = m.mh_on_smc_problems.get(L, m.multipliers[L])  # MH on the same problems as SMC
     report = report_arithmetic().exact + 1
     needed = 1 - 1 / mult if mult > 1 else 0.0
+    at_cut = m.smc_full_multipliers.get(cut) if cut < L else None  # what the cut must pay for: SMC there against
+    priced = at_cut if at_cut is not None else mult  # full-depth greedy (full depth's where SMC did not run at the cut)
+    needed_cut = 1 - 1 / priced if priced > 1 else 0.0
     saved = 1 - flops_share(m.config, cut, m.context)
-    even = break_even_depth(m.config, mult, m.context)
-    holds = saved < needed
+    even = break_even_depth(m.config, priced, m.context)
+    holds = saved < needed_cut
     where = (f"no depth of {m.model} breaks even" if even is None else
              f"the break-even depth is {even} of {L} blocks (removing {L - even})")
     than = "less than" if mult < mh else "more than"
+    there = (f"At the cut, {cut} blocks, SMC decoded {at_cut:.2f} times the full model's greedy tokens on the same "
+             "problems: to cost no more" if at_cut is not None else "To cost no more")
     sentence = (f"With K = {m.smc.particles} particles, an SMC answer on {m.model} at its full {L} blocks decoded "
                 f"{smc_tokens:.0f} tokens, {mult:.2f} times a greedy answer on its {counted(m.smc_problems, 'problem')}: {than} MH "
                 f"at this build's settings on the same problems ({mh:.2f} times, N = {m.power.mcmc_steps}). For scale "
                 f"only, the exact count puts MH at the report's settings ({REPORT['mcmc_steps']} steps per block, "
                 f"B = {REPORT['block_size']}, answers of {REPORT['length']} tokens) at {report:.1f} times an answer's own "
-                "length: a prediction for other settings and problems, not a measurement beside this one. To cost no "
-                "more than full-depth greedy "
-                f"decoding, truncation would have to save {100 * needed:.0f}% of the FLOPs per token; {where}. "
+                f"length: a prediction for other settings and problems, not a measurement beside this one. {there} "
+                "than full-depth greedy "
+                f"decoding, truncation would have to save {100 * needed_cut:.0f}% of the FLOPs per token; {where}. "
                 f"The stitched {cut}-block model saves {100 * saved:.1f}%. ")
     sentence += ("So the report's conclusion holds for SMC too: truncation does not save enough to "
                  "pay for the search, because any search that draws K complete candidates costs about K decodes, and "
@@ -468,6 +490,7 @@ def smc_values(m: Measured) -> dict:
                  "So with SMC the report's conclusion no longer holds on this model: the truncation saves more than the "
                  "search costs.")
     return {"smc_multiplier": mult, "smc_tokens": smc_tokens, "smc_needed_saving": 100 * needed,
+            "smc_cut_multiplier": priced, "smc_cut_needed_saving": 100 * needed_cut,
             "smc_break_even": even if even is not None else 0, "smc_particles": m.smc.particles,
             "smc_conclusion_holds": holds, "smc_verdict": sentence}
 

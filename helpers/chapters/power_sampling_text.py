@@ -129,7 +129,8 @@ def outcomes_table(rows: Sequence[DepthRow]) -> str:
     for k, n in sorted(subsets):
         lines += ["", f"† On the first {counted(k, 'problem')} of the {n} only: compare its shares with another † row, "
                       "not with the rows on every problem."]
-    legend = ("Each sample is counted once. Cut off: unfinished at the token cap. Ending replaced: an MH chain that "
+    legend = ("Each sample is counted once in the outcome columns, which sum to 100%; 'looping' is a part of the "
+              "unfinished ones, not a further share. Cut off: unfinished at the token cap. Ending replaced: an MH chain that "
               "ended unfinished short of the cap, because its last block's move swapped a finished ending for a "
               "proposal that the published loop regenerates only up to the current length, and no block was left to "
               "finish it (more blocks, `mh_blocks`, give it room). The other three columns are the finished samples, "
@@ -1138,16 +1139,20 @@ def limit_sentence(explained: Sequence[Explained], rows: Sequence[DepthRow]) -> 
     deeper = [next((r for r in rows if r.model == e.full.model and r.depth == e.cut.depth - 1), None) for e in cut]
     if deeper and all(r is not None and "power" in r.accuracy for r in deeper):
         seeds = " (one seed)" if all(r.n_seeds == 1 for r in deeper) else ""
-        said += (f" One block deeper, greedy decoding scored {_range([100 * r.accuracy['greedy'] for r in deeper], '.0f')}% "
-                 f"and MH {_range([100 * r.accuracy['power'] for r in deeper], '.0f')}%{seeds}, against "
-                 f"{_range([100 * e.full.accuracy['greedy'] for e in cut], '.0f')}% for greedy decoding at full depth: "
-                 "between a cut that costs these models little and one that leaves little to search, the depths "
-                 "offer no middle range where a cut costs accuracy the search could win back.")
-    free = [e for e in cut if not e.parts["power"].terms["cut_cost"].clear]
+        said += (f" With one more block removed ({listed([r.depth for r in deeper])} blocks), greedy decoding scored "
+                 f"{_range([100 * r.accuracy['greedy'] for r in deeper], '.0f')}% and MH "
+                 f"{_range([100 * r.accuracy['power'] for r in deeper], '.0f')}%{seeds}, against "
+                 f"{_range([100 * e.full.accuracy['greedy'] for e in cut], '.0f')}% for greedy decoding at full depth, "
+                 f"so the test can look only at the {'critical depth' if critical else 'depth searched'} itself.")
+    cost = {e.full.model: e.parts["power"].terms["cut_cost"] for e in cut}
+    free = [m for m, d in cost.items() if not d.clear]
     if free:
-        costs = listed([f"{e.full.model} ({e.parts['power'].terms['cut_cost'].points(1)})" for e in free])
-        said += (f" Where the cut's own cost to greedy decoding is within its noise, on {costs}, a search that reaches "
-                 "the full model's accuracy cannot be told from a cut that cost nothing.")
+        said += (f" Where the cut's own cost to greedy decoding is within its noise, on "
+                 f"{listed([f'{m} ({cost[m].points(1)})' for m in free])}, a search that reaches the full model's "
+                 "accuracy cannot be told from a cut that cost nothing.")
+    if free and len(free) < len(cost):
+        said += (f" Only on {listed([f'{m} ({d.points(1)})' for m, d in cost.items() if d.clear])} does the cut cost "
+                 "more than its noise: there the search had accuracy to win back.")
     return said
 
 
@@ -1202,10 +1207,12 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
                 f"{softest[0].sharp.entropy:.3f} nats), where MH moved it by {softest[1].points(1)} ({softest[1].standing()}).")
     calm = min(gains, key=lambda g: g[0].sharp.entropy)[0]
     wild = max(gains, key=lambda g: g[0].sharp.entropy)[0]
-    if calm is not sharpest[0] or wild is not softest[0]:  # the two measures rank the rows apart: say so, not merge them
-        sentence += (f" By entropy per token the two measures part: the lowest is {calm.model} at {calm.depth} blocks "
-                     f"({calm.sharp.entropy:.3f} nats), the highest {wild.model} at {wild.depth} blocks "
-                     f"({wild.sharp.entropy:.3f} nats).")
+    instead = ([f"the sharpest is {calm.model} at {calm.depth} blocks ({calm.sharp.entropy:.3f} nats)"]
+               if calm is not sharpest[0] else [])
+    instead += ([f"the least sharp is {wild.model} at {wild.depth} blocks ({wild.sharp.entropy:.3f} nats)"]
+                if wild is not softest[0] else [])
+    if instead:  # the two measures rank the rows apart: say where, not merge them
+        sentence += f" By entropy per token instead, {' and '.join(instead)}."
     if sharpest[0] is softest[0]:
         sentence = (f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% of its "
                     f"T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token; MH moved "

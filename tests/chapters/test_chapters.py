@@ -603,7 +603,8 @@ def test_outcomes_say_how_samples_end_and_where_failures_grow():
     table = power_sampling_text.outcomes_table(rows).splitlines()
     assert len(table) == 9 and table[5] == "| toy | 4/6 | greedy | 20 | 0% | 25% | 25% | 0% | 50% | 25% | 0% |"
     assert table[4] == "| toy | 6/6 | smc | 20 | 75% | 25% | 0% | 0% | 0% | – | 75% |"  # right among the finished ones
-    assert table[-1].startswith("Each sample is counted once. Cut off: unfinished at the token cap.")
+    assert table[-1].startswith("Each sample is counted once in the outcome columns, which sum to 100%; 'looping' is a "
+                                "part of the unfinished ones, not a further share. Cut off: unfinished at the token cap.")
     rows[0].scores["smc"] = rows[0].scores["smc"][:8]  # SMC on the searches' first 8 problems: marked, footnoted
     table = power_sampling_text.outcomes_table(rows).splitlines()
     assert table[4] == "| toy | 6/6 | smc † | 8 | 75% | 25% | 0% | 0% | 0% | – | 75% |"
@@ -823,8 +824,7 @@ def test_the_sharpness_table_says_each_models_kind_and_sets_its_sharpness_beside
     rows[3].sharp = Sharpness(0.5, 0.3, 40, 400)  # the least often greedy, yet not the most uncertain per token
     parted = power_sampling_text.sharpness_values(rows)["sharpness_sentence"]
     assert "The least sharp is big at 5 blocks (50%, 0.300 nats)" in parted
-    assert parted.endswith("By entropy per token the two measures part: the lowest is big at 6 blocks (0.020 nats), "
-                           "the highest small at 5 blocks (0.400 nats).")
+    assert parted.endswith("By entropy per token instead, the least sharp is small at 5 blocks (0.400 nats).")
     from helpers.models.registry import post_training
 
     assert post_training("gemma-3-270m") == "base" and post_training("qwen2.5-coder-0.5b") == "instruction-tuned"
@@ -1362,10 +1362,13 @@ def test_the_answer_says_where_its_test_can_look_and_what_lay_one_block_deeper()
     said = power_sampling_text.limit_sentence(explained, rows)
     assert said.startswith("Every model was searched 1 block below its full depth (its critical depth, 5 of 6 and 5 of 6 "
                            "blocks), keeping 83% of the blocks.")
-    assert "One block deeper, greedy decoding scored 5% and MH 0% (one seed), against 50–80% for greedy decoding" in said
+    assert ("With one more block removed (4 and 4 blocks), greedy decoding scored 5% and MH 0% (one seed), against "
+            "50–80% for greedy decoding at full depth, so the test can look only at the critical depth itself.") in said
     costs = {e.full.model: e.parts["power"].terms["cut_cost"] for e in explained}
     assert not costs["small"].clear and costs["big"].clear  # -10 on 20 problems is noise, -30 is not
-    assert said.endswith(f"on small ({costs['small'].points(1)}), a search that reaches the full model's accuracy "
-                         "cannot be told from a cut that cost nothing.")
-    assert "One block deeper" not in power_sampling_text.limit_sentence(explained, rows[:4])  # nothing ran there
+    assert (f"on small ({costs['small'].points(1)}), a search that reaches the full model's accuracy cannot be told "
+            "from a cut that cost nothing.") in said
+    assert said.endswith(f"Only on big ({costs['big'].points(1)}) does the cut cost more than its noise: there the "
+                         "search had accuracy to win back.")  # the one model where the question can be asked
+    assert "one more block removed" not in power_sampling_text.limit_sentence(explained, rows[:4])  # none ran there
     assert power_sampling_text.limit_sentence([], rows) == ""

@@ -88,7 +88,12 @@ def test_chapter_05_reads_chapter_04s_decodes(tiny_dir, tmp_path, monkeypatch):
     values = cost_benefit_text.smc_values(m)
     smc_tokens = sum(r["decoded_tokens"] for r in m.smc_records[4]) / len(m.smc_records[4])
     assert values["smc_multiplier"] == pytest.approx(smc_tokens / m.greedy_tokens[4])
-    assert values["smc_conclusion_holds"] == (values["smc_needed_saving"] > 100 * (1 - ch.flops_share(
+    smc_at_3 = sum(r["decoded_tokens"] for r in m.smc_records[3]) / len(m.smc_records[3])
+    assert m.smc_full_multipliers[3] == pytest.approx(smc_at_3 / m.greedy_tokens[4])  # the cut's SMC over full greedy
+    assert values["smc_cut_multiplier"] == m.smc_full_multipliers[3]  # the cut is what truncation must pay for
+    assert values["smc_cut_needed_saving"] == pytest.approx(100 * (1 - 1 / m.smc_full_multipliers[3]))
+    assert f"At the cut, 3 blocks, SMC decoded {m.smc_full_multipliers[3]:.2f} times" in values["smc_verdict"]
+    assert values["smc_conclusion_holds"] == (values["smc_cut_needed_saving"] > 100 * (1 - ch.flops_share(
         m.config, 3, m.context)))
     assert values["smc_verdict"].startswith("With K = 3 particles")
     assert f"on the same problems ({m.mh_on_smc_problems[4]:.2f} times" in values["smc_verdict"]  # like with like
@@ -346,14 +351,17 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     sentence = cost_benefit_text.matched_sentence([m])
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
     assert "the difference is borderline" in cost_benefit_text.majority_sentence(m)
-    seen = " (on 16 problems a depth, where a paired 95% interval spans about ±10 points)"  # the median half-width
+    seen = (" (on 16 problems a depth, where a paired 95% interval spans about ±10 points)"  # the median half-width
+            "; borderline (the interval and the paired test disagree): in MH's favour, against majority-of-4 on small "
+            "at 6 blocks (+12.5 points [+3, +25])")
     assert cost_benefit_text.matched_summary([m]) == ("given its budget in best-of-k and majority-of-k samples, MH was "
                                                     "not told apart from them by more than the noise at 6 blocks" + seen)
     assert cost_benefit_text.matched_summary([m, SimpleNamespace(**{**vars(m), "model": "twin"})]).endswith(
-        "was not told apart from them by more than the noise at any depth of small and twin" + seen)  # once for all
+        "was not told apart from them by more than the noise at any depth of small and twin" + seen
+        + " and in MH's favour, against majority-of-4 on twin at 6 blocks (+12.5 points [+3, +25])")  # once for all
     clear = PairedDifference(0.3, 0.1, 0.5, 16, 6, 0, 0.01)
     tests["power"] = [("power − best-of-4, both at 6", clear), ("power − majority-of-4, both at 6", clear)]
-    seen = seen.replace("±10", "±20")
+    seen = " (on 16 problems a depth, where a paired 95% interval spans about ±20 points)"  # none borderline now
     assert cost_benefit_text.matched_summary([m]).endswith("MH beat both at 6 blocks" + seen)
     other = SimpleNamespace(model="large", matched_k={}, n_layers=8, points=[])  # ran no baseline: not named
     twin = SimpleNamespace(**{**vars(m), "model": "twin"})
@@ -453,7 +461,7 @@ def test_chains_that_ran_a_block_the_count_cannot_see_are_found_from_their_accep
     u = ch.unseen_blocks([chain(50, 0.35, 300), chain(60, 0.3, 100), chain(300, 0.25, 0)], cfg, 384)
     assert (u.chains, u.fits_one, u.ran_more) == (3, 2, 1) and u.share == pytest.approx(0.75)
     said = cost_benefit_text.unseen_sentence(u, cfg)
-    assert "at least 1 of those ran a second" in said and "account for 75% of the tokens" in said
+    assert "at least 1 of those ran a second" in said and "account for 75% of the chains' net excess" in said
     none = ch.unseen_blocks([chain(60, 0.3, -5)], cfg, 384)  # decoded less than its count: no share to give
     assert none.ran_more == 0 and none.share != none.share  # nan
     assert cost_benefit_text.unseen_sentence(none, cfg).startswith("None of the 1 chains")
