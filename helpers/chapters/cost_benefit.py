@@ -316,8 +316,8 @@ class UnseenBlocks:
     chains: int
     fits_one: int  # chains whose final answer fits in one block, so the count gives them one
     ran_more: int  # of those, chains whose acceptance proves a second block
-    share: float  # their tokens above the count over every chain's tokens above it (nan where the chains decoded no
-    # more than the count in all)
+    share: float  # their tokens above the count over all the chains' net tokens above it (nan where the chains
+    # decoded no more than the count in all)
 
 
 def unseen_blocks(records: Sequence[dict], cfg: PowerConfig, max_new_tokens: int) -> UnseenBlocks:

@@ -370,8 +370,9 @@ def matched_summary(ms: Sequence[Measured]) -> str:
 
 def _borderline_matched(ms: Sequence[Measured]) -> str:
     """The compute-matched tests of MH that are borderline (the interval and the paired test disagree), for the
-    summary: '; borderline, in MH's favour, against best-of-8 on m at 23 blocks (+15.6 points [+3, +31])' ('' where
-    none is)."""
+    summary: "; borderline (the interval and the paired test disagree): in MH's favour, against best-of-8 on m at 23
+    blocks (+15.6 points [+3, +31])" ('' where none is). Reads the baseline and depth from `matched_comparisons`'
+    labels, as `_matched_verdicts` does."""
     found = []
     for m in ms:
         for label, d in matched_comparisons(m, "power"):

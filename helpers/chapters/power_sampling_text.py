@@ -637,7 +637,7 @@ def size_values(rows: Sequence[DepthRow], checks: Sequence[LongerCap] = ()) -> d
     return {**values, "size_gap": round(100 * dd.mean, 1), "size_sentence": sentence, "size_headline": headline}
 
 
-def _tolerance(pairs) -> str:
+def _tolerance(pairs: Sequence[tuple[DepthRow, DepthRow]]) -> str:
     """The report's claim that the smaller model tolerates an earlier cut, read from the two sizes' critical depths
     (chapter 03's, where both cuts are theirs and the sweep went below them; '' otherwise): the blocks each loses and
     their share of its depth."""
@@ -1121,10 +1121,10 @@ def answer_values(explained: Sequence[Explained], checks: Sequence[LongerCap] = 
 
 def limit_sentence(explained: Sequence[Explained], rows: Sequence[DepthRow]) -> str:
     """Where the answer's test can look: how many blocks each searched cut removes, what greedy decoding and MH
-    scored one block deeper where that ran (a collapse there leaves no range of depths where a cut costs accuracy
-    and leaves some to win back), and the models whose cut cost greedy decoding no more than its noise, where a search
-    that reaches the full model's accuracy cannot be told from a cut that cost nothing. Glued as `answer_limit`
-    ('' without a cut)."""
+    scored with one more block removed where that ran (a collapse there leaves only the searched depth to ask at), the
+    models whose cut cost greedy decoding no more than its noise, where a search that reaches the full model's accuracy
+    cannot be told from a cut that cost nothing, and those whose cut cost more, where the search had accuracy to win
+    back. Glued as `answer_limit` ('' without a cut)."""
     cut = [e for e in explained if e.cut.depth < e.full.n_layers]
     if not cut:
         return ""
@@ -1200,7 +1200,8 @@ def sharpness_values(rows: Sequence[DepthRow]) -> dict:
         lines += ["", f"† MH on the first {counted(k, 'problem')} only, paired with greedy there."]
     sharpest = max(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
     softest = min(gains, key=lambda g: (g[0].sharp.agreement, -g[0].sharp.entropy))
-    sentence = (f"Ranked by the share of T = 1 answers equal to the greedy one, the sharpest here is {sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
+    sentence = (f"Ranked by the share of T = 1 answers equal to the greedy one, the sharpest here is "
+                f"{sharpest[0].model} at {sharpest[0].depth} blocks: {100 * sharpest[0].sharp.agreement:.0f}% "
                 f"of its T = 1 answers equal its greedy answer, at {sharpest[0].sharp.entropy:.3f} nats per token, and MH "
                 f"moved its accuracy by {sharpest[1].points(1)} ({sharpest[1].standing()}). The least sharp is "
                 f"{softest[0].model} at {softest[0].depth} blocks ({100 * softest[0].sharp.agreement:.0f}%, "

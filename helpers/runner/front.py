@@ -13,7 +13,7 @@ def answer_markdown(rows: list[dict], profile: str, commit: str, date: str) -> s
     what the truncation saves (chapter 05's `cost_lead`, the result no token cap moves), then chapter 04's lead (which
     every size this build ran supports, or a line per model, and what the token cap leaves provisional), its table
     with a row per model and why, from the decomposition; where the test can look (`answer_limit`: the depths searched
-    and what lay one block deeper); the report's premise in a sentence, where a base model
+    and what they scored with one more block removed); the report's premise in a sentence, where a base model
     ran. A build whose chapter 04 ran no truncation gives its answer and headline instead; a chapter this build did
     not run is named as such."""
     values = {(r["chapter"], r["name"]): r["value"] for r in rows}
