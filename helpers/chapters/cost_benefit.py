@@ -296,10 +296,9 @@ def multiplier_values(m: Measured) -> dict:
             "multiplier_problems": len({r["id"] for r in records})}
 
 
-def matched_reach(ms: Sequence[Measured]) -> tuple[tuple[int, int], float] | None:
-    """What the compute-matched tests of MH can see: the fewest and most problems one ran on, and the median half-width
-    of their paired 95% intervals, as a share (None where no model ran them)."""
-    tests = [d for m in ms for _, d in matched_comparisons(m, "power")]
+def matched_reach(tests: Sequence[PairedDifference]) -> tuple[tuple[int, int], float] | None:
+    """What compute-matched tests (`matched_comparisons`' differences) can see: the fewest and most problems one ran
+    on, and the median half-width of their paired 95% intervals, as a share (None where none ran)."""
     if not tests:
         return None
     return (min(d.n for d in tests), max(d.n for d in tests)), float(np.median([(d.high - d.low) / 2 for d in tests]))

@@ -42,7 +42,7 @@ from helpers.evaluation.cost import (
     model_cost,
     model_size,
 )
-from helpers.evaluation.stats import percent_with_interval
+from helpers.evaluation.stats import PairedDifference, percent_with_interval
 from helpers.samplers.power import PowerConfig
 
 
@@ -318,10 +318,13 @@ def _matched_sentence(m: Measured) -> str:
     return " ".join(out) + _strongest_matched(m)
 
 
-def _matched_verdicts(m: Measured) -> tuple[list[int], list[int], list[int]]:
-    """The depths where MH beat both budget-matched baselines by more than the noise, lost to both, and the rest."""
+Tests = Sequence[tuple[str, PairedDifference]]  # one model's `matched_comparisons`: (label, difference)
+
+
+def _matched_verdicts(m: Measured, tests_all: Tests) -> tuple[list[int], list[int], list[int]]:
+    """The depths where MH beat both budget-matched baselines by more than the noise, lost to both, and the rest
+    (`tests_all`: `matched_comparisons(m, "power")`)."""
     beat, lost, rest = [], [], []
-    tests_all = matched_comparisons(m, "power")
     for depth in sorted(m.matched_k, reverse=True):
         tests = [d for label, d in tests_all if label.endswith(f"both at {depth}")]
         if not tests:
@@ -354,11 +357,12 @@ def matched_summary(ms: Sequence[Measured]) -> str:
     """The compute-matched comparison in a clause for the chapter's summary: for each model that ran the baselines,
     at which depths MH beat, or lost to, both budget-matched baselines by more than the noise (the section's
     sentence gives each test)."""
-    verdicts = {m.model: _matched_verdicts(m) for m in ms}  # each model's paired tests, once
+    tests = {m.model: matched_comparisons(m, "power") for m in ms}  # each model's paired tests, once
+    verdicts = {m.model: _matched_verdicts(m, tests[m.model]) for m in ms}
     said = [(m.model, c) for m in ms if (c := _matched_clause(verdicts[m.model]))]
     if not said:
         return "no compute-matched baseline was run"
-    noise = _matched_noise(ms) + _borderline_matched(ms)
+    noise = _matched_noise(tests) + _borderline_matched(tests)
     if len(said) == 1 and len(ms) == 1:
         return "given its budget in best-of-k and majority-of-k samples, MH " + said[0][1] + noise
     if len(said) > 1 and not any(beat or lost for beat, lost, _ in verdicts.values()):
@@ -368,25 +372,25 @@ def matched_summary(ms: Sequence[Measured]) -> str:
         f"{clause} on {model}" for model, clause in said) + noise
 
 
-def _borderline_matched(ms: Sequence[Measured]) -> str:
+def _borderline_matched(tests: Mapping[str, Tests]) -> str:
     """The compute-matched tests of MH that are borderline (the interval and the paired test disagree), for the
     summary: "; borderline (the interval and the paired test disagree): in MH's favour, against best-of-8 on m at 23
     blocks (+15.6 points [+3, +31])" ('' where none is). Reads the baseline and depth from `matched_comparisons`'
-    labels, as `_matched_verdicts` does."""
+    labels (`tests`: model -> its `matched_comparisons`), as `_matched_verdicts` does."""
     found = []
-    for m in ms:
-        for label, d in matched_comparisons(m, "power"):
+    for model, mine in tests.items():
+        for label, d in mine:
             if d.borderline:
                 baseline, depth = label.split(" − ", 1)[1].split(", both at ")
                 side = "in MH's favour" if d.mean > 0 else "against MH"
-                found.append(f"{side}, against {baseline} on {m.model} at {depth} blocks ({d.points(1)})")
+                found.append(f"{side}, against {baseline} on {model} at {depth} blocks ({d.points(1)})")
     return f"; borderline (the interval and the paired test disagree): {listed(found)}" if found else ""
 
 
-def _matched_noise(ms: Sequence[Measured]) -> str:
+def _matched_noise(tests: Mapping[str, Tests]) -> str:
     """How much the compute-matched tests can see (`matched_reach`), for the summary's clause: ' (on 16 problems a
     depth, where a paired 95% interval spans about ±24 points)'; '' where none ran."""
-    reach = matched_reach(ms)
+    reach = matched_reach([d for mine in tests.values() for _, d in mine])
     if reach is None:
         return ""
     (low, high), half = reach

@@ -346,7 +346,6 @@ def test_a_borderline_matched_difference_is_called_borderline_not_within_the_noi
     tests = {"power": [("power − best-of-4, both at 6", noise), ("power − majority-of-4, both at 6", borderline)],
              "SMC": []}
     monkeypatch.setattr(cost_benefit_text, "matched_comparisons", lambda m, method="power": tests[method])
-    monkeypatch.setattr(ch, "matched_comparisons", lambda m, method="power": tests[method])  # what `matched_reach` reads
     m = SimpleNamespace(model="small", matched_k={6: 4}, n_layers=6, points=[])
     sentence = cost_benefit_text.matched_sentence([m])
     assert "against majority-of-4 it is borderline" in sentence and "stay within the noise" not in sentence
